@@ -1,0 +1,1 @@
+"""Workloads: model configs, layer-to-kernel graphs, ISA kernel templates and real CUDA kernels."""

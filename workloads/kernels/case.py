@@ -1,0 +1,109 @@
+"""A ready-to-run launch of one catalogued kernel, its expected outputs and tolerances.
+
+`Case` holds what `isa.run_kernel` needs (PTX file, entry, grid, block, argument list,
+dynamic shared bytes) plus, per output argument, the expected array and an absolute and
+relative tolerance (scalars or arrays broadcast against the output). Every other array
+argument is an input and must come back unchanged. Builders in the `cases_*` modules make
+Cases from a seeded `numpy.random.Generator` and a problem size; `catalog.py` lists them.
+`isa` is imported only when a case runs, so the catalog is usable without the interpreter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+KERNEL_DIR = Path(__file__).resolve().parent
+
+U32 = 2.0**-24  # unit roundoff of f32 (half an ulp of 1.0)
+U64 = 2.0**-53  # unit roundoff of f64
+
+
+def load_ptx(file: str) -> str:
+    """Text of the committed PTX beside `file` (a `.cu` or `.ptx` name in this folder)."""
+    return (KERNEL_DIR / file).with_suffix(".ptx").read_text()
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """The array an output argument must hold after the run, within atol + rtol * |value|.
+
+    NaNs must sit where the expected array has NaNs.
+    """
+
+    value: np.ndarray
+    atol: float | np.ndarray = 0.0
+    rtol: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One launch: grid/block as 3-tuples, args in parameter order, outputs by arg index."""
+
+    file: str
+    entry: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    args: list
+    outputs: dict[int, Expected]
+    shared_bytes: int = 0
+    inputs_before: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def run(self) -> None:
+        """Run the kernel functionally through `isa.run_kernel`; outputs change in place."""
+        import isa
+
+        isa.run_kernel(load_ptx(self.file), self.entry, self.grid, self.block, self.args,
+                       shared_bytes=self.shared_bytes)
+
+    def check(self) -> None:
+        """Raise AssertionError naming the first argument that is off, and by how much."""
+        for index, expected in self.outputs.items():
+            _check_close(f"{self.entry} arg {index}", self.args[index], expected)
+        for index, before in self.inputs_before.items():
+            if not np.array_equal(_as_bits(self.args[index]), _as_bits(before)):
+                raise AssertionError(f"{self.entry} arg {index} is an input but was modified")
+
+
+def make_case(file: str, entry: str, grid, block, args: list, outputs: dict[int, Expected],
+              shared_bytes: int = 0) -> Case:
+    """Build a Case, normalising grid/block to 3-tuples and snapshotting the input arrays."""
+    inputs = {i: a.copy() for i, a in enumerate(args)
+              if isinstance(a, np.ndarray) and i not in outputs}
+    return Case(file, entry, _dim3(grid), _dim3(block), args, outputs, shared_bytes, inputs)
+
+
+def _dim3(d) -> tuple[int, int, int]:
+    dims = (d,) if isinstance(d, int) else tuple(d)
+    return tuple(int(x) for x in dims) + (1,) * (3 - len(dims))
+
+
+def _as_bits(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a).view(np.uint8)
+
+
+def _check_close(name: str, actual: np.ndarray, expected: Expected) -> None:
+    want = np.asarray(expected.value, dtype=np.float64)
+    got = np.asarray(actual).astype(np.float64)
+    if got.shape != want.shape:
+        raise AssertionError(f"{name}: shape {got.shape}, expected {want.shape}")
+    nan_want, nan_got = np.isnan(want), np.isnan(got)
+    bad = nan_want != nan_got
+    with np.errstate(invalid="ignore"):
+        err = np.abs(got - want)
+        bound = expected.atol + expected.rtol * np.abs(want)
+        bad |= ~nan_want & ~(err <= bound)
+    if bad.any():
+        idx = np.argwhere(bad)[0]
+        at = tuple(int(i) for i in idx)
+        limit = np.broadcast_to(bound, want.shape)[at]
+        raise AssertionError(
+            f"{name}: {int(bad.sum())} of {bad.size} elements off; first at {at}: "
+            f"got {got[at]!r}, expected {want[at]!r}, allowed error {limit!r}"
+        )
