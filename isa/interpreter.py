@@ -1,0 +1,93 @@
+"""The functional SIMT execution loop (min-PC scheduling, batched across warps).
+
+Each step picks the lowest pc among runnable threads of the batch and executes
+that instruction once, with numpy, for every thread at that pc. Lanes of one warp
+that reach the pc together form its active mask; a warp whose lanes diverged runs
+its lowest-pc group first, so lanes reconverge where the immediate post-dominator
+lies for nvcc's block layout (reconvergence points follow their divergent regions).
+Exited threads leave the runnable set; threads blocked at `bar.sync` wait until the
+barrier completes. An `observer` (if given) sees every step: the timing model and
+instruction counters hang off it; with no observer the loop pays one `is None` test.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from isa.errors import PtxError
+from isa.machine import BLOCKED, EXITED, Machine
+
+
+class StepCounts:
+    """Executed warp-instructions and thread-instructions per static instruction."""
+
+    def __init__(self, n_instrs: int):
+        self.warp = np.zeros(n_instrs, dtype=np.int64)
+        self.thread = np.zeros(n_instrs, dtype=np.int64)
+
+
+def _lanes_of(idx: np.ndarray):
+    """A slice when the indices form one contiguous run, else the index array."""
+    lo, hi = int(idx[0]), int(idx[-1])
+    if hi - lo + 1 == idx.size:
+        return slice(lo, hi + 1)
+    return idx
+
+
+def _n_warps(idx: np.ndarray) -> int:
+    w = idx >> 5
+    return int(np.count_nonzero(w[1:] != w[:-1])) + 1
+
+
+def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 0) -> None:
+    """Run the batch to completion; raises `PtxError` on faults and deadlocks."""
+    instrs = m.program.instrs
+    pc = m.pc
+    limit = max_steps or (1 << 62)
+    with np.errstate(all="ignore"):
+        while True:
+            target = int(pc.min())
+            if target >= BLOCKED:
+                if target == BLOCKED:
+                    _deadlock(m)
+                return
+            idx = np.flatnonzero(pc == target)
+            lanes = _lanes_of(idx)
+            ins = instrs[target]
+            nw = _n_warps(idx)
+            counts.warp[target] += nw
+            m.steps += 1
+            if m.steps > limit:
+                raise m.fault(ins, f"step limit of {limit} reached (infinite loop?)")
+            exec_lanes = lanes
+            if ins.guard is not None:
+                g = ins.guard.read_raw(m, lanes)
+                if ins.guard_neg:
+                    g = ~g
+                if not g.all():
+                    pc[lanes] = target + 1
+                    if not g.any():
+                        continue
+                    exec_lanes = _lanes_of(idx[g])
+            counts.thread[target] += m.nlanes(exec_lanes)
+            if not ins.control:
+                pc[lanes] = target + 1
+            else:
+                pc[exec_lanes] = target + 1
+            ins.sem(m, ins, exec_lanes)
+            if observer is not None:
+                observer(m, ins, exec_lanes, nw)
+
+
+def _deadlock(m: Machine) -> None:
+    blocked = np.flatnonzero(m.pc == BLOCKED)
+    slot = int(blocked[0])
+    bar_pc = int(m.resume[slot]) - 1
+    ins = m.program.instrs[bar_pc]
+    c = m.cta_of[slot]
+    live = int(np.count_nonzero(m.pc[c * m.tpc:(c + 1) * m.tpc] != EXITED))
+    waiting = int(np.count_nonzero(m.pc[c * m.tpc:(c + 1) * m.tpc] == BLOCKED))
+    raise PtxError(f"barrier deadlock: {waiting} of {live} live threads of "
+                   f"{m.describe_slot(slot)} wait at '{ins.text}' and no thread can run",
+                   file=ins.loc.file, line=ins.loc.line, col=ins.loc.col, text=ins.loc.text,
+                   expected="every live thread of the CTA to reach the same barrier")

@@ -1,0 +1,230 @@
+"""`run_kernel`: the functional run of one PTX kernel launch on numpy data.
+
+Checks the launch (grid/block shape, shared memory, argument kinds) before anything
+runs, copies pointer arguments into the simulated global memory, runs the grid in
+batches of CTAs (CTAs are independent except through global atomics, which any
+batch order serialises legally), and only when the whole grid has finished copies
+the results back into the caller's arrays, so a fault leaves them untouched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from isa.decode import Program, decode
+from isa.errors import LaunchError
+from isa.interpreter import StepCounts, run_machine
+from isa.machine import Machine
+from isa.memory import GlobalLayout, GlobalMemory
+from isa.parser import parse
+from isa.types import TYPES
+
+MAX_BLOCK_THREADS = 1024
+MAX_BLOCK_DIMS = (1024, 1024, 64)
+MAX_GRID_DIMS = (2 ** 31 - 1, 65535, 65535)
+MAX_SHARED_BYTES = 232448          # 227 KiB opt-in per CTA on sm_90 (CUDA guide, table 21)
+DEFAULT_BATCH_THREADS = 1 << 17
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int = 0
+
+    @property
+    def n_ctas(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+    @property
+    def block_threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+
+@dataclass
+class FunctionalResult:
+    """Instruction counts of a functional run (pointer arguments hold the outputs)."""
+    program: Program
+    launch: Launch
+    warp_instructions: int
+    thread_instructions: int
+    steps: int
+    per_instruction: np.ndarray = field(repr=False)   # warp-instructions per static pc
+
+    def by_opcode(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for ins, n in zip(self.program.instrs, self.per_instruction.tolist(), strict=True):
+            if n:
+                out[ins.text] = out.get(ins.text, 0) + n
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+    def by_unit(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for ins, n in zip(self.program.instrs, self.per_instruction.tolist(), strict=True):
+            if n:
+                out[ins.unit] = out.get(ins.unit, 0) + n
+        return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def dim3(value, what: str) -> tuple[int, int, int]:
+    if isinstance(value, (int, np.integer)):
+        t = (int(value),)
+    else:
+        try:
+            t = tuple(int(v) for v in value)
+        except TypeError:
+            raise LaunchError(f"{what} must be an int or a tuple of 1-3 ints, got {value!r}") \
+                from None
+    if not 1 <= len(t) <= 3:
+        raise LaunchError(f"{what} must have 1 to 3 dimensions, got {value!r}")
+    t = t + (1,) * (3 - len(t))
+    if any(v < 1 for v in t):
+        raise LaunchError(f"{what} dimensions must be >= 1, got {t}")
+    return t
+
+
+def compile_kernel(ptx: str, entry: str, file: str = "<ptx>") -> Program:
+    """Parse, decode and verify one entry of a PTX module."""
+    from isa.verify import verify
+    program = decode(parse(ptx, file), entry)
+    verify(program)
+    return program
+
+
+def check_launch(program: Program, grid, block, shared_bytes: int) -> Launch:
+    launch = Launch(dim3(grid, "grid"), dim3(block, "block"), int(shared_bytes))
+    if launch.block_threads > MAX_BLOCK_THREADS:
+        raise LaunchError(f"block {launch.block} has {launch.block_threads} threads; "
+                          f"at most {MAX_BLOCK_THREADS} are allowed")
+    for k, (v, lim) in enumerate(zip(launch.block, MAX_BLOCK_DIMS, strict=True)):
+        if v > lim:
+            raise LaunchError(f"block dimension {'xyz'[k]} = {v} exceeds {lim}")
+    for k, (v, lim) in enumerate(zip(launch.grid, MAX_GRID_DIMS, strict=True)):
+        if v > lim:
+            raise LaunchError(f"grid dimension {'xyz'[k]} = {v} exceeds {lim}")
+    if shared_bytes < 0:
+        raise LaunchError(f"shared_bytes must be >= 0, got {shared_bytes}")
+    total = program.shared_bytes + launch.shared_bytes
+    if total > MAX_SHARED_BYTES:
+        raise LaunchError(f"kernel '{program.entry}' needs {total} bytes of shared memory "
+                          f"({program.shared_bytes} static + {shared_bytes} dynamic); at most "
+                          f"{MAX_SHARED_BYTES} per CTA")
+    fn_dirs = getattr(program, "directives", {}) or {}
+    req = fn_dirs.get(".reqntid")
+    if req and tuple(req) + (1,) * (3 - len(req)) != launch.block:
+        raise LaunchError(f"kernel '{program.entry}' requires block {req} (.reqntid), "
+                          f"got {launch.block}")
+    maxn = fn_dirs.get(".maxntid")
+    if maxn and launch.block_threads > int(np.prod(maxn)):
+        raise LaunchError(f"kernel '{program.entry}' allows at most {int(np.prod(maxn))} "
+                          f"threads per block (.maxntid), got {launch.block_threads}")
+    return launch
+
+
+def marshal_args(program: Program, args, layout: GlobalLayout):
+    """Kernel parameter bytes, and the (array, buffer) pairs to copy in and out."""
+    params = program.kparams
+    if len(args) != len(params):
+        names = ", ".join(p.name for p, _ in params)
+        raise LaunchError(f"kernel '{program.entry}' takes {len(params)} arguments ({names}), "
+                          f"got {len(args)}")
+    kparam = np.zeros(max(program.kparam_bytes, 8), dtype=np.uint8)
+    arrays = []
+    for k, ((decl, off), arg) in enumerate(zip(params, args, strict=True)):
+        size = decl.size_bytes
+        dims = f"[{decl.count}]" if decl.count > 1 else ""
+        where = f"argument {k} ('{decl.name}', .{decl.type}{dims})"
+        if decl.count > 1 or decl.vec > 1:          # by-value aggregate
+            raw = _aggregate_bytes(arg, size, where)
+            kparam[off:off + size] = raw
+            continue
+        ty = TYPES[decl.type]
+        if isinstance(arg, np.ndarray):
+            if ty.bits != 64 or ty.kind == "f":
+                raise LaunchError(f"{where} is a .{decl.type} scalar; got an array (pointer "
+                                  "parameters are .u64/.b64)")
+            buf = layout.allocate(f"arg {k} '{decl.name}'", arg.nbytes)
+            arrays.append((arg, buf))
+            kparam[off:off + 8] = np.frombuffer(np.uint64(buf.start).tobytes(), np.uint8)
+            continue
+        kparam[off:off + size] = _scalar_bytes(arg, ty, where)
+    return kparam, arrays
+
+
+def _aggregate_bytes(arg, size: int, where: str) -> np.ndarray:
+    if isinstance(arg, (bytes, bytearray, memoryview)):
+        raw = np.frombuffer(bytes(arg), dtype=np.uint8)
+    elif isinstance(arg, np.ndarray):
+        raw = np.ascontiguousarray(arg).view(np.uint8).reshape(-1)
+    else:
+        raise LaunchError(f"{where} is passed by value; give bytes or a numpy array of "
+                          f"{size} bytes, got {type(arg).__name__}")
+    if raw.size != size:
+        raise LaunchError(f"{where} needs exactly {size} bytes, got {raw.size}")
+    return raw
+
+
+def _scalar_bytes(arg, ty, where: str) -> np.ndarray:
+    if isinstance(arg, (bool, np.bool_)) or not isinstance(arg, (int, float, np.number)):
+        raise LaunchError(f"{where} needs a number, got {type(arg).__name__}")
+    if ty.kind == "f":
+        return np.frombuffer(np.asarray(arg, dtype=ty.dtype).tobytes(), np.uint8)
+    if isinstance(arg, (float, np.floating)):
+        if float(arg) != int(arg):
+            raise LaunchError(f"{where} is an integer parameter; got {arg!r}")
+        arg = int(arg)
+    v = int(arg)
+    lo = -(1 << (ty.bits - 1)) if ty.kind == "s" else -(1 << (ty.bits - 1))
+    hi = (1 << ty.bits) - 1
+    if not lo <= v <= hi:
+        raise LaunchError(f"{where} = {v} does not fit in .{ty.name}")
+    return np.frombuffer((v & hi).to_bytes(ty.bits // 8, "little"), np.uint8)
+
+
+def run_kernel(ptx, entry: str, grid, block, args: list, shared_bytes: int = 0, *,
+               file: str = "<ptx>", observer=None, max_batch_threads: int = DEFAULT_BATCH_THREADS,
+               max_steps: int = 0) -> FunctionalResult:
+    """Run a kernel functionally. Pointer arguments (numpy arrays) are updated in place.
+
+    `ptx` is PTX text or a `Program` from `compile_kernel`. Raises `isa.PtxError` on
+    bad PTX or a fault (with file:line:col and the instruction), `isa.LaunchError` on
+    an impossible launch or wrong arguments; the caller's arrays are then unchanged.
+    """
+    program = ptx if isinstance(ptx, Program) else compile_kernel(ptx, entry, file)
+    launch = check_launch(program, grid, block, shared_bytes)
+    layout = GlobalLayout()
+    layout.buffers = list(program.global_layout.buffers)
+    layout.top = program.global_layout.top
+    kparam, arrays = marshal_args(program, list(args), layout)
+    gmem = GlobalMemory(layout)
+    for decl, buf in program.module_globals:
+        if decl.init:
+            vals = np.asarray(decl.init, dtype=np.float64 if TYPES[decl.type].kind == "f"
+                              else np.int64).astype(TYPES[decl.type].dtype)
+            gmem.bytes_of(buf)[:vals.nbytes] = vals.view(np.uint8)
+    for arr, buf in arrays:
+        gmem.bytes_of(buf)[:] = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
+    counts = StepCounts(len(program.instrs))
+    steps = 0
+    for cta_ids in cta_batches(launch, max_batch_threads):
+        m = Machine(program, launch, cta_ids, gmem, kparam)
+        run_machine(m, counts, observer, max_steps)
+        steps += m.steps
+    for arr, buf in arrays:
+        out = gmem.bytes_of(buf).view(arr.dtype).reshape(arr.shape)
+        arr[...] = out
+    return FunctionalResult(program, launch, int(counts.warp.sum()), int(counts.thread.sum()),
+                            steps, counts.warp)
+
+
+def cta_batches(launch: Launch, max_batch_threads: int):
+    """CTA index triples in launch order (x fastest), in batches."""
+    tpc = -(-launch.block_threads // 32) * 32
+    per = max(1, max_batch_threads // tpc)
+    gx, gy, gz = launch.grid
+    total = launch.n_ctas
+    for start in range(0, total, per):
+        lin = np.arange(start, min(start + per, total), dtype=np.int64)
+        yield np.stack([lin % gx, (lin // gx) % gy, lin // (gx * gy)], axis=1)

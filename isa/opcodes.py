@@ -1,0 +1,153 @@
+"""The opcode table: one entry per opcode, as data.
+
+Each `OpSpec` names the opcode (possibly dotted, e.g. `cp.async.wait_group`), its
+operand count, the unit class that executes it (`arith` resolves by type to `fp32`,
+`fp16`, `fp64` or `int`), a latency class for the timing model, the modifiers it
+accepts besides type names, and whether it changes control flow. Its semantics live
+in `isa/semantics/` under the same name (registered with `@semantics`). Adding an
+opcode = one row here + one semantics function.
+
+Our extensions are listed at the end of `TABLE` (see `EXTENSIONS`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ROUND = frozenset({"rn", "rz", "rm", "rp", "rna", "rs"})
+IROUND = frozenset({"rni", "rzi", "rmi", "rpi"})
+CMP = frozenset({"eq", "ne", "lt", "le", "gt", "ge", "lo", "ls", "hi", "hs", "equ", "neu", "ltu",
+                 "leu", "gtu", "geu", "num", "nan"})
+BOOL = frozenset({"and", "or", "xor"})
+SPACE = frozenset({"global", "shared", "local", "const", "param", "shared::cta",
+                   "shared::cluster", "param::entry", "param::func"})
+CACHE = frozenset({"ca", "cg", "cs", "lu", "cv", "wb", "wt", "nc", "volatile", "relaxed",
+                   "acquire", "release", "weak", "sys", "gpu", "cta", "cluster", "mmio",
+                   "L1::no_allocate", "L1::evict_last", "L1::evict_first", "L1::evict_normal",
+                   "L1::evict_unchanged", "L2::evict_last", "L2::evict_first", "L2::evict_normal",
+                   "L2::64B", "L2::128B", "L2::256B", "L2::cache_hint", "v2", "v4", "v8",
+                   "unified"})
+FLOATMODS = frozenset({"ftz", "sat", "approx", "full", "relu", "NaN", "xorsign.abs", "oob"})
+ATOMOPS = frozenset({"add", "min", "max", "inc", "dec", "and", "or", "xor", "cas", "exch",
+                     "noftz"})
+
+
+@dataclass(frozen=True, slots=True)
+class OpSpec:
+    name: str
+    arity: tuple[int, int]
+    unit: str                 # arith|fp32|fp64|int|sfu|tensor|lsu|ctrl|sync|misc
+    latency: str              # alu|mul|fma|div|sfu|mem|tensor|ctrl|sync|conv
+    mods: frozenset = frozenset()
+    control: bool = False     # sets pc itself (branches, calls, barriers, exits)
+    doc: str = ""
+
+
+def _op(name, arity, unit, latency, mods=(), control=False, doc=""):
+    if isinstance(arity, int):
+        arity = (arity, arity)
+    return OpSpec(name, arity, unit, latency, frozenset(mods), control, doc)
+
+
+_ARITH = ROUND | {"ftz", "sat", "lo", "hi", "wide", "cc", "relu", "NaN", "xorsign.abs"}
+
+TABLE: tuple[OpSpec, ...] = (
+    # integer and floating-point arithmetic
+    _op("add", 3, "arith", "alu", _ARITH, doc="d = a + b"),
+    _op("sub", 3, "arith", "alu", _ARITH, doc="d = a - b"),
+    _op("mul", 3, "arith", "mul", _ARITH, doc="d = a * b (.lo/.hi/.wide for integers)"),
+    _op("mad", 4, "arith", "fma", _ARITH, doc="d = a * b + c"),
+    _op("fma", 4, "arith", "fma", _ARITH, doc="fused d = a * b + c, one rounding"),
+    _op("mul24", 3, "int", "mul", {"lo", "hi"}),
+    _op("mad24", 4, "int", "mul", {"lo", "hi"}),
+    _op("sad", 4, "int", "alu"),
+    _op("div", 3, "arith", "div", _ARITH | {"approx", "full"}, doc="IEEE or approximate divide"),
+    _op("rem", 3, "int", "div"),
+    _op("abs", 2, "arith", "alu", {"ftz"}),
+    _op("neg", 2, "arith", "alu", {"ftz"}),
+    _op("min", 3, "arith", "alu", {"ftz", "NaN", "xorsign.abs", "relu"}),
+    _op("max", 3, "arith", "alu", {"ftz", "NaN", "xorsign.abs", "relu"}),
+    _op("copysign", 3, "fp32", "alu"),
+    _op("rcp", 2, "sfu", "sfu", ROUND | {"approx", "ftz"}),
+    _op("sqrt", 2, "sfu", "sfu", ROUND | {"approx", "ftz"}),
+    _op("rsqrt", 2, "sfu", "sfu", {"approx", "ftz"}),
+    _op("sin", 2, "sfu", "sfu", {"approx", "ftz"}),
+    _op("cos", 2, "sfu", "sfu", {"approx", "ftz"}),
+    _op("lg2", 2, "sfu", "sfu", {"approx", "ftz"}),
+    _op("ex2", 2, "sfu", "sfu", {"approx", "ftz"}),
+    _op("tanh", 2, "sfu", "sfu", {"approx"}),
+    _op("testp", 2, "fp32", "alu", {"finite", "infinite", "number", "notanumber", "normal",
+                                     "subnormal"}),
+    # integer bit manipulation
+    _op("popc", 2, "int", "alu"), _op("clz", 2, "int", "alu"), _op("brev", 2, "int", "alu"),
+    _op("bfind", 2, "int", "alu", {"shiftamt"}), _op("bfe", 4, "int", "alu"),
+    _op("bfi", 5, "int", "alu"), _op("prmt", 4, "int", "alu", {"f4e", "b4e", "rc8", "ecl",
+                                                                "ecr", "rc16"}),
+    _op("shl", 3, "int", "alu"), _op("shr", 3, "int", "alu"),
+    _op("shf", 4, "int", "alu", {"l", "r", "clamp", "wrap"}),
+    _op("and", 3, "int", "alu"), _op("or", 3, "int", "alu"), _op("xor", 3, "int", "alu"),
+    _op("not", 2, "int", "alu"), _op("cnot", 2, "int", "alu"), _op("lop3", 5, "int", "alu"),
+    _op("dp4a", 4, "int", "fma"), _op("dp2a", 4, "int", "fma", {"lo", "hi"}),
+    # compare and select
+    _op("setp", (3, 5), "arith", "alu", CMP | BOOL | {"ftz"}),
+    _op("set", (3, 4), "arith", "alu", CMP | BOOL | {"ftz"}),
+    _op("selp", 4, "int", "alu"),
+    _op("slct", 4, "int", "alu", {"ftz"}),
+    # data movement and conversion
+    _op("mov", 2, "int", "alu"),
+    _op("cvt", (2, 3), "arith", "conv", ROUND | IROUND | {"ftz", "sat", "satfinite", "relu"}),
+    _op("cvta", 2, "int", "alu", SPACE | {"to"}),
+    _op("isspacep", 2, "int", "alu", SPACE),
+    _op("ld", 2, "lsu", "mem", SPACE | CACHE),
+    _op("ldu", 2, "lsu", "mem", SPACE | CACHE),
+    _op("st", 2, "lsu", "mem", SPACE | CACHE),
+    _op("prefetch", 1, "lsu", "mem", SPACE | {"L1", "L2", "L2::evict_last", "L2::evict_normal"}),
+    _op("prefetchu", 1, "lsu", "mem", {"L1"}),
+    _op("atom", (3, 4), "lsu", "mem", SPACE | ATOMOPS | CACHE),
+    _op("red", 3, "lsu", "mem", SPACE | ATOMOPS | CACHE),
+    _op("cp.async", (3, 4), "lsu", "mem", SPACE | {"ca", "cg", "L2::128B", "L2::256B",
+                                                   "L2::64B"}),
+    _op("cp.async.commit_group", 0, "lsu", "sync"),
+    _op("cp.async.wait_group", 1, "lsu", "sync"),
+    _op("cp.async.wait_all", 0, "lsu", "sync"),
+    # warp collectives
+    _op("shfl", (4, 5), "int", "alu", {"sync", "up", "down", "bfly", "idx"}),
+    _op("vote", (2, 3), "int", "alu", {"sync", "all", "any", "uni", "ballot"}),
+    _op("activemask", 1, "int", "alu"),
+    _op("match", (3, 4), "int", "alu", {"sync", "any", "all"}),
+    _op("redux", 3, "int", "alu", {"sync", "add", "min", "max", "and", "or", "xor"}),
+    _op("bar.warp.sync", 1, "sync", "sync"),
+    # tensor core
+    _op("mma", (4, 6), "tensor", "tensor", {"sync", "aligned", "row", "col", "satfinite"}),
+    _op("ldmatrix", 2, "lsu", "mem", SPACE | {"sync", "aligned", "trans", "x1", "x2", "x4"}),
+    _op("stmatrix", 2, "lsu", "mem", SPACE | {"sync", "aligned", "trans", "x1", "x2", "x4"}),
+    _op("wmma.load", (2, 3), "lsu", "mem", SPACE | {"a", "b", "c", "sync", "aligned", "row",
+                                                      "col"}),
+    _op("wmma.store", (2, 3), "lsu", "mem", SPACE | {"d", "sync", "aligned", "row", "col"}),
+    _op("wmma.mma", 4, "tensor", "tensor", {"sync", "aligned", "row", "col", "satfinite"}),
+    # control and synchronisation
+    _op("bra", 1, "ctrl", "ctrl", {"uni"}, control=True),
+    _op("call", 0, "ctrl", "ctrl", {"uni"}, control=True),
+    _op("ret", 0, "ctrl", "ctrl", {"uni"}, control=True),
+    _op("exit", 0, "ctrl", "ctrl", control=True),
+    _op("trap", 0, "ctrl", "ctrl", control=True),
+    _op("bar", (1, 2), "sync", "sync", {"sync", "cta", "aligned", "arrive"}, control=True),
+    _op("barrier", (1, 2), "sync", "sync", {"sync", "cta", "aligned", "arrive"}, control=True),
+    _op("membar", 0, "sync", "sync", {"gl", "cta", "sys"}),
+    _op("fence", 0, "sync", "sync", {"acq_rel", "sc", "cta", "gpu", "sys", "cluster",
+                                      "proxy", "async", "proxy.async"}),
+    _op("nanosleep", 1, "misc", "ctrl"),
+    _op("pmevent", 1, "misc", "ctrl"),
+)
+
+OPCODES: dict[str, OpSpec] = {op.name: op for op in TABLE}
+
+
+def lookup(opcode: str, mods: tuple[str, ...]) -> tuple[OpSpec | None, tuple[str, ...]]:
+    """Find the longest dotted table key that prefixes `opcode.mods`; return it and the rest."""
+    for n in range(min(len(mods), 3), -1, -1):
+        key = ".".join((opcode,) + mods[:n])
+        spec = OPCODES.get(key)
+        if spec is not None:
+            return spec, mods[n:]
+    return None, mods

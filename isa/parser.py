@@ -1,0 +1,522 @@
+"""Recursive-descent parser for the PTX that nvcc emits, plus our extensions.
+
+Opcode-agnostic: an instruction is `[@[!]pred] opcode(.mod)* operands ;`; whether
+the opcode and modifiers exist is checked by `isa.decode`/`isa.verify` against the
+opcode table. Handles module directives (`.version/.target/.address_size`), linkage
+(`.visible/.extern/.weak`), `.entry`/`.func` with `.param` lists (scalars, `.b8 n[N]`
+aggregates, `.ptr .global .align N` attributes), variable declarations with
+alignment, arrays and initializers, nested `{ }` scopes whose `.reg` names shadow
+outer ones, labels, guards, vector operands, `d|p` destinations, `[reg+imm]`
+addresses, float bit-pattern immediates, `call` sequences, and ignores `.pragma`,
+`.loc`, `.file` and `.section` debug blocks.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from isa.ast import (
+    Addr,
+    Function,
+    Imm,
+    Instruction,
+    Label,
+    Loc,
+    Module,
+    Neg,
+    Pipe,
+    Reg,
+    Sink,
+    Special,
+    Sym,
+    VarDecl,
+    Vec,
+)
+from isa.errors import PtxError
+from isa.lexer import Token, tokenize
+from isa.types import TYPES
+
+SPECIAL_REGS = {
+    "%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid", "%smid", "%nsmid",
+    "%gridid", "%clock", "%clock64", "%clock_hi", "%globaltimer", "%globaltimer_lo",
+    "%globaltimer_hi", "%lanemask_eq", "%lanemask_le", "%lanemask_lt", "%lanemask_ge",
+    "%lanemask_gt", "%dynamic_smem_size", "%total_smem_size", "%aggr_smem_size",
+    "%cluster_ctarank", "%cluster_nctarank", "%clusterid", "%nclusterid", "%cluster_ctaid",
+    "%cluster_nctaid", "%is_explicit_cluster", "%envreg0", "%pm0",
+}
+_LINE_DIRECTIVES = {".version", ".target", ".address_size", ".file", ".loc"}
+_SPACES = {".shared", ".local", ".global", ".const", ".param"}
+_LINKAGE = {".visible", ".extern", ".weak", ".common"}
+_PERF_DIRECTIVES = {".maxntid", ".reqntid", ".minnctapersm", ".maxnctapersm", ".maxnreg",
+                    ".noreturn", ".reqnctapercluster", ".explicitcluster", ".maxclusterrank",
+                    ".pragma"}
+
+
+def parse(text: str, file: str = "<ptx>") -> Module:
+    """Parse PTX source text into a `Module`; raises `PtxError` with a location."""
+    tokens, lines = tokenize(text, file)
+    return _Parser(tokens, lines, file).module()
+
+
+class _Parser:
+    def __init__(self, tokens: list[Token], lines: list[str], file: str):
+        self.toks = tokens
+        self.lines = lines
+        self.file = file
+        self.i = 0
+        self.mod = Module(file=file)
+        self._uid = 0
+
+    # -- token helpers -------------------------------------------------------------
+    def peek(self, k: int = 0) -> Token | None:
+        j = self.i + k
+        return self.toks[j] if j < len(self.toks) else None
+
+    def next(self) -> Token:
+        tok = self.peek()
+        if tok is None:
+            last = self.toks[-1] if self.toks else Token("eof", "", 1, 1)
+            raise self.error("unexpected end of input", last, expected="more PTX")
+        self.i += 1
+        return tok
+
+    def at(self, text: str) -> bool:
+        tok = self.peek()
+        return tok is not None and tok.text == text
+
+    def expect(self, text: str, what: str | None = None) -> Token:
+        tok = self.next()
+        if tok.text != text:
+            raise self.error(f"expected '{text}'", tok, expected=what or f"'{text}'")
+        return tok
+
+    def loc(self, tok: Token) -> Loc:
+        line_text = self.lines[tok.line - 1] if 0 < tok.line <= len(self.lines) else ""
+        return Loc(self.file, tok.line, tok.col, line_text)
+
+    def error(self, msg: str, tok: Token, expected: str = "") -> PtxError:
+        line_text = self.lines[tok.line - 1] if 0 < tok.line <= len(self.lines) else tok.text
+        return PtxError(msg, file=self.file, line=tok.line, col=tok.col, text=line_text,
+                        expected=expected)
+
+    def skip_line(self, line: int) -> list[Token]:
+        out = []
+        while (t := self.peek()) is not None and t.line == line:
+            out.append(self.next())
+        return out
+
+    def int_value(self, tok: Token) -> int:
+        if tok.kind == "hex":
+            return int(tok.text.rstrip("U"), 16)
+        if tok.kind == "int":
+            return int(tok.text.rstrip("U"))
+        raise self.error("expected an integer", tok, expected="an integer constant")
+
+    def signed_int(self) -> int:
+        sign = -1 if self.at("-") and self.next() else 1
+        return sign * self.int_value(self.next())
+
+    # -- module level --------------------------------------------------------------
+    def module(self) -> Module:
+        while (tok := self.peek()) is not None:
+            self.top_level(tok)
+        return self.mod
+
+    def top_level(self, tok: Token) -> None:
+        text = tok.text
+        if text in _LINE_DIRECTIVES:
+            rest = self.skip_line(tok.line)[1:]
+            if text == ".version":
+                self.mod.version = "".join(t.text for t in rest)
+            elif text == ".target":
+                self.mod.target = tuple(t.text for t in rest if t.text != ",")
+            elif text == ".address_size":
+                self.mod.address_size = self.int_value(rest[0]) if rest else 64
+            return
+        if text == ".section":
+            self.skip_section()
+            return
+        if text == ".pragma":
+            self.skip_statement()
+            return
+        linkage = set()
+        while (t := self.peek()) is not None and t.text in _LINKAGE:
+            linkage.add(self.next().text)
+        t = self.peek()
+        if t is None:
+            raise self.error("declaration expected after linkage", tok)
+        if t.text in (".entry", ".func"):
+            self.function(linkage)
+        elif t.text in _SPACES or t.text == ".tex":
+            for decl in self.var_decl(extern=".extern" in linkage):
+                self.mod.globals.append(decl)
+        else:
+            raise self.error(f"unknown module-level statement '{t.text}'", t,
+                             expected=".version, .target, .address_size, .entry, .func, "
+                             "a .global/.const/.shared variable, or .file/.section")
+
+    def skip_section(self) -> None:
+        self.next()
+        while not self.at("{"):
+            self.next()
+        self.skip_braces()
+
+    def skip_braces(self) -> None:
+        depth = 0
+        while True:
+            t = self.next()
+            if t.text == "{":
+                depth += 1
+            elif t.text == "}":
+                depth -= 1
+                if depth == 0:
+                    return
+
+    def skip_statement(self) -> None:
+        while self.next().text != ";":
+            pass
+
+    # -- functions -----------------------------------------------------------------
+    def function(self, linkage: set[str]) -> None:
+        kind = self.next()
+        is_entry = kind.text == ".entry"
+        returns: list[VarDecl] = []
+        if not is_entry and self.at("("):
+            returns = self.param_list()
+        name_tok = self.next()
+        if name_tok.kind != "word":
+            raise self.error("expected a function name", name_tok, expected="an identifier")
+        params = self.param_list() if self.at("(") else []
+        fn = Function(name=name_tok.text, is_entry=is_entry, params=params, returns=returns,
+                      body=[], loc=self.loc(name_tok))
+        while (t := self.peek()) is not None and t.text in _PERF_DIRECTIVES:
+            d = self.next().text
+            vals = []
+            while (v := self.peek()) is not None and v.kind in ("int", "hex", "string") or \
+                    (v is not None and v.text == ","):
+                tok = self.next()
+                if tok.kind in ("int", "hex"):
+                    vals.append(self.int_value(tok))
+            if self.at(";"):
+                self.next()
+            fn.directives[d] = tuple(vals)
+        if self.at(";"):
+            self.next()
+            fn.has_body = False
+            self.mod.functions.setdefault(fn.name, fn)
+            return
+        if fn.name in self.mod.functions and self.mod.functions[fn.name].has_body:
+            raise self.error(f"function '{fn.name}' defined twice", name_tok)
+        self.mod.functions[fn.name] = fn
+        scopes = [{}]
+        for p in params + returns:
+            scopes[0][p.name] = p
+        self.expect("{", "'{' opening the function body")
+        self.block(fn, scopes)
+
+    def param_list(self) -> list[VarDecl]:
+        self.expect("(")
+        params: list[VarDecl] = []
+        while not self.at(")"):
+            if self.at(","):
+                self.next()
+                continue
+            start = self.peek()
+            if start.text not in (".param", ".reg"):
+                raise self.error("expected a parameter declaration", start,
+                                 expected=".param .TYPE name")
+            params.extend(self.var_decl())
+        self.next()
+        return params
+
+    def var_decl(self, extern: bool = False) -> list[VarDecl]:
+        """`.space [.ptr .global] [.align N] [.vN] .type name[N][= init] {, name...}`"""
+        space_tok = self.next()
+        space = space_tok.text[1:]
+        align, vec, type_name = 0, 1, None
+        while (t := self.peek()) is not None and t.kind == "word" and t.text.startswith("."):
+            w = self.next().text
+            if w == ".align":
+                align = self.int_value(self.next())
+            elif w in (".v2", ".v4", ".v8"):
+                vec = int(w[2:])
+            elif w in (".ptr", ".global", ".shared", ".const", ".local"):
+                continue
+            elif w[1:] in TYPES:
+                type_name = w[1:]
+            else:
+                raise self.error(f"unknown declaration qualifier '{w}'", t,
+                                 expected=".align N, .v2/.v4, .ptr or a type such as .b32")
+        if type_name is None:
+            raise self.error("declaration without a type", space_tok,
+                             expected="a type such as .u32, .f32 or .b8")
+        decls = []
+        while True:
+            name_tok = self.next()
+            if name_tok.kind != "word":
+                raise self.error("expected a variable name", name_tok, expected="an identifier")
+            count, unsized = 1, False
+            while self.at("["):
+                self.next()
+                if self.at("]"):
+                    unsized = True
+                    count = 0
+                else:
+                    count *= self.int_value(self.next())
+                self.expect("]")
+            init = self.initializer() if self.at("=") else ()
+            if unsized and init:
+                count = len(init)
+            decls.append(VarDecl(space=space, type=type_name, name=name_tok.text, count=count,
+                                 align=align or TYPES[type_name].nbytes * vec, vec=vec,
+                                 init=init, extern=extern or unsized, loc=self.loc(name_tok)))
+            if self.at(","):
+                self.next()
+                nxt = self.peek()
+                if nxt is not None and nxt.text.startswith("."):
+                    break   # next parameter in a param list
+                continue
+            break
+        if self.at(";"):
+            self.next()
+        return decls
+
+    def initializer(self) -> tuple:
+        self.expect("=")
+        vals: list = []
+
+        def item():
+            if self.at("{"):
+                self.next()
+                while not self.at("}"):
+                    if self.at(","):
+                        self.next()
+                        continue
+                    item()
+                self.next()
+            else:
+                vals.append(self.immediate(self.next()).value)
+        item()
+        return tuple(vals)
+
+    # -- bodies --------------------------------------------------------------------
+    def block(self, fn: Function, scopes: list[dict]) -> None:
+        """Parse statements until the matching '}'."""
+        while True:
+            tok = self.peek()
+            if tok is None:
+                raise self.error("function body not closed", self.toks[-1], expected="'}'")
+            text = tok.text
+            if text == "}":
+                self.next()
+                return
+            if text == "{":
+                self.next()
+                scopes.append({})
+                self.block(fn, scopes)
+                scopes.pop()
+            elif text == ".reg":
+                self.reg_decl(fn, scopes)
+            elif text in (".shared", ".local", ".param", ".global", ".const"):
+                for d in self.var_decl():
+                    fn.vars.append(d)
+                    scopes[-1][d.name] = d
+            elif text in (".loc", ".file"):
+                self.skip_line(tok.line)
+            elif text == ".pragma":
+                self.skip_statement()
+            elif tok.kind == "word" and self.peek(1) is not None and self.peek(1).text == ":" \
+                    and not text.startswith("%"):
+                self.next()
+                self.next()
+                fn.body.append(Label(text, self.loc(tok)))
+            else:
+                fn.body.append(self.instruction(scopes))
+
+    def reg_decl(self, fn: Function, scopes: list[dict]) -> None:
+        start = self.next()
+        vec = 1
+        type_name = None
+        while (t := self.peek()) is not None and t.kind == "word" and t.text.startswith("."):
+            w = self.next().text
+            if w in (".v2", ".v4"):
+                vec = int(w[2:])
+            elif w[1:] in TYPES:
+                type_name = w[1:]
+            else:
+                raise self.error(f"unknown register type '{w}'", t, expected="a type such as .b32")
+        if type_name is None:
+            raise self.error("register declaration without a type", start, expected=".reg .TYPE")
+        if vec != 1:
+            raise self.error("vector registers are not supported", start,
+                             expected="scalar .reg declarations")
+        while True:
+            name_tok = self.next()
+            if name_tok.kind != "word":
+                raise self.error("expected a register name", name_tok, expected="%name")
+            names = [name_tok.text]
+            if self.at("<"):
+                self.next()
+                n = self.int_value(self.next())
+                self.expect(">")
+                names = [f"{name_tok.text}{k}" for k in range(n)]
+            for nm in names:
+                reg = Reg(self._uid, nm, type_name)
+                self._uid += 1
+                fn.regs.append(reg)
+                scopes[-1][nm] = reg
+            if self.at(","):
+                self.next()
+                continue
+            break
+        self.expect(";", "';' after a .reg declaration")
+
+    def instruction(self, scopes: list[dict]) -> Instruction:
+        first = self.peek()
+        guard, negated = None, False
+        if self.at("@"):
+            self.next()
+            if self.at("!"):
+                self.next()
+                negated = True
+            gtok = self.next()
+            guard = self.lookup_reg(gtok, scopes)
+        op_tok = self.next()
+        if op_tok.kind != "word" or op_tok.text.startswith((".", "%")):
+            raise self.error(f"expected an opcode, found '{op_tok.text}'", op_tok,
+                             expected="an instruction such as add.s32 or a directive")
+        parts = op_tok.text.split(".")
+        opcode, mods = parts[0], tuple(parts[1:])
+        if opcode == "call":
+            return self.call(op_tok, mods, guard, negated, scopes)
+        operands = []
+        while not self.at(";"):
+            if operands:
+                self.expect(",", "',' between operands or ';'")
+            operands.append(self.operand(scopes))
+        self.next()
+        return Instruction(opcode, mods, tuple(operands), guard, negated, self.loc(first or op_tok))
+
+    def call(self, op_tok, mods, guard, negated, scopes) -> Instruction:
+        rets: list = []
+        if self.at("("):
+            rets = self.name_list(scopes)
+            self.expect(",")
+        fn_tok = self.next()
+        params: list = []
+        if self.at(","):
+            self.next()
+            if self.at("("):
+                params = self.name_list(scopes)
+            else:
+                raise self.error("indirect calls are not supported", self.peek(),
+                                 expected="call (rets), func, (params)")
+        self.expect(";", "';' ending the call")
+        return Instruction("call", mods, (), guard, negated, self.loc(op_tok),
+                           call_args=(tuple(rets), fn_tok.text, tuple(params)))
+
+    def name_list(self, scopes) -> list:
+        self.expect("(")
+        out = []
+        while not self.at(")"):
+            if self.at(","):
+                self.next()
+                continue
+            tok = self.next()
+            out.append(self.lookup_var(tok, scopes))
+        self.next()
+        return out
+
+    # -- operands ------------------------------------------------------------------
+    def operand(self, scopes):
+        tok = self.peek()
+        if tok.text == "{":
+            self.next()
+            items = []
+            while not self.at("}"):
+                if self.at(","):
+                    self.next()
+                    continue
+                items.append(self.simple_operand(scopes))
+            self.next()
+            return Vec(tuple(items))
+        if tok.text == "[":
+            return self.address(scopes)
+        if tok.text == "!":
+            self.next()
+            return Neg(self.lookup_reg(self.next(), scopes))
+        op = self.simple_operand(scopes)
+        if self.at("|"):
+            self.next()
+            return Pipe(op, self.simple_operand(scopes))
+        return op
+
+    def simple_operand(self, scopes):
+        tok = self.next()
+        if tok.text == "-":
+            nxt = self.next()
+            imm = self.immediate(nxt)
+            if imm.float_bits is not None:
+                raise self.error("negated float bit pattern", nxt, expected="an immediate")
+            return Imm(-imm.value)
+        if tok.kind in ("int", "hex", "float", "fbits"):
+            return self.immediate(tok)
+        if tok.kind != "word":
+            raise self.error(f"unexpected '{tok.text}' in operand", tok,
+                             expected="a register, immediate, symbol, [address] or {vector}")
+        if tok.text == "_":
+            return Sink()
+        if tok.text.startswith("%"):
+            base = tok.text.split(".")[0]
+            if base in SPECIAL_REGS:
+                return Special(tok.text)
+            return self.lookup_reg(tok, scopes)
+        return Sym(tok.text)
+
+    def immediate(self, tok: Token) -> Imm:
+        if tok.kind == "fbits":
+            bits = int(tok.text[2:], 16)
+            if tok.text[1] in "fF":
+                return Imm(struct.unpack("<f", struct.pack("<I", bits))[0], bits, 32)
+            return Imm(struct.unpack("<d", struct.pack("<Q", bits))[0], bits, 64)
+        if tok.kind == "float":
+            return Imm(float(tok.text))
+        if tok.kind in ("int", "hex"):
+            return Imm(self.int_value(tok))
+        raise self.error(f"expected an immediate, found '{tok.text}'", tok,
+                         expected="an integer or float constant")
+
+    def address(self, scopes) -> Addr:
+        self.expect("[")
+        base = None
+        offset = 0
+        tok = self.peek()
+        if tok.kind == "word":
+            self.next()
+            if tok.text.startswith("%"):
+                base = self.lookup_reg(tok, scopes)
+            else:
+                base = Sym(tok.text)
+        elif tok.kind in ("int", "hex") or tok.text == "-":
+            offset = self.signed_int()
+        while self.at("+") or self.at("-"):
+            sign = -1 if self.next().text == "-" else 1
+            offset += sign * self.signed_int()
+        self.expect("]", "']' closing the address")
+        return Addr(base, offset)
+
+    def lookup_reg(self, tok: Token, scopes) -> Reg:
+        for scope in reversed(scopes):
+            r = scope.get(tok.text)
+            if isinstance(r, Reg):
+                return r
+        raise self.error(f"undeclared register '{tok.text}'", tok,
+                         expected="a register declared with .reg in an enclosing scope")
+
+    def lookup_var(self, tok: Token, scopes):
+        for scope in reversed(scopes):
+            r = scope.get(tok.text)
+            if r is not None:
+                return r
+        raise self.error(f"undeclared name '{tok.text}' in call", tok,
+                         expected="a .param variable declared in the call sequence")

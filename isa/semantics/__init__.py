@@ -1,0 +1,20 @@
+"""Semantics of every opcode, one function per opcode, registered by table name.
+
+A semantics function has the signature `fn(m: Machine, ins: DInstr, lanes) -> None`:
+it reads its sources for the executing `lanes`, computes with numpy, and writes its
+destinations. Control-flow semantics also set `m.pc` for those lanes. Timing never
+enters here.
+"""
+
+from isa.semantics import (  # noqa: F401,E402  (modules register themselves)
+    control,
+    convert,
+    float_arith,
+    int_arith,
+    logic,
+    memory,
+    warp,
+)
+from isa.semantics.registry import SEMANTICS, semantics
+
+__all__ = ["SEMANTICS", "semantics"]
