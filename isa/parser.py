@@ -471,7 +471,8 @@ class _Parser:
             if base in SPECIAL_REGS:
                 return Special(tok.text)
             return self.lookup_reg(tok, scopes)
-        return Sym(tok.text)
+        reg = self.find_reg(tok.text, scopes)
+        return reg if reg is not None else Sym(tok.text)
 
     def immediate(self, tok: Token) -> Imm:
         if tok.kind == "fbits":
@@ -496,7 +497,7 @@ class _Parser:
             if tok.text.startswith("%"):
                 base = self.lookup_reg(tok, scopes)
             else:
-                base = Sym(tok.text)
+                base = self.find_reg(tok.text, scopes) or Sym(tok.text)
         elif tok.kind in ("int", "hex") or tok.text == "-":
             offset = self.signed_int()
         while self.at("+") or self.at("-"):
@@ -504,6 +505,14 @@ class _Parser:
             offset += sign * self.signed_int()
         self.expect("]", "']' closing the address")
         return Addr(base, offset)
+
+    @staticmethod
+    def find_reg(name: str, scopes) -> Reg | None:
+        for scope in reversed(scopes):
+            r = scope.get(name)
+            if r is not None:
+                return r if isinstance(r, Reg) else None
+        return None
 
     def lookup_reg(self, tok: Token, scopes) -> Reg:
         for scope in reversed(scopes):
