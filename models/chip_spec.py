@@ -1,0 +1,160 @@
+"""Config blocks for the chip, its SMs and their execution units (frozen, unit-suffixed).
+
+What it models
+--------------
+`ChipSpec` (name, the one core clock a run uses), `SmSpec` (SM count and the per-SM limits that
+decide occupancy), `UnitsSpec` (latency and throughput of each execution unit, tensor rates per
+precision). Values come from a preset (`models/presets/*.toml`) where each carries its source.
+
+Throughputs are given as the CUDA Programming Guide gives them: results per clock per SM.
+The issue interval of one warp instruction on one sub-partition follows from it
+(`VectorUnitSpec.initiation_interval_cycles`), so the two can never disagree.
+
+Left out: clock domains other than the SM clock, register-file banks, the dual-issue rules
+of older generations. Units: cycles of the SM clock, GHz, bytes, counts as named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from simulator.config import Problem, SpecMixin, spec_field
+
+TENSOR_PRECISIONS = ("fp64", "tf32", "fp16", "bf16", "fp8", "int8")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChipSpec(SpecMixin):
+    """The chip as a whole."""
+
+    name: str = spec_field("Marketing name of the modelled part.")
+    clock_ghz: float = spec_field(
+        "SM clock used for the whole run, in GHz. Presets use the clock the tensor-core peak "
+        "is specified at (sustained under load), not the maximum boost clock.", above=0)
+    clock_basis: str = spec_field("Why this clock was chosen (free text).", default="")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SmSpec(SpecMixin):
+    """Streaming multiprocessors: count and per-SM resource limits."""
+
+    count: int = spec_field("Number of SMs on the chip.", above=0)
+    comm_count: int = spec_field(
+        "SMs reserved for communication kernels; compute kernels get count - comm_count.",
+        default=0, minimum=0)
+    subpartitions: int = spec_field(
+        "Sub-partitions (SMSPs) per SM, each with one warp scheduler.", default=4, above=0)
+    warp_size_threads: int = spec_field("Threads per warp.", default=32, power_of_two=True)
+    max_warps_per_sm: int = spec_field("Resident warps per SM.", above=0)
+    max_threads_per_sm: int = spec_field("Resident threads per SM.", above=0)
+    max_ctas_per_sm: int = spec_field("Resident thread blocks (CTAs) per SM.", above=0)
+    max_threads_per_cta: int = spec_field("Threads per thread block.", above=0)
+    registers_per_sm: int = spec_field("32-bit registers per SM.", above=0)
+    max_registers_per_thread: int = spec_field("32-bit registers per thread.", above=0)
+    unified_l1_shared_bytes: int = spec_field(
+        "Bytes of the per-SM array shared by L1 data cache and shared memory.", above=0)
+    max_shared_memory_bytes: int = spec_field(
+        "Largest shared-memory carve-out per SM; the L1 gets the rest of the array.", minimum=0)
+    max_shared_memory_per_cta_bytes: int = spec_field(
+        "Largest dynamic shared memory one CTA may request.", minimum=0)
+    shared_carveout_options_bytes: tuple[int, ...] = spec_field(
+        "Carve-outs the driver may choose, ascending; it picks the smallest that fits.",
+        minimum=0)
+    scheduler_policy: Literal["gto", "lrr"] = spec_field(
+        "Warp scheduler policy: 'gto' greedy-then-oldest or 'lrr' loose round robin.",
+        default="gto")
+
+    @property
+    def compute_count(self) -> int:
+        """SMs left for compute kernels."""
+        return self.count - self.comm_count
+
+    def l1_bytes(self, shared_carveout_bytes: int) -> int:
+        """L1 data-cache bytes left when `shared_carveout_bytes` go to shared memory."""
+        return self.unified_l1_shared_bytes - shared_carveout_bytes
+
+    def problems(self) -> tuple[Problem, ...]:
+        """Cross-field conflicts of the SM limits."""
+        found: list[Problem] = []
+        if self.comm_count >= self.count:
+            found.append(("comm_count", self.comm_count, f"0 .. {self.count - 1} (< sm.count)",
+                          "no SM left for compute"))
+        if self.max_shared_memory_bytes > self.unified_l1_shared_bytes:
+            found.append(("max_shared_memory_bytes", self.max_shared_memory_bytes,
+                          f"<= unified_l1_shared_bytes ({self.unified_l1_shared_bytes})",
+                          "carve-out larger than the unified L1/shared array"))
+        if self.max_shared_memory_per_cta_bytes > self.max_shared_memory_bytes:
+            found.append(("max_shared_memory_per_cta_bytes", self.max_shared_memory_per_cta_bytes,
+                          f"<= max_shared_memory_bytes ({self.max_shared_memory_bytes})",
+                          "a CTA cannot use more than the SM has"))
+        options = self.shared_carveout_options_bytes
+        if list(options) != sorted(set(options)) or not options:
+            found.append(("shared_carveout_options_bytes", options, "a non-empty ascending list",
+                          "not ascending"))
+        elif options[-1] > self.max_shared_memory_bytes:
+            found.append(("shared_carveout_options_bytes", options,
+                          f"values <= max_shared_memory_bytes ({self.max_shared_memory_bytes})",
+                          "carve-out larger than the maximum"))
+        if self.max_threads_per_sm > self.max_warps_per_sm * self.warp_size_threads:
+            found.append(("max_threads_per_sm", self.max_threads_per_sm,
+                          f"<= max_warps_per_sm * warp_size_threads "
+                          f"({self.max_warps_per_sm * self.warp_size_threads})",
+                          "more threads than warp slots"))
+        return tuple(found)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VectorUnitSpec(SpecMixin):
+    """One kind of per-lane execution unit (FP32, INT32, SFU, ...)."""
+
+    latency_cycles: int = spec_field("Issue-to-result latency of a dependent instruction.",
+                                     above=0)
+    results_per_clk_per_sm: float = spec_field(
+        "Lane results per clock per SM (the CUDA Programming Guide throughput table).",
+        above=0)
+
+    def initiation_interval_cycles(self, subpartitions: int, warp_size_threads: int) -> float:
+        """Cycles between two warp instructions of this kind on one sub-partition."""
+        return warp_size_threads * subpartitions / self.results_per_clk_per_sm
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TensorUnitSpec(SpecMixin):
+    """The tensor cores of one SM: dense rates per input precision and latencies."""
+
+    mma_latency_cycles: int = spec_field("Latency of one warp-level mma.sync.", above=0)
+    wgmma_latency_cycles: int = spec_field(
+        "Issue-to-completion latency of one warpgroup wgmma (m64n128k16); 0 where the part "
+        "has no wgmma.", minimum=0)
+    fp64_fma_per_clk_per_sm: int = spec_field("Dense FP64 FMAs per clock per SM.", minimum=0)
+    tf32_fma_per_clk_per_sm: int = spec_field("Dense TF32 FMAs per clock per SM.", minimum=0)
+    fp16_fma_per_clk_per_sm: int = spec_field("Dense FP16 FMAs per clock per SM.", minimum=0)
+    bf16_fma_per_clk_per_sm: int = spec_field("Dense BF16 FMAs per clock per SM.", minimum=0)
+    fp8_fma_per_clk_per_sm: int = spec_field(
+        "Dense FP8 (e4m3/e5m2) FMAs per clock per SM; 0 where the part has no FP8.", minimum=0)
+    int8_fma_per_clk_per_sm: int = spec_field("Dense INT8 MACs per clock per SM.", minimum=0)
+    sparse_rate_multiplier: float = spec_field(
+        "Math-rate multiplier of 2:4 structured sparsity over dense.", minimum=1)
+
+    def fma_per_clk_per_sm(self, precision: str) -> int:
+        """Dense FMAs per clock per SM for `precision` (one of TENSOR_PRECISIONS)."""
+        if precision not in TENSOR_PRECISIONS:
+            raise KeyError(f"unknown tensor precision {precision!r}; known: {TENSOR_PRECISIONS}")
+        return getattr(self, f"{precision}_fma_per_clk_per_sm")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnitsSpec(SpecMixin):
+    """Execution units of one SM."""
+
+    fp32: VectorUnitSpec = spec_field("FP32 add/mul/FMA.")
+    fp16: VectorUnitSpec = spec_field("FP16 add/mul/FMA (a half2 op counts 2 results).")
+    bf16: VectorUnitSpec = spec_field("BF16 add/mul/FMA outside the tensor cores.")
+    fp64: VectorUnitSpec = spec_field("FP64 add/mul/FMA.")
+    int32: VectorUnitSpec = spec_field("INT32 add/logic/shift/compare.")
+    sfu: VectorUnitSpec = spec_field("Special functions: rcp, rsqrt, lg2, ex2, sin, cos.")
+    conversion: VectorUnitSpec = spec_field("Type conversions other than 8/16->32-bit int.")
+    shuffle: VectorUnitSpec = spec_field("Warp shuffles.")
+    lsu: VectorUnitSpec = spec_field("Load/store address generation (per lane).")
+    tensor: TensorUnitSpec = spec_field("Tensor cores.")

@@ -1,0 +1,96 @@
+"""The whole hardware config: every block's spec, cross-block checks and peak figures.
+
+What it models
+--------------
+`GpuConfig` groups the blocks (`chip`, `sm`, `units`, `l1`, `shared_memory`, `l2`, `noc`,
+`hbm`, `l3`, `links`), checks what spans blocks (the latency order of the levels) and
+computes closed-form peaks (tensor and vector FLOP/s, HBM bandwidth) that reports put
+beside simulated numbers.
+
+Left out: power, multi-GPU topology (the `links` table only records per-GPU link figures for
+later communication models). Units: TFLOP/s (1e12 FLOP/s, one FMA = 2 FLOP), TB/s (1e12 B/s),
+as named elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from models.chip_spec import ChipSpec, SmSpec, UnitsSpec
+from models.memory_spec import HbmSpec, L1Spec, L2Spec, L3Spec, NocSpec, SharedMemorySpec
+from simulator.config import Problem, SpecMixin, spec_field
+
+FLOP_PER_FMA = 2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinksSpec(SpecMixin):
+    """Off-chip links of one GPU (per direction), for communication models."""
+
+    nvlink_bandwidth_per_direction_gbps: float = spec_field(
+        "NVLink bandwidth per direction, all links together.", above=0)
+    nvlink_achieved_gbps: float = spec_field(
+        "NVLink bandwidth reached by real collectives (for calibration).", above=0)
+    pcie_bandwidth_per_direction_gbps: float = spec_field("PCIe bandwidth per direction.",
+                                                          above=0)
+    network_bandwidth_per_gpu_gbps: float = spec_field(
+        "Inter-node network (InfiniBand) bandwidth per GPU per direction.", above=0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuConfig(SpecMixin):
+    """A complete, validated hardware description (what `models.load_preset` returns)."""
+
+    chip: ChipSpec = spec_field("The chip and its clock.")
+    sm: SmSpec = spec_field("SM count and per-SM limits.")
+    units: UnitsSpec = spec_field("Execution units per SM.")
+    l1: L1Spec = spec_field("Per-SM L1 data cache.")
+    shared_memory: SharedMemorySpec = spec_field("Per-SM shared memory.")
+    l2: L2Spec = spec_field("L2 cache.")
+    noc: NocSpec = spec_field("SM <-> L2 crossbar.")
+    hbm: HbmSpec = spec_field("Device memory.")
+    l3: L3Spec = spec_field("Optional memory-side cache (disabled by default).",
+                            default_factory=L3Spec)
+    links: LinksSpec = spec_field("Off-chip links.")
+
+    def problems(self) -> tuple[Problem, ...]:
+        """Checks that span blocks, with full dotted keys."""
+        found: list[Problem] = []
+        l1_and_noc = self.l1.hit_latency_cycles + 2 * self.noc.latency_cycles
+        if self.l2.near_hit_latency_cycles <= l1_and_noc:
+            found.append(("l2.near_hit_latency_cycles", self.l2.near_hit_latency_cycles,
+                          f"> l1.hit_latency_cycles + 2 * noc.latency_cycles ({l1_and_noc})",
+                          "L2 hit faster than the path to it"))
+        slowest_cache = self.l2.far_hit_latency_cycles
+        if self.l3.enabled:
+            if not self.l2.far_hit_latency_cycles < self.l3.hit_latency_cycles:
+                found.append(("l3.hit_latency_cycles", self.l3.hit_latency_cycles,
+                              f"> l2.far_hit_latency_cycles ({self.l2.far_hit_latency_cycles})",
+                              "L3 hit faster than an L2 hit"))
+            slowest_cache = max(slowest_cache, self.l3.hit_latency_cycles)
+        if self.hbm.latency_cycles <= slowest_cache:
+            found.append(("hbm.latency_cycles", self.hbm.latency_cycles,
+                          f"> the slowest cache hit ({slowest_cache})",
+                          "HBM faster than a cache hit"))
+        return tuple(found)
+
+    def peak_tensor_tflops(self, precision: str = "bf16", sparse: bool = False) -> float:
+        """Dense (or 2:4 sparse) tensor-core peak of all SMs at `chip.clock_ghz`."""
+        fma = self.units.tensor.fma_per_clk_per_sm(precision)
+        rate = self.units.tensor.sparse_rate_multiplier if sparse else 1.0
+        return fma * FLOP_PER_FMA * rate * self.sm.count * self.chip.clock_ghz / 1e3
+
+    def peak_vector_tflops(self, unit: str = "fp32") -> float:
+        """Peak of a per-lane unit (FMA counted as 2 FLOP) of all SMs at `chip.clock_ghz`."""
+        results = getattr(self.units, unit).results_per_clk_per_sm
+        return results * FLOP_PER_FMA * self.sm.count * self.chip.clock_ghz / 1e3
+
+    @property
+    def hbm_peak_tbps(self) -> float:
+        """Peak HBM bandwidth in TB/s."""
+        return self.hbm.peak_bandwidth_gbps / 1e3
+
+    @property
+    def l2_peak_tbps(self) -> float:
+        """Peak L2 bandwidth (all slices) in TB/s at the SM clock."""
+        return self.l2.bandwidth_bytes_per_clk * self.chip.clock_ghz / 1e3

@@ -1,0 +1,78 @@
+"""`ptxsim models`: list the hardware presets and their key figures, or print one resolved.
+
+Figures are closed forms from each preset: BF16 dense TFLOPS = BF16 FMA/clk/SM x 2 x SMs x
+clock; HBM TB/s = channels x channel bandwidth; L2 in MiB. With a preset name, prints that
+preset's fully resolved config as TOML (or JSON with `--json`), overrides applied.
+Left out: comparison across presets beyond the listed figures. Units as in the column names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tomllib
+
+import models
+
+NAME = "models"
+HELP = "list hardware presets and their key parameters (or print one resolved preset)"
+
+COLUMNS = ("preset", "name", "sms", "clock_ghz", "hbm_tbps", "l2_mib", "bf16_dense_tflops")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments: optional preset name, `--set KEY=VALUE` overrides, `--json`."""
+    parser.add_argument("preset", nargs="?", help="print this preset fully resolved")
+    parser.add_argument("--set", dest="overrides", action="append", default=None,
+                        metavar="KEY=VALUE",
+                        help="override a dotted key (value read as TOML), e.g. sm.count=112")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+
+
+def summary(name: str, config: models.GpuConfig) -> dict:
+    """The key figures of one preset (the columns of the listing)."""
+    return {
+        "preset": name,
+        "name": config.chip.name,
+        "sms": config.sm.count,
+        "clock_ghz": config.chip.clock_ghz,
+        "hbm_tbps": round(config.hbm_peak_tbps, 3),
+        "l2_mib": round(config.l2.size_bytes / 2**20, 1),
+        "bf16_dense_tflops": round(config.peak_tensor_tflops("bf16"), 1),
+    }
+
+
+def parse_overrides(items: list[str] | None) -> dict:
+    """`["sm.count=112", ...]` -> `{"sm.count": 112}` (values parsed as TOML scalars)."""
+    overrides = {}
+    for item in items or ():
+        key, sep, text = item.partition("=")
+        if not sep:
+            raise models.ConfigError(item, item, "KEY=VALUE", "not a KEY=VALUE pair")
+        try:
+            overrides[key.strip()] = tomllib.loads(f"v = {text.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            overrides[key.strip()] = text.strip()
+    return overrides
+
+
+def _table(rows: list[dict]) -> str:
+    cells = [[str(row[c]) for c in COLUMNS] for row in rows]
+    widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(COLUMNS)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(COLUMNS, widths, strict=True))]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)) for r in cells]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the listing, or one resolved preset."""
+    overrides = parse_overrides(args.overrides)
+    if args.preset:
+        config = models.load_preset(args.preset, overrides)
+        print(json.dumps(config.to_dict(), indent=2) if args.json else config.to_toml(), end="")
+        if args.json:
+            print()
+        return 0
+    rows = [summary(name, models.load_preset(name, overrides)) for name in models.list_presets()]
+    print(json.dumps(rows, indent=2) if args.json else _table(rows))
+    return 0
