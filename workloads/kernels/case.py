@@ -55,11 +55,11 @@ class Case:
     shared_bytes: int = 0
     inputs_before: dict[int, np.ndarray] = field(default_factory=dict)
 
-    def run(self) -> None:
-        """Run the kernel functionally through `isa.run_kernel`; outputs change in place."""
+    def run(self):
+        """Run the kernel through `isa.run_kernel` (outputs change in place); return its result."""
         import isa
 
-        isa.run_kernel(load_ptx(self.file), self.entry, self.grid, self.block, self.args,
+        return isa.run_kernel(load_ptx(self.file), self.entry, self.grid, self.block, self.args,
                        shared_bytes=self.shared_bytes)
 
     def check(self) -> None:
