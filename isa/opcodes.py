@@ -140,7 +140,13 @@ TABLE: tuple[OpSpec, ...] = (
     _op("pmevent", 1, "misc", "ctrl"),
 )
 
-OPCODES: dict[str, OpSpec] = {op.name: op for op in TABLE}
+# Our own ops, spelled like PTX (later: variable-precision MMA, zero-compression loads and
+# stores, zero-skipping MMA, LUT exp). An extension is one row here plus one function in
+# `isa/semantics/` registered under the same name; parser, decoder, verifier, counters and
+# the timing model's unit classes pick it up from this table.
+EXTENSIONS: tuple[OpSpec, ...] = ()
+
+OPCODES: dict[str, OpSpec] = {op.name: op for op in TABLE + EXTENSIONS}
 
 
 def lookup(opcode: str, mods: tuple[str, ...]) -> tuple[OpSpec | None, tuple[str, ...]]:
