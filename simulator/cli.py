@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -41,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"ptxsim {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:   # output piped into a reader that stopped (`| head`)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":
