@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from workloads.kernels.case import KERNEL_DIR, load_ptx
+from workloads.kernels.case import KERNEL_DIR, fma_exact, load_ptx
 from workloads.kernels.catalog import KERNELS
 
 ENTRY = re.compile(r"^\.visible \.entry (\w+)\(", re.M)
@@ -41,3 +41,11 @@ def test_case_arguments_match_the_entry_parameter_count(entry):
     types = re.findall(r"\.param \.(\w+)", params)
     assert [isinstance(a, np.ndarray) for a in case.args] == [t == "u64" for t in types]
     assert all(isinstance(case.args[index], np.ndarray) for index in case.outputs)
+
+
+def test_fma_exact_rounds_once_where_f64_then_f32_rounds_wrong():
+    """The fma reference rounds a*b + c once: 2^30 + 2^6 + 2^-30 goes up to 2^30 + 2^7."""
+    a, b, c = np.float32(8390656 * 2.0**-23), np.float32(16773121 * 2.0**-18), np.float32(2.0**30)
+    twice = np.float32(np.float64(a) * np.float64(b) + np.float64(c))
+    assert twice == np.float32(2.0**30)
+    assert fma_exact(a, b, c, np.float32) == np.float32(2.0**30 + 2.0**7)

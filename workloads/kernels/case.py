@@ -11,6 +11,7 @@ Cases from a seeded `numpy.random.Generator` and a problem size; `catalog.py` li
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,26 @@ def load_ptx(file: str) -> str:
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def fma_exact(a, b, c, dtype) -> np.ndarray:
+    """a * b + c rounded once to `dtype` (f32 or f64), nearest-even: what fma.rn produces.
+
+    The exact value is a Fraction; it is rounded to f64 with round-to-odd (nearest, then
+    one step toward the exact value when inexact and the last bit came out even), which
+    makes the later nearest rounding to f32 correct (53 >= 24 + 2 bits).
+    """
+    a, b, c = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (a, b, c)))
+    out = np.empty(a.shape, np.float64)
+    for i, (x, y, z) in enumerate(zip(a.flat, b.flat, c.flat, strict=True)):
+        exact = Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))
+        near = float(exact)
+        if Fraction(near) != exact and dtype != np.float64:
+            bits = np.float64(near).view(np.uint64)
+            if bits & np.uint64(1) == 0:
+                near = float(np.nextafter(near, np.inf if exact > near else -np.inf))
+        out.flat[i] = near
+    return out.astype(dtype)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .case import U32, U64, Expected, ceil_div, make_case
+from .case import Expected, ceil_div, fma_exact, make_case
 
 
 def _f32(rng: np.random.Generator, n: int, scale: float = 1.0) -> np.ndarray:
@@ -17,12 +17,15 @@ def _f32(rng: np.random.Generator, n: int, scale: float = 1.0) -> np.ndarray:
 
 
 def saxpy(rng: np.random.Generator, n: int, block: int):
-    a = np.float32(1.75)
+    # a * x[0] = 2^6 + 2^-30 puts a * x[0] + y[0] just past the f32 midpoint 2^30 + 2^6:
+    # rounding the sum to f64 first lands on the midpoint, then on the wrong f32.
+    a = np.float32(8390656 * 2.0**-23)
     x, y = _f32(rng, n), _f32(rng, n)
-    # fma.rn.f32 rounds once; the f64 reference a*x + y may round twice: at most 1 ulp.
-    want = a.astype(np.float64) * x + y
+    x[0], y[0] = 16773121 * 2.0**-18, 2.0**30
+    # nvcc contracts a * x + y into fma.rn.f32, which rounds once: bit-exact.
+    want = fma_exact(a, x, y, np.float32)
     return make_case("saxpy.cu", "saxpy", ceil_div(n, block), block, [n, a, x, y],
-                     {3: Expected(want, atol=0.0, rtol=2 * U32)})
+                     {3: Expected(want)})
 
 
 def gelu_tanh(rng: np.random.Generator, n: int, block: int):
@@ -48,22 +51,19 @@ def silu(rng: np.random.Generator, n: int, block: int):
 def scale_shift_grid_stride(rng: np.random.Generator, n: int, grid: int, block: int):
     x = _f32(rng, n)
     scale, shift = np.float32(-0.625), np.float32(0.3)
-    want = x.astype(np.float64) * scale + shift
-    # nvcc contracts x * scale + shift into one fma.rn.f32: 1 ulp against the f64 reference.
+    # nvcc contracts x * scale + shift into one fma.rn.f32: bit-exact.
+    want = fma_exact(x, scale, shift, np.float32)
     return make_case("grid_stride.cu", "scale_shift_grid_stride", grid, block,
-                     [x, np.zeros(n, np.float32), scale, shift, n],
-                     {1: Expected(want, atol=0.0, rtol=2 * U32)})
+                     [x, np.zeros(n, np.float32), scale, shift, n], {1: Expected(want)})
 
 
 def daxpy(rng: np.random.Generator, n: int, block: int):
     a = -1.3
     x, y = rng.standard_normal(n), rng.standard_normal(n)
-    # fma.rn.f64 rounds once while numpy's a*x + y rounds twice; the difference is at
-    # most one rounding of a*x, i.e. U64 * |a*x|, plus one of the sum.
-    want = a * x + y
-    atol = 2 * U64 * (np.abs(a * x) + np.abs(y))
+    # fma.rn.f64 rounds once (numpy's a*x + y would round twice): bit-exact.
+    want = fma_exact(a, x, y, np.float64)
     return make_case("f64.cu", "daxpy", ceil_div(n, block), block, [n, a, x, y],
-                     {3: Expected(want, atol=atol)})
+                     {3: Expected(want)})
 
 
 def transpose_tiled(rng: np.random.Generator, rows: int, cols: int):
