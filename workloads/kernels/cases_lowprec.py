@@ -34,9 +34,10 @@ def half2_fma_relu_mul(rng: np.random.Generator, n_pairs: int, block: int):
 
 def quantize_e4m3(rng: np.random.Generator, n: int, block: int):
     # |x| * inv_scale reaches ~900, so the tails exercise saturation; tiny values round to
-    # e4m3 subnormals or zero.
+    # e4m3 subnormals or zero; satfinite clamps +-inf to +-448 and keeps NaN.
     x = (rng.standard_normal(n) * 60.0).astype(np.float32)
-    x[: min(n, 8)] = [0.0, -0.0, 1e-4, -3e-3, 1e30, -1e30, 64.0, 0.0703125][: min(n, 8)]
+    special = [0.0, -0.0, 1e-4, -3e-3, 1e30, -1e30, np.inf, -np.inf, np.nan, 0.0703125]
+    x[: min(n, len(special))] = special[: min(n, len(special))]
     inv_scale = np.float32(4.0)
     want = _to_e4m3_satfinite(x * inv_scale)
     return make_case("fp8_convert.cu", "quantize_e4m3", ceil_div(n, block), block,
