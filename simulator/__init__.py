@@ -28,7 +28,11 @@ from simulator.stats import (
     stats_frame,
 )
 
-_LAZY: MappingProxyType[str, str] = MappingProxyType({})
+_LAZY: MappingProxyType[str, str] = MappingProxyType({
+    "build_system": "simulator.system", "System": "simulator.system",
+    "simulate_kernel": "simulator.simulate", "KernelResult": "simulator.simulate",
+    "TraceRecorder": "simulator.trace", "WarpTrace": "simulator.trace",
+})
 """Public name -> module that defines it, for names that need `models` (filled as they land)."""
 
 

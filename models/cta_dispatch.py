@@ -1,0 +1,142 @@
+"""CTA dispatch: how many CTAs fit on one SM (occupancy) and which CTA an SM takes next.
+
+What it models
+--------------
+`occupancy(config, block_threads, regs_per_thread, shared_bytes_per_cta)` applies the
+per-SM limits of `config.sm` as the CUDA occupancy calculator does:
+
+* warps: `max_warps_per_sm // warps_per_cta`; threads: `max_threads_per_sm // (32 * warps)`;
+  CTAs: `max_ctas_per_sm`;
+* registers: per thread rounded up to a multiple of 8, per warp rounded up to 256;
+  `registers_per_sm // (warps_per_cta * regs_per_warp)`;
+* shared memory: each CTA also holds `RESERVED_SHARED_BYTES` (1 KiB the system keeps per CTA
+  on sm_80 and later); the carve-out is the smallest option of
+  `sm.shared_carveout_options_bytes` holding as many CTAs as the other limits allow (else
+  the largest), and `carveout // per_cta` CTAs fit. The L1 gets the rest of the array.
+
+`CtaDispatcher` hands out CTA linear indices (x fastest) in launch order: first round-robin
+over the SMs until each is full, then one to whichever SM finishes a CTA.
+
+Registers: PTX declares virtual registers without reuse, so `program.regs_per_thread` far
+overstates what ptxas allocates. `estimate_registers(program)` approximates the allocation by
+the peak number of simultaneously live 32-bit register slots (64-bit registers count two,
+predicates none) over linear live ranges in program order, each range that overlaps a
+backward branch's loop stretched over the whole loop; callers may pass the real count.
+
+Left out: cluster launch, ptxas's exact allocation. Units: bytes, threads, counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from isa.errors import LaunchError
+
+RESERVED_SHARED_BYTES = 1024
+REGISTER_ROUND_THREAD = 8
+REGISTER_ROUND_WARP = 256
+
+
+def estimate_registers(program) -> int:
+    """Peak live 32-bit register slots of `program` (see the module docstring)."""
+    from models.units import _registers
+    first: dict[tuple[int, int], int] = {}
+    last: dict[tuple[int, int], int] = {}
+    loops = []
+    for ins in program.instrs:
+        for op in ins.ops:
+            for reg in _registers(op):
+                key = (reg.fid, reg.index)
+                first.setdefault(key, ins.pc)
+                last[key] = ins.pc
+        target = getattr(ins, "target", None)
+        if isinstance(target, int) and 0 <= target <= ins.pc:
+            loops.append((target, ins.pc))
+    weight = {0: 0, 1: 1, 2: 1, 3: 2}
+    delta = [0] * (len(program.instrs) + 2)
+    for key, start in first.items():
+        end = last[key]
+        for top, bottom in loops:
+            if start <= bottom and end >= top:
+                start, end = min(start, top), max(end, bottom)
+        delta[start] += weight[key[0]]
+        delta[end + 1] -= weight[key[0]]
+    live = peak = 0
+    for d in delta:
+        live += d
+        peak = max(peak, live)
+    return max(peak, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class Occupancy:
+    """CTAs per SM and what limits them."""
+
+    ctas_per_sm: int
+    warps_per_cta: int
+    limiter: str
+    shared_carveout_bytes: int
+    limits: dict
+
+
+def occupancy(config, block_threads: int, regs_per_thread: int,
+              shared_bytes_per_cta: int) -> Occupancy:
+    """CTAs of this shape that fit on one SM (LaunchError if none fits)."""
+    sm = config.sm
+    warps = -(-block_threads // sm.warp_size_threads)
+    regs = max(-(-max(regs_per_thread, 1) // REGISTER_ROUND_THREAD) * REGISTER_ROUND_THREAD, 1)
+    if regs > sm.max_registers_per_thread:
+        raise LaunchError(f"{regs} registers per thread exceed sm.max_registers_per_thread "
+                          f"({sm.max_registers_per_thread})")
+    per_warp_regs = -(-regs * sm.warp_size_threads // REGISTER_ROUND_WARP) * REGISTER_ROUND_WARP
+    limits = {
+        "warps": sm.max_warps_per_sm // warps,
+        "threads": sm.max_threads_per_sm // (warps * sm.warp_size_threads),
+        "ctas": sm.max_ctas_per_sm,
+        "registers": sm.registers_per_sm // (warps * per_warp_regs),
+    }
+    carveout = 0
+    if shared_bytes_per_cta > 0:
+        if shared_bytes_per_cta > sm.max_shared_memory_per_cta_bytes:
+            raise LaunchError(f"{shared_bytes_per_cta} B of shared memory per CTA exceed "
+                              f"sm.max_shared_memory_per_cta_bytes "
+                              f"({sm.max_shared_memory_per_cta_bytes})")
+        per_cta = shared_bytes_per_cta + RESERVED_SHARED_BYTES
+        wanted = min(limits.values()) * per_cta
+        options = sm.shared_carveout_options_bytes
+        carveout = next((c for c in options if c >= wanted), options[-1])
+        limits["shared_memory"] = carveout // per_cta
+    limiter = min(limits, key=lambda k: limits[k])
+    ctas = limits[limiter]
+    if ctas < 1:
+        raise LaunchError(f"a CTA of {block_threads} threads, {regs} registers/thread and "
+                          f"{shared_bytes_per_cta} B shared memory does not fit on an SM "
+                          f"(limit: {limiter})")
+    return Occupancy(ctas, warps, limiter, carveout, limits)
+
+
+class CtaDispatcher:
+    """Hands out CTA linear indices in launch order."""
+
+    __slots__ = ("n_ctas", "next_cta")
+
+    def __init__(self, n_ctas: int) -> None:
+        self.n_ctas = n_ctas
+        self.next_cta = 0
+
+    def take(self) -> int | None:
+        """The next CTA to launch, or None when all have been handed out."""
+        if self.next_cta >= self.n_ctas:
+            return None
+        cta = self.next_cta
+        self.next_cta += 1
+        return cta
+
+    def initial_fill(self, sms: list, ctas_per_sm: int) -> None:
+        """Round-robin over `sms` (each has `launch(cta)`) until each holds `ctas_per_sm`."""
+        for _ in range(ctas_per_sm):
+            for sm in sms:
+                cta = self.take()
+                if cta is None:
+                    return
+                sm.launch(cta)

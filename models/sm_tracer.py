@@ -1,0 +1,90 @@
+"""Tracers that turn SM and memory hooks into stats (issued instructions, stalls, bytes, occupancy).
+
+What it models
+--------------
+`SmTracer` listens to every SM's hooks: per unit the issued warp-instructions and busy cycles
+(sum of initiation intervals; over all SMs and sub-partitions), per stall reason the
+scheduler cycles without an issue, and the resident-warp integral over time from CTA launch
+and completion (for achieved occupancy). `MemoryTracer` listens to the memory's
+`MEMORY_ACCESS` hook: requests and bytes at the L2 and at HBM, per access kind.
+
+Left out: per-SM breakdowns (all SMs are summed), time series. Units: count, cycles, B,
+warp-cycles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from models.flat_memory import MEMORY_ACCESS
+from models.sm import SM_CTA_DONE, SM_CTA_LAUNCH, SM_ISSUE, SM_STALL
+from models.units import UNIT_NAMES
+from simulator.stats import Stat, Tracer
+
+
+class SmTracer(Tracer):
+    """Issue, stall and residency stats of all SMs."""
+
+    STATS = (
+        Stat("issued", "count", "warp-instructions issued to the unit"),
+        Stat("busy_cycles", "cycles", "sub-partition cycles the unit could not accept work"),
+        Stat("stall_cycles", "cycles", "scheduler cycles without an issue, by reason"),
+        Stat("resident_warp_cycles", "warp-cycles", "integral of resident warps over time"),
+        Stat("ctas", "count", "CTAs run"),
+    )
+    POSITIONS = (SM_ISSUE, SM_STALL, SM_CTA_LAUNCH, SM_CTA_DONE)
+
+    def __init__(self, sheet) -> None:
+        super().__init__(sheet)
+        self.issued = [0] * len(UNIT_NAMES)
+        self.busy = [0] * len(UNIT_NAMES)
+        self.stalls: dict[str, int] = {}
+        self.warp_cycles = 0
+        self.ctas = 0
+
+    def on_event(self, owner: str, position: str, data: Mapping[str, Any]) -> None:
+        """Accumulate one hook event (flushed to the sheet by `flush`)."""
+        if position == SM_ISSUE:
+            unit = data["unit"]
+            self.issued[unit] += 1
+            self.busy[unit] += data["interval_cycles"]
+        elif position == SM_STALL:
+            reason = data["reason"]
+            self.stalls[reason] = self.stalls.get(reason, 0) + data["cycles"]
+        elif position == SM_CTA_LAUNCH:
+            self.warp_cycles -= data["warps"] * data["cycle"]
+            self.ctas += 1
+        else:
+            self.warp_cycles += data["warps"] * data["cycle"]
+
+    def flush(self) -> None:
+        """Write the accumulated values to the sheet."""
+        for k, name in enumerate(UNIT_NAMES):
+            if self.issued[k]:
+                self.sheet.set(f"sm.units.{name}", "issued", self.issued[k])
+                self.sheet.set(f"sm.units.{name}", "busy_cycles", self.busy[k])
+        for reason in sorted(self.stalls):
+            self.sheet.set(f"sm.scheduler.{reason}", "stall_cycles", self.stalls[reason])
+        self.sheet.set("sm", "resident_warp_cycles", self.warp_cycles)
+        self.sheet.set("sm", "ctas", self.ctas)
+
+
+class MemoryTracer(Tracer):
+    """Requests and bytes at each memory level."""
+
+    STATS = (
+        Stat("requests", "count", "warp-level memory requests"),
+        Stat("sectors", "count", "32-byte sectors requested"),
+        Stat("bytes", "B", "bytes moved at this level"),
+    )
+    POSITIONS = (MEMORY_ACCESS,)
+
+    def on_event(self, owner: str, position: str, data: Mapping[str, Any]) -> None:
+        """One warp's access: count it at the L2 and, for first touches, at HBM."""
+        kind = data["kind"]
+        self.sheet.add(f"memory.l2.{kind}", "requests")
+        self.sheet.add(f"memory.l2.{kind}", "sectors", data["sectors"])
+        self.sheet.add(f"memory.l2.{kind}", "bytes", data["l2_bytes"])
+        if data["hbm_bytes"]:
+            self.sheet.add(f"memory.hbm.{kind}", "bytes", data["hbm_bytes"])

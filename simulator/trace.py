@@ -1,0 +1,224 @@
+"""Per-warp dynamic instruction traces recorded from the functional interpreter.
+
+What it models
+--------------
+`TraceRecorder` is an `isa.run_kernel` observer. After every interpreter step it records, for
+each warp that executed the step, one event: the pc, the number of active lanes and, for
+memory instructions, what the timing model needs to know about the access:
+
+* global and local accesses: the distinct 32-byte sectors the warp touches (sector index =
+  byte address >> 5). Local memory is per thread; its addresses are laid out as the hardware
+  interleaves them (the same offset of consecutive lanes is contiguous) in a window of their
+  own, so a warp reading one local word touches one 128-byte line;
+* shared accesses: the bank-conflict degree, the largest number of distinct 4-byte words
+  that map to one of the 32 banks among the active lanes (1 = conflict free, broadcasts
+  included); wide accesses count every word they touch, so a v4 load has degree >= 4;
+* param/const loads: no address data (served by the constant cache).
+
+Global warp id = linear CTA index (x fastest) * warps_per_cta + warp within the CTA.
+Everything is vectorised over all warps of a step; `finish()` turns the recorded chunks into
+a `WarpTrace` whose events are grouped by warp, in each warp's execution order.
+
+Left out: warps whose lanes are all predicated off by a guard (the interpreter skips them,
+so they issue nothing here), per-lane byte masks inside a sector, texture/surface spaces.
+Units: byte addresses, 32-byte sectors, lanes, counts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from isa.memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
+from isa.operands import DImm
+
+SECTOR_SHIFT = 5
+LOCAL_TRACE_BASE = 1 << 56
+"""Where traced local addresses live: far above global buffers, apart from every window."""
+
+KIND_NONE, KIND_LOAD, KIND_STORE, KIND_ATOMIC, KIND_SHARED, KIND_CONST = range(6)
+KIND_NAMES = ("none", "load", "store", "atomic", "shared", "const")
+
+_STORE_OPS = frozenset({"st", "red", "stmatrix", "wmma.store"})
+_ATOMIC_OPS = frozenset({"atom", "red"})
+_ADDRESS_AT_0 = frozenset({"st", "red", "stmatrix", "wmma.store", "prefetch", "prefetchu"})
+
+
+@dataclass(frozen=True)
+class WarpTrace:
+    """Dynamic instruction streams of every warp of a launch, grouped by warp.
+
+    Events of warp `w` are `warp_offsets[w]:warp_offsets[w + 1]`; for event `e`, `pc[e]`,
+    `active[e]` (lanes), `kind[e]` (a `KIND_*`), `detail[e]` (sector count for
+    load/store/atomic, bank-conflict degree for shared, else 0) and, for sector kinds,
+    `sectors[sector_start[e]:sector_start[e] + detail[e]]`.
+    """
+
+    warps_per_cta: int
+    n_ctas: int
+    warp_offsets: np.ndarray
+    pc: np.ndarray
+    active: np.ndarray
+    kind: np.ndarray
+    detail: np.ndarray
+    sector_start: np.ndarray
+    sectors: np.ndarray
+
+    @property
+    def n_warps(self) -> int:
+        """Warps of the launch (including warps that executed nothing)."""
+        return self.warps_per_cta * self.n_ctas
+
+    @property
+    def n_events(self) -> int:
+        """Recorded warp-instructions."""
+        return int(self.pc.size)
+
+    def events_of(self, warp: int) -> slice:
+        """The event range of global warp `warp`."""
+        return slice(int(self.warp_offsets[warp]), int(self.warp_offsets[warp + 1]))
+
+
+def _access_bytes(ins) -> int:
+    if ins.opname == "cp.async" and isinstance(ins.ops[2], DImm):
+        return int(ins.ops[2].value)
+    bits = max((t.bits for t in ins.types), default=32) if ins.types else 32
+    return max(bits // 8, 1) * max(int(ins.vec or 1), 1)
+
+
+def _address_operand(ins):
+    if ins.opname in _ADDRESS_AT_0:
+        return ins.ops[0]
+    return ins.ops[1]
+
+
+def _memory_kind(ins, space: str) -> int:
+    if space in ("param", "const"):
+        return KIND_CONST
+    if space == "shared":
+        return KIND_SHARED
+    if ins.opname in _ATOMIC_OPS:
+        return KIND_ATOMIC
+    return KIND_STORE if ins.opname in _STORE_OPS else KIND_LOAD
+
+
+def _space_of(ins, addr: np.ndarray) -> tuple[str, np.ndarray]:
+    """Resolve a generic access to its space (the interpreter already checked it is one)."""
+    space = ins.space
+    if ins.opname == "cp.async":
+        return "global", addr
+    if space is not None:
+        return space, addr
+    if addr.size and addr[0] >= SHARED_WINDOW and addr[0] < SHARED_WINDOW + WINDOW_SIZE:
+        return "shared", addr - SHARED_WINDOW
+    if addr.size and addr[0] >= LOCAL_WINDOW and addr[0] < LOCAL_WINDOW + WINDOW_SIZE:
+        return "local", addr - LOCAL_WINDOW
+    return "global", addr
+
+
+def _expand(first: np.ndarray, group: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each of `first` followed by count-1 successors, with the group ids repeated."""
+    if count <= 1:
+        return first, group
+    steps = np.arange(count, dtype=np.int64)
+    return (first[:, None] + steps).reshape(-1), np.repeat(group, count)
+
+
+def _distinct_per_group(values: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(values, groups) with duplicates inside each group removed, sorted by group."""
+    order = np.lexsort((values, group))
+    v, g = values[order], group[order]
+    keep = np.ones(v.size, dtype=bool)
+    keep[1:] = (v[1:] != v[:-1]) | (g[1:] != g[:-1])
+    return v[keep], g[keep]
+
+
+class TraceRecorder:
+    """Observer for `isa.run_kernel` that builds a `WarpTrace` (call `finish()` after the run)."""
+
+    def __init__(self, grid: tuple[int, int, int], block_threads: int, local_bytes: int = 0):
+        self.grid = grid
+        self.warps_per_cta = -(-block_threads // 32)
+        self.local_stride_bytes = max(int(local_bytes), 1)
+        self._machine = None
+        self._cta_linear = np.zeros(0, dtype=np.int64)
+        self._chunks: list[tuple] = []
+        self._sector_chunks: list[np.ndarray] = []
+        self._n_sectors = 0
+
+    def __call__(self, m, ins, exec_lanes, n_warps: int) -> None:
+        if m is not self._machine:
+            self._machine = m
+            ids = m.cta_ids.astype(np.int64)
+            gx, gy = self.grid[0], self.grid[1]
+            self._cta_linear = ids[:, 0] + gx * (ids[:, 1] + gy * ids[:, 2])
+        lanes = m.lane_ids(exec_lanes)
+        slot_warp = lanes >> 5
+        new = np.ones(lanes.size, dtype=bool)
+        new[1:] = slot_warp[1:] != slot_warp[:-1]
+        starts = np.flatnonzero(new)
+        warp_slots = slot_warp[starts]
+        wpc = self.warps_per_cta
+        gwarp = self._cta_linear[warp_slots // wpc] * wpc + warp_slots % wpc
+        active = np.diff(np.append(starts, lanes.size)).astype(np.int16)
+        nw = gwarp.size
+        kind, detail, sstart = KIND_NONE, np.zeros(nw, dtype=np.int32), None
+        if ins.unit == "lsu" and ins.spec.latency == "mem":
+            group = np.cumsum(new) - 1
+            kind, detail, sstart = self._memory(m, ins, exec_lanes, lanes, group, gwarp, nw)
+        self._chunks.append((gwarp, ins.pc, active, kind, detail, sstart))
+
+    def _memory(self, m, ins, exec_lanes, lanes, group, gwarp, nw):
+        nbytes = _access_bytes(ins)
+        space, addr = _space_of(ins, _address_operand(ins).address(m, exec_lanes))
+        kind = _memory_kind(ins, space)
+        if kind == KIND_CONST:
+            return kind, np.zeros(nw, dtype=np.int32), None
+        if kind == KIND_SHARED:
+            return kind, self._bank_degree(addr, group, nbytes, nw), None
+        if space == "local":
+            lane = lanes & 31
+            addr = (LOCAL_TRACE_BASE + (gwarp[group] * self.local_stride_bytes + addr) * 32
+                    + lane * nbytes)
+        first = addr >> SECTOR_SHIFT
+        span = ((addr[0] + nbytes - 1) >> SECTOR_SHIFT) - first[0] + 1 if addr.size else 1
+        sec, grp = _expand(first, group, int(span))
+        sec, grp = _distinct_per_group(sec, grp)
+        counts = np.bincount(grp, minlength=nw).astype(np.int32)
+        sstart = self._n_sectors + np.concatenate(([0], np.cumsum(counts)[:-1]))
+        self._sector_chunks.append(sec)
+        self._n_sectors += sec.size
+        return kind, counts, sstart
+
+    @staticmethod
+    def _bank_degree(addr, group, nbytes: int, nw: int) -> np.ndarray:
+        words, grp = _expand(addr >> 2, group, max(nbytes // 4, 1))
+        words, grp = _distinct_per_group(words, grp)
+        per_bank = np.bincount(grp * 32 + (words & 31), minlength=nw * 32).reshape(nw, 32)
+        return per_bank.max(axis=1).astype(np.int32)
+
+    def finish(self) -> WarpTrace:
+        """Group the recorded events by warp (stable: each warp keeps its order)."""
+        n_ctas = self.grid[0] * self.grid[1] * self.grid[2]
+        n_warps = n_ctas * self.warps_per_cta
+        if not self._chunks:
+            empty = np.zeros(0, dtype=np.int64)
+            return WarpTrace(self.warps_per_cta, n_ctas, np.zeros(n_warps + 1, np.int64),
+                             empty.astype(np.int32), empty.astype(np.int16),
+                             empty.astype(np.int8), empty.astype(np.int32), empty, empty)
+        sizes = np.array([c[0].size for c in self._chunks], dtype=np.int64)
+        warp = np.concatenate([c[0] for c in self._chunks])
+        pc = np.repeat(np.array([c[1] for c in self._chunks], dtype=np.int32), sizes)
+        kind = np.repeat(np.array([c[3] for c in self._chunks], dtype=np.int8), sizes)
+        active = np.concatenate([c[2] for c in self._chunks])
+        detail = np.concatenate([c[4] for c in self._chunks])
+        sstart = np.concatenate([c[5] if c[5] is not None else np.zeros(c[0].size, np.int64)
+                                 for c in self._chunks])
+        order = np.argsort(warp, kind="stable")
+        offsets = np.zeros(n_warps + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum(np.bincount(warp, minlength=n_warps))
+        sectors = (np.concatenate(self._sector_chunks) if self._sector_chunks
+                   else np.zeros(0, dtype=np.int64))
+        return WarpTrace(self.warps_per_cta, n_ctas, offsets, pc[order], active[order],
+                         kind[order], detail[order], sstart[order].astype(np.int64), sectors)
