@@ -85,9 +85,9 @@ def occupancy(config, block_threads: int, regs_per_thread: int,
     sm = config.sm
     warps = -(-block_threads // sm.warp_size_threads)
     regs = max(-(-max(regs_per_thread, 1) // REGISTER_ROUND_THREAD) * REGISTER_ROUND_THREAD, 1)
-    if regs > sm.max_registers_per_thread:
-        raise LaunchError(f"{regs} registers per thread exceed sm.max_registers_per_thread "
-                          f"({sm.max_registers_per_thread})")
+    if regs_per_thread > sm.max_registers_per_thread:
+        raise LaunchError(f"{regs_per_thread} registers per thread exceed "
+                          f"sm.max_registers_per_thread ({sm.max_registers_per_thread})")
     per_warp_regs = -(-regs * sm.warp_size_threads // REGISTER_ROUND_WARP) * REGISTER_ROUND_WARP
     limits = {
         "warps": sm.max_warps_per_sm // warps,
