@@ -13,6 +13,7 @@ from isa.semantics import (  # noqa: F401,E402  (modules register themselves)
     int_arith,
     logic,
     memory,
+    tensor,
     warp,
 )
 from isa.semantics.registry import SEMANTICS, semantics
