@@ -9,13 +9,14 @@ launch shape. Errors are `PtxError`s pointing at the offending line.
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 
 from isa import ast
 from isa.errors import PtxError
 from isa.memory import KPARAM_BASE, TPARAM_BASE, GlobalLayout
-from isa.opcodes import BOOL, CMP, IROUND, ROUND, SPACE, OpSpec, lookup
+from isa.opcodes import BOOL, CMP, IROUND, OPCODES, ROUND, SPACE, OpSpec, lookup
 from isa.operands import DAddr, DImm, DLabel, DNeg, DPipe, DReg, DSink, DSpecial, DSym, DVec
 from isa.semantics import SEMANTICS
 from isa.types import TYPES, PtxType, reg_file_of
@@ -56,6 +57,8 @@ class Program:
     regs_per_thread: int = 0
     funcs_params: dict = field(default_factory=dict)    # .func name -> [(address, bytes)]
     funcs_returns: dict = field(default_factory=dict)
+    directives: dict = field(default_factory=dict)      # the entry's .maxntid/.reqntid ...
+    reg_types: dict = field(default_factory=dict)       # (file id, index) -> declared type
 
 
 def _align(x: int, a: int) -> int:
@@ -137,6 +140,7 @@ class _Decoder:
         self.module_syms: dict[str, DSym] = {}
         self.module_globals: list = []
         self.extern_shared: list[ast.VarDecl] = []
+        self.reg_types: dict[tuple[int, int], str] = {}
 
     def run(self, entry: str) -> Program:
         self._module_vars()
@@ -147,7 +151,9 @@ class _Decoder:
             pc += sum(1 for x in f.body if isinstance(x, ast.Instruction)) + 1  # + implicit ret
             for r in f.regs:
                 file = reg_file_of(r.type)
-                self.regmap[(f.name, r.uid)] = DReg(file, self.nregs[file], r.name)
+                dreg = DReg(file, self.nregs[file], r.name)
+                self.regmap[(f.name, r.uid)] = dreg
+                self.reg_types[(dreg.fid, dreg.index)] = r.type
                 self.nregs[file] += 1
             fsyms[f.name] = self._function_vars(f)
         static_shared = self.shared.top
@@ -167,7 +173,8 @@ class _Decoder:
                        shared_bytes=_align(static_shared, 16), local_bytes=self.local.top,
                        tparam_bytes=self.tparam.top, global_layout=self.glayout,
                        module_globals=self.module_globals, regs_per_thread=regs,
-                       funcs_params=fparams, funcs_returns=frets)
+                       funcs_params=fparams, funcs_returns=frets,
+                       directives=dict(self.funcs[0].directives), reg_types=self.reg_types)
 
     # -- symbols -------------------------------------------------------------------
     def _module_vars(self) -> None:
@@ -240,7 +247,8 @@ class _Decoder:
         spec, rest = lookup(x.opcode, x.modifiers)
         if spec is None:
             raise self._err(x, f"unknown opcode '{'.'.join((x.opcode,) + x.modifiers)}'",
-                            "an opcode listed in isa.opcodes.TABLE")
+                            _choices("an opcode listed in isa.opcodes.TABLE", x.opcode,
+                                     [k for k in OPCODES if "." not in k]))
         d = DInstr()
         d.pc, d.spec, d.loc = pc, spec, x.loc
         d.opname = spec.name
@@ -332,9 +340,14 @@ class _Decoder:
             if o.name in labels:
                 return DLabel(o.name, labels[o.name])
             s = syms.get(o.name) or self.module_syms.get(o.name)
+            if s is None and d.spec.name == "bra":
+                raise self._err(x, f"undefined label '{o.name}' in function '{f.name}'",
+                                _choices("a label of this function", o.name, labels))
             if s is None:
+                known = list(syms) + list(self.module_syms) + list(labels)
                 raise self._err(x, f"undefined symbol '{o.name}'",
-                                "a label, variable or parameter declared in scope")
+                                _choices("a label, variable or parameter declared in scope",
+                                         o.name, known))
             return s
         if isinstance(o, ast.Addr):
             if o.base is None:
@@ -347,6 +360,12 @@ class _Decoder:
                                 "a variable or parameter declared in scope")
             return DAddr(s, o.offset, s.space)
         raise self._err(x, f"unsupported operand {o!r}")
+
+
+def _choices(what: str, name: str, known) -> str:
+    """`what`, plus the closest known names when some are near `name`."""
+    near = difflib.get_close_matches(name, sorted(set(known)), n=3, cutoff=0.6)
+    return f"{what} (did you mean {', '.join(near)}?)" if near else what
 
 
 def _renamed(d: ast.VarDecl, f: ast.Function) -> ast.VarDecl:

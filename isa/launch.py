@@ -111,16 +111,25 @@ def check_launch(program: Program, grid, block, shared_bytes: int) -> Launch:
         raise LaunchError(f"kernel '{program.entry}' needs {total} bytes of shared memory "
                           f"({program.shared_bytes} static + {shared_bytes} dynamic); at most "
                           f"{MAX_SHARED_BYTES} per CTA")
-    fn_dirs = getattr(program, "directives", {}) or {}
-    req = fn_dirs.get(".reqntid")
-    if req and tuple(req) + (1,) * (3 - len(req)) != launch.block:
-        raise LaunchError(f"kernel '{program.entry}' requires block {req} (.reqntid), "
-                          f"got {launch.block}")
-    maxn = fn_dirs.get(".maxntid")
-    if maxn and launch.block_threads > int(np.prod(maxn)):
-        raise LaunchError(f"kernel '{program.entry}' allows at most {int(np.prod(maxn))} "
-                          f"threads per block (.maxntid), got {launch.block_threads}")
+    _check_block_directives(program, launch)
     return launch
+
+
+def _check_block_directives(program: Program, launch: Launch) -> None:
+    """`.reqntid X[,Y[,Z]]` fixes the block shape; `.maxntid` bounds its thread count."""
+    req = program.directives.get(".reqntid")
+    if req:
+        want = tuple(req) + (1,) * (3 - len(req))
+        if want != launch.block:
+            raise LaunchError(f"kernel '{program.entry}' requires block {want} (.reqntid), "
+                              f"got block {launch.block}")
+    maxn = program.directives.get(".maxntid")
+    if maxn:
+        limit = int(np.prod(maxn))
+        if launch.block_threads > limit:
+            raise LaunchError(f"kernel '{program.entry}' allows at most {limit} threads per "
+                              f"block (.maxntid {', '.join(map(str, maxn))}), got block "
+                              f"{launch.block} = {launch.block_threads} threads")
 
 
 def marshal_args(program: Program, args, layout: GlobalLayout):
@@ -167,20 +176,27 @@ def _aggregate_bytes(arg, size: int, where: str) -> np.ndarray:
 
 
 def _scalar_bytes(arg, ty, where: str) -> np.ndarray:
-    if isinstance(arg, (bool, np.bool_)) or not isinstance(arg, (int, float, np.number)):
-        raise LaunchError(f"{where} needs a number, got {type(arg).__name__}")
+    """Bytes of a scalar argument, checked against the parameter's type.
+
+    Float parameters take any real number. Integer parameters take integers only (a
+    float is an error, not a silent truncation). `.sN` takes [-2^(N-1), 2^(N-1));
+    `.uN`/`.bN` take [-2^(N-1), 2^N), negative values as two's complement, because
+    nvcc declares C `int` parameters `.u32`.
+    """
+    if isinstance(arg, (bool, np.bool_)) or not isinstance(arg, (int, float, np.integer,
+                                                                 np.floating)):
+        raise LaunchError(f"{where} needs a number, got {type(arg).__name__} {arg!r}")
     if ty.kind == "f":
         return np.frombuffer(np.asarray(arg, dtype=ty.dtype).tobytes(), np.uint8)
     if isinstance(arg, (float, np.floating)):
-        if float(arg) != int(arg):
-            raise LaunchError(f"{where} is an integer parameter; got {arg!r}")
-        arg = int(arg)
+        raise LaunchError(f"{where} is an integer parameter; got float {arg!r} "
+                          f"(pass an int)")
     v = int(arg)
-    lo = -(1 << (ty.bits - 1)) if ty.kind == "s" else -(1 << (ty.bits - 1))
-    hi = (1 << ty.bits) - 1
+    lo = -(1 << (ty.bits - 1))
+    hi = (1 << (ty.bits - 1)) - 1 if ty.kind == "s" else (1 << ty.bits) - 1
     if not lo <= v <= hi:
-        raise LaunchError(f"{where} = {v} does not fit in .{ty.name}")
-    return np.frombuffer((v & hi).to_bytes(ty.bits // 8, "little"), np.uint8)
+        raise LaunchError(f"{where} = {v} does not fit in .{ty.name} (range {lo}..{hi})")
+    return np.frombuffer((v & ((1 << ty.bits) - 1)).to_bytes(ty.bits // 8, "little"), np.uint8)
 
 
 def run_kernel(ptx, entry: str, grid, block, args: list, shared_bytes: int = 0, *,

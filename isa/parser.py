@@ -75,8 +75,7 @@ class _Parser:
     def next(self) -> Token:
         tok = self.peek()
         if tok is None:
-            last = self.toks[-1] if self.toks else Token("eof", "", 1, 1)
-            raise self.error("unexpected end of input", last, expected="more PTX")
+            raise self.end_error("unexpected end of input", "more PTX")
         self.i += 1
         return tok
 
@@ -98,6 +97,18 @@ class _Parser:
         line_text = self.lines[tok.line - 1] if 0 < tok.line <= len(self.lines) else tok.text
         return PtxError(msg, file=self.file, line=tok.line, col=tok.col, text=line_text,
                         expected=expected)
+
+    def after_error(self, msg: str, tok: Token, expected: str = "") -> PtxError:
+        """An error located just after `tok` (where a missing token belongs)."""
+        line_text = self.lines[tok.line - 1] if 0 < tok.line <= len(self.lines) else tok.text
+        return PtxError(msg, file=self.file, line=tok.line, col=tok.col + len(tok.text),
+                        text=line_text, expected=expected)
+
+    def end_error(self, msg: str, expected: str) -> PtxError:
+        """An error at the end of the input."""
+        if not self.toks:
+            return PtxError(msg, file=self.file, line=1, col=1, expected=expected)
+        return self.after_error(msg, self.toks[-1], expected)
 
     def skip_line(self, line: int) -> list[Token]:
         out = []
@@ -205,14 +216,16 @@ class _Parser:
             fn.has_body = False
             self.mod.functions.setdefault(fn.name, fn)
             return
-        if fn.name in self.mod.functions and self.mod.functions[fn.name].has_body:
-            raise self.error(f"function '{fn.name}' defined twice", name_tok)
+        first = self.mod.functions.get(fn.name)
+        if first is not None and first.has_body:
+            raise self.error(f"function '{fn.name}' defined twice (first at line "
+                             f"{first.loc.line})", name_tok,
+                             expected="one definition per function name")
         self.mod.functions[fn.name] = fn
         scopes = [{}]
         for p in params + returns:
             scopes[0][p.name] = p
-        self.expect("{", "'{' opening the function body")
-        self.block(fn, scopes)
+        self.block(fn, scopes, self.expect("{", "'{' opening the function body"))
 
     def param_list(self) -> list[VarDecl]:
         self.expect("(")
@@ -300,20 +313,22 @@ class _Parser:
         return tuple(vals)
 
     # -- bodies --------------------------------------------------------------------
-    def block(self, fn: Function, scopes: list[dict]) -> None:
-        """Parse statements until the matching '}'."""
+    def block(self, fn: Function, scopes: list[dict], opened: Token) -> None:
+        """Parse statements until the '}' matching `opened`."""
         while True:
             tok = self.peek()
             if tok is None:
-                raise self.error("function body not closed", self.toks[-1], expected="'}'")
+                what = "body of function" if len(scopes) == 1 else "'{' scope in function"
+                raise self.end_error(f"{what} '{fn.name}' is not closed",
+                                     f"'}}' matching the '{{' at line {opened.line}, "
+                                     f"column {opened.col}")
             text = tok.text
             if text == "}":
                 self.next()
                 return
             if text == "{":
-                self.next()
                 scopes.append({})
-                self.block(fn, scopes)
+                self.block(fn, scopes, self.next())
                 scopes.pop()
             elif text == ".reg":
                 self.reg_decl(fn, scopes)
@@ -391,11 +406,27 @@ class _Parser:
             return self.call(op_tok, mods, guard, negated, scopes)
         operands = []
         while not self.at(";"):
-            if operands:
-                self.expect(",", "',' between operands or ';'")
+            self.operand_separator(op_tok, bool(operands))
             operands.append(self.operand(scopes))
         self.next()
         return Instruction(opcode, mods, tuple(operands), guard, negated, self.loc(first or op_tok))
+
+    def operand_separator(self, op_tok: Token, after_operand: bool) -> None:
+        """Consume the ',' before an operand; a statement running into the next line
+        without ';' is reported where the ';' is missing."""
+        tok = self.peek()
+        prev = self.toks[self.i - 1]
+        if tok is None:
+            raise self.end_error(f"missing ';' after '{op_tok.text}'", "';' ending the "
+                                 "instruction")
+        if tok.line > prev.line and prev.text != "," and tok.text not in (",", "[", "{", "|"):
+            raise self.after_error(f"missing ';' after '{op_tok.text}'", prev,
+                                   expected="';' ending the instruction")
+        if after_operand:
+            if tok.text != ",":
+                raise self.error(f"expected ',' or ';' after an operand, found '{tok.text}'",
+                                 tok, expected="',' between operands or ';'")
+            self.next()
 
     def call(self, op_tok, mods, guard, negated, scopes) -> Instruction:
         rets: list = []
