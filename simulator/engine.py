@@ -42,6 +42,8 @@ KHZ_PS_PRODUCT = 10**9  # period_ps * freq_khz == 1e9
 
 def as_time_ps(value: object, what: str = "delay") -> int:
     """Return `value` as a non-negative Python int of picoseconds, or raise TypeError/ValueError."""
+    if type(value) is int and value >= 0:
+        return value
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{what} must be an integer number of picoseconds, got {value!r}")
     ps = int(value)

@@ -10,7 +10,9 @@ What it models
 * A `Port` is a component's bounded inbox, named by the side it faces (`core_side` receives
   from the cores, `mem_side` from memory). `put()` on a full port blocks the putting process
   until the owner `get()`s: backpressure is real.
-* A `Link` carries messages into one destination port with a latency and a bandwidth. A
+* A `Router` is an inbox that forwards each message to the inbox a function picks (by the
+  message's source, say), keeping the chosen inbox's backpressure.
+* A `Link` carries messages into one destination inbox with a latency and a bandwidth. A
   transfer of N bytes holds the link's transmitter for N / bandwidth and reaches the port
   `latency` after it leaves, so an unloaded transfer takes `latency + N / bandwidth`.
   At most `max_in_flight` transfers travel at once; a credit returns when the destination port
@@ -30,9 +32,11 @@ Units: ps (int), bytes, GB/s (1e9 bytes/s).
 
 from __future__ import annotations
 
+import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import simpy
@@ -137,6 +141,12 @@ class WriteRsp:
         return 0
 
 
+class Inbox(Protocol):
+    """Anything a link can deliver into: `put(msg)` returns an event that fires on acceptance."""
+
+    def put(self, msg: Any) -> simpy.events.Event: ...
+
+
 class Port:
     """A bounded FIFO inbox of a component; a put on a full port blocks the putter."""
 
@@ -178,6 +188,25 @@ class Port:
         return f"Port({self.name!r}, {len(self)}/{self.capacity})"
 
 
+class Router:
+    """An inbox that passes each message on to the inbox `route(msg)` picks (no delay)."""
+
+    def __init__(self, name: str, route: Callable[[Any], Inbox]) -> None:
+        self.name = name
+        self.route = route
+
+    def put(self, msg: Any) -> simpy.events.Event:
+        """The chosen inbox's put event (so its backpressure reaches the sender)."""
+        return self.route(msg).put(msg)
+
+
+def pipeline_credits(latency_ps: int, period_ps: float, feeders: int = 1,
+                     queue: int = 64) -> int:
+    """In-flight credits that never bind a link fed at most one message per cycle by each of
+    `feeders` (one per cycle of latency and feeder), plus `queue` for bursts."""
+    return feeders * (math.ceil(latency_ps / period_ps) + 1) + queue
+
+
 def bandwidth_mbps(bandwidth_gbps: float) -> int:
     """GB/s as whole MB/s (the resolution of link bandwidth)."""
     mbps = round(bandwidth_gbps * MBPS_PER_GBPS)
@@ -186,16 +215,25 @@ def bandwidth_mbps(bandwidth_gbps: float) -> int:
     return mbps
 
 
-def transfer_ps(size_bytes: int, bandwidth_gbps: float) -> int:
-    """Time to push `size_bytes` through `bandwidth_gbps`, rounded up to whole ps."""
+def transfer_ps(size_bytes: int, bandwidth_gbps: float | None) -> int:
+    """Time to push `size_bytes` through `bandwidth_gbps` (None: unlimited), rounded up."""
+    if bandwidth_gbps is None:
+        return 0
     return -(-size_bytes * PS_TIMES_MBPS_PER_BYTE // bandwidth_mbps(bandwidth_gbps))
 
 
 class Link:
-    """A point-to-point connection into `dst` with latency, bandwidth and bounded in-flight."""
+    """A point-to-point connection into `dst` with latency, bandwidth and bounded in-flight.
 
-    def __init__(self, env: SimEnvironment, name: str, dst: Port, latency_ps: int,
-                 bandwidth_gbps: float, max_in_flight: int = 64) -> None:
+    `bandwidth_gbps=None` makes a pure delay line (transfers take no transmitter time).
+    `send()` fires when the message has left the transmitter (senders pace themselves on it);
+    `put()` fires as soon as the link has accepted it (a link is an inbox for what feeds it).
+    Either waits while all `max_in_flight` credits are out; credits come back as messages are
+    accepted by `dst`. Waiting senders are admitted in FIFO order.
+    """
+
+    def __init__(self, env: SimEnvironment, name: str, dst: Inbox, latency_ps: int,
+                 bandwidth_gbps: float | None, max_in_flight: int = 64) -> None:
         if max_in_flight < 1:
             raise ValueError(f"link {name!r}: max_in_flight must be >= 1, got {max_in_flight}")
         self.env = env
@@ -203,30 +241,53 @@ class Link:
         self.dst = dst
         self.latency_ps = as_time_ps(latency_ps, "latency_ps")
         self.bandwidth_gbps = bandwidth_gbps
+        self.max_in_flight = max_in_flight
         self.hooks = Hooks(name)
-        self._mbps = bandwidth_mbps(bandwidth_gbps)
+        self._mbps = 1 if bandwidth_gbps is None else bandwidth_mbps(bandwidth_gbps)
+        self._ps_mbps_per_byte = 0 if bandwidth_gbps is None else PS_TIMES_MBPS_PER_BYTE
         self._busy_until_scaled = 0  # transmitter free time, in units of 1/_mbps ps
-        self._credits = simpy.Container(env, capacity=max_in_flight, init=max_in_flight)
+        self._credits = max_in_flight
+        self._waiting: deque[tuple[simpy.events.Event, Any, int, bool]] = deque()
         self._in_flight: deque[tuple[int, Any]] = deque()
         self._wake = env.event()
         env.process(self._deliver())
 
-    def send(self, msg: Any, size_bytes: int | None = None) -> simpy.events.Process:
+    @property
+    def in_flight(self) -> int:
+        """Messages admitted and not yet accepted by `dst`."""
+        return self.max_in_flight - self._credits
+
+    def send(self, msg: Any, size_bytes: int | None = None) -> simpy.events.Event:
         """Event that fires when `msg` has left the transmitter (its last byte is sent).
 
         `size_bytes` defaults to `msg.payload_bytes`. The sender waits first for an in-flight
         credit, then for the transmitter to drain earlier transfers and this one.
         """
         size = msg.payload_bytes if size_bytes is None else int(size_bytes)
-        return self.env.process(self._send(msg, size))
+        if self._credits and not self._waiting:
+            return self.env.timeout(self._admit(msg, size) - self.env.now)
+        event = self.env.event()
+        self._waiting.append((event, msg, size, True))
+        return event
 
-    def _send(self, msg: Any, size_bytes: int):
-        yield self._credits.get(1)
+    def put(self, msg: Any) -> simpy.events.Event:
+        """Event that fires once the link has accepted `msg` (a credit was free)."""
+        if self._credits and not self._waiting:
+            self._admit(msg, msg.payload_bytes)
+            return self.env.timeout(0)
+        event = self.env.event()
+        self._waiting.append((event, msg, msg.payload_bytes, False))
+        return event
+
+    def _admit(self, msg: Any, size_bytes: int) -> int:
+        """Take a credit, schedule the transfer; returns the time its last byte leaves."""
+        self._credits -= 1
+        now = self.env.now
         # A transmitter that went idle less than 1 ps ago (its free time rounded up to now)
         # continues back to back, so a sender waiting on each send accumulates no rounding.
         busy = self._busy_until_scaled
-        start_scaled = busy if busy > (self.env.now - 1) * self._mbps else self.env.now * self._mbps
-        end_scaled = start_scaled + size_bytes * PS_TIMES_MBPS_PER_BYTE
+        start_scaled = busy if busy > (now - 1) * self._mbps else now * self._mbps
+        end_scaled = start_scaled + size_bytes * self._ps_mbps_per_byte
         self._busy_until_scaled = end_scaled
         end_ps = -(-end_scaled // self._mbps)
         arrival_ps = end_ps + self.latency_ps
@@ -237,7 +298,19 @@ class Link:
             self.hooks.fire(LINK_SEND, msg=msg, size_bytes=size_bytes,
                             start_ps=-(-start_scaled // self._mbps), end_ps=end_ps,
                             arrival_ps=arrival_ps)
-        yield self.env.timeout(end_ps - self.env.now)
+        return end_ps
+
+    def _return_credit(self) -> None:
+        self._credits += 1
+        if not self._waiting:
+            return
+        event, msg, size, until_sent = self._waiting.popleft()
+        end_ps = self._admit(msg, size)
+        if until_sent and end_ps > self.env.now:
+            self.env.timeout(end_ps - self.env.now).callbacks.append(
+                lambda _timeout: event.succeed())
+        else:
+            event.succeed()
 
     def _deliver(self):
         while True:
@@ -248,11 +321,11 @@ class Link:
             if arrival_ps > self.env.now:
                 yield self.env.timeout(arrival_ps - self.env.now)
             yield self.dst.put(msg)
-            yield self._credits.put(1)
+            self._return_credit()
             if self.hooks.listening:
                 self.hooks.fire(LINK_DELIVER, msg=msg, arrival_ps=arrival_ps,
                                 time_ps=self.env.now)
 
     def __repr__(self) -> str:
         return (f"Link({self.name!r}, latency_ps={self.latency_ps}, "
-                f"bandwidth_gbps={self.bandwidth_gbps}, to={self.dst.name!r})")
+                f"bandwidth_gbps={self.bandwidth_gbps}, to={getattr(self.dst, 'name', '?')!r})")
