@@ -109,3 +109,13 @@ def test_models_command_prints_one_preset_resolved_with_overrides(capsys):
     models_command.add_arguments(parser)
     models_command.run(parser.parse_args(["h800_sxm", "--set", "sm.count=112"]))
     assert "count = 112" in capsys.readouterr().out
+
+
+def test_models_command_lists_every_config_key_with_help(capsys):
+    """`ptxsim models --fields --json` documents each leaf key of the config with its help."""
+    parser = argparse.ArgumentParser()
+    models_command.add_arguments(parser)
+    models_command.run(parser.parse_args(["--fields", "--json"]))
+    docs = {d["key"]: d for d in json.loads(capsys.readouterr().out)}
+    assert "l2.size_bytes" in docs and "sm.scheduler_policy" in docs
+    assert all(d["help"] for d in docs.values())

@@ -2,7 +2,8 @@
 
 Figures are closed forms from each preset: BF16 dense TFLOPS = BF16 FMA/clk/SM x 2 x SMs x
 clock; HBM TB/s = channels x channel bandwidth; L2 in MiB. With a preset name, prints that
-preset's fully resolved config as TOML (or JSON with `--json`), overrides applied.
+preset's fully resolved config as TOML (or JSON with `--json`), overrides applied; with
+`--fields`, every config key with its type and help string.
 Left out: comparison across presets beyond the listed figures. Units as in the column names.
 """
 
@@ -13,6 +14,7 @@ import json
 import tomllib
 
 import models
+from simulator.config import field_docs
 
 NAME = "models"
 HELP = "list hardware presets and their key parameters (or print one resolved preset)"
@@ -26,6 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=None,
                         metavar="KEY=VALUE",
                         help="override a dotted key (value read as TOML), e.g. sm.count=112")
+    parser.add_argument("--fields", action="store_true",
+                        help="list every config key with its type and help string")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
 
 
@@ -67,6 +71,11 @@ def _table(rows: list[dict]) -> str:
 def run(args: argparse.Namespace) -> int:
     """Print the listing, or one resolved preset."""
     overrides = parse_overrides(args.overrides)
+    if args.fields:
+        docs = [{"key": k, "type": t, "help": h} for k, t, h, _ in field_docs(models.GpuConfig)]
+        print(json.dumps(docs, indent=2) if args.json
+              else "\n".join(f"{d['key']:45s} {d['type']:14s} {d['help']}" for d in docs))
+        return 0
     if args.preset:
         config = models.load_preset(args.preset, overrides)
         print(json.dumps(config.to_dict(), indent=2) if args.json else config.to_toml(), end="")
