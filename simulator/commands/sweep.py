@@ -1,0 +1,81 @@
+"""`ptxsim sweep`: run a TOML sweep of simulation points into a folder of Parquet parts.
+
+The file format is described in `simulator/sweep.py` (examples in `examples/sweeps/`);
+execution and the output folder (`sweep.json`, `parts/<point_id>.parquet`) in
+`simulator/sweep_runner.py`. `--dry-run` validates and lists the points without running.
+Exit status: 0 when every point has an ok part, 1 when some point erred or was lost, 2 for a
+bad sweep file or bad arguments. Read the results with `reports.load_sweep(DIR)`.
+Left out: cluster start-up for `--dask` (start `dask scheduler` / `dask worker` yourself,
+with ptxsim installed on every worker).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+NAME = "sweep"
+HELP = "run a sweep of simulation points (TOML) into DIR/parts/*.parquet"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments: sweep file, --out, --workers | --dask, --resume, --retry-errors, --dry-run."""
+    parser.add_argument("file", metavar="FILE", help="sweep file (TOML)")
+    parser.add_argument("--out", metavar="DIR", help="output folder (required unless --dry-run)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--workers", type=int, metavar="N",
+                       help="local worker processes (default: the CPUs; 1 runs in-process)")
+    where.add_argument("--dask", metavar="ADDRESS",
+                       help="run on Dask distributed: tcp://host:8786, or local:N for a "
+                       "loopback LocalCluster of N worker processes")
+    parser.add_argument("--resume", action="store_true",
+                        help="skip points whose part exists in DIR/parts")
+    parser.add_argument("--retry-errors", action="store_true",
+                        help="with --resume, run points recorded as errors again")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="validate the sweep and list its points; run nothing")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def _varying(points) -> list[str]:
+    keys = list(points[0].params()) if points else []
+    return [k for k in keys if len({json.dumps(p.params().get(k)) for p in points}) > 1]
+
+
+def _dry_run(args) -> int:
+    from simulator.sweep import expand_points, load_sweep_spec
+
+    spec = load_sweep_spec(args.file)
+    points = expand_points(spec)
+    if args.json:
+        print(json.dumps([{**p.to_dict(), "params": p.params()} for p in points], indent=1))
+        return 0
+    keys = _varying(points)
+    print(f"sweep {spec.name}: {len(points)} points (kind {spec.kind}, preset {spec.preset})")
+    for p in points:
+        params = p.params()
+        print(f"  {p.index:>4} {p.point_id}  " + "  ".join(f"{k}={params[k]}" for k in keys))
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run (or list) the sweep; print a one-line summary."""
+    from isa.errors import InputError
+    from simulator.sweep_runner import run_sweep
+
+    if args.dry_run:
+        return _dry_run(args)
+    if not args.out:
+        raise InputError("--out DIR is required (or use --dry-run)")
+    if args.retry_errors and not args.resume:
+        raise InputError("--retry-errors goes with --resume")
+    outcome = run_sweep(args.file, args.out, workers=args.workers, dask=args.dask,
+                        resume=args.resume, retry_errors=args.retry_errors)
+    summary = outcome.summary()
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(f"sweep {summary['sweep']}: {summary['points']} points, {summary['ran']} ran, "
+              f"{summary['skipped']} skipped, {summary['errors']} errors, "
+              f"{summary['lost']} lost -> {summary['out']}")
+    return 0 if summary["errors"] == 0 and summary["lost"] == 0 else 1

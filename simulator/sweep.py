@@ -1,0 +1,440 @@
+"""Sweep files: load and validate a TOML sweep, expand its axes into points with stable ids.
+
+The format (see `examples/sweeps/`)::
+
+    [sweep]                     # optional
+    name = "saxpy-sms"
+    description = "..."
+
+    [base]
+    kind = "kernel"             # a key of simulator.points.POINT_RUNNERS
+    preset = "h800_sxm"         # models.list_presets()
+    overrides = { "l2.size_bytes" = 52428800 }   # optional fixed config overrides
+    kernel = "saxpy"            # kind = "kernel": target = kernel, size table, seed
+    size = { n = 4096, block = 128 }
+    seed = 0
+
+    [[axis]]                    # grid: shorthand, one dotted key = list of values
+    "sm.count" = [66, 132]
+
+    [[axis]]                    # grid: explicit form
+    key = "size.n"
+    values = [1024, 4096]
+
+    [[axis]]                    # seeded random draws (sorted; equal integer draws merge)
+    key = "l2.size_bytes"
+    random = { low = 1e6, high = 1e8, count = 4, seed = 7, log = true, integer = true }
+    zip = true                  # axes with zip = true (or the same group name) are paired
+
+Axis keys are `preset`, the runner's target keys (`kernel`, `seed`, `size.<arg>`) or dotted
+preset keys (config overrides). Points are the cartesian product of the axes, a zip group
+counting as one axis placed where its first member stands; the last axis varies fastest.
+
+Validation happens before anything runs: unknown or missing keys, wrong types, empty or
+duplicate axes, and every point's target and config are checked (each config is resolved
+with `models.load_preset`). Errors are `SweepError`s naming the file, the line (found by
+a cheap scan of the text: the key's line in its table, else the table header) and the TOML
+key path, with what is accepted. A point's id hashes its kind, preset, target, overrides,
+fully resolved config and the runner's input fingerprint, so resume is exact.
+Left out: conditional axes, axes over whole tables, more than 1,000,000 points.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from isa.errors import InputError
+from simulator.config import ConfigError
+from simulator.points import Point, TargetProblem, point_runner
+
+MAX_POINTS = 1_000_000
+TOP_KEYS = ("sweep", "base", "axis")
+SWEEP_KEYS = ("name", "description")
+AXIS_KEYS = ("key", "values", "random", "zip")
+RANDOM_KEYS = ("low", "high", "count", "seed", "log", "integer")
+_HEADER = re.compile(r"^\s*\[(\[)?\s*([^\]]+?)\s*\]")
+
+
+class SweepError(InputError):
+    """A sweep file is malformed; the message names file, line, TOML key path and the fix."""
+
+    def __init__(self, file: str, line: int, path: str, message: str) -> None:
+        self.file, self.line, self.path = file, line, path
+        where = f"{file}:{line}" if line else file
+        super().__init__(f"{where}: {path}: {message}" if path else f"{where}: {message}")
+
+
+@dataclass(frozen=True, slots=True)
+class Axis:
+    """One axis: a dotted key and its values; `group` names its zip group ("" = none)."""
+
+    index: int
+    key: str
+    values: tuple
+    group: str = ""
+    source: str = "grid"
+
+
+@dataclass(frozen=True, slots=True)
+class SweepSpec:
+    """A validated sweep file; `target` and `overrides` are flat dotted-key mappings."""
+
+    file: str
+    text: str
+    name: str
+    description: str
+    kind: str
+    preset: str
+    target: dict
+    overrides: dict
+    axes: tuple[Axis, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The normalized spec (random axes as their drawn values), JSON-safe."""
+        return {"file": self.file, "name": self.name, "description": self.description,
+                "kind": self.kind, "preset": self.preset, "target": dict(self.target),
+                "overrides": dict(self.overrides),
+                "axes": [{"key": a.key, "values": list(a.values), "zip": a.group,
+                          "source": a.source} for a in self.axes]}
+
+
+def _path_text(path: tuple) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+class _Locator:
+    """Finds the line of a TOML key path by scanning the text (0 when not found)."""
+
+    def __init__(self, file: str, text: str) -> None:
+        self.file, self.lines = file, text.splitlines()
+        self.sections: dict[str, tuple[int, int]] = {}
+        counts: dict[str, int] = {}
+        name, start = "", 0
+        for i, line in enumerate(self.lines):
+            match = _HEADER.match(line)
+            if not match:
+                continue
+            self.sections.setdefault(name, (start, i))
+            name = match[2].replace(" ", "").replace('"', "")
+            if match[1]:
+                counts[name] = counts.get(name, -1) + 1
+                name = f"{name}#{counts[name]}"
+            elif name.split(".")[0] in counts:
+                head = name.split(".")[0]
+                name = f"{head}#{counts[head]}{name[len(head):]}"
+            start = i
+        self.sections.setdefault(name, (start, len(self.lines)))
+
+    def line(self, path: tuple) -> int:
+        parts, rest = [], list(path)
+        while rest:
+            part = rest.pop(0)
+            if rest and isinstance(rest[0], int) and isinstance(part, str):
+                part = f"{part}#{rest.pop(0)}"
+            parts.append(part)
+        for k in range(len(parts), -1, -1):
+            name = ".".join(str(p) for p in parts[:k])
+            if name not in self.sections:
+                continue
+            start, end = self.sections[name]
+            for seg in reversed([p for p in parts[k:] if isinstance(p, str)]):
+                pattern = re.compile(rf"(^|[\s{{,.])[\"']?{re.escape(seg)}[\"']?\s*=")
+                for i in range(start, end):
+                    if pattern.search(self.lines[i]):
+                        return i + 1
+            return start + 1 if name else 0
+        return 0
+
+    def error(self, path: tuple, message: str) -> SweepError:
+        return SweepError(self.file, self.line(path), _path_text(path), message)
+
+    def bad(self, path: tuple, value: Any, problem: str, accepted: str) -> SweepError:
+        shown = "(missing)" if value is None else repr(value)
+        return self.error(path, f"{shown}: {problem} (accepted: {accepted})")
+
+
+def _flatten(table: dict, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        dotted = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            out.update(_flatten(value, dotted))
+        else:
+            out[dotted] = value
+    return out
+
+
+def _check_known(where: _Locator, table: dict, allowed: tuple, path: tuple) -> None:
+    for key in table:
+        if key not in allowed:
+            raise where.bad((*path, key), table[key], "unknown key", "one of " + ", ".join(allowed))
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _is_scalar(v: Any) -> bool:
+    return isinstance(v, str | bool) or _is_number(v)
+
+
+def parse_sweep(text: str, file: str = "<sweep>") -> SweepSpec:
+    """Validate the text of a sweep file (not its points: see `expand_points`)."""
+    where = _Locator(file, text)
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SweepError(file, 0, "", f"not valid TOML: {exc}") from None
+    _check_known(where, data, TOP_KEYS, ())
+    head = data.get("sweep", {})
+    if not isinstance(head, dict):
+        raise where.bad(("sweep",), head, "wrong type", "a table [sweep]")
+    _check_known(where, head, SWEEP_KEYS, ("sweep",))
+    for key in SWEEP_KEYS:
+        if not isinstance(head.get(key, ""), str):
+            raise where.bad(("sweep", key), head[key], "wrong type", "text")
+    kind, preset, target, overrides = _parse_base(where, data.get("base"))
+    runner = point_runner(kind)
+    axes_data = data.get("axis", [])
+    if not isinstance(axes_data, list):
+        raise where.bad(("axis",), axes_data, "wrong type", "[[axis]] tables")
+    axes = tuple(_parse_axis(where, i, table) for i, table in enumerate(axes_data))
+    _check_axes(where, axes, runner.target_keys)
+    name = head.get("name") or Path(file).stem
+    return SweepSpec(file, text, name, head.get("description", ""), kind, preset, target,
+                     overrides, axes)
+
+
+def _parse_base(where: _Locator, base: Any) -> tuple[str, str, dict, dict]:
+    if not isinstance(base, dict):
+        raise where.bad(("base",), base, "missing or not a table", "a table [base]")
+    try:
+        runner = point_runner(base.get("kind"))
+    except TargetProblem as exc:
+        raise where.bad(("base", "kind"), exc.value, exc.problem, exc.accepted) from None
+    _check_known(where, base, ("kind", "preset", "overrides", *runner.target_keys), ("base",))
+    _check_preset(where, ("base", "preset"), base.get("preset"))
+    overrides = base.get("overrides", {})
+    if not isinstance(overrides, dict):
+        raise where.bad(("base", "overrides"), overrides, "wrong type",
+                        "a table of dotted preset keys")
+    target = _flatten({k: base[k] for k in runner.target_keys if k in base})
+    return base["kind"], base["preset"], target, _flatten(overrides)
+
+
+def _check_preset(where: _Locator, path: tuple, value: Any) -> None:
+    import models
+
+    names = models.list_presets()
+    if value not in names:
+        raise where.bad(path, value, "unknown preset", "one of " + ", ".join(names))
+
+
+def _parse_axis(where: _Locator, i: int, table: Any) -> Axis:
+    path = ("axis", i)
+    if not isinstance(table, dict):
+        raise where.bad(path, table, "wrong type", "an [[axis]] table")
+    group = table.get("zip", False)
+    if group is True:
+        group = "zip"
+    elif group is False:
+        group = ""
+    elif not (isinstance(group, str) and group):
+        raise where.bad((*path, "zip"), group, "wrong type", "true, false or a group name")
+    if "key" not in table:
+        rest = _flatten({k: v for k, v in table.items() if k != "zip"})
+        if len(rest) != 1 or not isinstance(next(iter(rest.values())), list):
+            raise where.bad(path, table, "not an axis", "key = \"a.b\" with values = [...] or "
+                            "random = {...}, or one dotted.key = [values]")
+        key, values = next(iter(rest.items()))
+        return Axis(i, key, _grid_values(where, (*path, key), values), group)
+    _check_known(where, table, AXIS_KEYS, path)
+    key = table["key"]
+    if not isinstance(key, str) or not all(re.fullmatch(r"\w+", s) for s in key.split(".")):
+        raise where.bad((*path, "key"), key, "not a dotted key", "e.g. \"sm.count\", \"size.n\"")
+    if ("values" in table) == ("random" in table):
+        raise where.bad(path, None, "needs exactly one of values and random",
+                        "values = [...] or random = {low, high, count, seed}")
+    if "values" in table:
+        return Axis(i, key, _grid_values(where, (*path, "values"), table["values"]), group)
+    return Axis(i, key, _random_values(where, (*path, "random"), table["random"]), group,
+                "random")
+
+
+def _grid_values(where: _Locator, path: tuple, values: Any) -> tuple:
+    accepted = "a non-empty list of numbers, text, booleans (or lists of them)"
+    if not isinstance(values, list) or not values:
+        raise where.bad(path, values, "empty or not a list", accepted)
+    seen = []
+    for j, v in enumerate(values):
+        if not (_is_scalar(v) or (isinstance(v, list) and all(_is_scalar(x) for x in v))):
+            raise where.bad((*path, j), v, "wrong type", accepted)
+        if any(v == s and type(v) is type(s) for s in seen):
+            raise where.bad((*path, j), v, "repeated value", "each value once")
+        seen.append(v)
+    return tuple(values)
+
+
+def _random_values(where: _Locator, path: tuple, table: Any) -> tuple:
+    if not isinstance(table, dict):
+        raise where.bad(path, table, "wrong type", "{low, high, count, seed, log, integer}")
+    _check_known(where, table, RANDOM_KEYS, path)
+    log, integer = table.get("log", False), table.get("integer", False)
+    checks = {"low": _is_number, "high": _is_number, "count": _is_int, "seed": _is_int,
+              "log": lambda v: isinstance(v, bool), "integer": lambda v: isinstance(v, bool)}
+    wants = {"low": "a number", "high": "a number", "count": "an integer >= 1",
+             "seed": "an integer >= 0", "log": "true or false", "integer": "true or false"}
+    for key in RANDOM_KEYS:
+        value = table.get(key, False if key in ("log", "integer") else None)
+        minimum = {"count": 1, "seed": 0}.get(key)
+        if not checks[key](value) or (minimum is not None and value < minimum):
+            raise where.bad((*path, key), value, "missing or wrong type", wants[key])
+    low, high, count = table["low"], table["high"], table["count"]
+    if not high > low:
+        raise where.bad((*path, "high"), high, "not above low", f"a number > {low}")
+    if log and low <= 0:
+        raise where.bad((*path, "low"), low, "log-uniform needs a positive range", "low > 0")
+    rng = np.random.default_rng(table["seed"])
+    if integer and not log:
+        drawn = rng.integers(math.ceil(low), math.floor(high), size=count, endpoint=True)
+    elif log:
+        drawn = np.exp(rng.uniform(math.log(low), math.log(high), size=count))
+    else:
+        drawn = rng.uniform(low, high, size=count)
+    if integer:
+        drawn = np.clip(np.rint(drawn), math.ceil(low), math.floor(high))
+        return tuple(sorted({int(v) for v in drawn}))
+    return tuple(sorted(float(v) for v in drawn))
+
+
+def _check_axes(where: _Locator, axes: tuple[Axis, ...], target_keys: tuple) -> None:
+    keys: dict[str, int] = {}
+    groups: dict[str, Axis] = {}
+    for axis in axes:
+        path = ("axis", axis.index, "key")
+        head = axis.key.split(".")[0]
+        if head in ("kind", "overrides") or (head == "preset" and axis.key != "preset"):
+            raise where.bad(path, axis.key, "not an axis key",
+                            "preset, " + ", ".join(target_keys) + " or a dotted preset key")
+        if axis.key in keys:
+            raise where.bad(path, axis.key, f"already swept by axis[{keys[axis.key]}]",
+                            "each key on one axis")
+        keys[axis.key] = axis.index
+        if axis.key == "preset":
+            for j, value in enumerate(axis.values):
+                _check_preset(where, ("axis", axis.index, "values", j), value)
+        first = groups.setdefault(axis.group, axis) if axis.group else axis
+        if len(first.values) != len(axis.values):
+            raise where.bad(("axis", axis.index, "zip"), axis.group,
+                            f"pairs {len(axis.values)} values with {len(first.values)} of "
+                            f"axis[{first.index}]", "zipped axes with equal value counts")
+
+
+def load_sweep_spec(path: str | Path) -> SweepSpec:
+    """Read and validate a sweep file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SweepError(str(path), 0, "", f"cannot read: {exc.strerror}") from None
+    return parse_sweep(text, str(path))
+
+
+def _dimensions(axes: tuple[Axis, ...]) -> list[list[tuple[tuple[Axis, int], ...]]]:
+    members: dict[str, list[Axis]] = {}
+    order: list[list[Axis]] = []
+    for axis in axes:
+        if not axis.group:
+            order.append([axis])
+        elif axis.group not in members:
+            members[axis.group] = [axis]
+            order.append(members[axis.group])
+        else:
+            members[axis.group].append(axis)
+    return [[tuple((a, j) for a in dim) for j in range(len(dim[0].values))] for dim in order]
+
+
+def count_points(spec: SweepSpec) -> int:
+    """The number of points the sweep expands to."""
+    return math.prod(len(dim) for dim in _dimensions(spec.axes))
+
+
+def expand_points(spec: SweepSpec) -> tuple[Point, ...]:
+    """All points of the sweep, each target completed and each config resolved (checked)."""
+    where = _Locator(spec.file, spec.text)
+    total = count_points(spec)
+    if total > MAX_POINTS:
+        raise where.bad(("axis",), total, "too many points", f"at most {MAX_POINTS}")
+    runner = point_runner(spec.kind)
+    configs: dict[str, Any] = {}
+    fingerprints: dict[str, str] = {}
+    points: list[Point] = []
+    seen: dict[str, int] = {}
+    for index, combo in enumerate(itertools.product(*_dimensions(spec.axes))):
+        preset, target, overrides = spec.preset, dict(spec.target), dict(spec.overrides)
+        origin = {k: ("base", *k.split(".")) for k in target}
+        origin |= {k: ("base", "overrides", k) for k in overrides}
+        for axis, j in itertools.chain.from_iterable(combo):
+            value = axis.values[j]
+            origin[axis.key] = ("axis", axis.index, "values" if axis.source == "grid"
+                                else "random", j)
+            if axis.key == "preset":
+                preset = value
+            elif axis.key.split(".")[0] in runner.target_keys:
+                target[axis.key] = value
+            else:
+                overrides[axis.key] = value
+        try:
+            target = runner.check(target)
+        except TargetProblem as exc:
+            path = origin.get(exc.key, ("base", *exc.key.split(".")))
+            raise where.error(path, f"point {index}: {exc}") from None
+        config = _config(where, configs, preset, overrides, origin, index)
+        key = json.dumps([preset, target], sort_keys=True)
+        if key not in fingerprints:
+            fingerprints[key] = runner.fingerprint(target)
+        point_id = _point_id(spec.kind, preset, target, overrides, config, fingerprints[key])
+        if point_id in seen:
+            raise where.error(("axis",), f"points {seen[point_id]} and {index} resolve to the "
+                              "same parameters (each point must differ)")
+        seen[point_id] = index
+        points.append(Point(point_id, index, spec.kind, preset, target, overrides))
+    return tuple(points)
+
+
+def _config(where, cache: dict, preset: str, overrides: dict, origin: dict, index: int):
+    import models
+
+    key = json.dumps([preset, overrides], sort_keys=True)
+    if key not in cache:
+        try:
+            cache[key] = models.load_preset(preset, overrides)
+        except ConfigError as exc:
+            path = origin.get(exc.key, ("base", "preset"))
+            message = f"{exc.key} = {exc.value!r}: {exc.problem} (accepted: {exc.accepted})"
+            raise where.error(path, f"point {index}: preset {preset}: {message}") from None
+    return cache[key]
+
+
+def _point_id(kind: str, preset: str, target: dict, overrides: dict, config, inputs: str) -> str:
+    payload = {"kind": kind, "preset": preset, "target": target, "overrides": overrides,
+               "config": config.to_dict(), "inputs": inputs}
+    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
