@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from isa import ast
-from isa.errors import PtxError
+from isa.errors import PtxError, column_of
 from isa.memory import KPARAM_BASE, TPARAM_BASE, GlobalLayout
 from isa.opcodes import BOOL, CMP, IROUND, OPCODES, ROUND, SPACE, OpSpec, lookup
 from isa.operands import DAddr, DImm, DLabel, DNeg, DPipe, DReg, DSink, DSpecial, DSym, DVec
@@ -91,7 +91,10 @@ def decode(module: ast.Module, entry: str) -> Program:
     fn = module.functions.get(entry)
     if fn is None or not fn.is_entry:
         names = ", ".join(n for n, f in module.functions.items() if f.is_entry) or "none"
-        raise PtxError(f"no .entry named '{entry}'", file=module.file, line=1, col=1,
+        what = f"'{entry}' is a .func, not an .entry" if fn is not None else \
+            f"no .entry named '{entry}'"
+        loc = fn.loc if fn is not None and fn.loc is not None else ast.Loc(module.file, 1, 1, "")
+        raise PtxError(what, file=module.file, line=loc.line, col=loc.col, text=loc.text,
                        expected=f"one of: {names}")
     funcs = _reachable(module, fn)
     return _Decoder(module, funcs).run(entry)
@@ -100,16 +103,20 @@ def decode(module: ast.Module, entry: str) -> Program:
 def _reachable(module: ast.Module, entry: ast.Function) -> list[ast.Function]:
     order: list[ast.Function] = []
     state: dict[str, int] = {}
+    path: list[str] = []
 
     def visit(f: ast.Function, via: ast.Instruction | None):
         st = state.get(f.name)
         if st == 1:
-            raise PtxError(f"recursive call to '{f.name}' is not supported", file=via.loc.file,
-                           line=via.loc.line, col=via.loc.col, text=via.loc.text,
+            cycle = " -> ".join(path[path.index(f.name):] + [f.name])
+            raise PtxError(f"recursive call to '{f.name}' ({cycle}) is not supported",
+                           file=via.loc.file, line=via.loc.line,
+                           col=column_of(via.loc.text, f.name, via.loc.col), text=via.loc.text,
                            expected="a call graph without cycles")
         if st == 2:
             return
         state[f.name] = 1
+        path.append(f.name)
         order.append(f)
         for ins in f.body:
             if isinstance(ins, ast.Instruction) and ins.opcode == "call":
@@ -117,10 +124,12 @@ def _reachable(module: ast.Module, entry: ast.Function) -> list[ast.Function]:
                 callee = module.functions.get(name)
                 if callee is None or not callee.has_body:
                     raise PtxError(f"call to undefined function '{name}'", file=ins.loc.file,
-                                   line=ins.loc.line, col=ins.loc.col, text=ins.loc.text,
-                                   expected="a .func defined in this module")
+                                   line=ins.loc.line, col=column_of(ins.loc.text, name,
+                                                                    ins.loc.col),
+                                   text=ins.loc.text, expected="a .func defined in this module")
                 visit(callee, ins)
         state[f.name] = 2
+        path.pop()
 
     visit(entry, None)
     return order
@@ -239,8 +248,11 @@ class _Decoder:
         out.append(self._instruction(ret, pc, f, labels, syms, starts))
         return out
 
-    def _err(self, ins: ast.Instruction, msg: str, expected: str = "") -> PtxError:
-        return PtxError(msg, file=ins.loc.file, line=ins.loc.line, col=ins.loc.col,
+    def _err(self, ins: ast.Instruction, msg: str, expected: str = "",
+             near: str = "") -> PtxError:
+        """An error at `ins`, at the column of operand `near` when given."""
+        col = column_of(ins.loc.text, near, ins.loc.col) if near else ins.loc.col
+        return PtxError(msg, file=ins.loc.file, line=ins.loc.line, col=col,
                         text=ins.loc.text, expected=expected)
 
     def _instruction(self, x: ast.Instruction, pc, f, labels, syms, starts) -> DInstr:
@@ -275,7 +287,8 @@ class _Decoder:
         d.ops = tuple(self._operand(o, f, labels, syms, x, d) for o in x.operands)
         if spec.name == "bra":
             if not isinstance(d.ops[0], DLabel):
-                raise self._err(x, "branch target must be a label", "bra LABEL")
+                raise self._err(x, "branch target must be a label", "bra LABEL",
+                                _operand_text(x.operands[0]))
             d.target = d.ops[0].pc
         if spec.name == "call":
             rets, name, params = x.call_args
@@ -286,7 +299,8 @@ class _Decoder:
     def _param_sym(self, p, syms, x):
         s = syms.get(p.name)
         if s is None:
-            raise self._err(x, f"call argument '{p.name}' is not a .param variable")
+            raise self._err(x, f"call argument '{p.name}' is not a .param variable",
+                            "a .param variable declared in the call sequence", p.name)
         return (s.address, max(p.size_bytes, 1))
 
     def _modifiers(self, d: DInstr, spec: OpSpec, mods, x) -> None:
@@ -342,12 +356,12 @@ class _Decoder:
             s = syms.get(o.name) or self.module_syms.get(o.name)
             if s is None and d.spec.name == "bra":
                 raise self._err(x, f"undefined label '{o.name}' in function '{f.name}'",
-                                _choices("a label of this function", o.name, labels))
+                                _choices("a label of this function", o.name, labels), o.name)
             if s is None:
                 known = list(syms) + list(self.module_syms) + list(labels)
                 raise self._err(x, f"undefined symbol '{o.name}'",
                                 _choices("a label, variable or parameter declared in scope",
-                                         o.name, known))
+                                         o.name, known), o.name)
             return s
         if isinstance(o, ast.Addr):
             if o.base is None:
@@ -356,10 +370,17 @@ class _Decoder:
                 return DAddr(self._reg(f, o.base), o.offset, None)
             s = syms.get(o.base.name) or self.module_syms.get(o.base.name)
             if s is None:
+                known = list(syms) + list(self.module_syms)
                 raise self._err(x, f"undefined symbol '{o.base.name}' in address",
-                                "a variable or parameter declared in scope")
+                                _choices("a variable or parameter declared in scope",
+                                         o.base.name, known), o.base.name)
             return DAddr(s, o.offset, s.space)
         raise self._err(x, f"unsupported operand {o!r}")
+
+
+def _operand_text(o) -> str:
+    """How a register, symbol or special register operand is written in the source."""
+    return getattr(o, "name", "")
 
 
 def _choices(what: str, name: str, known) -> str:

@@ -8,6 +8,8 @@ would have been accepted.
 
 from __future__ import annotations
 
+import re
+
 
 class InputError(Exception):
     """Something the user supplied is wrong; the message says what and where."""
@@ -41,3 +43,36 @@ class PtxError(InputError):
 
 class LaunchError(InputError):
     """A launch that cannot run: bad grid/block, wrong argument count or kind."""
+
+
+def column_of(line_text: str, name: str, start_col: int = 1, operand: int = -1) -> int:
+    """1-based column of `name` in a source line at or after `start_col`; with `operand`
+    = k, inside the k-th operand of the instruction starting there. `start_col` itself
+    when the name is not written there (e.g. on a continuation line)."""
+    start = max(start_col - 1, 0)
+    if operand >= 0:
+        start = _operand_start(line_text, start, operand)
+    pattern = r"(?<![\w%$.])" + re.escape(name) + r"(?![\w$])"
+    m = re.compile(pattern).search(line_text, start)
+    return m.start() + 1 if m else start_col
+
+
+def _operand_start(line_text: str, start: int, k: int) -> int:
+    """Offset of operand k of the instruction at `start`: after an optional guard and
+    the opcode, operands are separated by commas outside brackets and braces."""
+    m = re.compile(r"\s*(?:@!?\S+\s+)?\S+").match(line_text, start)
+    pos = m.end() if m else start
+    depth = 0
+    for i in range(pos, len(line_text)):
+        ch = line_text[i]
+        if ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            k -= 1
+            if k == 0:
+                return i + 1
+        elif ch == ";":
+            break
+    return pos

@@ -69,12 +69,15 @@ class FunctionalResult:
 
 
 def dim3(value, what: str) -> tuple[int, int, int]:
-    if isinstance(value, (int, np.integer)):
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         t = (int(value),)
     else:
         try:
+            if isinstance(value, (str, bytes)) or any(
+                    isinstance(v, (bool, float, np.floating)) for v in value):
+                raise TypeError
             t = tuple(int(v) for v in value)
-        except TypeError:
+        except (TypeError, ValueError):
             raise LaunchError(f"{what} must be an int or a tuple of 1-3 ints, got {value!r}") \
                 from None
     if not 1 <= len(t) <= 3:
