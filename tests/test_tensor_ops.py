@@ -445,21 +445,27 @@ def test_wmma_in_partial_warp_faults():
     ("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f16 {d}, {a}, {b}, {c};",
      "f16.f16.f16.f16"),
 ])
-def test_unsupported_mma_form_is_rejected_with_the_accepted_forms(instr, expected):
-    """An mma form the interpreter cannot run is an error listing the forms it accepts."""
+def test_unsupported_mma_form_is_rejected_before_running_with_the_accepted_forms(instr,
+                                                                                 expected):
+    """The verifier rejects an mma form the interpreter cannot run, listing accepted forms."""
     frags = [("a", 4, "b32", False), ("b", 2, "b32", False), ("c", 4, "f32", False),
              ("d", 4, "f32", True)]
-    args = [np.zeros((32, 4), np.uint32), np.zeros((32, 2), np.uint32),
-            np.zeros((32, 4), np.float32), np.zeros((32, 4), np.float32)]
     with pytest.raises(isa.PtxError, match=expected) as err:
-        isa.run_kernel(fragment_kernel(instr, frags), "k", 1, 32, args)
+        isa.compile_kernel(fragment_kernel(instr, frags), "k")
     assert err.value.line > 0
 
 
-def test_ldmatrix_with_wrong_register_count_is_rejected():
-    """ldmatrix .x4 with two destination registers is an error naming the accepted form."""
+def test_ldmatrix_with_wrong_register_count_is_rejected_before_running():
+    """ldmatrix .x4 with two destination registers fails verification."""
     kernel = ldmatrix_kernel("ldmatrix.sync.aligned.m8n8.x4.shared.b16", 2)
-    src = np.zeros((32, 8), np.uint16)
-    rowoff = (np.arange(32) * 16).astype(np.uint32)
     with pytest.raises(isa.PtxError, match="needs 4 registers"):
-        isa.run_kernel(kernel, "k", 1, 32, [src, rowoff, np.zeros((32, 2), np.uint32), src])
+        isa.compile_kernel(kernel, "k")
+
+
+def test_wmma_load_of_f32_a_fragment_is_rejected_before_running():
+    """wmma.load.a with .f32 elements is not a supported form; the error lists the forms."""
+    kernel = wmma_kernel("m16n16k16", "row", "row", "row", "row", "f32", "f32",
+                         [16, 16, 16, 16]).replace("row.m16n16k16.global.f16",
+                                                   "row.m16n16k16.global.f32", 1)
+    with pytest.raises(isa.PtxError, match="unsupported wmma form.*wmma.load"):
+        isa.compile_kernel(kernel, "k")
