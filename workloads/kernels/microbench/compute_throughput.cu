@@ -1,0 +1,56 @@
+// Arithmetic-pipe throughput: each thread runs CHAINS independent dependency chains,
+// FMA_UNROLL (SFU_UNROLL) steps of all chains per loop iteration, `iters` iterations. The
+// steps are inline PTX (`asm volatile` keeps them in source order, chain-interleaved) because
+// the simulator issues PTX in program order and nvcc's own PTX order may put dependent steps
+// back to back.
+// fma_throughput: x_k <- fma.rn.f32(x_k, 0.5, 1.0) (immediates, so no operand has to be
+// reloaded inside the loop), x_k starts at thread index + k.
+// sfu_throughput: x_k <- -ex2.approx.ftz.f32(x_k): per step the CHAINS ex2 (SFU) first, then
+// the CHAINS negations (FP32), so in-order issue never waits on an ex2 result inside a step.
+// The map is a contraction on [-1, 0], so values stay bounded; x_k starts at -(k + 1) / 16.
+// out[global thread * CHAINS + k] = x_k.
+// ptx: nvcc -ptx -O3 -arch=sm_90 compute_throughput.cu -o compute_throughput.ptx
+
+#define CHAINS 8
+#define FMA_UNROLL 32
+#define SFU_UNROLL 8
+
+extern "C" __global__ void fma_throughput(float* __restrict__ out, int iters) {
+    int tid = blockIdx.x * blockDim.x + threadIdx.x;
+    float x[CHAINS];
+#pragma unroll
+    for (int k = 0; k < CHAINS; ++k) x[k] = (float)(threadIdx.x + k);
+#pragma unroll 1
+    for (int i = 0; i < iters; ++i) {
+#pragma unroll
+        for (int u = 0; u < FMA_UNROLL; ++u) {
+#pragma unroll
+            for (int k = 0; k < CHAINS; ++k) {
+                asm volatile("fma.rn.f32 %0, %0, 0f3F000000, 0f3F800000;" : "+f"(x[k]));
+            }
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < CHAINS; ++k) out[tid * CHAINS + k] = x[k];
+}
+
+extern "C" __global__ void sfu_throughput(float* __restrict__ out, int iters) {
+    int tid = blockIdx.x * blockDim.x + threadIdx.x;
+    float x[CHAINS];
+#pragma unroll
+    for (int k = 0; k < CHAINS; ++k) x[k] = -(float)(k + 1) * 0.0625f;
+#pragma unroll 1
+    for (int i = 0; i < iters; ++i) {
+#pragma unroll
+        for (int u = 0; u < SFU_UNROLL; ++u) {
+#pragma unroll
+            for (int k = 0; k < CHAINS; ++k) {
+                asm volatile("ex2.approx.ftz.f32 %0, %0;" : "+f"(x[k]));
+            }
+#pragma unroll
+            for (int k = 0; k < CHAINS; ++k) asm volatile("neg.f32 %0, %0;" : "+f"(x[k]));
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < CHAINS; ++k) out[tid * CHAINS + k] = x[k];
+}
