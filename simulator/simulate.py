@@ -27,6 +27,7 @@ import pandas as pd
 
 import isa
 from isa.launch import dim3
+from models.cached_memory import CachedMemoryTracer
 from models.cta_dispatch import CtaDispatcher, estimate_registers, occupancy
 from models.sm import DEFAULT_QUANTUM_CYCLES, KernelImage, StreamingMultiprocessor
 from models.sm_tracer import MemoryTracer, SmTracer
@@ -73,8 +74,10 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
     """Run `entry` functionally (arrays updated in place) and time it on `config`.
 
     `config` defaults to the `h100_sxm` preset; `policy` overrides `sm.scheduler_policy`;
-    `regs_per_thread` overrides the estimated register count for occupancy; `memory` replaces
-    the flat memory (any `MemoryInterface`).
+    `regs_per_thread` overrides the estimated register count for occupancy; `memory` picks
+    the memory model by name (`"cached"`, the default, or `"flat"`; see
+    `simulator.system.MEMORY_MODELS`) or is any `MemoryInterface` object. The cached
+    memory's L1 gets what the kernel's shared-memory carve-out leaves.
     """
     config = _resolve_config(config)
     program = ptx if isinstance(ptx, isa.launch.Program) else isa.compile_kernel(ptx, entry)
@@ -87,10 +90,12 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
     kernel = KernelImage(recorder.finish(), timings, n_regs)
     occ = occupancy(config, threads, regs_per_thread or estimate_registers(program),
                     program.shared_bytes + shared_bytes)
-    system = build_system(config, memory)
+    system = build_system(config, memory, occ.shared_carveout_bytes)
     sheet = StatSheet()
     sm_tracer, mem_tracer = SmTracer(sheet), MemoryTracer(sheet)
+    cache_tracer = CachedMemoryTracer(sheet)
     mem_tracer.attach(system.memory.hooks)
+    cache_tracer.attach(system.memory.hooks)
     dispatcher = CtaDispatcher(kernel.trace.n_ctas)
     sms = [StreamingMultiprocessor(k, system.env, config, kernel, system.memory, dispatcher,
                                    policy, quantum_cycles) for k in range(system.n_compute_sms)]
@@ -104,6 +109,7 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
     cycles = max(sm.finish_cycle for sm in sms)
     time_us = system.clock.cycles_to_ps(cycles) / 1e6
     sm_tracer.flush()
+    cache_tracer.flush()
     used = sum(1 for sm in sms if sm.finish_cycle > 0)
     _kernel_stats(sheet, config, occ, functional, cycles, time_us, used, sm_tracer.warp_cycles)
     return KernelResult(cycles, time_us, functional.warp_instructions,

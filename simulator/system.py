@@ -5,25 +5,35 @@ What it models
 `build_system(config)` assembles, in this order:
 
 1. the SimPy environment (integer picoseconds) and the SM clock;
-2. the memory system, bottom up: HBM -> (L3) -> L2 -> NoC, seen by the SMs through the
-   `MemoryInterface` contract of `models.flat_memory` (`access(sm_id, kind, sectors,
-   now_ps) -> done_ps`). Today that is `FlatMemory` (latencies from the config, shared
-   bandwidth pipes for SM ports, L2 and HBM, an unbounded L2); any object honouring the
-   contract may be passed as `memory=`;
+2. the memory system, bottom up: HBM -> (L3) -> L2 -> NoC -> L1s, seen by the SMs through
+   the `MemoryInterface` contract of `models.flat_memory` (`access(sm_id, kind, sectors,
+   now_ps) -> done_ps`). `memory=` picks it by name from `MEMORY_MODELS`: `"cached"` (the
+   default: `models.cached_memory.CachedMemory`, tag arrays per level, L1 sized by the
+   kernel's shared-memory carve-out) or `"flat"` (`FlatMemory`: latencies and shared
+   bandwidth pipes, an unbounded L2); any object honouring the contract may be passed instead;
 3. the compute SMs: `sm.count - sm.comm_count` of them (communication SMs run no compute
    kernel). SMs are built per kernel by `simulator.simulate` because they hold that kernel's
    traces; `System.n_compute_sms` says how many.
 
-Left out: the port-level cache blocks (`models.l2`, `models.hbm`, ...) are not wired yet; an
-adapter from `MemoryInterface` to their `ReadReq`/`WriteReq` ports belongs here. Units: ps.
+Left out: the port-level cache blocks (`models.l2`, `models.hbm`, ...) are not wired here (they
+cost SimPy events per line); an adapter from `MemoryInterface` to their `ReadReq`/`WriteReq`
+ports would belong here. Units: ps, bytes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from models.cached_memory import CachedMemory
 from models.flat_memory import FlatMemory, MemoryInterface
 from simulator.engine import Clock, SimEnvironment
+
+MEMORY_MODELS = {
+    "cached": lambda config, n_sms, carveout: CachedMemory(config, n_sms, carveout),
+    "flat": lambda config, n_sms, carveout: FlatMemory(config, n_sms),
+}
+"""Memory models by name: (config, compute SMs, shared carve-out bytes) -> MemoryInterface."""
+DEFAULT_MEMORY = "cached"
 
 
 @dataclass
@@ -37,11 +47,22 @@ class System:
     n_compute_sms: int
 
 
-def build_system(config, memory: MemoryInterface | None = None) -> System:
-    """Assemble the chip of `config` (see the module docstring for the order)."""
+def build_system(config, memory: str | MemoryInterface | None = None,
+                 shared_carveout_bytes: int = 0) -> System:
+    """Assemble the chip of `config` (see the module docstring for the order).
+
+    `memory` is a name in `MEMORY_MODELS` (None = `DEFAULT_MEMORY`) or a ready
+    `MemoryInterface`; `shared_carveout_bytes` is the shared-memory share of the unified
+    L1/shared array (the L1 gets the rest).
+    """
     env = SimEnvironment()
     clock = Clock(config.chip.clock_ghz)
     n_sms = config.sm.count - config.sm.comm_count
     if memory is None:
-        memory = FlatMemory(config, n_sms)
+        memory = DEFAULT_MEMORY
+    if isinstance(memory, str):
+        if memory not in MEMORY_MODELS:
+            raise ValueError(f"memory={memory!r} is not a memory model; known: "
+                             f"{sorted(MEMORY_MODELS)} or an object with access() and hooks")
+        memory = MEMORY_MODELS[memory](config, n_sms, shared_carveout_bytes)
     return System(config, env, clock, memory, n_sms)

@@ -78,7 +78,7 @@ def test_streaming_kernel_time_is_bytes_over_hbm_bandwidth():
     x = np.ones(n, np.float32)
     y = np.ones(n, np.float32)
     res = simulator.simulate_kernel(load_ptx("saxpy.cu"), "saxpy", n // 256, 256,
-                                    [n, np.float32(2.0), x, y], config=cfg)
+                                    [n, np.float32(2.0), x, y], config=cfg, memory="flat")
     assert np.all(y == 3.0)
     expected_us = 3 * 4 * n / (cfg.hbm.peak_bandwidth_gbps * 1e3)
     deviation = res.time_us / expected_us - 1

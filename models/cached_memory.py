@@ -1,0 +1,249 @@
+"""Cached memory: L1 per SM, L2 slices, optional L3 and HBM channels, one compiled call per request.
+
+What it models
+--------------
+The memory hierarchy behind the SMs' load/store units, implementing the `MemoryInterface`
+contract of `models.flat_memory` (`access(sm_id, kind, sectors, now_ps) -> done_ps`) with
+address-level tag arrays and bandwidth pipes but no SimPy events: each warp request runs
+through every level in one numba call (`models.cached_memory_kernel`).
+
+1. L1 of the SM: sectored, set-associative, LRU, `sm.l1_bytes(carveout)` bytes (the carve-out
+   the CTA dispatcher chose for the kernel). Loads look up and allocate the sectors they miss
+   (`ld.global.nc` and default loads alike); stores write through and only update lines the L1
+   holds; atomics bypass it. A hit is usable after `l1.hit_latency_cycles`.
+2. Misses cross the SM's crossbar port (one pipe per direction per SM at
+   `noc.port_bandwidth_bytes_per_clk`: write data up, read data down) to the L2 slice chosen by
+   the `models.address_map` hash. The slice's pipe moves `l2.slice_bandwidth_bytes_per_clk`.
+   The L2 is write-back and write-allocate at sector granularity (LRU per slice). SM i sits
+   next to partition `i % l2.partitions`; a slice of the other partition adds
+   `far - near` cycles.
+3. L2 misses go to the L3 (if `l3.enabled`; its slice follows the HBM channel, write-back,
+   allocate on read and on L2 write-backs) and then to the HBM channel of the hash: the bank
+   opens the row (hit: nothing, closed: tRCD, other row: tRP + tRCD; banks work in parallel),
+   then the bytes cross the channel's pipe (`hbm.channel_bandwidth_gbps`). Dirty L2 (and L3)
+   evictions are written back the same way, off the requester's path.
+
+Latency split (as the port-based blocks `models.l1/l2/noc/hbm` split the cited load-to-use
+totals, so both fidelities agree when unloaded): L1 `l1.hit_latency_cycles`; crossbar
+`noc.latency_cycles` each way; a slice's own share is `l2.near_hit_latency_cycles - l1 - 2 *
+noc`; the far penalty is `far - near`; the HBM channel's fixed part is `hbm_fixed_latency_ps`
+(the cited HBM figure minus the average of near and far minus tRP + tRCD), so a row-missing
+read averaged over near and far SMs costs `hbm.latency_cycles`; an L3 hit adds
+`l3.hit_latency_cycles` minus that average over the L2 path. Unloaded: L1 hit 33, L2 near 265,
+far 481, HBM 548 (near) / 764 (far) to a bank holding another row, 656 on average (h100_sxm).
+
+Timing rules (approximations):
+* Requests reach the slice `noc` after issue, plus whatever wait the port pipe adds; the far
+  penalty is charged on the way back so every SM books slice pipes at the same offset.
+* Bandwidth is a "next free" time per pipe, booked first-come-first-served in call order:
+  a booking starts at max(arrival, free) and holds the pipe size / bandwidth. A request pays
+  the waits only (its own transfer overlaps the cited latency), except that a load completes
+  no earlier than its last byte has crossed its port. The SM replay calls in nearly time
+  order (SMs run ahead of each other by at most one quantum), so a request may queue behind
+  one issued up to a quantum later in simulated time.
+* Tag state changes when the request is served; data carries a ready time per sector, so a
+  request hitting a sector whose fill is still on its way completes when the fill arrives
+  (miss merging without MSHR limits).
+* Completion = max over the request's sectors. Stores complete when the L2 has the data
+  (an L2 hit's round trip); atomics are performed at the L2 like a load that dirties it.
+
+Hook: `CACHED_MEMORY_ACCESS` per request (sm_id, kind, issue_ps, done_ps, counts = int64 array
+indexed by `COUNT_NAMES`). `CachedMemoryTracer` turns it into stats. The component keeps no
+counters. Left out: MSHR and queue limits, L1 bank conflicts, L1 coherence across SMs
+(stores do not invalidate other SMs' L1s), TLBs, the ROP units' atomic throughput, HBM
+refresh, bank groups and read/write turnaround, flushing dirty lines at kernel end, L3 lines
+of a size other than the L2's. Units: ps (int), fs for pipe bookings, bytes, 32-byte sectors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from models import cached_memory_kernel as k
+from models.hbm import hbm_fixed_latency_ps
+from models.l2 import l2_slice_latency_cycles
+from simulator.engine import Clock
+from simulator.hooks import Hooks
+from simulator.stats import Stat, Tracer
+
+CACHED_MEMORY_ACCESS = "CACHED_MEMORY_ACCESS"
+"""One warp request was served. data: sm_id, kind, issue_ps, done_ps, counts."""
+
+COUNT_NAMES = ("sectors", "l1_hit_sectors", "l1_miss_sectors", "l2_hit_sectors",
+               "l2_miss_sectors", "l3_hit_sectors", "l3_miss_sectors", "hbm_read_sectors",
+               "hbm_write_sectors", "hbm_row_hits", "hbm_row_misses", "l2_lines",
+               "l2_far_lines", "l2_writeback_sectors", "l3_writeback_sectors", "l2_requests",
+               "l3_requests", "hbm_requests")
+_KINDS = {"load": k.KIND_LOAD, "store": k.KIND_STORE, "atomic": k.KIND_ATOMIC}
+
+
+def _fs_per_byte(bytes_per_second: float) -> int:
+    return max(int(round(1e15 / bytes_per_second)), 1)
+
+
+def _tags(units: int, size_bytes: int, line_bytes: int, sector_bytes: int, ways: int):
+    """Empty tag state of `units` caches of `size_bytes` each (whole sets only)."""
+    sets = max(size_bytes // (line_bytes * ways), 0)
+    meta = np.zeros((units, sets, ways, 2 + line_bytes // sector_bytes), np.int64)
+    meta[..., 0] = -1
+    return meta, np.zeros((units, sets, ways, 2), np.uint8)
+
+
+class CachedMemory:
+    """L1/L2/L3/HBM behind `MemoryInterface` (see the module docstring)."""
+
+    def __init__(self, config, n_sms: int, shared_carveout_bytes: int = 0) -> None:
+        self.hooks = Hooks("memory")
+        l1, l2, l3, hbm = config.l1, config.l2, config.l3, config.hbm
+        l1_bytes = config.sm.l1_bytes(shared_carveout_bytes)
+        if l1_bytes < 0:
+            raise ValueError(f"shared_carveout_bytes {shared_carveout_bytes} exceeds "
+                             f"sm.unified_l1_shared_bytes ({config.sm.unified_l1_shared_bytes})")
+        if l1.sector_bytes != l2.sector_bytes or l1.sector_bytes != k.SECTOR_BYTES_ASSUMED:
+            raise ValueError(f"l1.sector_bytes ({l1.sector_bytes}) and l2.sector_bytes "
+                             f"({l2.sector_bytes}) must both be {k.SECTOR_BYTES_ASSUMED}, the "
+                             "sector of the memory interface")
+        if l3.enabled and l3.line_bytes != l2.line_bytes:
+            raise ValueError(f"l3.line_bytes ({l3.line_bytes}) must equal l2.line_bytes "
+                             f"({l2.line_bytes}) for the cached memory")
+        self.l1_bytes = l1_bytes
+        self.params = self._params(config, n_sms)
+        self.meta, self.flags = zip(
+            _tags(n_sms, l1_bytes, l1.line_bytes, l1.sector_bytes, l1.associativity),
+            _tags(l2.slices, l2.size_bytes // l2.slices, l2.line_bytes, l2.sector_bytes,
+                  l2.associativity),
+            _tags(l3.slices if l3.enabled else 1, l3.size_bytes // l3.slices if l3.enabled else 0,
+                  l2.line_bytes, l2.sector_bytes, l3.associativity),
+            strict=True)
+        self.free_fs = np.zeros(int(self.params[k.P_PIPE_CHANNEL]) + hbm.channels, np.int64)
+        self.banks = np.zeros((hbm.channels, hbm.banks_per_channel, 2), np.int64)
+        self.banks[..., 0] = -1
+        self.lru = np.zeros(1, np.int64)
+        self.counts = np.zeros(k.N_COUNTS, np.int64)
+
+    @staticmethod
+    def _params(config, n_sms: int) -> np.ndarray:
+        clock = Clock(config.chip.clock_ghz)
+        hz = config.chip.clock_ghz * 1e9
+        l2, l3, hbm = config.l2, config.l3, config.hbm
+        l2_average = (l2.near_hit_latency_cycles + l2.far_hit_latency_cycles) // 2
+        p = np.zeros(k.N_PARAMS, np.int64)
+        l3_slices = l3.slices if l3.enabled else 1
+        values = {
+            k.P_L1_PS: clock.cycles_to_ps(config.l1.hit_latency_cycles),
+            k.P_NOC_PS: clock.cycles_to_ps(config.noc.latency_cycles),
+            k.P_FAR_PS: clock.cycles_to_ps(l2.far_hit_latency_cycles
+                                           - l2.near_hit_latency_cycles),
+            k.P_SLICE_PS: clock.cycles_to_ps(l2_slice_latency_cycles(config)),
+            k.P_L3_PS: clock.cycles_to_ps(max(l3.hit_latency_cycles - l2_average, 1)),
+            k.P_HBM_PS: hbm_fixed_latency_ps(config, clock),
+            k.P_ACTIVATE_PS: round(hbm.row_activate_ns * 1000),
+            k.P_PRECHARGE_PS: round(hbm.row_precharge_ns * 1000),
+            k.P_SECTOR_BYTES: l2.sector_bytes,
+            k.P_L1_SPL: config.l1.line_bytes // config.l1.sector_bytes,
+            k.P_L2_SPL: l2.line_bytes // l2.sector_bytes,
+            k.P_LINE_BYTES: l2.line_bytes,
+            k.P_PARTITIONS: l2.partitions,
+            k.P_SLICES: l2.slices,
+            k.P_CHANNELS: hbm.channels,
+            k.P_BANKS: hbm.banks_per_channel,
+            k.P_ROW_BYTES: hbm.row_bytes,
+            k.P_L3_ENABLED: int(l3.enabled),
+            k.P_L3_SLICES: l3_slices,
+            k.P_PORT_FS: _fs_per_byte(config.noc.port_bandwidth_bytes_per_clk * hz),
+            k.P_SLICE_FS: _fs_per_byte(l2.slice_bandwidth_bytes_per_clk * hz),
+            k.P_L3_FS: _fs_per_byte(l3.slice_bandwidth_bytes_per_clk * hz),
+            k.P_CHANNEL_FS: _fs_per_byte(hbm.channel_bandwidth_gbps * 1e9),
+            k.P_PIPE_UP: 0,
+            k.P_PIPE_DOWN: n_sms,
+            k.P_PIPE_SLICE: 2 * n_sms,
+            k.P_PIPE_L3: 2 * n_sms + l2.slices,
+            k.P_PIPE_CHANNEL: 2 * n_sms + l2.slices + l3_slices,
+        }
+        for index, value in values.items():
+            p[index] = value
+        return p
+
+    def access(self, sm_id: int, kind: str, sectors: np.ndarray, now_ps: int) -> int:
+        """Completion time in ps of one warp's access (see `models.flat_memory` Contract)."""
+        done = k.serve_request(_KINDS[kind], sm_id, sectors, now_ps, self.params, self.meta,
+                               self.flags, self.free_fs, self.banks, self.lru, self.counts)
+        if self.hooks.listening:
+            self.hooks.fire(CACHED_MEMORY_ACCESS, sm_id=sm_id, kind=kind, issue_ps=now_ps,
+                            done_ps=done, counts=self.counts.copy())
+        return done
+
+
+class CachedMemoryTracer(Tracer):
+    """Sectors, bytes and hit rates per level and access kind, HBM row hits and write-backs.
+
+    Components: `memory.l1.<kind>`, `memory.l2.<kind>`, `memory.l3.<kind>`,
+    `memory.hbm.<kind>` (reads caused by that kind), `memory.hbm.writeback`; call `flush`
+    after the run.
+    """
+
+    STATS = (
+        Stat("requests", "count", "warp-level memory requests reaching the level"),
+        Stat("sectors", "count", "32-byte sectors looked up at the level"),
+        Stat("hit_sectors", "count", "sectors present at the level"),
+        Stat("miss_sectors", "count", "sectors fetched from the level below"),
+        Stat("hit_rate", "fraction", "hit_sectors / sectors"),
+        Stat("bytes", "B", "bytes moved at this level"),
+        Stat("far_lines", "count", "L2 lines served by the far partition"),
+        Stat("row_hits", "count", "HBM accesses that found their row open"),
+        Stat("row_misses", "count", "HBM accesses that opened a row"),
+        Stat("row_hit_rate", "fraction", "row_hits / (row_hits + row_misses)"),
+    )
+    POSITIONS = (CACHED_MEMORY_ACCESS,)
+
+    def __init__(self, sheet) -> None:
+        super().__init__(sheet)
+        self.totals: dict[str, np.ndarray] = {}
+        self.requests: dict[str, int] = {}
+
+    def on_event(self, owner: str, position: str, data: Mapping[str, Any]) -> None:
+        """Accumulate one request's counts (written to the sheet by `flush`)."""
+        kind = data["kind"]
+        if kind not in self.totals:
+            self.totals[kind] = np.zeros(k.N_COUNTS, np.int64)
+            self.requests[kind] = 0
+        self.totals[kind] += data["counts"]
+        self.requests[kind] += 1
+
+    def flush(self) -> None:
+        """Write the accumulated values to the sheet."""
+        sector = k.SECTOR_BYTES_ASSUMED
+        rows = 0, 0
+        for kind in sorted(self.totals):
+            c = self.totals[kind]
+            levels = (("l1", c[k.C_SECTORS], c[k.C_L1_HIT], c[k.C_L1_MISS], self.requests[kind]),
+                      ("l2", c[k.C_L1_MISS], c[k.C_L2_HIT], c[k.C_L2_MISS], c[k.C_L2_REQUESTS]),
+                      ("l3", c[k.C_L3_HIT] + c[k.C_L3_MISS], c[k.C_L3_HIT], c[k.C_L3_MISS],
+                       c[k.C_L3_REQUESTS]))
+            for level, looked, hit, miss, requests in levels:
+                if looked == 0:
+                    continue
+                name = f"memory.{level}.{kind}"
+                self.sheet.set(name, "requests", int(requests))
+                self.sheet.set(name, "sectors", int(looked))
+                self.sheet.set(name, "bytes", int(looked) * sector)
+                if kind != "store":  # stores write through L1 and allocate in L2: no hit or miss
+                    self.sheet.set(name, "hit_sectors", int(hit))
+                    self.sheet.set(name, "miss_sectors", int(miss))
+                    self.sheet.set(name, "hit_rate", float(hit / looked))
+            if c[k.C_L2_LINES]:
+                self.sheet.set(f"memory.l2.{kind}", "far_lines", int(c[k.C_FAR_LINES]))
+            if c[k.C_HBM_READ]:
+                self.sheet.set(f"memory.hbm.{kind}", "requests", int(c[k.C_HBM_REQUESTS]))
+                self.sheet.set(f"memory.hbm.{kind}", "bytes", int(c[k.C_HBM_READ]) * sector)
+            rows = rows[0] + int(c[k.C_ROW_HIT]), rows[1] + int(c[k.C_ROW_MISS])
+        written = sum(int(c[k.C_HBM_WRITE]) for c in self.totals.values())
+        if written:
+            self.sheet.set("memory.hbm.writeback", "bytes", written * sector)
+        if sum(rows):
+            self.sheet.set("memory.hbm", "row_hits", rows[0])
+            self.sheet.set("memory.hbm", "row_misses", rows[1])
+            self.sheet.set("memory.hbm", "row_hit_rate", rows[0] / sum(rows))

@@ -1,0 +1,335 @@
+"""The compiled step of `models.cached_memory`: one warp request through L1, L2, L3 and HBM.
+
+What it models
+--------------
+`serve_request` runs one warp instruction's sectors through every level in a single numba
+call: the SM's L1 tag array, the crossbar port, the L2 slices' tag arrays, the optional L3,
+HBM banks and channels. The policy and timing rules are written in `models.cached_memory`;
+this module holds only the arithmetic, on arrays the caller owns:
+
+* `meta[level]` int64 `[unit, set, way, 2 + sectors_per_line]`: the line number (tag, -1 =
+  empty), the LRU stamp, then per sector the ps at which its data is (or will be) present;
+* `flags[level]` uint8 `[unit, set, way, 2]`: the valid-sector and dirty-sector masks;
+* `free_fs` int64: the "next free" time of every bandwidth pipe in femtoseconds, laid out as
+  the `PIPE_*` offsets in `params` say; `lru` int64 `[1]`: the LRU stamp counter;
+* `banks` int64 `[channel, bank, 2]`: the open row (-1 = closed) and the ps the bank is free;
+* `counts` int64 `[N_COUNTS]`: what this request did, for the hook (index names `C_*`).
+
+The tag arrays follow `models.tag_array` (set = line number modulo sets, tag = line number,
+sector masks with bit i = sector i, LRU by stamp, an empty way before the oldest). The
+address hashes are `models.address_map`'s (`tests/test_cached_memory.py` checks they agree).
+Units: ps, fs for pipe bookings, sector indices (byte address >> 5), bytes.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+KIND_LOAD, KIND_STORE, KIND_ATOMIC = 0, 1, 2
+
+# params indices
+(P_L1_PS, P_NOC_PS, P_FAR_PS, P_SLICE_PS, P_L3_PS, P_HBM_PS, P_ACTIVATE_PS, P_PRECHARGE_PS,
+ P_SECTOR_BYTES, P_L1_SPL, P_L2_SPL, P_LINE_BYTES, P_PARTITIONS, P_SLICES, P_CHANNELS,
+ P_BANKS, P_ROW_BYTES, P_L3_ENABLED, P_L3_SLICES,
+ P_PORT_FS, P_SLICE_FS, P_L3_FS, P_CHANNEL_FS,
+ P_PIPE_UP, P_PIPE_DOWN, P_PIPE_SLICE, P_PIPE_L3, P_PIPE_CHANNEL, N_PARAMS) = range(29)
+
+# counts indices
+(C_SECTORS, C_L1_HIT, C_L1_MISS, C_L2_HIT, C_L2_MISS, C_L3_HIT, C_L3_MISS, C_HBM_READ,
+ C_HBM_WRITE, C_ROW_HIT, C_ROW_MISS, C_L2_LINES, C_FAR_LINES, C_L2_WRITEBACK,
+ C_L3_WRITEBACK, C_L2_REQUESTS, C_L3_REQUESTS, C_HBM_REQUESTS, N_COUNTS) = range(19)
+
+SECTOR_BYTES_ASSUMED = 32
+"""The memory interface's sector (byte address >> 5); cache sectors must equal it."""
+
+LEVEL_L1, LEVEL_L2, LEVEL_L3 = 0, 1, 2
+_TAG, _STAMP, _READY = 0, 1, 2
+_VALID, _DIRTY = 0, 1
+
+
+@numba.njit(cache=False, inline="always")
+def _ceil_ps(fs):
+    return -(-fs // 1000)
+
+
+@numba.njit(cache=False)
+def _fold(ids, a, b, c):
+    return ids ^ (ids >> a) ^ (ids >> b) ^ (ids >> c)
+
+
+@numba.njit(cache=False)
+def l2_slice_of_line(line, slices):
+    """`AddressMap.l2_slice` for a line number."""
+    return _fold(line, 7, 13, 19) % slices
+
+
+@numba.njit(cache=False)
+def hbm_channel_of_line(line, channels):
+    """`AddressMap.hbm_channel` for a line number."""
+    return _fold(line, 5, 11, 17) % channels
+
+
+@numba.njit(cache=False, inline="always")
+def _book(free_fs, pipe, at_ps, size_bytes, fs_per_byte):
+    """Reserve `size_bytes` on a FCFS pipe from `at_ps` on; returns the start in ps."""
+    start = max(at_ps * 1000, free_fs[pipe])
+    free_fs[pipe] = start + size_bytes * fs_per_byte
+    return _ceil_ps(start)
+
+
+@numba.njit(cache=False, inline="always")
+def _find(meta, unit, s, line):
+    for w in range(meta.shape[2]):
+        if meta[unit, s, w, _TAG] == line:
+            return w
+    return -1
+
+
+@numba.njit(cache=False, inline="always")
+def _victim(meta, unit, s):
+    way = 0
+    for w in range(meta.shape[2]):
+        if meta[unit, s, w, _TAG] == -1:
+            return w
+        if meta[unit, s, w, _STAMP] < meta[unit, s, way, _STAMP]:
+            way = w
+    return way
+
+
+@numba.njit(cache=False, inline="always")
+def _popcount(mask):
+    n = 0
+    while mask:
+        n += mask & 1
+        mask >>= 1
+    return n
+
+
+@numba.njit(cache=False)
+def _hbm(p, free_fs, banks, counts, line, size_bytes, at_ps):
+    """Open the line's row and move its bytes over its channel; the ps the data is back at
+    the level above (reads) or written (writes)."""
+    channels = p[P_CHANNELS]
+    channel = hbm_channel_of_line(line, channels)
+    row_index = (line // channels) * p[P_LINE_BYTES] // p[P_ROW_BYTES]
+    bank = row_index % p[P_BANKS]
+    row = row_index // p[P_BANKS]
+    start = max(at_ps, banks[channel, bank, 1])
+    if banks[channel, bank, 0] == row:
+        ready = start
+        counts[C_ROW_HIT] += 1
+    elif banks[channel, bank, 0] < 0:
+        ready = start + p[P_ACTIVATE_PS]
+        counts[C_ROW_MISS] += 1
+    else:
+        ready = start + p[P_PRECHARGE_PS] + p[P_ACTIVATE_PS]
+        counts[C_ROW_MISS] += 1
+    banks[channel, bank, 0] = row
+    banks[channel, bank, 1] = ready
+    begin = _book(free_fs, p[P_PIPE_CHANNEL] + channel, ready, size_bytes, p[P_CHANNEL_FS])
+    return begin + p[P_HBM_PS]
+
+
+@numba.njit(cache=False)
+def _install(meta, flags, lru, unit, s, line, mask, ready_ps, dirty):
+    """Allocate (if absent) and mark `mask` valid with data at `ready_ps`; returns the evicted
+    line and its dirty mask (line -1 when nothing dirty was evicted)."""
+    way = _find(meta, unit, s, line)
+    evicted, evicted_mask = -1, 0
+    if way < 0:
+        way = _victim(meta, unit, s)
+        if meta[unit, s, way, _TAG] != -1 and flags[unit, s, way, _DIRTY] != 0:
+            evicted, evicted_mask = meta[unit, s, way, _TAG], flags[unit, s, way, _DIRTY]
+        meta[unit, s, way, _TAG] = line
+        flags[unit, s, way, _VALID] = 0
+        flags[unit, s, way, _DIRTY] = 0
+    spl = meta.shape[3] - _READY
+    for k in range(spl):
+        if mask & (1 << k):
+            if flags[unit, s, way, _VALID] & (1 << k):
+                meta[unit, s, way, _READY + k] = max(meta[unit, s, way, _READY + k], ready_ps)
+            else:
+                meta[unit, s, way, _READY + k] = ready_ps
+    flags[unit, s, way, _VALID] |= mask
+    if dirty:
+        flags[unit, s, way, _DIRTY] |= mask
+    lru[0] += 1
+    meta[unit, s, way, _STAMP] = lru[0]
+    return evicted, evicted_mask
+
+
+@numba.njit(cache=False)
+def _write_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_ps):
+    """A dirty L2 line's sectors leave for the L3 (write-allocate) or HBM."""
+    size = _popcount(mask) * p[P_SECTOR_BYTES]
+    if p[P_L3_ENABLED]:
+        unit = hbm_channel_of_line(line, p[P_CHANNELS]) * p[P_L3_SLICES] // p[P_CHANNELS]
+        start = _book(free_fs, p[P_PIPE_L3] + unit, at_ps, size, p[P_L3_FS])
+        s = line % meta[LEVEL_L3].shape[1]
+        evicted, evicted_mask = _install(meta[LEVEL_L3], flags[LEVEL_L3], lru, unit, s, line,
+                                         mask, start, True)
+        if evicted < 0:
+            return
+        counts[C_L3_WRITEBACK] += _popcount(evicted_mask)
+        line, mask, at_ps = evicted, evicted_mask, start
+        size = _popcount(mask) * p[P_SECTOR_BYTES]
+    counts[C_HBM_WRITE] += _popcount(mask)
+    _hbm(p, free_fs, banks, counts, line, size, at_ps)
+
+
+@numba.njit(cache=False)
+def _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_ps):
+    """Missing L2 sectors come from the L3 (if any) or HBM; the ps they are at the slice."""
+    if not p[P_L3_ENABLED]:
+        counts[C_HBM_READ] += _popcount(mask)
+        counts[C_HBM_REQUESTS] = 1
+        return _hbm(p, free_fs, banks, counts, line, _popcount(mask) * p[P_SECTOR_BYTES], at_ps)
+    l3m, l3f = meta[LEVEL_L3], flags[LEVEL_L3]
+    unit = hbm_channel_of_line(line, p[P_CHANNELS]) * p[P_L3_SLICES] // p[P_CHANNELS]
+    start = _book(free_fs, p[P_PIPE_L3] + unit, at_ps, _popcount(mask) * p[P_SECTOR_BYTES],
+                  p[P_L3_FS])
+    s = line % l3m.shape[1]
+    way = _find(l3m, unit, s, line)
+    present = l3f[unit, s, way, _VALID] & mask if way >= 0 else 0
+    missing = mask & ~present
+    data = start
+    for k in range(l3m.shape[3] - _READY):
+        if present & (1 << k):
+            data = max(data, l3m[unit, s, way, _READY + k])
+    if way >= 0:
+        lru[0] += 1
+        l3m[unit, s, way, _STAMP] = lru[0]
+    counts[C_L3_HIT] += _popcount(present)
+    counts[C_L3_MISS] += _popcount(missing)
+    counts[C_L3_REQUESTS] = 1
+    if missing:
+        counts[C_HBM_READ] += _popcount(missing)
+        counts[C_HBM_REQUESTS] = 1
+        fetched = _hbm(p, free_fs, banks, counts, line,
+                       _popcount(missing) * p[P_SECTOR_BYTES], start)
+        data = max(data, fetched)
+        evicted, evicted_mask = _install(l3m, l3f, lru, unit, s, line, missing, fetched, False)
+        if evicted >= 0:
+            counts[C_L3_WRITEBACK] += _popcount(evicted_mask)
+            counts[C_HBM_WRITE] += _popcount(evicted_mask)
+            _hbm(p, free_fs, banks, counts, evicted,
+                 _popcount(evicted_mask) * p[P_SECTOR_BYTES], start)
+    return data + p[P_L3_PS]
+
+
+@numba.njit(cache=False)
+def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, at_ps):
+    """One L2 line of a request reaching its slice at `at_ps`; the ps its answer is at the SM."""
+    l2m, l2f = meta[LEVEL_L2], flags[LEVEL_L2]
+    unit = l2_slice_of_line(line, p[P_SLICES])
+    far = unit * p[P_PARTITIONS] // p[P_SLICES] != sm % p[P_PARTITIONS]
+    size = _popcount(mask) * p[P_SECTOR_BYTES]
+    t = _book(free_fs, p[P_PIPE_SLICE] + unit, at_ps, size, p[P_SLICE_FS])
+    back = p[P_SLICE_PS] + p[P_NOC_PS] + p[P_L1_PS] + (p[P_FAR_PS] if far else 0)
+    counts[C_L2_LINES] += 1
+    if far:
+        counts[C_FAR_LINES] += 1
+    s = line % l2m.shape[1]
+    if kind == KIND_STORE:
+        evicted, evicted_mask = _install(l2m, l2f, lru, unit, s, line, mask, t, True)
+        if evicted >= 0:
+            counts[C_L2_WRITEBACK] += _popcount(evicted_mask)
+            _write_below_l2(p, meta, flags, free_fs, banks, lru, counts, evicted,
+                            evicted_mask, t)
+        return t + back
+    way = _find(l2m, unit, s, line)
+    present = l2f[unit, s, way, _VALID] & mask if way >= 0 else 0
+    missing = mask & ~present
+    data = t
+    for k in range(l2m.shape[3] - _READY):
+        if present & (1 << k):
+            data = max(data, l2m[unit, s, way, _READY + k])
+    counts[C_L2_HIT] += _popcount(present)
+    counts[C_L2_MISS] += _popcount(missing)
+    fetched = t
+    if missing:
+        fetched = _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, missing, t)
+        data = max(data, fetched)
+    evicted, evicted_mask = _install(l2m, l2f, lru, unit, s, line, mask, fetched,
+                                     kind == KIND_ATOMIC)
+    if evicted >= 0:
+        counts[C_L2_WRITEBACK] += _popcount(evicted_mask)
+        _write_below_l2(p, meta, flags, free_fs, banks, lru, counts, evicted, evicted_mask, t)
+    return data + back
+
+
+@numba.njit(cache=False)
+def serve_request(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, counts):
+    """Run one warp request through the hierarchy; returns its completion time in ps."""
+    counts[:] = 0
+    n = sectors.size
+    counts[C_SECTORS] = n
+    done = now_ps
+    l1m, l1f = meta[LEVEL_L1], flags[LEVEL_L1]
+    l1_sets = l1m.shape[1]
+    spl1, spl2 = p[P_L1_SPL], p[P_L2_SPL]
+    need = np.ones(n, np.bool_)
+    # 1. L1: loads look up (hits refresh LRU), stores update lines held, atomics bypass.
+    if kind != KIND_ATOMIC and l1_sets > 0:
+        for i in range(n):
+            line = sectors[i] // spl1
+            bit = 1 << (sectors[i] % spl1)
+            s = line % l1_sets
+            way = _find(l1m, sm, s, line)
+            if way < 0:
+                continue
+            if kind == KIND_STORE:
+                l1f[sm, s, way, _VALID] |= bit
+                l1m[sm, s, way, _READY + sectors[i] % spl1] = now_ps
+            elif l1f[sm, s, way, _VALID] & bit:
+                need[i] = False
+                ready = l1m[sm, s, way, _READY + sectors[i] % spl1]
+                done = max(done, max(now_ps + p[P_L1_PS], ready))
+                lru[0] += 1
+                l1m[sm, s, way, _STAMP] = lru[0]
+    missed = 0
+    for i in range(n):
+        missed += need[i]
+    counts[C_L1_HIT] = n - missed
+    counts[C_L1_MISS] = missed
+    if missed == 0:
+        return done
+    counts[C_L2_REQUESTS] = 1
+    # 2. The SM's crossbar port: write data goes up, read data comes down.
+    size = missed * p[P_SECTOR_BYTES]
+    start = now_ps
+    if kind != KIND_LOAD:
+        start = max(start, _book(free_fs, p[P_PIPE_UP] + sm, now_ps, size, p[P_PORT_FS]))
+    if kind != KIND_STORE:
+        start = max(start, _book(free_fs, p[P_PIPE_DOWN] + sm, now_ps, size, p[P_PORT_FS]))
+        done = max(done, _ceil_ps(free_fs[p[P_PIPE_DOWN] + sm]))
+    at_slice = start + p[P_NOC_PS]
+    # 3. L2 slices, one line at a time (sectors of a line are adjacent in a sorted request).
+    line_done = np.empty(n, np.int64)
+    i = 0
+    while i < n:
+        if not need[i]:
+            i += 1
+            continue
+        line = sectors[i] // spl2
+        mask = 0
+        j = i
+        while j < n and sectors[j] // spl2 == line:
+            if need[j]:
+                mask |= 1 << (sectors[j] % spl2)
+            j += 1
+        t = _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask,
+                     at_slice)
+        for k in range(i, j):
+            line_done[k] = t
+        done = max(done, t)
+        i = j
+    # 4. L1 fills: loads allocate the sectors they fetched, data present when it arrives.
+    if kind == KIND_LOAD and l1_sets > 0:
+        for i in range(n):
+            if need[i]:
+                line = sectors[i] // spl1
+                _install(l1m, l1f, lru, sm, line % l1_sets, line, 1 << (sectors[i] % spl1),
+                         line_done[i], False)
+    return done
