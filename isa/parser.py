@@ -407,7 +407,11 @@ class _Parser:
         operands = []
         while not self.at(";"):
             self.operand_separator(op_tok, bool(operands))
-            operands.append(self.operand(scopes))
+            op = self.operand(scopes)
+            if isinstance(op, tuple):      # [tensorMap, {coords}]: two operands
+                operands.extend(op)
+            else:
+                operands.append(op)
         self.next()
         return Instruction(opcode, mods, tuple(operands), guard, negated, self.loc(first or op_tok))
 
@@ -518,7 +522,8 @@ class _Parser:
         raise self.error(f"expected an immediate, found '{tok.text}'", tok,
                          expected="an integer or float constant")
 
-    def address(self, scopes) -> Addr:
+    def address(self, scopes) -> Addr | tuple:
+        """`[base+off]`; a TMA tensor operand `[map, {coords}]` gives (Addr, Vec)."""
         self.expect("[")
         base = None
         offset = 0
@@ -534,6 +539,11 @@ class _Parser:
         while self.at("+") or self.at("-"):
             sign = -1 if self.next().text == "-" else 1
             offset += sign * self.signed_int()
+        if self.at(",") and base is not None:   # [tensorMap, {c0, c1, ...}] (TMA)
+            self.next()
+            coords = self.operand(scopes)
+            self.expect("]", "']' closing the tensor address")
+            return Addr(base, offset), coords
         self.expect("]", "']' closing the address")
         return Addr(base, offset)
 
