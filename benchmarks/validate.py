@@ -6,7 +6,7 @@ prints metric, expected, simulated, deviation and source, with the memory model 
 `simulator.simulate_kernel` used. About 30 s per preset on one core.
 
     python benchmarks/validate.py [--model h100_sxm] [--model a100_sxm ...] [--rows KEY ...]
-                                  [--markdown] [--json]
+                                  [--memory NAME] [--markdown] [--json]
 """
 
 from __future__ import annotations
@@ -45,13 +45,15 @@ def main(argv: list[str] | None = None) -> None:
                         help="preset to validate (repeatable; default h100_sxm)")
     parser.add_argument("--rows", nargs="+", metavar="KEY",
                         help="only these rows (keys of workloads.microbench.EXPECTED[model])")
+    parser.add_argument("--memory", help="memory model for simulate_kernel by name "
+                        "(default: its default)")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     parser.add_argument("--json", action="store_true", help="print the tables as JSON")
     opts = parser.parse_args(argv)
     results = {}
     for preset in opts.model or DEFAULT_MODELS:
-        table = validation_table(preset, rows=opts.rows)
-        memory = memory_model_name(models.load_preset(preset))
+        table = validation_table(preset, rows=opts.rows, memory=opts.memory)
+        memory = memory_model_name(models.load_preset(preset), opts.memory)
         results[preset] = (memory, table)
     if opts.json:
         payload = {preset: {"memory_model": memory,

@@ -36,6 +36,7 @@ GB/s (1e9 B/s), results per clock per SM, bytes per clock per SM.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -99,15 +100,17 @@ def _sms_used(result) -> int:
     return int(row.value.iloc[0])
 
 
-def _simulate(config, entry: str, grid, block, args: list, **kw):
+def _simulate(config, entry: str, grid, block, args: list, memory=None):
+    extra = {} if memory is None else {"memory": memory}
     return simulator.simulate_kernel(load_ptx(entry), entry, grid, block, args, config=config,
-                                     **kw)
+                                     **extra)
 
 
-def _differential(config, entry, grid, block, make_args, counts, work_of) -> Differential:
+def _differential(config, entry, grid, block, make_args, counts, work_of,
+                  memory=None) -> Differential:
     """Simulate `entry` at the two `counts`; `make_args(count)` and `work_of(count)`."""
     results = [_simulate(config, entry, grid(c) if callable(grid) else grid, block,
-                         make_args(c)) for c in counts]
+                         make_args(c), memory) for c in counts]
     return Differential(tuple(float(work_of(c)) for c in counts),
                         tuple(r.cycles for r in results), tuple(r.time_us for r in results),
                         _sms_used(results[1]))
@@ -161,7 +164,7 @@ def chase_visit_words(plan: ChasePlan, rng: np.random.Generator) -> np.ndarray:
     return np.concatenate(([0], picked)).astype(np.int64) * words_per_line
 
 
-def chase_latency(config, plan: ChasePlan, seed: int = 0) -> Differential:
+def chase_latency(config, plan: ChasePlan, seed: int = 0, memory=None) -> Differential:
     """Simulated cycles per hop of `plan` on `config` (work = hops)."""
     n_words = plan.footprint_bytes // WORD_BYTES
     block = CHASE_BLOCK if plan.warm else 1
@@ -171,7 +174,7 @@ def chase_latency(config, plan: ChasePlan, seed: int = 0) -> Differential:
     return _differential(
         config, "pointer_chase", 1, block,
         lambda hops: [chain, warm_pairs, hops, np.zeros(2 + block, np.uint64)],
-        plan.hops, lambda hops: hops)
+        plan.hops, lambda hops: hops, memory)
 
 
 # -- streams ---------------------------------------------------------------------------------
@@ -201,14 +204,15 @@ def stream_config(preset: str, overrides: dict | None = None):
     return models.load_preset(preset, {**(overrides or {}), "l2.size_bytes": size})
 
 
-def stream_bandwidth(config, entry: str, waves: int = STREAM_WAVES) -> Differential:
+def stream_bandwidth(config, entry: str, waves: int = STREAM_WAVES,
+                     memory=None) -> Differential:
     """Launches of `waves` and 2 x `waves` waves of `entry` (work = bytes moved)."""
     wave = wave_ctas(config, entry, STREAM_BLOCK)
     per_element = STREAM_BYTES_PER_ELEMENT[entry]
     return _differential(
         config, entry, lambda w: w * wave, STREAM_BLOCK,
         lambda w: _stream_args(entry, w * wave * STREAM_BLOCK), (waves, 2 * waves),
-        lambda w: w * wave * STREAM_BLOCK * per_element)
+        lambda w: w * wave * STREAM_BLOCK * per_element, memory)
 
 
 # -- per-SM throughput -----------------------------------------------------------------------
@@ -217,23 +221,23 @@ def _threads() -> int:
     return UNIT_GRID * UNIT_BLOCK
 
 
-def fma_throughput(config) -> Differential:
+def fma_throughput(config, memory=None) -> Differential:
     """FP32 FMA results per clock per SM (work = FMAs)."""
     return _differential(
         config, "fma_throughput", UNIT_GRID, UNIT_BLOCK,
         lambda n: [np.zeros(_threads() * CHAINS, np.float32), n], (8, 24),
-        lambda n: _threads() * CHAINS * FMA_UNROLL * n)
+        lambda n: _threads() * CHAINS * FMA_UNROLL * n, memory)
 
 
-def sfu_throughput(config) -> Differential:
+def sfu_throughput(config, memory=None) -> Differential:
     """ex2.approx results per clock per SM (work = ex2 results)."""
     return _differential(
         config, "sfu_throughput", UNIT_GRID, UNIT_BLOCK,
         lambda n: [np.zeros(_threads() * CHAINS, np.float32), n], (4, 12),
-        lambda n: _threads() * CHAINS * SFU_UNROLL * n)
+        lambda n: _threads() * CHAINS * SFU_UNROLL * n, memory)
 
 
-def mma_throughput(config) -> Differential:
+def mma_throughput(config, memory=None) -> Differential:
     """mma.sync m16n8k16 bf16 FMAs per clock per SM (work = FMAs)."""
     a = np.ones((16, 16), ml_dtypes.bfloat16)
     bt = np.ones((8, 16), ml_dtypes.bfloat16)
@@ -241,17 +245,17 @@ def mma_throughput(config) -> Differential:
     return _differential(
         config, "mma_throughput", UNIT_GRID, UNIT_BLOCK,
         lambda n: [a, bt, np.zeros(warps * CHAINS * 128, np.float32), n], (32, 96),
-        lambda n: warps * CHAINS * MMA_FMAS * n)
+        lambda n: warps * CHAINS * MMA_FMAS * n, memory)
 
 
-def shared_bandwidth(config, stride_words: int) -> Differential:
+def shared_bandwidth(config, stride_words: int, memory=None) -> Differential:
     """Shared-memory bytes loaded per clock per SM at `stride_words` (work = bytes)."""
     counts = (32, 96) if stride_words == 1 else (8, 24)
     warps = _threads() // 32
     return _differential(
         config, "shared_bandwidth", UNIT_GRID, UNIT_BLOCK,
         lambda n: [np.zeros(_threads(), np.uint32), stride_words, n], counts,
-        lambda n: warps * SHARED_UNROLL * n * 32 * 4)
+        lambda n: warps * SHARED_UNROLL * n * 32 * 4, memory)
 
 
 # -- published values and the table -----------------------------------------------------------
@@ -354,53 +358,60 @@ EXPECTED: dict[str, dict[str, Expected]] = {
 TABLE_COLUMNS = ["metric", "expected", "simulated", "deviation_pct", "unit", "source"]
 
 
-def _measurements(preset: str, overrides: dict | None) -> dict[str, object]:
+def _measurements(preset: str, overrides: dict | None, memory) -> dict[str, object]:
     """Row key -> function of nothing giving the simulated figure on `preset`."""
     config = models.load_preset(preset, overrides)
     plans = chase_plans(config)
 
-    def stream_gbps(entry: str) -> float:
-        bytes_per_us = stream_bandwidth(stream_config(preset, overrides), entry).work_per_us
-        return bytes_per_us * 1e-3
+    def latency(level: str) -> float:
+        return chase_latency(config, plans[level], memory=memory).cycles_per_work
 
-    def shared_slowdown() -> float:
-        fast = shared_bandwidth(config, 1).work_per_cycle_per_sm
-        return fast / shared_bandwidth(config, 32).work_per_cycle_per_sm
+    def stream_gbps(entry: str) -> float:
+        stream = stream_config(preset, overrides)
+        return stream_bandwidth(stream, entry, memory=memory).work_per_us * 1e-3
+
+    @functools.cache
+    def per_sm(measure, *args) -> float:
+        return measure(config, *args, memory=memory).work_per_cycle_per_sm
 
     return {
-        "l1_latency": lambda: chase_latency(config, plans["l1"]).cycles_per_work,
-        "l2_near_latency": lambda: chase_latency(config, plans["l2_near"]).cycles_per_work,
-        "l2_far_latency": lambda: chase_latency(config, plans["l2_far"]).cycles_per_work,
-        "hbm_latency": lambda: chase_latency(config, plans["hbm"]).cycles_per_work,
+        "l1_latency": lambda: latency("l1"),
+        "l2_near_latency": lambda: latency("l2_near"),
+        "l2_far_latency": lambda: latency("l2_far"),
+        "hbm_latency": lambda: latency("hbm"),
         "hbm_copy_bandwidth": lambda: stream_gbps("stream_copy"),
         "hbm_read_bandwidth": lambda: stream_gbps("stream_read"),
         "hbm_write_bandwidth": lambda: stream_gbps("stream_write"),
-        "fp32_fma_rate": lambda: fma_throughput(config).work_per_cycle_per_sm,
-        "sfu_ex2_rate": lambda: sfu_throughput(config).work_per_cycle_per_sm,
-        "mma_bf16_rate": lambda: mma_throughput(config).work_per_cycle_per_sm,
-        "shared_bandwidth": lambda: shared_bandwidth(config, 1).work_per_cycle_per_sm,
-        "shared_conflict_slowdown": shared_slowdown,
+        "fp32_fma_rate": lambda: per_sm(fma_throughput),
+        "sfu_ex2_rate": lambda: per_sm(sfu_throughput),
+        "mma_bf16_rate": lambda: per_sm(mma_throughput),
+        "shared_bandwidth": lambda: per_sm(shared_bandwidth, 1),
+        "shared_conflict_slowdown":
+            lambda: per_sm(shared_bandwidth, 1) / per_sm(shared_bandwidth, 32),
     }
 
 
-def memory_model_name(config) -> str:
-    """Class name of the memory system `simulator.simulate_kernel` builds for `config`."""
-    return type(simulator.build_system(config).memory).__name__
+def memory_model_name(config, memory=None) -> str:
+    """Class name of the memory system `simulator.simulate_kernel` builds for `config`
+    (`memory` as passed to it; None: its default)."""
+    args = () if memory is None else (memory,)
+    return type(simulator.build_system(config, *args).memory).__name__
 
 
 def validation_table(preset: str = "h100_sxm", rows: list[str] | None = None,
-                     overrides: dict | None = None) -> pd.DataFrame:
+                     overrides: dict | None = None, memory=None) -> pd.DataFrame:
     """Simulated microbenchmark figures of `preset` against their published values.
 
     Indexed by row key (`EXPECTED[preset]` keys, or the given subset `rows`); columns
     `TABLE_COLUMNS`. deviation_pct = 100 * (simulated / expected - 1), expected being the
-    midpoint of a published range.
+    midpoint of a published range. `memory` goes to `simulator.simulate_kernel` (None: its
+    default memory model).
     """
     if preset not in EXPECTED:
         raise KeyError(f"no published values for preset {preset!r}; known: {sorted(EXPECTED)}")
     expected = EXPECTED[preset]
     keys = list(expected) if rows is None else rows
-    measure = _measurements(preset, overrides)
+    measure = _measurements(preset, overrides, memory)
     records = []
     for key in keys:
         ref = expected[key]
