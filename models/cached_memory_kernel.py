@@ -48,12 +48,12 @@ _TAG, _STAMP, _READY = 0, 1, 2
 _VALID, _DIRTY = 0, 1
 
 
-@numba.njit(cache=False, inline="always")
+@numba.njit(cache=False, no_cpython_wrapper=True)
 def _ceil_ps(fs):
     return -(-fs // 1000)
 
 
-@numba.njit(cache=False)
+@numba.njit(cache=False, no_cpython_wrapper=True)
 def _fold(ids, a, b, c):
     return ids ^ (ids >> a) ^ (ids >> b) ^ (ids >> c)
 
@@ -70,7 +70,7 @@ def hbm_channel_of_line(line, channels):
     return _fold(line, 5, 11, 17) % channels
 
 
-@numba.njit(cache=False, inline="always")
+@numba.njit(cache=False, no_cpython_wrapper=True)
 def _book(free_fs, pipe, at_ps, size_bytes, fs_per_byte):
     """Reserve `size_bytes` on a FCFS pipe from `at_ps` on; returns the start in ps."""
     start = max(at_ps * 1000, free_fs[pipe])
@@ -78,7 +78,7 @@ def _book(free_fs, pipe, at_ps, size_bytes, fs_per_byte):
     return _ceil_ps(start)
 
 
-@numba.njit(cache=False, inline="always")
+@numba.njit(cache=False, no_cpython_wrapper=True)
 def _find(meta, unit, s, line):
     for w in range(meta.shape[2]):
         if meta[unit, s, w, _TAG] == line:
@@ -86,7 +86,7 @@ def _find(meta, unit, s, line):
     return -1
 
 
-@numba.njit(cache=False, inline="always")
+@numba.njit(cache=False, no_cpython_wrapper=True)
 def _victim(meta, unit, s):
     way = 0
     for w in range(meta.shape[2]):
@@ -97,7 +97,7 @@ def _victim(meta, unit, s):
     return way
 
 
-@numba.njit(cache=False, inline="always")
+@numba.njit(cache=False, no_cpython_wrapper=True)
 def _popcount(mask):
     n = 0
     while mask:
@@ -106,7 +106,7 @@ def _popcount(mask):
     return n
 
 
-@numba.njit(cache=False)
+@numba.njit(cache=False, no_cpython_wrapper=True)
 def _hbm(p, free_fs, banks, counts, line, size_bytes, at_ps):
     """Open the line's row and move its bytes over its channel; the ps the data is back at
     the level above (reads) or written (writes)."""
@@ -131,7 +131,7 @@ def _hbm(p, free_fs, banks, counts, line, size_bytes, at_ps):
     return begin + p[P_HBM_PS]
 
 
-@numba.njit(cache=False)
+@numba.njit(cache=False, no_cpython_wrapper=True)
 def _install(meta, flags, lru, unit, s, line, mask, ready_ps, dirty):
     """Allocate (if absent) and mark `mask` valid with data at `ready_ps`; returns the evicted
     line and its dirty mask (line -1 when nothing dirty was evicted)."""
@@ -159,7 +159,7 @@ def _install(meta, flags, lru, unit, s, line, mask, ready_ps, dirty):
     return evicted, evicted_mask
 
 
-@numba.njit(cache=False)
+@numba.njit(cache=False, no_cpython_wrapper=True)
 def _write_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_ps):
     """A dirty L2 line's sectors leave for the L3 (write-allocate) or HBM."""
     size = _popcount(mask) * p[P_SECTOR_BYTES]
@@ -178,7 +178,7 @@ def _write_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_
     _hbm(p, free_fs, banks, counts, line, size, at_ps)
 
 
-@numba.njit(cache=False)
+@numba.njit(cache=False, no_cpython_wrapper=True)
 def _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_ps):
     """Missing L2 sectors come from the L3 (if any) or HBM; the ps they are at the slice."""
     if not p[P_L3_ENABLED]:
@@ -218,7 +218,7 @@ def _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_p
     return data + p[P_L3_PS]
 
 
-@numba.njit(cache=False)
+@numba.njit(cache=False, no_cpython_wrapper=True)
 def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, at_ps):
     """One L2 line of a request reaching its slice at `at_ps`; the ps its answer is at the SM."""
     l2m, l2f = meta[LEVEL_L2], flags[LEVEL_L2]
