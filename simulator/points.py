@@ -163,8 +163,7 @@ def kernel_fingerprint(target: Mapping[str, Any]) -> str:
     from workloads.kernels.case import load_ptx
     from workloads.kernels.catalog import KERNELS
 
-    text = load_ptx(KERNELS[target["kernel"]].file)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return digest(load_ptx(KERNELS[target["kernel"]].file))
 
 
 POINT_RUNNERS: Mapping[str, PointRunner] = MappingProxyType({
@@ -173,6 +172,19 @@ POINT_RUNNERS: Mapping[str, PointRunner] = MappingProxyType({
                           check_kernel_target, run_kernel_target, kernel_fingerprint),
 })
 """Base `kind` -> its runner (read-only)."""
+
+
+def digest(data: Any) -> str:
+    """A short stable hash of JSON-able data (keys sorted)."""
+    text = json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def make_point_id(kind: str, preset: str, target: Mapping[str, Any],
+                  overrides: Mapping[str, Any], config_digest: str, inputs: str) -> str:
+    """The stable id of a point: a hash of everything that decides its result."""
+    return digest({"kind": kind, "preset": preset, "target": dict(target),
+                   "overrides": dict(overrides), "config": config_digest, "inputs": inputs})
 
 
 def point_runner(kind: Any) -> PointRunner:

@@ -1,11 +1,8 @@
 """Sweep files: load and validate a TOML sweep, expand its axes into points with stable ids.
 
-The format (see `examples/sweeps/`)::
+The format (examples in `examples/sweeps/`)::
 
-    [sweep]                     # optional
-    name = "saxpy-sms"
-    description = "..."
-
+    [sweep]                     # optional: name (default: the file stem), description
     [base]
     kind = "kernel"             # a key of simulator.points.POINT_RUNNERS
     preset = "h800_sxm"         # models.list_presets()
@@ -13,41 +10,34 @@ The format (see `examples/sweeps/`)::
     kernel = "saxpy"            # kind = "kernel": target = kernel, size table, seed
     size = { n = 4096, block = 128 }
     seed = 0
-
-    [[axis]]                    # grid: shorthand, one dotted key = list of values
+    [[axis]]                    # grid, shorthand: one dotted key = list of values
     "sm.count" = [66, 132]
-
-    [[axis]]                    # grid: explicit form
+    [[axis]]                    # grid, explicit form
     key = "size.n"
     values = [1024, 4096]
-
     [[axis]]                    # seeded random draws (sorted; equal integer draws merge)
     key = "l2.size_bytes"
     random = { low = 1e6, high = 1e8, count = 4, seed = 7, log = true, integer = true }
-    zip = true                  # axes with zip = true (or the same group name) are paired
+    zip = true                  # axes with zip = true (or one group name) are paired
 
-Axis keys are `preset`, the runner's target keys (`kernel`, `seed`, `size.<arg>`) or dotted
-preset keys (config overrides). Points are the cartesian product of the axes, a zip group
-counting as one axis placed where its first member stands; the last axis varies fastest.
-
-Validation happens before anything runs: unknown or missing keys, wrong types, empty or
-duplicate axes, and every point's target and config are checked (each config is resolved
-with `models.load_preset`). Errors are `SweepError`s naming the file, the line (found by
-a cheap scan of the text: the key's line in its table, else the table header) and the TOML
-key path, with what is accepted. A point's id hashes its kind, preset, target, overrides,
-fully resolved config and the runner's input fingerprint, so resume is exact.
+Axis keys: `preset`, the runner's target keys (`kernel`, `seed`, `size.<arg>`) or dotted
+preset keys (config overrides). Points are the cartesian product of the axes (a zip group
+is one axis where its first member stands; the last axis varies fastest). All is checked
+before anything runs, every point's target and config included (`models.load_preset`); a
+`SweepError` names file, line (a cheap text scan: the key's line, else its table header),
+TOML key path and what is accepted. A point id hashes kind, preset, target, overrides,
+resolved config and the runner's input fingerprint, so resume is exact.
 Left out: conditional axes, axes over whole tables, more than 1,000,000 points.
 """
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import itertools
 import json
 import math
 import re
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +45,7 @@ import numpy as np
 
 from isa.errors import InputError
 from simulator.config import ConfigError
-from simulator.points import Point, TargetProblem, point_runner
+from simulator.points import Point, TargetProblem, digest, make_point_id, point_runner
 
 MAX_POINTS = 1_000_000
 TOP_KEYS = ("sweep", "base", "axis")
@@ -74,7 +64,7 @@ class SweepError(InputError):
         super().__init__(f"{where}: {path}: {message}" if path else f"{where}: {message}")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class Axis:
     """One axis: a dotted key and its values; `group` names its zip group ("" = none)."""
 
@@ -85,7 +75,7 @@ class Axis:
     source: str = "grid"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True, slots=True)
 class SweepSpec:
     """A validated sweep file; `target` and `overrides` are flat dotted-key mappings."""
 
@@ -100,12 +90,8 @@ class SweepSpec:
     axes: tuple[Axis, ...]
 
     def to_dict(self) -> dict[str, Any]:
-        """The normalized spec (random axes as their drawn values), JSON-safe."""
-        return {"file": self.file, "name": self.name, "description": self.description,
-                "kind": self.kind, "preset": self.preset, "target": dict(self.target),
-                "overrides": dict(self.overrides),
-                "axes": [{"key": a.key, "values": list(a.values), "zip": a.group,
-                          "source": a.source} for a in self.axes]}
+        """The normalized spec without its text (random axes as their drawn values)."""
+        return {k: v for k, v in dataclasses.asdict(self).items() if k != "text"}
 
 
 def _path_text(path: tuple) -> str:
@@ -132,25 +118,18 @@ class _Locator:
             if match[1]:
                 counts[name] = counts.get(name, -1) + 1
                 name = f"{name}#{counts[name]}"
-            elif name.split(".")[0] in counts:
-                head = name.split(".")[0]
+            elif (head := name.split(".")[0]) in counts:
                 name = f"{head}#{counts[head]}{name[len(head):]}"
             start = i
         self.sections.setdefault(name, (start, len(self.lines)))
 
     def line(self, path: tuple) -> int:
-        parts, rest = [], list(path)
-        while rest:
-            part = rest.pop(0)
-            if rest and isinstance(rest[0], int) and isinstance(part, str):
-                part = f"{part}#{rest.pop(0)}"
-            parts.append(part)
-        for k in range(len(parts), -1, -1):
-            name = ".".join(str(p) for p in parts[:k])
+        for k in range(len(path), -1, -1):
+            name = "".join(f"#{p}" if isinstance(p, int) else f".{p}" for p in path[:k])[1:]
             if name not in self.sections:
                 continue
             start, end = self.sections[name]
-            for seg in reversed([p for p in parts[k:] if isinstance(p, str)]):
+            for seg in reversed([p for p in path[k:] if isinstance(p, str)]):
                 pattern = re.compile(rf"(^|[\s{{,.])[\"']?{re.escape(seg)}[\"']?\s*=")
                 for i in range(start, end):
                     if pattern.search(self.lines[i]):
@@ -170,10 +149,7 @@ def _flatten(table: dict, prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in table.items():
         dotted = f"{prefix}.{key}" if prefix else str(key)
-        if isinstance(value, dict):
-            out.update(_flatten(value, dotted))
-        else:
-            out[dotted] = value
+        out.update(_flatten(value, dotted) if isinstance(value, dict) else {dotted: value})
     return out
 
 
@@ -181,10 +157,6 @@ def _check_known(where: _Locator, table: dict, allowed: tuple, path: tuple) -> N
     for key in table:
         if key not in allowed:
             raise where.bad((*path, key), table[key], "unknown key", "one of " + ", ".join(allowed))
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _is_number(v: Any) -> bool:
@@ -201,7 +173,8 @@ def parse_sweep(text: str, file: str = "<sweep>") -> SweepSpec:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise SweepError(file, 0, "", f"not valid TOML: {exc}") from None
+        line = re.search(r"at line (\d+)", str(exc))
+        raise SweepError(file, int(line[1]) if line else 0, "", f"not valid TOML: {exc}") from None
     _check_known(where, data, TOP_KEYS, ())
     head = data.get("sweep", {})
     if not isinstance(head, dict):
@@ -211,15 +184,13 @@ def parse_sweep(text: str, file: str = "<sweep>") -> SweepSpec:
         if not isinstance(head.get(key, ""), str):
             raise where.bad(("sweep", key), head[key], "wrong type", "text")
     kind, preset, target, overrides = _parse_base(where, data.get("base"))
-    runner = point_runner(kind)
     axes_data = data.get("axis", [])
     if not isinstance(axes_data, list):
         raise where.bad(("axis",), axes_data, "wrong type", "[[axis]] tables")
     axes = tuple(_parse_axis(where, i, table) for i, table in enumerate(axes_data))
-    _check_axes(where, axes, runner.target_keys)
-    name = head.get("name") or Path(file).stem
-    return SweepSpec(file, text, name, head.get("description", ""), kind, preset, target,
-                     overrides, axes)
+    _check_axes(where, axes, point_runner(kind).target_keys)
+    return SweepSpec(file, text, head.get("name") or Path(file).stem,
+                     head.get("description", ""), kind, preset, target, overrides, axes)
 
 
 def _parse_base(where: _Locator, base: Any) -> tuple[str, str, dict, dict]:
@@ -252,12 +223,9 @@ def _parse_axis(where: _Locator, i: int, table: Any) -> Axis:
     if not isinstance(table, dict):
         raise where.bad(path, table, "wrong type", "an [[axis]] table")
     group = table.get("zip", False)
-    if group is True:
-        group = "zip"
-    elif group is False:
-        group = ""
-    elif not (isinstance(group, str) and group):
+    if not (isinstance(group, bool) or (isinstance(group, str) and group)):
         raise where.bad((*path, "zip"), group, "wrong type", "true, false or a group name")
+    group = "zip" if group is True else (group or "")
     if "key" not in table:
         rest = _flatten({k: v for k, v in table.items() if k != "zip"})
         if len(rest) != 1 or not isinstance(next(iter(rest.values())), list):
@@ -292,35 +260,39 @@ def _grid_values(where: _Locator, path: tuple, values: Any) -> tuple:
     return tuple(values)
 
 
+_RANDOM_WANTS = {
+    "low": ("a number", _is_number), "high": ("a number", _is_number),
+    "count": ("an integer >= 1", lambda v: _is_number(v) and isinstance(v, int) and v >= 1),
+    "seed": ("an integer >= 0", lambda v: _is_number(v) and isinstance(v, int) and v >= 0),
+    "log": ("true or false", lambda v: isinstance(v, bool)),
+    "integer": ("true or false", lambda v: isinstance(v, bool)),
+}
+
+
 def _random_values(where: _Locator, path: tuple, table: Any) -> tuple:
     if not isinstance(table, dict):
         raise where.bad(path, table, "wrong type", "{low, high, count, seed, log, integer}")
     _check_known(where, table, RANDOM_KEYS, path)
-    log, integer = table.get("log", False), table.get("integer", False)
-    checks = {"low": _is_number, "high": _is_number, "count": _is_int, "seed": _is_int,
-              "log": lambda v: isinstance(v, bool), "integer": lambda v: isinstance(v, bool)}
-    wants = {"low": "a number", "high": "a number", "count": "an integer >= 1",
-             "seed": "an integer >= 0", "log": "true or false", "integer": "true or false"}
-    for key in RANDOM_KEYS:
-        value = table.get(key, False if key in ("log", "integer") else None)
-        minimum = {"count": 1, "seed": 0}.get(key)
-        if not checks[key](value) or (minimum is not None and value < minimum):
-            raise where.bad((*path, key), value, "missing or wrong type", wants[key])
-    low, high, count = table["low"], table["high"], table["count"]
-    if not high > low:
-        raise where.bad((*path, "high"), high, "not above low", f"a number > {low}")
+    table = {"log": False, "integer": False, **table}
+    for key, (accepted, ok) in _RANDOM_WANTS.items():
+        if not ok(table.get(key)):
+            raise where.bad((*path, key), table.get(key), "missing or wrong type", accepted)
+    low, high, count, log = table["low"], table["high"], table["count"], table["log"]
+    lowest, highest = math.ceil(low), math.floor(high)
+    if not high > low or (table["integer"] and lowest > highest):
+        raise where.bad((*path, "high"), high, "range is empty", f"a number > {low}"
+                        + (" with an integer in between" if table["integer"] else ""))
     if log and low <= 0:
         raise where.bad((*path, "low"), low, "log-uniform needs a positive range", "low > 0")
     rng = np.random.default_rng(table["seed"])
-    if integer and not log:
-        drawn = rng.integers(math.ceil(low), math.floor(high), size=count, endpoint=True)
-    elif log:
+    if log:
         drawn = np.exp(rng.uniform(math.log(low), math.log(high), size=count))
+    elif table["integer"]:
+        drawn = rng.integers(lowest, highest, size=count, endpoint=True)
     else:
         drawn = rng.uniform(low, high, size=count)
-    if integer:
-        drawn = np.clip(np.rint(drawn), math.ceil(low), math.floor(high))
-        return tuple(sorted({int(v) for v in drawn}))
+    if table["integer"]:
+        return tuple(sorted({int(v) for v in np.clip(np.rint(drawn), lowest, highest)}))
     return tuple(sorted(float(v) for v in drawn))
 
 
@@ -358,17 +330,11 @@ def load_sweep_spec(path: str | Path) -> SweepSpec:
 
 
 def _dimensions(axes: tuple[Axis, ...]) -> list[list[tuple[tuple[Axis, int], ...]]]:
-    members: dict[str, list[Axis]] = {}
-    order: list[list[Axis]] = []
+    dims: dict[str | int, list[Axis]] = {}   # a zip group by name, any other axis by index
     for axis in axes:
-        if not axis.group:
-            order.append([axis])
-        elif axis.group not in members:
-            members[axis.group] = [axis]
-            order.append(members[axis.group])
-        else:
-            members[axis.group].append(axis)
-    return [[tuple((a, j) for a in dim) for j in range(len(dim[0].values))] for dim in order]
+        dims.setdefault(axis.group or axis.index, []).append(axis)
+    return [[tuple((a, j) for a in dim) for j in range(len(dim[0].values))]
+            for dim in dims.values()]
 
 
 def count_points(spec: SweepSpec) -> int:
@@ -383,10 +349,7 @@ def expand_points(spec: SweepSpec) -> tuple[Point, ...]:
     if total > MAX_POINTS:
         raise where.bad(("axis",), total, "too many points", f"at most {MAX_POINTS}")
     runner = point_runner(spec.kind)
-    configs: dict[str, Any] = {}
-    fingerprints: dict[str, str] = {}
-    points: list[Point] = []
-    seen: dict[str, int] = {}
+    configs, fingerprints, seen, points = {}, {}, {}, []
     for index, combo in enumerate(itertools.product(*_dimensions(spec.axes))):
         preset, target, overrides = spec.preset, dict(spec.target), dict(spec.overrides)
         origin = {k: ("base", *k.split(".")) for k in target}
@@ -406,11 +369,11 @@ def expand_points(spec: SweepSpec) -> tuple[Point, ...]:
         except TargetProblem as exc:
             path = origin.get(exc.key, ("base", *exc.key.split(".")))
             raise where.error(path, f"point {index}: {exc}") from None
-        config = _config(where, configs, preset, overrides, origin, index)
+        digest = _config_digest(where, configs, preset, overrides, origin, index)
         key = json.dumps([preset, target], sort_keys=True)
         if key not in fingerprints:
             fingerprints[key] = runner.fingerprint(target)
-        point_id = _point_id(spec.kind, preset, target, overrides, config, fingerprints[key])
+        point_id = make_point_id(spec.kind, preset, target, overrides, digest, fingerprints[key])
         if point_id in seen:
             raise where.error(("axis",), f"points {seen[point_id]} and {index} resolve to the "
                               "same parameters (each point must differ)")
@@ -419,22 +382,18 @@ def expand_points(spec: SweepSpec) -> tuple[Point, ...]:
     return tuple(points)
 
 
-def _config(where, cache: dict, preset: str, overrides: dict, origin: dict, index: int):
+def _config_digest(where, cache: dict, preset: str, overrides: dict, origin: dict,
+                   index: int) -> str:
+    """Resolve (and so check) the point's config; return a hash of the resolved config."""
     import models
 
     key = json.dumps([preset, overrides], sort_keys=True)
     if key not in cache:
         try:
-            cache[key] = models.load_preset(preset, overrides)
+            config = models.load_preset(preset, overrides)
         except ConfigError as exc:
             path = origin.get(exc.key, ("base", "preset"))
             message = f"{exc.key} = {exc.value!r}: {exc.problem} (accepted: {exc.accepted})"
             raise where.error(path, f"point {index}: preset {preset}: {message}") from None
+        cache[key] = digest(config.to_dict())
     return cache[key]
-
-
-def _point_id(kind: str, preset: str, target: dict, overrides: dict, config, inputs: str) -> str:
-    payload = {"kind": kind, "preset": preset, "target": target, "overrides": overrides,
-               "config": config.to_dict(), "inputs": inputs}
-    text = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]

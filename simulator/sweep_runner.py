@@ -80,6 +80,7 @@ def run_sweep(sweep: str | Path | SweepSpec, out_dir: str | Path, *, workers: in
               dask: str | None = None, resume: bool = False, retry_errors: bool = False,
               progress: IO[str] | None = None) -> SweepOutcome:
     """Run every point of `sweep` that has no part in `out_dir/parts` yet (see module doc)."""
+    _check_backend(workers, dask)
     spec = sweep if isinstance(sweep, SweepSpec) else load_sweep_spec(sweep)
     points = expand_points(spec)
     out = Path(out_dir)
@@ -113,16 +114,22 @@ def run_sweep(sweep: str | Path | SweepSpec, out_dir: str | Path, *, workers: in
                         bar.errors, tuple(lost))
 
 
+def _check_backend(workers: int | None, dask: str | None) -> None:
+    if dask is not None and workers is not None:
+        raise InputError("choose either --workers or --dask, not both")
+    if workers is not None and (not isinstance(workers, int) or workers < 1):
+        raise InputError(f"--workers {workers}: want an integer >= 1")
+    if dask is not None and dask.startswith("local:") and not re.fullmatch(r"local:[1-9]\d*",
+                                                                            dask):
+        raise InputError(f"--dask {dask}: want local:N with N >= 1, or tcp://host:port")
+
+
 def _backend(todo: Sequence[Point], workers: int | None, dask: str | None) -> Iterator[Finished]:
     if not todo:
         return iter(())
-    if dask is not None and workers is not None:
-        raise InputError("choose either --workers or --dask, not both")
     if dask is not None:
         return run_on_dask(todo, dask)
     n = default_workers() if workers is None else workers
-    if not isinstance(n, int) or n < 1:
-        raise InputError(f"--workers {workers}: want an integer >= 1")
     if n == 1 or len(todo) == 1:
         return ((p.point_id, execute_point(p.to_dict()), "") for p in todo)
     return run_on_process_pool(todo, min(n, len(todo)))
@@ -163,8 +170,6 @@ def run_on_dask(todo: Sequence[Point], address: str) -> Iterator[Finished]:
 @contextmanager
 def _dask_client(distributed, address: str):
     match = re.fullmatch(r"local:(\d+)", address)
-    if address.startswith("local:") and (not match or int(match[1]) < 1):
-        raise InputError(f"--dask {address}: want local:N with N >= 1, or tcp://host:port")
     if match:
         with distributed.LocalCluster(n_workers=int(match[1]), threads_per_worker=1,
                                       processes=True, host="127.0.0.1",
