@@ -1,1 +1,7 @@
 """Workloads: model configs, layer-to-kernel graphs, ISA kernel templates and real CUDA kernels."""
+
+from workloads.graph import KernelGraph, KernelNode
+from workloads.layer import layer
+from workloads.models import MODELS
+
+__all__ = ["MODELS", "KernelGraph", "KernelNode", "layer"]
