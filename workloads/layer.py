@@ -4,8 +4,8 @@ Phases:
 * prefill: `tokens` = batch x seqlen new tokens, attention over the sequence (causal
   for decoders, bidirectional for encoders) plus `kv_len` cached tokens if given;
 * decode: `batch` sequences each add one token and attend `kv_len` keys (the cache,
-  this step's token included; default 4096); every token-wise GEMM has m = batch;
-  DeepSeek-V3 uses absorbed MLA;
+  this step's token included; default 4096 capped at the model's positions); every
+  token-wise GEMM has m = batch; DeepSeek-V3 uses absorbed MLA;
 * train: the prefill forward followed by its backward (`layers/backward.py`).
 
 Tokens are per rank. With expert parallelism (`ep`) each rank runs attention on its own
@@ -131,7 +131,7 @@ def _shape(cfg: ModelConfig, phase: str, tokens, batch, seqlen, ep, tp, dtype,
             raise InputError(f"tokens={tokens}: decode adds one token per sequence, so "
                              f"tokens must equal batch={batch} (or be left out)")
         tokens, seqlen_q = batch, 1
-        seqlen_k = DEFAULT_KV_LEN if kv_len is None else kv_len
+        seqlen_k = min(DEFAULT_KV_LEN, cfg.max_positions) if kv_len is None else kv_len
         if seqlen_k < 1:
             raise InputError("kv_len=0: decode attends at least its own token; expected >= 1")
     else:
