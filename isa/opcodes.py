@@ -49,6 +49,10 @@ def _op(name, arity, unit, latency, mods=(), control=False, doc=""):
     return OpSpec(name, arity, unit, latency, frozenset(mods), control, doc)
 
 
+_TMA_MODS = SPACE | {"1d", "2d", "3d", "4d", "5d", "tile", "im2col", "bulk_group",
+                     "mbarrier::complete_tx::bytes", "multicast::cluster", "L2::cache_hint"}
+_MBAR_MODS = SPACE | {"release", "relaxed", "cta", "cluster"}
+
 _ARITH = ROUND | {"ftz", "sat", "lo", "hi", "wide", "cc", "relu", "NaN", "xorsign.abs"}
 
 TABLE: tuple[OpSpec, ...] = (
@@ -138,6 +142,31 @@ TABLE: tuple[OpSpec, ...] = (
                                       "proxy", "async", "proxy.async"}),
     _op("nanosleep", 1, "misc", "ctrl"),
     _op("pmevent", 1, "misc", "ctrl"),
+    # Hopper (sm_90a) tile-level ops: TMA bulk copies, mbarrier, wgmma
+    _op("cp.async.bulk.tensor", (3, 5), "lsu", "mem", _TMA_MODS,
+        doc="TMA box copy global<->shared through a tensor map"),
+    _op("cp.async.bulk", (3, 5), "lsu", "mem", _TMA_MODS, doc="bulk copy of N*16 bytes"),
+    _op("cp.async.bulk.commit_group", 0, "lsu", "sync"),
+    _op("cp.async.bulk.wait_group", 1, "lsu", "sync", {"read"}),
+    _op("mbarrier.init", 2, "lsu", "mem", SPACE),
+    _op("mbarrier.inval", 1, "lsu", "mem", SPACE),
+    _op("mbarrier.arrive", (2, 3), "lsu", "mem", _MBAR_MODS | {"expect_tx"}),
+    _op("mbarrier.arrive_drop", (2, 3), "lsu", "mem", _MBAR_MODS | {"expect_tx"}),
+    _op("mbarrier.expect_tx", 2, "lsu", "mem", _MBAR_MODS),
+    _op("mbarrier.complete_tx", 2, "lsu", "mem", _MBAR_MODS),
+    _op("mbarrier.test_wait", 3, "lsu", "sync", _MBAR_MODS | {"parity", "acquire"},
+        control=True, doc="true once the phase completed; suspends the lane until then"),
+    _op("mbarrier.try_wait", (3, 4), "lsu", "sync", _MBAR_MODS | {"parity", "acquire"},
+        control=True, doc="true once the phase completed; suspends the lane until then"),
+    _op("fence.proxy.async", 0, "sync", "sync", SPACE),
+    _op("fence.mbarrier_init", 0, "sync", "sync", {"release", "cluster"}),
+    _op("wgmma.mma_async", (6, 8), "tensor", "tensor", {"sync", "aligned"},
+        doc="warpgroup D[64,N] += A[64,K] B[K,N], A/B via shared-memory descriptors"),
+    _op("wgmma.fence", 0, "tensor", "sync", {"sync", "aligned"}),
+    _op("wgmma.commit_group", 0, "tensor", "sync", {"sync", "aligned"}),
+    _op("wgmma.wait_group", 1, "tensor", "sync", {"sync", "aligned"}),
+    _op("elect", 2, "int", "alu", {"sync"}),
+    _op("setmaxnreg", 1, "misc", "ctrl", {"inc", "dec", "sync", "aligned"}),
 )
 
 # Our own ops, spelled like PTX (later: variable-precision MMA, zero-compression loads and
