@@ -348,7 +348,10 @@ _A100 = {
     "shared_bandwidth": Expected(
         "shared-memory bandwidth, stride 1", 128, 128, "B/clk/SM",
         f'{CSV} A100_SXM "Shared-memory bandwidth measured (L24/L25)" = 128.0'),
-    "shared_conflict_slowdown": _HOPPER["shared_conflict_slowdown"],
+    "shared_conflict_slowdown": Expected(
+        "shared-memory slowdown, stride 32 words", 32, 32, "x",
+        f'derived: {CSV} A100_SXM "Shared memory banks" = 32 x 4 B; 32 lanes on one bank '
+        "are 32 wavefronts (CUDA guide, shared memory banks)"),
 }
 EXPECTED: dict[str, dict[str, Expected]] = {
     "h100_sxm": _HOPPER, "h800_sxm": _HOPPER, "a100_sxm": _A100,
