@@ -216,3 +216,9 @@ def test_graphs_survive_pickling():
     """Graphs cross process boundaries unchanged (sweeps use process pools)."""
     g = layer("deepseek-v3", phase="train", ep=64)
     assert pickle.loads(pickle.dumps(g)) == g
+
+
+def test_nodes_and_graphs_are_hashable():
+    """Nodes and graphs can key dicts and sets although their args are dicts."""
+    g = layer("llama3-8b")
+    assert len(set(g.nodes)) == len(g) and {g: 1}[layer("llama3-8b")] == 1

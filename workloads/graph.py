@@ -64,6 +64,10 @@ class KernelNode:
             raise GraphError(f"node {self.name!r}: flops and bytes_min must be >= 0, got "
                              f"{self.flops} and {self.bytes_min}")
 
+    def __hash__(self) -> int:  # args is a dict: hash the identifying fields
+        return hash((self.name, self.op, self.stream, self.deps, self.role, self.flops,
+                     self.bytes_min))
+
     @property
     def intensity_flops_per_byte(self) -> float:
         """Arithmetic intensity of the closed forms (0 for pure data movement)."""
@@ -88,6 +92,9 @@ class KernelGraph:
         if not isinstance(self.nodes, tuple):
             object.__setattr__(self, "nodes", tuple(self.nodes))
         self.validate()
+
+    def __hash__(self) -> int:  # meta is a dict: hash the name and nodes
+        return hash((self.name, self.nodes))
 
     def __iter__(self) -> Iterator[KernelNode]:
         return iter(self.nodes)
