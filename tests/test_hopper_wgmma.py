@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import isa
+from isa.tensor_map import make_tensor_map
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "hopper"
 ROW_BYTES = 128          # one 128B-swizzle row of K per matrix row
@@ -168,3 +169,17 @@ def test_wgmma_needs_a_whole_warpgroup():
     with pytest.raises(isa.PtxError, match="all 4 warps of each warpgroup"):
         isa.run_kernel(ptx, "wgmma_test", 1, 64,
                        [img, np.zeros(128 * 32, np.float32), 16, 0, 0])
+
+
+def test_warp_specialized_tma_wgmma_gemm_tile():
+    """A producer warp (elect.sync, TMA, mbarriers) feeds a consumer warpgroup (wgmma)
+    through 2 stages; C = A @ Bt^T exactly for small-integer bf16 inputs."""
+    rng = np.random.default_rng(3)
+    a = (rng.integers(-8, 9, (64, 256)) / 4).astype(ml_dtypes.bfloat16)
+    bt = (rng.integers(-8, 9, (64, 256)) / 4).astype(ml_dtypes.bfloat16)
+    c = np.zeros((64, 64), np.float32)
+    ta = make_tensor_map(a, (64, 64), swizzle=128, arg=2)
+    tb = make_tensor_map(bt, (64, 64), swizzle=128, arg=3)
+    isa.run_kernel((FIXTURES / "ws_gemm.ptx").read_text(), "ws_gemm", 1, 160,
+                   [ta, tb, a, bt, c])
+    np.testing.assert_array_equal(c, a.astype(np.float64) @ bt.astype(np.float64).T)
