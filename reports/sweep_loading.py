@@ -48,32 +48,23 @@ def load_sweep(directory: str | Path, *, stats: bool = False) -> pd.DataFrame:
     manifest = _manifest(directory)
     points = manifest["points"]
     params = list(dict.fromkeys(k for p in points for k in p["params"]))
-    rows, long, metrics = [], [], []
+    heads, long = [], []
     for part in _parts(directory, points):
-        head = part.iloc[0]
-        values = json.loads(head["params_json"])
-        names = [c for c in part.columns
-                 if c not in PART_POINT_COLUMNS and c not in PART_STATS_COLUMNS]
-        metrics += [m for m in names if m not in metrics]
-        rows.append({"point_id": head["point_id"], "index": int(head["index"]),
-                     **{k: values.get(k) for k in params},
-                     **{m: None if pd.isna(head[m]) else head[m] for m in names},
-                     **{c: head[c] for c in _TAIL}})
+        heads.append(part.iloc[[0]].drop(columns=list(PART_STATS_COLUMNS)))
         if stats:
-            found = part.loc[part["stat"].notna(), list(PART_STATS_COLUMNS)]
-            found.insert(0, "point_id", head["point_id"])
-            for i, k in enumerate(k for k in params if k not in PART_STATS_COLUMNS):
-                found.insert(1 + i, k, [values.get(k)] * len(found))
-            long.append(found)
-    columns = ["point_id", "index", *params, *metrics, *_TAIL]
+            long.append(part.loc[part["stat"].notna(), ["point_id", *PART_STATS_COLUMNS]])
+    head = (pd.concat(heads, ignore_index=True) if heads
+            else pd.DataFrame(columns=list(PART_POINT_COLUMNS)))
+    metrics = [c for c in head.columns if c not in PART_POINT_COLUMNS]
+    values = pd.DataFrame([json.loads(text) for text in head["params_json"]], columns=params)
+    frame = pd.concat([head[["point_id", "index"]], values, head[[*metrics, *_TAIL]]], axis=1)
+    frame = frame.sort_values("index", kind="stable").reset_index(drop=True)
     if stats:
-        frame = (pd.concat(long, ignore_index=True) if long else
-                 pd.DataFrame(columns=["point_id", *(k for k in params
-                                                     if k not in PART_STATS_COLUMNS),
-                                       *PART_STATS_COLUMNS]))
-    else:
-        frame = pd.DataFrame(rows, columns=columns)
-        frame = frame.sort_values("index", kind="stable").reset_index(drop=True)
+        keys = [k for k in params if k not in PART_STATS_COLUMNS]
+        found = (pd.concat(long, ignore_index=True) if long
+                 else pd.DataFrame(columns=["point_id", *PART_STATS_COLUMNS]))
+        frame = found.merge(frame[["point_id", *keys]], on="point_id", how="left")
+        frame = frame[["point_id", *keys, *PART_STATS_COLUMNS]]
     frame.attrs.update(sweep=manifest["spec"]["name"], axes=list(manifest["axes"]),
-                       params=params, metrics=metrics, missing=len(points) - len(rows))
+                       params=params, metrics=metrics, missing=len(points) - len(heads))
     return frame

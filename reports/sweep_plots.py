@@ -61,7 +61,8 @@ def plot_sweep_lines(df: pd.DataFrame, x: str, y: str, *,
         line = group.groupby(x, sort=True)[y].agg(aggfunc)
         keys = key if isinstance(key, tuple) else (key,)
         label = ", ".join(f"{h}={v}" for h, v in zip(hues, keys, strict=True)) or y
-        ax.plot(line.index, line.to_numpy(), marker="o", label=label)
+        ax.plot(line.index, line.to_numpy(dtype=float, na_value=np.nan), marker="o",
+                label=label)
     if logx if logx is not None else _spans_decades(rows[x]):
         ax.set_xscale("log")
     ax.set_xlabel(x)
@@ -79,7 +80,7 @@ def plot_sweep_heatmap(df: pd.DataFrame, x: str, y: str, value: str, *, aggfunc:
     rows = _ok_rows(df, [x, y, value])
     table = rows.pivot_table(index=y, columns=x, values=value, aggfunc=aggfunc).sort_index()
     table = table.sort_index(axis=1)
-    grid = table.to_numpy(dtype=float)
+    grid = table.to_numpy(dtype=float, na_value=np.nan)
     fig = _figure((1.0 + 0.9 * max(len(table.columns), 4), 1.0 + 0.6 * max(len(table), 4)))
     ax = fig.subplots()
     image = ax.imshow(np.ma.masked_invalid(grid), origin="lower", aspect="auto",

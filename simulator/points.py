@@ -91,12 +91,13 @@ class PointOutcome:
 @dataclass(frozen=True, slots=True)
 class PointRunner:
     """Contract: `check(target)` returns the completed target or raises `TargetProblem`;
-    `run(target, config, run_id)` returns a `PointOutcome` whose metrics are `metrics`;
+    `run(target, config, run_id)` returns a `PointOutcome` with the metrics named in `metrics`
+    (name -> pandas dtype, so every part of a kind has one schema, error parts included);
     `fingerprint(target)` names inputs outside the parameters that decide the result."""
 
     kind: str
     target_keys: tuple[str, ...]
-    metrics: tuple[str, ...]
+    metrics: Mapping[str, str]
     check: Callable[[Mapping[str, Any]], dict[str, Any]]
     run: Callable[[Mapping[str, Any], Any, str], PointOutcome]
     fingerprint: Callable[[Mapping[str, Any]], str]
@@ -168,7 +169,7 @@ def kernel_fingerprint(target: Mapping[str, Any]) -> str:
 
 POINT_RUNNERS: Mapping[str, PointRunner] = MappingProxyType({
     "kernel": PointRunner("kernel", ("kernel", "seed", "size"),
-                          ("cycles", "time_us", "instructions"),
+                          {"cycles": "Int64", "time_us": "Float64", "instructions": "Int64"},
                           check_kernel_target, run_kernel_target, kernel_fingerprint),
 })
 """Base `kind` -> its runner (read-only)."""
@@ -227,22 +228,20 @@ def execute_point(point_data: Mapping[str, Any]) -> pd.DataFrame:
         "params_json": json.dumps(point.params(), sort_keys=True), "config_json": config_json,
     }
     return part_frame(head, outcome, POINT_RUNNERS[point.kind].metrics
-                      if point.kind in POINT_RUNNERS else ())
+                      if point.kind in POINT_RUNNERS else {})
 
 
 def part_frame(head: Mapping[str, Any], outcome: PointOutcome | None,
-               metrics: tuple[str, ...]) -> pd.DataFrame:
+               metrics: Mapping[str, str]) -> pd.DataFrame:
     """Point columns + metric columns repeated over the stats rows (one empty row if none)."""
     values = outcome.metrics if outcome is not None else {}
     stats = outcome.stats if outcome is not None else pd.DataFrame()
     if stats.empty:
         stats = pd.DataFrame({c: [None] for c in PART_STATS_COLUMNS})
-        stats["value"] = stats["value"].astype("float64")
     stats = stats.loc[:, list(PART_STATS_COLUMNS)].reset_index(drop=True)
+    stats = stats.astype({c: "float64" if c == "value" else "string" for c in stats.columns})
     n = len(stats)
     columns = {name: [head[name]] * n for name in PART_POINT_COLUMNS}
-    for name in metrics:
-        value = values.get(name)
-        dtype = "Int64" if isinstance(value, int) and not isinstance(value, bool) else "Float64"
-        columns[name] = pd.array([value] * n, dtype=dtype)
+    for name, dtype in metrics.items():
+        columns[name] = pd.array([values.get(name)] * n, dtype=dtype)
     return pd.concat([pd.DataFrame(columns), stats], axis=1)

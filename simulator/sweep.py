@@ -73,6 +73,7 @@ class Axis:
     values: tuple
     group: str = ""
     source: str = "grid"
+    entry: str = "values"        # the TOML key under [[axis]] that holds the values
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -232,7 +233,7 @@ def _parse_axis(where: _Locator, i: int, table: Any) -> Axis:
             raise where.bad(path, table, "not an axis", "key = \"a.b\" with values = [...] or "
                             "random = {...}, or one dotted.key = [values]")
         key, values = next(iter(rest.items()))
-        return Axis(i, key, _grid_values(where, (*path, key), values), group)
+        return Axis(i, key, _grid_values(where, (*path, key), values), group, "grid", key)
     _check_known(where, table, AXIS_KEYS, path)
     key = table["key"]
     if not isinstance(key, str) or not all(re.fullmatch(r"\w+", s) for s in key.split(".")):
@@ -243,7 +244,7 @@ def _parse_axis(where: _Locator, i: int, table: Any) -> Axis:
     if "values" in table:
         return Axis(i, key, _grid_values(where, (*path, "values"), table["values"]), group)
     return Axis(i, key, _random_values(where, (*path, "random"), table["random"]), group,
-                "random")
+                "random", "random")
 
 
 def _grid_values(where: _Locator, path: tuple, values: Any) -> tuple:
@@ -356,8 +357,7 @@ def expand_points(spec: SweepSpec) -> tuple[Point, ...]:
         origin |= {k: ("base", "overrides", k) for k in overrides}
         for axis, j in itertools.chain.from_iterable(combo):
             value = axis.values[j]
-            origin[axis.key] = ("axis", axis.index, "values" if axis.source == "grid"
-                                else "random", j)
+            origin[axis.key] = ("axis", axis.index, axis.entry, j)
             if axis.key == "preset":
                 preset = value
             elif axis.key.split(".")[0] in runner.target_keys:

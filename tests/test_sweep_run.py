@@ -195,6 +195,23 @@ def test_progress_prints_a_line_per_tenth_when_not_a_tty():
     assert "20/20 points  errors 1  eta 0:00" in lines[-1]
 
 
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_redraws_one_line_in_place_on_a_terminal():
+    """On a TTY every update rewrites the same line (carriage return) and ends with a newline."""
+    stream = _Terminal()
+    bar = SweepProgress(3, 1, 0, stream)
+    bar.advance(error=False)
+    bar.advance(error=True)
+    bar.close()
+    text = stream.getvalue()
+    assert text.count("\r") == 3 and text.count("\n") == 1 and text.endswith("\n")
+    assert "3/3 points  errors 1" in text.rsplit("\r", 1)[-1]
+
+
 def test_cli_runs_a_sweep_and_prints_its_summary(tmp_path, capsys):
     """`ptxsim sweep FILE --out DIR --workers 1` prints the counts and exits 0."""
     out = tmp_path / "out"

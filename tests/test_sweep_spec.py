@@ -67,7 +67,7 @@ def test_bad_preset_key_on_an_axis_is_refused_before_anything_runs():
 def test_out_of_range_axis_value_names_the_value_index():
     """A value the config refuses (sm.count = 0) is reported at axis[i].values[j]."""
     err = _error('[[axis]]\n"sm.count" = [66, 0]\n', expand=True)
-    assert err.path == "axis[0].values[1]"
+    assert err.path == "axis[0].sm.count[1]" and err.line == 8
     assert "point 1" in str(err) and "too small" in str(err)
 
 
@@ -230,3 +230,20 @@ def test_kernel_kind_is_registered_with_its_metrics():
     runner = POINT_RUNNERS["kernel"]
     assert runner.target_keys == ("kernel", "seed", "size")
     assert {"cycles", "time_us", "instructions"} <= set(runner.metrics)
+
+
+def test_documented_format_example_and_example_files_are_valid_sweeps():
+    """The example in simulator/sweep.py and every examples/sweeps file expand as described."""
+    import inspect
+    from pathlib import Path
+
+    import simulator.sweep as sweep_module
+    from simulator.sweep import load_sweep_spec
+
+    doc = inspect.getdoc(sweep_module).split("::", 1)[1].split("\n\n")[1]
+    spec = parse_sweep(textwrap.dedent(doc), "doc.toml")
+    assert len(expand_points(spec)) == 2 * 2 * len(spec.axes[2].values)
+    folder = Path(__file__).resolve().parents[1] / "examples" / "sweeps"
+    counts = {path.name: len(expand_points(load_sweep_spec(path)))
+              for path in sorted(folder.glob("*.toml"))}
+    assert counts == {"saxpy_sm_count.toml": 8, "sgemm_l2_random.toml": 6}

@@ -4,7 +4,8 @@ The file format is described in `simulator/sweep.py` (examples in `examples/swee
 execution and the output folder (`sweep.json`, `parts/<point_id>.parquet`) in
 `simulator/sweep_runner.py`. `--dry-run` validates and lists the points without running.
 Exit status: 0 when every point has an ok part, 1 when some point erred or was lost, 2 for a
-bad sweep file or bad arguments. Read the results with `reports.load_sweep(DIR)`.
+bad sweep file or bad arguments, 130 when interrupted (Ctrl-C; finished parts are kept).
+Read the results with `reports.load_sweep(DIR)`.
 Left out: cluster start-up for `--dask` (start `dask scheduler` / `dask worker` yourself,
 with ptxsim installed on every worker).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 NAME = "sweep"
 HELP = "run a sweep of simulation points (TOML) into DIR/parts/*.parquet"
@@ -69,8 +71,13 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--out DIR is required (or use --dry-run)")
     if args.retry_errors and not args.resume:
         raise InputError("--retry-errors goes with --resume")
-    outcome = run_sweep(args.file, args.out, workers=args.workers, dask=args.dask,
-                        resume=args.resume, retry_errors=args.retry_errors)
+    try:
+        outcome = run_sweep(args.file, args.out, workers=args.workers, dask=args.dask,
+                            resume=args.resume, retry_errors=args.retry_errors)
+    except KeyboardInterrupt:
+        print(f"\nptxsim sweep: interrupted; finished points are in {args.out}/parts; "
+              "continue with --resume", file=sys.stderr)
+        return 130
     summary = outcome.summary()
     if args.json:
         print(json.dumps(summary, indent=2))
