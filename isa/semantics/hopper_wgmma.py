@@ -45,7 +45,7 @@ import functools
 import ml_dtypes
 import numpy as np
 
-from isa.operands import DVec
+from isa.operands import DImm, DVec
 from isa.semantics.common import PRED, U32, as_array
 from isa.semantics.registry import semantics
 from isa.semantics.tensor_frame import (
@@ -95,6 +95,9 @@ def form_problem(ins) -> tuple[str, str] | None:
     if len(items_of(ins.ops[0])) != regs:
         return (f"wgmma D fragment has {len(items_of(ins.ops[0]))} registers",
                 f"{regs} registers for .m64n{n} with .{d} accumulators")
+    if not all(isinstance(op, DImm) for op in ins.ops[4:]):
+        return "wgmma scale and transpose operands must be immediates", \
+            "imm-scale-a/b of 1 or -1, imm-trans-a/b of 0 or 1"
     rs = isinstance(ins.ops[1], DVec)
     if rs and len(ins.ops[1].items) != 4:
         return f"wgmma A fragment has {len(ins.ops[1].items)} registers", "4 registers"
