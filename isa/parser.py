@@ -9,6 +9,9 @@ alignment, arrays and initializers, nested `{ }` scopes whose `.reg` names shado
 outer ones, labels, guards, vector operands, `d|p` destinations, `[reg+imm]`
 addresses, float bit-pattern immediates, `call` sequences, and ignores `.pragma`,
 `.loc`, `.file` and `.section` debug blocks.
+
+Errors are `PtxError`s at the offending token, or just past the last token where a
+`;` or `}` is missing (a statement running into the next line lacks its `;`).
 """
 
 from __future__ import annotations
@@ -238,22 +241,29 @@ class _Parser:
             if start.text not in (".param", ".reg"):
                 raise self.error("expected a parameter declaration", start,
                                  expected=".param .TYPE name")
-            params.extend(self.var_decl())
+            params.extend(self.var_decl(statement=False))
         self.next()
         return params
 
-    def var_decl(self, extern: bool = False) -> list[VarDecl]:
-        """`.space [.ptr .global] [.align N] [.vN] .type name[N][= init] {, name...}`"""
+    def var_decl(self, extern: bool = False, statement: bool = True) -> list[VarDecl]:
+        """`.space [.align N] [.vN] .type [.ptr [.space] [.align N]] name[N][= init] {, name}`
+
+        A statement (module or body scope) ends with ';'; a parameter does not. The
+        `.align` of a `.ptr` attribute is the pointee's alignment, not the parameter's.
+        """
         space_tok = self.next()
         space = space_tok.text[1:]
-        align, vec, type_name = 0, 1, None
+        align, vec, type_name, pointer = 0, 1, None, False
         while (t := self.peek()) is not None and t.kind == "word" and t.text.startswith("."):
             w = self.next().text
             if w == ".align":
-                align = self.int_value(self.next())
+                value = self.int_value(self.next())
+                align = align if pointer else value
             elif w in (".v2", ".v4", ".v8"):
                 vec = int(w[2:])
-            elif w in (".ptr", ".global", ".shared", ".const", ".local"):
+            elif w == ".ptr":
+                pointer = True
+            elif w in (".global", ".shared", ".const", ".local"):
                 continue
             elif w[1:] in TYPES:
                 type_name = w[1:]
@@ -290,7 +300,12 @@ class _Parser:
                     break   # next parameter in a param list
                 continue
             break
-        if self.at(";"):
+        if statement:
+            tok = self.peek()
+            if tok is None or tok.text != ";":
+                raise self.after_error(f"missing ';' after the declaration of "
+                                       f"'{decls[-1].name}'", self.toks[self.i - 1],
+                                       expected="';' ending the declaration")
             self.next()
         return decls
 
@@ -397,6 +412,10 @@ class _Parser:
             gtok = self.next()
             guard = self.lookup_reg(gtok, scopes)
         op_tok = self.next()
+        if op_tok.kind == "word" and op_tok.text.startswith(".") and guard is None:
+            raise self.error(f"unknown directive '{op_tok.text}' in a function body", op_tok,
+                             expected=".reg, .shared, .local, .param, .pragma, .loc, a label "
+                             "or an instruction")
         if op_tok.kind != "word" or op_tok.text.startswith((".", "%")):
             raise self.error(f"expected an opcode, found '{op_tok.text}'", op_tok,
                              expected="an instruction such as add.s32 or a directive")

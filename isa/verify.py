@@ -125,9 +125,8 @@ _INT_KINDS = frozenset({"b", "u", "s"})
 
 def verify(program) -> None:
     """Raise `PtxError` at the first instruction of `program` that breaks a rule."""
-    reg_types = getattr(program, "reg_types", {}) or {}
     for ins in program.instrs:
-        _check(ins, reg_types)
+        _check(ins, program.reg_types)
 
 
 def _err(ins, msg: str, expected: str = "", near: str = "", operand: int = -1) -> PtxError:

@@ -121,6 +121,19 @@ def test_missing_semicolon_after_an_operandless_instruction():
     check(compile_error(text), "missing ';' after 'ret'", 6, 4, "';' ending the instruction")
 
 
+def test_missing_semicolon_after_a_declaration():
+    """A `.shared` declaration running into the next line lacks its `;`."""
+    err = compile_error(kernel(".shared .align 4 .b8 sbuf[64]\nmov.u32 %r1, 0;"))
+    check(err, "missing ';' after the declaration of 'sbuf'", BODY_LINE, 30,
+          "';' ending the declaration")
+
+
+def test_unknown_directive_in_a_body_lists_the_accepted_ones():
+    """`.rge` (a typo of `.reg`) is not a directive."""
+    err = compile_error(kernel(".rge .b32 %x;"))
+    check(err, "unknown directive '.rge' in a function body", BODY_LINE, 1, ".reg, .shared")
+
+
 def test_missing_comma_between_operands_on_one_line():
     """Two operands without a comma: a ',' or ';' was expected."""
     err = compile_error(kernel("add.s32 %r1, %r2 %r3;"))

@@ -77,12 +77,16 @@ def test_visible_entry_with_scalar_params_reads_each_param():
 
 
 def test_ptr_global_align_attributes_on_pointer_params_parse():
-    """`.param .u64 .ptr .global .align 16 p` is a plain pointer parameter."""
+    """`.param .u64 .ptr .global .align 16 p` is a plain pointer parameter; the `.align`
+    belongs to the pointee, so the parameter keeps its natural 8-byte alignment."""
     body = store_prologue() + "st.global.u32 [%rd0], %r0;\nret;"
-    ptx = entry(body, params=".param .u64 .ptr .global .align 16 out")
-    (param,) = isa.parse(ptx).functions["k"].params
-    assert (param.type, param.align) == ("u64", 16)
-    assert run(ptx, 5).tolist() == [0, 1, 2, 3, 4]
+    ptx = entry(body, params=".param .u32 n, .param .u64 .ptr .global .align 16 out")
+    n, param = isa.parse(ptx).functions["k"].params
+    assert (param.type, param.align) == ("u64", 8)
+    assert isa.compile_kernel(ptx, "k").kparams[1][1] == 8
+    out = np.zeros(5, dtype=np.uint32)
+    isa.run_kernel(ptx, "k", 1, 5, [5, out])
+    assert out.tolist() == [0, 1, 2, 3, 4]
 
 
 def test_reg_ranges_and_comma_lists_declare_each_name():
