@@ -9,7 +9,7 @@ anything runs, with the accepted forms in the message.
 
 from __future__ import annotations
 
-from isa.semantics import tensor_ldmatrix, tensor_mma, tensor_wmma
+from isa.semantics import hopper_tma, hopper_wgmma, tensor_ldmatrix, tensor_mma, tensor_wmma
 
 _FORM_CHECKS = {
     "mma": tensor_mma.form_problem,
@@ -18,6 +18,9 @@ _FORM_CHECKS = {
     "wmma.load": tensor_wmma.form_problem,
     "wmma.store": tensor_wmma.form_problem,
     "wmma.mma": tensor_wmma.form_problem,
+    "wgmma.mma_async": hopper_wgmma.form_problem,
+    "cp.async.bulk.tensor": hopper_tma.tensor_problem,
+    "cp.async.bulk": hopper_tma.bulk_problem,
 }
 
 
