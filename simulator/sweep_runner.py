@@ -16,8 +16,10 @@ What it does, in order (`run_sweep`):
 
 A point that raises is a part with `status = "error"` (see `simulator.points`). A point
 whose worker died (a crashed process, a Dask `KilledWorker`) gets no part and is counted as
-lost: `--resume` runs it again. Progress goes to a stream (stderr): one line redrawn in
-place on a terminal, else a line about every 10 % of the points.
+lost: `--resume` runs it again. Point ids are exact, so resuming with an edited sweep file
+reuses the parts of the points it still has (the manifest then lists the new points).
+Progress goes to a stream (stderr): one line redrawn in place on a terminal, else a line
+about every 10 % of the points.
 Left out: running two sweeps into one folder at once, fsync of the folder after a rename
 (a killed process loses nothing; a power cut may lose the newest parts), per-point timeouts.
 """
@@ -73,7 +75,9 @@ class SweepOutcome:
 
 def default_workers() -> int:
     """The CPUs this process may use."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def run_sweep(sweep: str | Path | SweepSpec, out_dir: str | Path, *, workers: int | None = None,
