@@ -107,6 +107,16 @@ def test_resume_skips_finished_points_and_runs_only_the_missing(tmp_path):
     assert nothing.ran == () and nothing.skipped == 4
 
 
+def test_resume_with_an_extended_sweep_runs_only_the_new_points(tmp_path):
+    """Point ids are exact: adding an axis value and resuming runs just the new points."""
+    out = tmp_path / "out"
+    _run(_sweep(tmp_path), out, workers=1)
+    extended = _run(_sweep(tmp_path, sizes="[64, 200, 300]"), out, workers=1, resume=True)
+    assert len(extended.ran) == 2 and extended.skipped == 4
+    df = load_sweep(out)
+    assert list(df["size.n"]) == [64, 64, 200, 200, 300, 300] and df.attrs["missing"] == 0
+
+
 def test_retry_errors_reruns_only_error_points(tmp_path):
     """--resume keeps error parts; with --retry-errors those points run again."""
     sweep = _sweep(tmp_path, second="size.block", second_values="[32, 2048]")
