@@ -1,0 +1,128 @@
+"""Kernel-name mapping rules and stream-overlap analysis, on synthetic and DeepSeek data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from workloads.traces import category_totals, map_kernels, stream_overlap, unmatched
+from workloads.traces.mapping import CATEGORIES, RULES
+
+NAMES = Path(__file__).resolve().parents[1] / "workloads" / "reference" / \
+    "deepseek_v3_kernel_names.csv"
+
+
+def _names() -> pd.DataFrame:
+    return pd.read_csv(NAMES, comment="#")
+
+
+def test_every_deepseek_kernel_is_mapped_or_listed_unmatched():
+    """Mapped rows plus rows of listed unmatched names account for every activity."""
+    df = map_kernels(_names())
+    listed = set(unmatched(df)["name"])
+    assert all(r is not None or n in listed for n, r in zip(df["name"], df["rule"],
+                                                            strict=True))
+    assert len(df) == len(_names())
+
+
+def test_deepseek_rules_leave_no_kernel_unmatched():
+    """The rule table covers every kernel name of the DeepSeek-V3 trace."""
+    assert unmatched(map_kernels(_names())).empty
+
+
+def test_category_totals_equal_the_sum_of_durations():
+    """Per-category time and count add up to the table's totals, shares to 1."""
+    names = _names()
+    df = map_kernels(names.loc[names.index.repeat(names["count"])].assign(
+        dur_us=lambda d: d["dur_us"] / d["count"]))
+    totals = category_totals(df)
+    assert totals["dur_us"].sum() == pytest.approx(names["dur_us"].sum())
+    assert totals["count"].sum() == names["count"].sum()
+    assert totals["share"].sum() == pytest.approx(1.0)
+
+
+def test_unmatched_names_are_listed_with_count_and_time():
+    """An unknown kernel keeps op None and appears in unmatched() with its total time."""
+    df = map_kernels(pd.DataFrame({"name": ["mystery_kernel", "mystery_kernel", "rotary_kernel"],
+                                   "kind": ["kernel"] * 3, "stream": [7] * 3,
+                                   "dur_us": [2.0, 3.0, 1.0]}))
+    assert df["op"].isna().sum() == 2
+    assert unmatched(df).to_dict("records") == [{"name": "mystery_kernel", "count": 2,
+                                                 "dur_us": 5.0}]
+    assert category_totals(df).set_index("category").loc["unmatched", "dur_us"] == 5.0
+
+
+@pytest.mark.parametrize("fragment, stream, op, category, rule", [
+    ("dpsk::grouped_gemm::cuda::m_grouped_fp8_ptp128c::GemmKernel", 7, "grouped_gemm", "gemm",
+     "deepgemm_m_grouped_fp8"),
+    ("dpsk::grouped_gemm::cuda::fp8_dptp128c_acc::GemmKernel", 23, "grouped_gemm", "gemm",
+     "deepgemm_fp8_acc_wgrad_stream"),
+    ("dpsk::grouped_gemm::cuda::fp8_dptp128c_acc::GemmKernel", 7, "grouped_gemm", "gemm",
+     "deepgemm_fp8_acc"),
+    ("sm90_xmma_gemm_bf16bf16_bf16f32_f32_nn_n_tilesize128x128x64", 7, "gemm", "gemm",
+     "cublas_sm90_gemm"),
+    ("flash::compute_attn_ws<Flash_fwd_kernel_traits", 7, "attention", "attention",
+     "flash_attn_fwd"),
+    ("flash::FlashAttnBwd<flash::CollectiveMainloopBwd", 7, "attention", "attention",
+     "flash_attn_bwd"),
+    ("dpsk::ep::internode::dispatch<false, 8, false, 8>", 27, "alltoall_dispatch",
+     "communication", "deepep_dispatch"),
+    ("dpsk::ep::internode::combine<false, 8, __nv_bfloat16", 27, "alltoall_combine",
+     "communication", "deepep_combine"),
+    ("layer_norm::ln_fwd_kernel<layer_norm::Kernel_traits<__nv_bfloat16", 7, "rmsnorm", "norm",
+     "layer_norm_fwd"),
+    ("swiglu_forward_with_weight_and_per_token_cast_to_fp8_with_channels_impl", 7, "swiglu",
+     "elementwise", "swiglu"),
+    ("per_token_cast_to_fp8_with_channels<__nv_bfloat16", 27, "quantize", "quantize",
+     "fp8_cast"),
+    ("rotary_kernel", 7, "rope", "elementwise", "rope"),
+])
+def test_known_deepseek_kernel_names_map_to_their_op(fragment, stream, op, category, rule):
+    """Real kernel names of the trace (by fragment and stream) get the expected op."""
+    names = _names()
+    rows = names[names["name"].str.contains(fragment, regex=False)
+                 & (names["stream"] == stream)]
+    assert not rows.empty
+    df = map_kernels(rows)
+    assert set(zip(df["op"], df["category"], df["rule"], strict=True)) == {(op, category, rule)}
+
+
+def test_norm_rule_records_the_hidden_size_hint():
+    """The layer_norm rules capture the compiled hidden size (7168, 1536, 512) as a hint."""
+    df = map_kernels(_names())
+    hints = set(df.loc[df["category"] == "norm", "hint"])
+    assert hints == {"hidden=7168", "hidden=1536", "hidden=512"}
+
+
+def test_rule_categories_are_declared():
+    """Every rule's category is one of CATEGORIES."""
+    assert {r.category for r in RULES} <= set(CATEGORIES)
+
+
+def _table(rows):
+    return pd.DataFrame(rows, columns=["stream", "start_us", "dur_us"])
+
+
+def test_overlap_of_two_streams_matches_the_closed_form():
+    """A=[0,10)+[8,12) merges to 12 us; B=[5,20): union 20, overlap 7 (5..12)."""
+    result = stream_overlap(_table([(1, 0, 10), (1, 8, 4), (2, 5, 15)]))
+    assert result.busy_us_by_stream == {1: 12.0, 2: 15.0}
+    assert (result.union_us, result.overlap_us, result.span_us) == (20.0, 7.0, 20.0)
+
+
+def test_concurrency_levels_sum_to_the_per_stream_busy_time():
+    """sum(k * t_k) equals the sum of stream busy times; three streams at once count once."""
+    result = stream_overlap(_table([(1, 0, 10), (2, 2, 6), (3, 4, 10), (3, 30, 1)]))
+    assert result.concurrency_us == {1: 7.0, 2: 4.0, 3: 4.0}
+    weighted = sum(k * t for k, t in result.concurrency_us.items())
+    assert weighted == sum(result.busy_us_by_stream.values())
+    assert result.overlap_us == 8.0 and result.union_us == 15.0 and result.span_us == 31.0
+
+
+def test_zero_length_activities_add_no_busy_time():
+    """A 0 us memset counts for neither busy time nor overlap."""
+    result = stream_overlap(_table([(1, 0, 10), (2, 5, 0)]))
+    assert result.busy_us_by_stream == {1: 10.0, 2: 0.0}
+    assert result.overlap_us == 0.0
