@@ -126,3 +126,21 @@ def test_zero_length_activities_add_no_busy_time():
     result = stream_overlap(_table([(1, 0, 10), (2, 5, 0)]))
     assert result.busy_us_by_stream == {1: 10.0, 2: 0.0}
     assert result.overlap_us == 0.0
+
+
+FULL_TRACE = Path(__file__).resolve().parents[2] / "shared" / "reference" / \
+    "deepseek_v3_train_trace.json"
+
+
+@pytest.mark.skipif(not FULL_TRACE.exists(), reason="../shared/reference not beside the repo")
+def test_full_deepseek_trace_maps_every_kernel_and_overlap_adds_up():
+    """On the real trace: no unmatched kernel, totals equal durations, sum(k*t_k) = busy."""
+    from workloads.traces import read_kineto
+
+    df = map_kernels(read_kineto(FULL_TRACE))
+    assert unmatched(df).empty
+    assert category_totals(df)["dur_us"].sum() == df["dur_us"].sum()
+    result = stream_overlap(df)
+    weighted = sum(k * t for k, t in result.concurrency_us.items())
+    assert weighted == pytest.approx(sum(result.busy_us_by_stream.values()))
+    assert result.overlap_us < result.union_us <= result.span_us
