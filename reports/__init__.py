@@ -8,3 +8,11 @@ Importing starts nothing and writes nothing.
 from reports.sweep_loading import load_sweep
 
 __all__ = ["load_sweep"]
+
+from reports.chrome_trace import chrome_trace  # noqa: E402
+from reports.kernel_table import KERNEL_COLUMNS, kernel_table  # noqa: E402
+from reports.roofline import chip_peaks, roofline_time_us  # noqa: E402
+from reports.writer import write_report  # noqa: E402
+
+__all__ += ["KERNEL_COLUMNS", "chip_peaks", "chrome_trace", "kernel_table",
+            "roofline_time_us", "write_report"]

@@ -1,0 +1,91 @@
+"""Chrome / Perfetto trace (Trace Event Format, JSON object form) from result tables.
+
+`chrome_trace(table, timeline=None, title=...)` returns a dict `{"traceEvents": [...],
+"displayTimeUnit": "ns", "otherData": {...}}` that chrome://tracing and ui.perfetto.dev
+open. Kernels are "X" (complete) events with `ts`/`dur` in microseconds, one thread per
+stream of one process (the GPU), named by "M" metadata events (`process_name`,
+`thread_name`). A kernel table without `start_us` (one simulated kernel) places kernels
+back to back from 0 on a `default` stream. From a `timeline` table (see
+`reports.plot_timeline`) come "C" counter events: bandwidth per memory level (GB/s) and
+resident CTAs per SM (stat `ctas`); without one there are no counters.
+Left out: CTA/warp-level slices, flow events between dependent kernels.
+Units: microseconds (the format's unit for `ts` and `dur`), GB/s, counts.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from reports.plot_timeline import TIMELINE_COLUMNS, bandwidth_series
+
+GPU_PID = 1
+COUNTER_PID = 2
+KERNEL_ARGS = ("op", "flops", "achieved_tflops", "hbm_bytes", "bound", "roofline_time_us",
+               "roofline_gap", "achieved_occupancy")
+
+
+def _scalar(value: Any) -> Any:
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _metadata(pid: int, tid: int, kind: str, name: str) -> dict:
+    return {"ph": "M", "name": kind, "pid": pid, "tid": tid, "ts": 0, "args": {"name": name}}
+
+
+def _kernel_events(table: pd.DataFrame) -> tuple[list[dict], list[str]]:
+    streams: list[str] = []
+    events: list[dict] = []
+    clock = 0.0
+    has_start = "start_us" in table.columns and table["start_us"].notna().any()
+    for _, row in table.iterrows():
+        stream = str(row["stream"]) if pd.notna(row.get("stream")) else "default"
+        if stream not in streams:
+            streams.append(stream)
+        dur = float(row["time_us"]) if pd.notna(row.get("time_us")) else 0.0
+        start = float(row["start_us"]) if has_start and pd.notna(row["start_us"]) else clock
+        clock = max(clock, start + dur)
+        args = {k: _scalar(row[k]) for k in KERNEL_ARGS if k in row.index and pd.notna(row[k])}
+        events.append({"ph": "X", "name": str(row["kernel"]), "cat": "kernel",
+                       "pid": GPU_PID, "tid": streams.index(stream) + 1, "ts": start,
+                       "dur": dur, "args": args})
+    return events, streams
+
+
+def _counter_events(timeline) -> list[dict]:
+    if not (isinstance(timeline, pd.DataFrame) and set(TIMELINE_COLUMNS) <= set(timeline)):
+        return []
+    events = []
+    bandwidth = bandwidth_series(timeline)
+    for time_us, row in bandwidth.iterrows():
+        events.append({"ph": "C", "name": "bandwidth GB/s", "pid": COUNTER_PID, "tid": 0,
+                       "ts": float(time_us),
+                       "args": {str(k): _scalar(v) or 0.0 for k, v in row.items()}})
+    ctas = timeline[timeline["component"].astype(str).str.fullmatch(r"sm\.\d+")
+                    & (timeline["stat"] == "ctas")]
+    for comp, time_us, value in zip(ctas["component"], ctas["time_us"], ctas["value"],
+                                    strict=True):
+        events.append({"ph": "C", "name": f"CTAs {comp}", "pid": COUNTER_PID, "tid": 0,
+                       "ts": float(time_us), "args": {"ctas": _scalar(value)}})
+    return events
+
+
+def chrome_trace(table: pd.DataFrame, timeline=None, *, title: str = "ptxsim") -> dict:
+    """The trace as a JSON-ready dict (see the module docstring)."""
+    kernels, streams = _kernel_events(table)
+    events = [_metadata(GPU_PID, 0, "process_name", f"{title} GPU")]
+    events += [_metadata(GPU_PID, k + 1, "thread_name", f"stream {s}")
+               for k, s in enumerate(streams)]
+    counters = _counter_events(timeline)
+    if counters:
+        events.append(_metadata(COUNTER_PID, 0, "process_name", f"{title} counters"))
+    events += kernels + counters
+    return {"traceEvents": events, "displayTimeUnit": "ns",
+            "otherData": {"producer": "ptxsim reports", "kernels": len(kernels),
+                          "counters": len(counters)}}

@@ -1,0 +1,170 @@
+"""`write_report(result, DIR)`: tables, plots, an HTML page and a Chrome trace in one folder.
+
+`result` is a `KernelResult`/`WorkloadResult`-like object or a mapping; only these are read:
+`stats` (long table), `kernels` (a workload's per-kernel table), `config` (resolved config
+dict, or an object with `to_dict()`), `timeline` (a long time-series table, see
+`reports.plot_timeline`), `cycles` and `time_us`. The folder gets:
+
+    stats.csv, stats.parquet      the long stats table as given
+    kernels.csv, kernels.parquet  the per-kernel table (`reports.kernel_table`)
+    config.json                   the resolved config
+    roofline.png, stalls.png, utilization.png, and when their data exist
+    sm_utilization.png, bandwidth.png, gantt.png
+    report.html                   self-contained: tables + plots as data URIs
+    trace.json                    Chrome/Perfetto trace (`reports.chrome_trace`)
+
+Everything is written into a fresh temporary folder beside `DIR`, which is then renamed to
+`DIR` (an existing `DIR` is replaced only after the new one is complete); a failure
+removes the temporary folder and leaves `DIR` as it was.
+Left out: TOML for the config (JSON carries the same dict), plots of sweeps (see
+`reports.sweep_plots`). Units: as in the tables (microseconds, B, GB/s, TFLOP/s, fractions).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from reports.chrome_trace import chrome_trace
+from reports.html_report import Section, render_html
+from reports.kernel_table import column_units, kernel_table
+from reports.plot_kernels import plot_roofline, plot_stall_stacks, plot_unit_utilization
+from reports.plot_timeline import missing_reason, plot_bandwidth, plot_gantt, plot_sm_heatmap
+from reports.roofline import chip_peaks
+
+SUMMARY_COLUMNS = ("kernel", "time_us", "achieved_tflops", "hbm_gbps", "bound",
+                   "roofline_time_us", "roofline_gap", "achieved_occupancy")
+
+
+def _read(result: Any, name: str) -> Any:
+    if isinstance(result, Mapping):
+        return result.get(name)
+    return getattr(result, name, None)
+
+
+def result_tables(result: Any) -> dict[str, Any]:
+    """The tables and scalars the report reads, from a result object or a mapping."""
+    config = _read(result, "config")
+    if config is not None and not isinstance(config, Mapping) and hasattr(config, "to_dict"):
+        config = config.to_dict()
+    stats = _read(result, "stats")
+    kernels = _read(result, "kernels")
+    timeline = _read(result, "timeline")
+    return {"stats": stats if isinstance(stats, pd.DataFrame) else None,
+            "kernels": kernels if isinstance(kernels, pd.DataFrame) else None,
+            "timeline": timeline if isinstance(timeline, pd.DataFrame) else None,
+            "config": dict(config or {}),
+            "cycles": _read(result, "cycles"), "time_us": _read(result, "time_us")}
+
+
+def _storable(frame: pd.DataFrame) -> pd.DataFrame:
+    """Object columns holding dicts/lists become JSON text (Parquet needs one type)."""
+    out = frame.copy()
+    for col in out.columns:
+        if out[col].dtype == object:
+            out[col] = [json.dumps(v, default=str, sort_keys=True)
+                        if isinstance(v, (dict, list, tuple)) else v for v in out[col]]
+            if out[col].map(type).nunique() > 1:
+                out[col] = out[col].map(lambda v: None if pd.isna(v) else str(v))
+    return out
+
+
+def _png(fig) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)
+    return buffer.getvalue()
+
+
+def _figures(table: pd.DataFrame, timeline, peaks: Mapping[str, float]):
+    """(file stem, caption, figure or None, note when None) for every plot."""
+    return [
+        ("roofline", "Roofline", plot_roofline(table, peaks),
+         "Roofline: not drawn (no kernel has both FLOP and HBM bytes)."),
+        ("stalls", "Stall breakdown", plot_stall_stacks(table),
+         "Stall breakdown: not drawn (the stats have no scheduler stall cycles)."),
+        ("utilization", "Unit utilization", plot_unit_utilization(table),
+         "Unit utilization: not drawn (the stats have no unit busy cycles)."),
+        ("sm_utilization", "Per-SM utilization over time", plot_sm_heatmap(timeline),
+         missing_reason("Per-SM utilization over time")),
+        ("bandwidth", "Bandwidth per level over time", plot_bandwidth(timeline),
+         missing_reason("Bandwidth per level over time")),
+        ("gantt", "Kernels by stream", plot_gantt(table),
+         "Gantt by stream: not drawn (no kernel start/end times; a single kernel run)."),
+    ]
+
+
+def _summary_notes(tables: dict, table: pd.DataFrame) -> list[str]:
+    notes = []
+    if tables["cycles"] is not None or tables["time_us"] is not None:
+        notes.append(f"Simulated: {tables['cycles']} cycles, {tables['time_us']} us.")
+    chip = tables["config"].get("chip", {})
+    if chip:
+        notes.append(f"Chip: {chip.get('name', '?')} at {chip.get('clock_ghz', '?')} GHz.")
+    sources = sorted(set(table["flops_source"].dropna().astype(str)) - {""})
+    if sources:
+        notes.append("FLOP source: " + "; ".join(sources) + ".")
+    return notes
+
+
+def _write_files(folder: Path, tables: dict, table: pd.DataFrame, title: str,
+                 peaks: Mapping[str, float]) -> None:
+    stats = tables["stats"] if tables["stats"] is not None else pd.DataFrame(
+        columns=["run_id", "kernel", "component", "stat", "value", "unit"])
+    stats.to_csv(folder / "stats.csv", index=False)
+    _storable(stats).to_parquet(folder / "stats.parquet", index=False)
+    table.to_csv(folder / "kernels.csv", index=False)
+    _storable(table).to_parquet(folder / "kernels.parquet", index=False)
+    (folder / "config.json").write_text(json.dumps(tables["config"], indent=1, default=str))
+    pngs, notes = {}, []
+    for stem, caption, fig, note in _figures(table, tables["timeline"], peaks):
+        if fig is None:
+            notes.append(note)
+            continue
+        pngs[caption] = _png(fig)
+        (folder / f"{stem}.png").write_bytes(pngs[caption])
+    units = column_units()
+    summary = table[[c for c in SUMMARY_COLUMNS if c in table.columns]]
+    sections = [
+        Section("Summary", tuple(_summary_notes(tables, table)), {"summary": summary},
+                units=units),
+        Section("Per-kernel table", (), {"kernels": table}, units=units, transpose=True),
+        Section("Plots", (), figures=pngs),
+        Section("Not drawn", tuple(notes)),
+    ]
+    (folder / "report.html").write_text(render_html(title, sections), encoding="utf-8")
+    trace = chrome_trace(table, tables["timeline"], title=title)
+    (folder / "trace.json").write_text(json.dumps(trace, allow_nan=False))
+
+
+def write_report(result: Any, out_dir: str | Path, *, title: str | None = None,
+                 precision: str = "bf16", peaks: Mapping[str, float] | None = None) -> Path:
+    """Write the report folder (see the module docstring); returns its path."""
+    tables = result_tables(result)
+    table = kernel_table(tables["stats"], tables["config"], tables["kernels"],
+                         precision=precision, peaks=peaks)
+    chip = {**chip_peaks(tables["config"]), **(peaks or {})}
+    target = Path(out_dir)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    title = title or "ptxsim report: " + ", ".join(map(str, table["kernel"].head(3)))
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        staging.chmod(0o755)   # mkdtemp makes it private; a report folder is a plain folder
+        _write_files(staging, tables, table, title, chip)
+        if target.exists():
+            retired = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
+            target.rename(retired / target.name)
+            staging.rename(target)
+            shutil.rmtree(retired)
+        else:
+            staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
