@@ -1,6 +1,6 @@
 """Sweep files: load and validate a TOML sweep, expand its axes into points with stable ids.
 
-The format (examples in `examples/sweeps/`)::
+The format (examples in `workloads/sweeps/`)::
 
     [sweep]                     # optional: name (default: the file stem), description
     [base]

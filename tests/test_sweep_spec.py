@@ -233,7 +233,7 @@ def test_kernel_kind_is_registered_with_its_metrics():
 
 
 def test_documented_format_example_and_example_files_are_valid_sweeps():
-    """The example in simulator/sweep.py and every examples/sweeps file expand as described."""
+    """The example in simulator/sweep.py and every workloads/sweeps file expand as described."""
     import inspect
     from pathlib import Path
 
@@ -243,7 +243,7 @@ def test_documented_format_example_and_example_files_are_valid_sweeps():
     doc = inspect.getdoc(sweep_module).split("::", 1)[1].split("\n\n")[1]
     spec = parse_sweep(textwrap.dedent(doc), "doc.toml")
     assert len(expand_points(spec)) == 2 * 2 * len(spec.axes[2].values)
-    folder = Path(__file__).resolve().parents[1] / "examples" / "sweeps"
+    folder = Path(__file__).resolve().parents[1] / "workloads" / "sweeps"
     counts = {path.name: len(expand_points(load_sweep_spec(path)))
               for path in sorted(folder.glob("*.toml"))}
     assert counts == {"saxpy_sm_count.toml": 8, "sgemm_l2_random.toml": 6}

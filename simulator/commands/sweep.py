@@ -1,6 +1,6 @@
 """`ptxsim sweep`: run a TOML sweep of simulation points into a folder of Parquet parts.
 
-The file format is described in `simulator/sweep.py` (examples in `examples/sweeps/`);
+The file format is described in `simulator/sweep.py` (examples in `workloads/sweeps/`);
 execution and the output folder (`sweep.json`, `parts/<point_id>.parquet`) in
 `simulator/sweep_runner.py`. `--dry-run` validates and lists the points without running.
 Exit status: 0 when every point has an ok part, 1 when some point erred or was lost, 2 for a
