@@ -80,14 +80,21 @@ def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 
 
 
 def _deadlock(m: Machine) -> None:
+    """Raise a PtxError describing, for the first stuck CTA, where its threads wait."""
     blocked = np.flatnonzero(m.pc == BLOCKED)
-    slot = int(blocked[0])
-    bar_pc = int(m.resume[slot]) - 1
-    ins = m.program.instrs[bar_pc]
-    c = m.cta_of[slot]
-    live = int(np.count_nonzero(m.pc[c * m.tpc:(c + 1) * m.tpc] != EXITED))
-    waiting = int(np.count_nonzero(m.pc[c * m.tpc:(c + 1) * m.tpc] == BLOCKED))
-    raise PtxError(f"barrier deadlock: {waiting} of {live} live threads of "
-                   f"{m.describe_slot(slot)} wait at '{ins.text}' and no thread can run",
-                   file=ins.loc.file, line=ins.loc.line, col=ins.loc.col, text=ins.loc.text,
+    c = int(m.cta_of[int(blocked[0])])
+    seg = slice(c * m.tpc, (c + 1) * m.tpc)
+    live = int(np.count_nonzero(m.pc[seg] != EXITED))
+    waits = m.resume[seg][m.pc[seg] == BLOCKED] - 1
+    pcs, counts = np.unique(waits, return_counts=True)
+    parts = []
+    for pc, n in zip(pcs.tolist(), counts.tolist(), strict=True):
+        w = m.program.instrs[pc]
+        parts.append(f"{n} at '{w.loc.text.strip().rstrip(';')}' (line {w.loc.line})")
+    first = m.program.instrs[int(pcs[0])]
+    cta = tuple(int(x) for x in m.cta_ids[c])
+    raise PtxError(f"barrier deadlock in CTA {cta}: of {live} live threads, "
+                   + ", ".join(parts) + "; no barrier can complete",
+                   file=first.loc.file, line=first.loc.line, col=first.loc.col,
+                   text=first.loc.text,
                    expected="every live thread of the CTA to reach the same barrier")

@@ -217,8 +217,9 @@ ret;
 }
 """
     err = fault(ptx, 1, 64, [])
-    assert err.message.startswith("barrier deadlock:")
-    assert "CTA (0, 0, 0)" in err.message and "'bar.sync'" in err.message
+    assert err.message.startswith("barrier deadlock in CTA (0, 0, 0): of 64 live threads")
+    assert "16 at 'bar.sync 0' (line 11)" in err.message
+    assert "48 at 'bar.sync 1' (line 13)" in err.message
     assert (err.file, err.line, err.col) == ("f.ptx", 11, 1)
     assert err.expected == "every live thread of the CTA to reach the same barrier"
 
