@@ -17,25 +17,34 @@ instruction; the SM then takes the next CTA from the dispatcher. The SM finishes
 result (including stores) has completed.
 
 Time advances only to cycles where something can happen (the earliest ready warp or free
-unit), not cycle by cycle; the SimPy process yields only when the next such cycle lies more
-than `quantum_cycles` ahead of the simulation clock, so SMs run ahead of each other by at
-most that window (memory requests are time-stamped exactly; shared pipes see them in nearly
-time order).
+unit), not cycle by cycle; a scheduler is asked for a warp only from its `wake` cycle on (or
+when a launch, barrier release or finished warp changed its warps), so idle schedulers cost
+nothing. The SimPy process yields only when the next such cycle lies more than
+`quantum_cycles` ahead of the simulation clock, so SMs run ahead of each other by at most that
+window (memory requests are time-stamped exactly; shared pipes see them in nearly time order).
+Per-pc timings are tuples (`_op`) looked up per trace event, built once in `KernelImage`.
 
-Hooks (fired on `self.hooks`, owner `sm<id>`): `SM_ISSUE` (unit index, interval_cycles),
-`SM_STALL` (reason, cycles) per scheduler and idle stretch, `SM_CTA_LAUNCH` / `SM_CTA_DONE`
-(cta, warps, cycle). Left out: instruction fetch and caches, operand collectors, warp-level
-divergence costs beyond the traced active masks, CTA launch latency. Units: SM cycles, ps
-for the SimPy clock.
+Hooks (fired on `self.hooks`, owner `sm<id>`): `SM_ISSUE` (issued, busy_cycles: per-unit
+arrays) once per finished CTA, from counts precomputed over its trace (every event of a CTA
+issues exactly once); `SM_STALL` (reason, cycles): scheduler cycles without an issue, by the
+reason of the first warp in policy order (`WarpScheduler.stall_reason`), followed per
+scheduler as stretches over which the reason stays the same, summed per reason and fired
+once per reason at each yield and at the end; `SM_CTA_LAUNCH` / `SM_CTA_DONE` (cta, warps,
+cycle). The totals equal those of one event per issue and per idle scheduler-cycle.
+
+Left out: instruction fetch and caches, operand collectors, warp-level divergence costs
+beyond the traced active masks, CTA launch latency. Units: SM cycles, ps for the SimPy clock.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from models.lsu import LoadStoreUnit
 from models.units import ACTION_BARRIER, ACTION_MEMORY, UNIT_NAMES, InstrTiming
-from models.warp_scheduler import NEVER, WarpScheduler, make_policy
+from models.warp_scheduler import NEVER, STALL_REASONS, WarpScheduler, make_policy
 from simulator.engine import Clock
 from simulator.hooks import Hooks
 from simulator.trace import KIND_ATOMIC, KIND_LOAD, KIND_STORE, WarpTrace
@@ -48,20 +57,43 @@ DEFAULT_QUANTUM_CYCLES = 64
 _SECTOR_KINDS = (KIND_LOAD, KIND_STORE, KIND_ATOMIC)
 
 
+def _op(t: InstrTiming) -> tuple:
+    """(unit, interval, latency, action, scoreboard registers, destinations) of one pc."""
+    registers = tuple(dict.fromkeys(t.sources + t.destinations))
+    return (t.unit, t.interval_cycles, t.latency_cycles, t.action, registers, t.destinations)
+
+
 @dataclass(frozen=True)
 class KernelImage:
-    """A traced kernel ready to time: per-event lists and per-pc timings."""
+    """A traced kernel ready to time: per-event lists, per-pc timings, per-CTA issue counts.
+
+    `ops[e]` is the `_op` tuple of event `e`'s pc; `cta_issued[c]` / `cta_busy_cycles[c]` are
+    CTA `c`'s warp-instructions and initiation-interval cycles per unit.
+    """
 
     trace: WarpTrace
     timings: list[InstrTiming]
     n_registers: int
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "pcs", self.trace.pc.tolist())
-        object.__setattr__(self, "kinds", self.trace.kind.tolist())
-        object.__setattr__(self, "details", self.trace.detail.tolist())
-        object.__setattr__(self, "sector_starts", self.trace.sector_start.tolist())
-        object.__setattr__(self, "offsets", self.trace.warp_offsets.tolist())
+        trace, n_units = self.trace, len(UNIT_NAMES)
+        by_pc = [_op(t) for t in self.timings]
+        setattr_ = object.__setattr__
+        setattr_(self, "ops", list(map(by_pc.__getitem__, trace.pc.tolist())))
+        setattr_(self, "kinds", trace.kind.tolist())
+        setattr_(self, "details", trace.detail.tolist())
+        setattr_(self, "sector_starts", trace.sector_start.tolist())
+        setattr_(self, "offsets", trace.warp_offsets.tolist())
+        unit = np.array([t.unit for t in self.timings], dtype=np.int64)
+        interval = np.array([t.interval_cycles for t in self.timings], dtype=np.int64)
+        per_warp = np.diff(trace.warp_offsets)
+        cta = np.repeat(np.arange(per_warp.size, dtype=np.int64), per_warp) // trace.warps_per_cta
+        key = cta * n_units + unit[trace.pc]
+        size = trace.n_ctas * n_units
+        setattr_(self, "cta_issued", np.bincount(key, minlength=size).reshape(-1, n_units))
+        busy = np.zeros(size, dtype=np.int64)
+        np.add.at(busy, key, interval[trace.pc])
+        setattr_(self, "cta_busy_cycles", busy.reshape(-1, n_units))
 
 
 class Warp:
@@ -96,6 +128,7 @@ class StreamingMultiprocessor:
     def __init__(self, sm_id: int, env, config, kernel: KernelImage, memory, dispatcher,
                  policy: str | None = None, quantum_cycles: int = DEFAULT_QUANTUM_CYCLES):
         self.sm_id, self.env, self.kernel, self.dispatcher = sm_id, env, kernel, dispatcher
+        self.ops = kernel.ops
         self.clock = Clock(config.chip.clock_ghz)
         self.hooks = Hooks(f"sm{sm_id}")
         self.lsu = LoadStoreUnit(sm_id, config, memory, self.clock)
@@ -108,6 +141,7 @@ class StreamingMultiprocessor:
         self.cycle = 0
         self.wake_cycle = NEVER
         self.finish_cycle = 0
+        self.pending_stall_cycles = dict.fromkeys(STALL_REASONS, 0)
 
     # -- CTAs -----------------------------------------------------------------------
     def launch(self, cta: int) -> None:
@@ -121,7 +155,7 @@ class StreamingMultiprocessor:
             self.next_scheduler = (self.next_scheduler + 1) % len(self.schedulers)
             start, end = kernel.offsets[gid], kernel.offsets[gid + 1]
             warp = Warp(gid, state, sched, start, end, kernel.n_registers, cycle)
-            sched.warps.append(warp)
+            sched.add(warp, cycle)
             if start == end:
                 self._finish_warp(warp, cycle)
             else:
@@ -133,8 +167,11 @@ class StreamingMultiprocessor:
     def _cta_done(self, state: CtaState, cycle: int) -> None:
         self.resident -= 1
         if self.hooks.listening:
+            kernel = self.kernel
+            self.hooks.fire(SM_ISSUE, issued=kernel.cta_issued[state.index],
+                            busy_cycles=kernel.cta_busy_cycles[state.index])
             self.hooks.fire(SM_CTA_DONE, cta=state.index,
-                            warps=self.kernel.trace.warps_per_cta, cycle=cycle)
+                            warps=kernel.trace.warps_per_cta, cycle=cycle)
         cta = self.dispatcher.take()
         if cta is not None:
             self.launch(cta)
@@ -142,17 +179,17 @@ class StreamingMultiprocessor:
     # -- warps ----------------------------------------------------------------------
     def _prepare(self, warp: Warp, cycle: int) -> None:
         """Scoreboard check of the warp's next instruction, after an issue at `cycle`."""
-        t = self.kernel.timings[self.kernel.pcs[warp.pos]]
+        unit, _, _, _, registers, _ = self.ops[warp.pos]
         ready_cycle, memory = cycle + 1, False
-        ready, from_memory = warp.ready, warp.from_memory
-        for r in t.sources + t.destinations:
+        ready = warp.ready
+        for r in registers:
             if ready[r] > ready_cycle:
-                ready_cycle, memory = ready[r], from_memory[r]
-        warp.ready_cycle, warp.next_unit, warp.waits_on_memory = ready_cycle, t.unit, memory
+                ready_cycle, memory = ready[r], warp.from_memory[r]
+        warp.ready_cycle, warp.next_unit, warp.waits_on_memory = ready_cycle, unit, memory
 
     def _finish_warp(self, warp: Warp, cycle: int) -> None:
         warp.finished = True
-        warp.scheduler.warps.remove(warp)
+        warp.scheduler.remove(warp, cycle)
         self.finish_cycle = max(self.finish_cycle, warp.done_cycle)
         state = warp.cta
         state.live -= 1
@@ -168,71 +205,106 @@ class StreamingMultiprocessor:
                 self._finish_warp(warp, cycle)
             else:
                 self._prepare(warp, cycle)
+                warp.scheduler.touch(cycle)
         self.wake_cycle = min(self.wake_cycle, cycle + 1)
 
-    def _issue(self, warp: Warp, sched: WarpScheduler, cycle: int) -> None:
+    def _access(self, e: int, cycle: int) -> int:
+        """Completion cycle of memory event `e` issued at `cycle` (through the LSU)."""
         kernel = self.kernel
+        kind, detail = kernel.kinds[e], kernel.details[e]
+        sectors = None
+        if kind in _SECTOR_KINDS:
+            s = kernel.sector_starts[e]
+            sectors = kernel.trace.sectors[s:s + detail]
+        return self.lsu.issue(cycle, kind, detail, sectors)
+
+    def _issue(self, warp: Warp, sched: WarpScheduler, cycle: int) -> None:
         e = warp.pos
-        t = kernel.timings[kernel.pcs[e]]
-        sched.unit_free[t.unit] = cycle + t.interval_cycles
-        sched.last = warp
-        memory = t.action == ACTION_MEMORY
-        if memory:
-            kind, detail = kernel.kinds[e], kernel.details[e]
-            sectors = None
-            if kind in _SECTOR_KINDS:
-                s = kernel.sector_starts[e]
-                sectors = kernel.trace.sectors[s:s + detail]
-            done = self.lsu.issue(cycle, kind, detail, sectors)
+        unit, interval, latency, action, _, destinations = self.ops[e]
+        sched.unit_free[unit] = cycle + interval
+        if action == ACTION_MEMORY:
+            done, memory = self._access(e, cycle), True
         else:
-            done = cycle + t.latency_cycles
+            done, memory = cycle + latency, False
         ready, from_memory = warp.ready, warp.from_memory
-        for d in t.destinations:
+        for d in destinations:
             ready[d] = done
             from_memory[d] = memory
         if done > warp.done_cycle:
             warp.done_cycle = done
-        if self.hooks.listening:
-            self.hooks.fire(SM_ISSUE, unit=t.unit, interval_cycles=t.interval_cycles)
-        warp.pos = e + 1
-        if t.action == ACTION_BARRIER:
+        e += 1
+        warp.pos = e
+        if action == ACTION_BARRIER:
             warp.ready_cycle = NEVER
             state = warp.cta
             state.arrived.append(warp)
             if len(state.arrived) == state.live:
                 self._release(state, cycle)
-        elif warp.pos == warp.end:
+        elif e == warp.end:
             self._finish_warp(warp, cycle)
         else:
             self._prepare(warp, cycle)
+
+    # -- stall stretches ------------------------------------------------------------
+    def _account_stalls(self, cycle: int) -> None:
+        """After the issues of `cycle`: end or start each changed scheduler's stall stretch."""
+        pending = self.pending_stall_cycles
+        for sched in self.schedulers:
+            if not sched.touched:
+                continue
+            sched.touched = False
+            reason = None if sched.issue_cycle == cycle else sched.stall_reason(cycle)
+            open_reason = sched.stall_reason_open
+            if reason != open_reason:
+                if open_reason is not None:
+                    pending[open_reason] += cycle - sched.stall_since
+                sched.stall_reason_open, sched.stall_since = reason, cycle
+
+    def _fire_stalls(self, cycle: int) -> None:
+        """Fire the stall cycles summed so far, open stretches counted up to `cycle`."""
+        pending = self.pending_stall_cycles
+        for sched in self.schedulers:
+            if sched.stall_reason_open is not None:
+                pending[sched.stall_reason_open] += cycle - sched.stall_since
+                sched.stall_since = cycle
+        for reason, cycles in pending.items():
+            if cycles:
+                self.hooks.fire(SM_STALL, reason=reason, cycles=cycles)
+                pending[reason] = 0
 
     # -- the process ----------------------------------------------------------------
     def process(self):
         """SimPy process: issue until no CTA is resident and the dispatcher is empty."""
         env, clock, hooks = self.env, self.clock, self.hooks
         scheds = self.schedulers
+        last_cycle_in_window = clock.ps_to_cycles(env.now + self.quantum_ps)
         while self.resident:
             cycle = self.cycle
             self.wake_cycle = NEVER
             next_cycle = NEVER
-            idle = []
             for sched in scheds:
-                warp, earliest = sched.pick(cycle)
-                if warp is not None:
-                    self._issue(warp, sched, cycle)
-                elif hooks.listening:
-                    idle.append(sched)
-                if earliest < next_cycle:
-                    next_cycle = earliest
-            next_cycle = min(next_cycle, max(self.wake_cycle, cycle + 1))
+                if sched.wake <= cycle:
+                    warp = sched.pick(cycle)
+                    if warp is not None:
+                        self._issue(warp, sched, cycle)
+                if sched.wake < next_cycle:
+                    next_cycle = sched.wake
+            if self.wake_cycle < next_cycle:
+                next_cycle = self.wake_cycle
+            if next_cycle <= cycle:
+                next_cycle = cycle + 1
             if next_cycle >= NEVER:
                 if self.resident:
                     raise RuntimeError(f"sm{self.sm_id}: no warp can ever issue at cycle {cycle}")
                 break
-            for sched in idle:
-                hooks.fire(SM_STALL, reason=sched.stall_reason(cycle), cycles=next_cycle - cycle)
+            if hooks.listening:
+                self._account_stalls(cycle)
             self.cycle = next_cycle
-            target_ps = clock.edge_ps(next_cycle)
-            if target_ps > env.now + self.quantum_ps:
-                yield env.timeout(target_ps - env.now)
+            if next_cycle > last_cycle_in_window:
+                if hooks.listening:
+                    self._fire_stalls(next_cycle)
+                yield env.timeout(clock.edge_ps(next_cycle) - env.now)
+                last_cycle_in_window = clock.ps_to_cycles(env.now + self.quantum_ps)
+        if hooks.listening:
+            self._fire_stalls(self.cycle)
         self.finish_cycle = max(self.finish_cycle, self.cycle)

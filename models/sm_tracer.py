@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
 from models.flat_memory import MEMORY_ACCESS
 from models.sm import SM_CTA_DONE, SM_CTA_LAUNCH, SM_ISSUE, SM_STALL
 from models.units import UNIT_NAMES
@@ -37,8 +39,8 @@ class SmTracer(Tracer):
 
     def __init__(self, sheet) -> None:
         super().__init__(sheet)
-        self.issued = [0] * len(UNIT_NAMES)
-        self.busy = [0] * len(UNIT_NAMES)
+        self.issued = np.zeros(len(UNIT_NAMES), dtype=np.int64)
+        self.busy = np.zeros(len(UNIT_NAMES), dtype=np.int64)
         self.stalls: dict[str, int] = {}
         self.warp_cycles = 0
         self.ctas = 0
@@ -46,9 +48,8 @@ class SmTracer(Tracer):
     def on_event(self, owner: str, position: str, data: Mapping[str, Any]) -> None:
         """Accumulate one hook event (flushed to the sheet by `flush`)."""
         if position == SM_ISSUE:
-            unit = data["unit"]
-            self.issued[unit] += 1
-            self.busy[unit] += data["interval_cycles"]
+            self.issued += data["issued"]
+            self.busy += data["busy_cycles"]
         elif position == SM_STALL:
             reason = data["reason"]
             self.stalls[reason] = self.stalls.get(reason, 0) + data["cycles"]
@@ -62,8 +63,8 @@ class SmTracer(Tracer):
         """Write the accumulated values to the sheet."""
         for k, name in enumerate(UNIT_NAMES):
             if self.issued[k]:
-                self.sheet.set(f"sm.units.{name}", "issued", self.issued[k])
-                self.sheet.set(f"sm.units.{name}", "busy_cycles", self.busy[k])
+                self.sheet.set(f"sm.units.{name}", "issued", int(self.issued[k]))
+                self.sheet.set(f"sm.units.{name}", "busy_cycles", int(self.busy[k]))
         for reason in sorted(self.stalls):
             self.sheet.set(f"sm.scheduler.{reason}", "stall_cycles", self.stalls[reason])
         self.sheet.set("sm", "resident_warp_cycles", self.warp_cycles)

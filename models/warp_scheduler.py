@@ -2,11 +2,12 @@
 
 What it models
 --------------
-Each sub-partition has one `WarpScheduler`. Every cycle it is asked for a warp to issue: it
-walks the warps in the order its policy gives and picks the first whose next instruction's
-operands are ready (scoreboard: `warp.ready_cycle <= cycle`) and whose unit can accept a new
-instruction (`unit_free[unit] <= cycle`). When none can, it reports the earliest cycle one
-might, and why the first warp in policy order waits (the stall reason).
+Each sub-partition has one `WarpScheduler`. At each cycle where it might issue it is asked
+for a warp: it walks the warps in the order its policy gives and picks the first whose next
+instruction's operands are ready (scoreboard: `warp.ready_cycle <= cycle`) and whose unit can
+accept a new instruction (`unit_free[unit] <= cycle`). When none can, it remembers the
+earliest cycle one might (`wake`; the SM does not ask before then unless it `touch`es the
+scheduler), and can say why the first warp in policy order waits (the stall reason).
 
 Policies (one per file, registered by name, chosen by `sm.scheduler_policy`):
 
@@ -15,7 +16,9 @@ Contract (`SchedulingPolicy`):
         `warps` are the scheduler's resident warps, oldest first; `last` is the warp that
         issued most recently (or None). Returns the warps in the order to try this cycle
         (it may repeat a warp; it must contain every warp). Pure: no state of its own is
-        changed except what it documents, no randomness.
+        changed except what it documents, no randomness; the result may depend only on
+        `warps`, `last` and `last.finished`, because the scheduler reuses it until one of
+        those changes.
 
 Left out: dual issue, instruction buffers and fetch, register-file bank conflicts.
 Units: SM cycles.
@@ -64,9 +67,16 @@ def make_policy(name: str) -> SchedulingPolicy:
 
 
 class WarpScheduler:
-    """One sub-partition's scheduler: its warps, its units' next-free cycles, its policy."""
+    """One sub-partition's scheduler: its warps, its units' next-free cycles, its policy.
 
-    __slots__ = ("index", "policy", "warps", "last", "unit_free")
+    Besides the warps it keeps `wake`, a cycle before which `pick` cannot succeed (the
+    earliest cycle its last failed `pick` reported, or a lower one after `touch`), and the
+    policy's order, recomputed only when the warps or the last issuer change. The SM calls
+    `touch(cycle)` whenever something outside this scheduler changes one of its warps.
+    """
+
+    __slots__ = ("index", "policy", "warps", "last", "unit_free", "wake", "touched", "_order",
+                 "issue_cycle", "stall_reason_open", "stall_since")
 
     def __init__(self, index: int, policy: SchedulingPolicy, n_units: int) -> None:
         self.index = index
@@ -74,12 +84,46 @@ class WarpScheduler:
         self.warps: list = []
         self.last = None
         self.unit_free = [0] * n_units
+        self.wake = NEVER
+        self.touched = True
+        self._order: Sequence | None = None
+        self.issue_cycle = -1
+        self.stall_reason_open: str | None = None
+        self.stall_since = 0
+
+    def add(self, warp, cycle: int) -> None:
+        """Make `warp` (its next instruction prepared) one of this scheduler's warps."""
+        self.warps.append(warp)
+        self.touch(cycle)
+
+    def remove(self, warp, cycle: int) -> None:
+        """Drop a finished warp."""
+        self.warps.remove(warp)
+        self.touch(cycle)
+
+    def touch(self, cycle: int) -> None:
+        """A warp of this scheduler changed from outside: try again from `cycle` on."""
+        self._order = None
+        self.touched = True
+        if cycle < self.wake:
+            self.wake = cycle
+
+    def order(self) -> Sequence:
+        """The policy's order of the warps (cached until the warps or `last` change)."""
+        order = self._order
+        if order is None:
+            order = self._order = self.policy.order(self.warps, self.last)
+        return order
 
     def pick(self, cycle: int):
-        """(warp to issue at `cycle` or None, earliest cycle another try may succeed)."""
+        """The warp to issue at `cycle`, or None; sets `wake` to the next cycle worth a try."""
         earliest = NEVER
         unit_free = self.unit_free
-        for warp in self.policy.order(self.warps, self.last):
+        self.touched = True
+        order = self._order
+        if order is None:
+            order = self._order = self.policy.order(self.warps, self.last)
+        for warp in order:
             ready = warp.ready_cycle
             if ready > cycle:
                 if ready < earliest:
@@ -90,12 +134,18 @@ class WarpScheduler:
                 if free < earliest:
                     earliest = free
                 continue
-            return warp, cycle + 1
-        return None, earliest
+            self.wake = cycle + 1
+            self.issue_cycle = cycle
+            if warp is not self.last:
+                self.last = warp
+                self._order = None
+            return warp
+        self.wake = earliest
+        return None
 
     def stall_reason(self, cycle: int) -> str:
         """Why the first warp in policy order cannot issue at `cycle`."""
-        warps = self.policy.order(self.warps, self.last)
+        warps = self.order()
         if not warps:
             return STALL_NO_WARP
         warp = warps[0]
