@@ -15,13 +15,27 @@ through every level in one numba call (`models.cached_memory_kernel`).
    `noc.port_bandwidth_bytes_per_clk`: write data up, read data down) to the L2 slice chosen by
    the `models.address_map` hash. The slice's pipe moves `l2.slice_bandwidth_bytes_per_clk`.
    The L2 is write-back and write-allocate at sector granularity (LRU per slice). SM i sits
-   next to partition `i % l2.partitions`; a slice of the other partition adds
-   `far - near` cycles.
+   next to partition `i % l2.partitions`; slices are numbered partition by partition and
+   the hashed slice is a line's home; a slice of another partition adds `far - near` cycles.
+2a. Near copies of far-homed lines: a load of a line homed in another partition first looks
+   in the SM partition's copy slice (the slice of the same index within the partition,
+   `home % slices_per_partition`). Sectors held there are near hits; the others are served
+   by the home (far latency, fetched from below if the home misses) and installed in the
+   copy slice, clean, when they arrive. Copies and home lines share each slice's sets and
+   LRU, so one SM's data can keep about half the L2 near (its partition). Coherence,
+   simplified: stores and atomics are performed at the home; a store updates the writer's
+   partition's copy if it holds the line (no allocation), and every other copy of the
+   stored sectors is dropped at that moment, with no invalidation traffic or delay; atomics
+   drop all copies. Copies are never dirty, so evicting one writes nothing back.
 3. L2 misses go to the L3 (if `l3.enabled`; its slice follows the HBM channel, write-back,
    allocate on read and on L2 write-backs) and then to the HBM channel of the hash: the bank
    opens the row (hit: nothing, closed: tRCD, other row: tRP + tRCD; banks work in parallel),
    then the bytes cross the channel's pipe (`hbm.channel_bandwidth_gbps`). Dirty L2 (and L3)
-   evictions are written back the same way, off the requester's path.
+   evictions are written back the same way and share that pipe with reads. A channel
+   buffers `WRITEBACK_BUFFER_LINES_PER_CHANNEL` lines of write-back: when a write-back's
+   transfer ends more than that many line transfers after now, the request whose store or
+   fill evicted the dirty line completes only once the channel's booked work has drained
+   to the bound (then plus its own return path), so stores cannot outrun HBM.
 
 Latency split (as the port-based blocks `models.l1/l2/noc/hbm` split the cited load-to-use
 totals, so both fidelities agree when unloaded): L1 `l1.hit_latency_cycles`; crossbar
@@ -30,7 +44,8 @@ noc`; the far penalty is `far - near`; the HBM channel's fixed part is `hbm_fixe
 (the cited HBM figure minus the average of near and far minus tRP + tRCD), so a row-missing
 read averaged over near and far SMs costs `hbm.latency_cycles`; an L3 hit adds
 `l3.hit_latency_cycles` minus that average over the L2 path. Unloaded: L1 hit 33, L2 near 265,
-far 481, HBM 548 (near) / 764 (far) to a bank holding another row, 656 on average (h100_sxm).
+far 481, HBM 548 (near) / 764 (far) to a bank holding another row, 656 on average (h100_sxm);
+a far-homed line already copied into the SM's partition costs the near 265.
 
 Timing rules (approximations):
 * Requests reach the slice `noc` after issue, plus whatever wait the port pipe adds; the far
@@ -44,12 +59,15 @@ Timing rules (approximations):
 * Tag state changes when the request is served; data carries a ready time per sector, so a
   request hitting a sector whose fill is still on its way completes when the fill arrives
   (miss merging without MSHR limits).
-* Completion = max over the request's sectors. Stores complete when the L2 has the data
-  (an L2 hit's round trip); atomics are performed at the L2 like a load that dirties it.
+* Completion = max over the request's sectors. Stores complete when the home slice has the
+  data (an L2 hit's round trip) unless a full write-back buffer holds them longer; atomics
+  are performed at the home slice like a load that dirties it.
 
 Hook: `CACHED_MEMORY_ACCESS` per request (sm_id, kind, issue_ps, done_ps, counts = int64 array
 indexed by `COUNT_NAMES`). `CachedMemoryTracer` turns it into stats. The component keeps no
-counters. Left out: MSHR and queue limits, L1 bank conflicts, L1 coherence across SMs
+counters. Left out: MSHR and request queue limits (only write-backs are bounded), copy
+traffic between the partitions beyond the far latency (a copy fill books no pipe of its
+copy slice), write-back batching, L1 bank conflicts, L1 coherence across SMs
 (stores do not invalidate other SMs' L1s), TLBs, the ROP units' atomic throughput, HBM
 refresh, bank groups and read/write turnaround, flushing dirty lines at kernel end, L3 lines
 of a size other than the L2's. Units: ps (int), fs for pipe bookings, bytes, 32-byte sectors.
@@ -76,7 +94,10 @@ COUNT_NAMES = ("sectors", "l1_hit_sectors", "l1_miss_sectors", "l2_hit_sectors",
                "l2_miss_sectors", "l3_hit_sectors", "l3_miss_sectors", "hbm_read_sectors",
                "hbm_write_sectors", "hbm_row_hits", "hbm_row_misses", "l2_lines",
                "l2_far_lines", "l2_writeback_sectors", "l3_writeback_sectors", "l2_requests",
-               "l3_requests", "hbm_requests")
+               "l3_requests", "hbm_requests", "l2_copy_hit_sectors")
+WRITEBACK_BUFFER_LINES_PER_CHANNEL = 32
+"""Write-back buffer of one HBM channel, in L2 lines. ESTIMATE: the order of a memory
+controller's write queue (a few tens of entries); no figure for GH100 was found."""
 _KINDS = {"load": k.KIND_LOAD, "store": k.KIND_STORE, "atomic": k.KIND_ATOMIC}
 
 
@@ -106,6 +127,9 @@ class CachedMemory:
             raise ValueError(f"l1.sector_bytes ({l1.sector_bytes}) and l2.sector_bytes "
                              f"({l2.sector_bytes}) must both be {k.SECTOR_BYTES_ASSUMED}, the "
                              "sector of the memory interface")
+        if l2.slices % l2.partitions:
+            raise ValueError(f"l2.slices ({l2.slices}) must be a multiple of l2.partitions "
+                             f"({l2.partitions}) for the cached memory (copy slices)")
         if l3.enabled and l3.line_bytes != l2.line_bytes:
             raise ValueError(f"l3.line_bytes ({l3.line_bytes}) must equal l2.line_bytes "
                              f"({l2.line_bytes}) for the cached memory")
@@ -157,6 +181,8 @@ class CachedMemory:
             k.P_SLICE_FS: _fs_per_byte(l2.slice_bandwidth_bytes_per_clk * hz),
             k.P_L3_FS: _fs_per_byte(l3.slice_bandwidth_bytes_per_clk * hz),
             k.P_CHANNEL_FS: _fs_per_byte(hbm.channel_bandwidth_gbps * 1e9),
+            k.P_WRITEBACK_BOUND_FS: WRITEBACK_BUFFER_LINES_PER_CHANNEL * l2.line_bytes
+            * _fs_per_byte(hbm.channel_bandwidth_gbps * 1e9),
             k.P_PIPE_UP: 0,
             k.P_PIPE_DOWN: n_sms,
             k.P_PIPE_SLICE: 2 * n_sms,
@@ -193,6 +219,8 @@ class CachedMemoryTracer(Tracer):
         Stat("hit_rate", "fraction", "hit_sectors / sectors"),
         Stat("bytes", "B", "bytes moved at this level"),
         Stat("far_lines", "count", "L2 lines served by the far partition"),
+        Stat("copy_hit_sectors", "count",
+             "L2 sectors served by a copy in the requester's partition"),
         Stat("row_hits", "count", "HBM accesses that found their row open"),
         Stat("row_misses", "count", "HBM accesses that opened a row"),
         Stat("row_hit_rate", "fraction", "row_hits / (row_hits + row_misses)"),
@@ -236,6 +264,9 @@ class CachedMemoryTracer(Tracer):
                     self.sheet.set(name, "hit_rate", float(hit / looked))
             if c[k.C_L2_LINES]:
                 self.sheet.set(f"memory.l2.{kind}", "far_lines", int(c[k.C_FAR_LINES]))
+                if kind != "store":
+                    self.sheet.set(f"memory.l2.{kind}", "copy_hit_sectors",
+                                   int(c[k.C_L2_COPY_HIT]))
             if c[k.C_HBM_READ]:
                 self.sheet.set(f"memory.hbm.{kind}", "requests", int(c[k.C_HBM_REQUESTS]))
                 self.sheet.set(f"memory.hbm.{kind}", "bytes", int(c[k.C_HBM_READ]) * sector)

@@ -32,13 +32,14 @@ KIND_LOAD, KIND_STORE, KIND_ATOMIC = 0, 1, 2
 (P_L1_PS, P_NOC_PS, P_FAR_PS, P_SLICE_PS, P_L3_PS, P_HBM_PS, P_ACTIVATE_PS, P_PRECHARGE_PS,
  P_SECTOR_BYTES, P_L1_SPL, P_L2_SPL, P_LINE_BYTES, P_PARTITIONS, P_SLICES, P_CHANNELS,
  P_BANKS, P_ROW_BYTES, P_L3_ENABLED, P_L3_SLICES,
- P_PORT_FS, P_SLICE_FS, P_L3_FS, P_CHANNEL_FS,
- P_PIPE_UP, P_PIPE_DOWN, P_PIPE_SLICE, P_PIPE_L3, P_PIPE_CHANNEL, N_PARAMS) = range(29)
+ P_PORT_FS, P_SLICE_FS, P_L3_FS, P_CHANNEL_FS, P_WRITEBACK_BOUND_FS,
+ P_PIPE_UP, P_PIPE_DOWN, P_PIPE_SLICE, P_PIPE_L3, P_PIPE_CHANNEL, N_PARAMS) = range(30)
 
 # counts indices
 (C_SECTORS, C_L1_HIT, C_L1_MISS, C_L2_HIT, C_L2_MISS, C_L3_HIT, C_L3_MISS, C_HBM_READ,
  C_HBM_WRITE, C_ROW_HIT, C_ROW_MISS, C_L2_LINES, C_FAR_LINES, C_L2_WRITEBACK,
- C_L3_WRITEBACK, C_L2_REQUESTS, C_L3_REQUESTS, C_HBM_REQUESTS, N_COUNTS) = range(19)
+ C_L3_WRITEBACK, C_L2_REQUESTS, C_L3_REQUESTS, C_HBM_REQUESTS, C_L2_COPY_HIT,
+ N_COUNTS) = range(20)
 
 SECTOR_BYTES_ASSUMED = 32
 """The memory interface's sector (byte address >> 5); cache sectors must equal it."""
@@ -160,22 +161,32 @@ def _install(meta, flags, lru, unit, s, line, mask, ready_ps, dirty):
 
 
 @numba.njit(cache=False, no_cpython_wrapper=True)
+def _hbm_write(p, free_fs, banks, counts, line, mask, at_ps):
+    """Write `mask` of `line` to HBM from `at_ps` on; returns the ps from which the request
+    that caused the write-back may complete: when the channel's backlog (the work booked on
+    its pipe up to the end of this write) has drained to the write-back buffer's bound."""
+    counts[C_HBM_WRITE] += _popcount(mask)
+    _hbm(p, free_fs, banks, counts, line, _popcount(mask) * p[P_SECTOR_BYTES], at_ps)
+    channel = hbm_channel_of_line(line, p[P_CHANNELS])
+    return _ceil_ps(free_fs[p[P_PIPE_CHANNEL] + channel] - p[P_WRITEBACK_BOUND_FS])
+
+
+@numba.njit(cache=False, no_cpython_wrapper=True)
 def _write_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_ps):
-    """A dirty L2 line's sectors leave for the L3 (write-allocate) or HBM."""
-    size = _popcount(mask) * p[P_SECTOR_BYTES]
+    """A dirty L2 line's sectors leave for the L3 (write-allocate) or HBM; returns the ps from
+    which the request that evicted it may complete (see `_hbm_write`)."""
     if p[P_L3_ENABLED]:
+        size = _popcount(mask) * p[P_SECTOR_BYTES]
         unit = hbm_channel_of_line(line, p[P_CHANNELS]) * p[P_L3_SLICES] // p[P_CHANNELS]
         start = _book(free_fs, p[P_PIPE_L3] + unit, at_ps, size, p[P_L3_FS])
         s = line % meta[LEVEL_L3].shape[1]
         evicted, evicted_mask = _install(meta[LEVEL_L3], flags[LEVEL_L3], lru, unit, s, line,
                                          mask, start, True)
         if evicted < 0:
-            return
+            return at_ps
         counts[C_L3_WRITEBACK] += _popcount(evicted_mask)
         line, mask, at_ps = evicted, evicted_mask, start
-        size = _popcount(mask) * p[P_SECTOR_BYTES]
-    counts[C_HBM_WRITE] += _popcount(mask)
-    _hbm(p, free_fs, banks, counts, line, size, at_ps)
+    return _hbm_write(p, free_fs, banks, counts, line, mask, at_ps)
 
 
 @numba.njit(cache=False, no_cpython_wrapper=True)
@@ -212,51 +223,136 @@ def _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_p
         evicted, evicted_mask = _install(l3m, l3f, lru, unit, s, line, missing, fetched, False)
         if evicted >= 0:
             counts[C_L3_WRITEBACK] += _popcount(evicted_mask)
-            counts[C_HBM_WRITE] += _popcount(evicted_mask)
-            _hbm(p, free_fs, banks, counts, evicted,
-                 _popcount(evicted_mask) * p[P_SECTOR_BYTES], start)
+            data = max(data, _hbm_write(p, free_fs, banks, counts, evicted, evicted_mask,
+                                        start))
     return data + p[P_L3_PS]
 
 
 @numba.njit(cache=False, no_cpython_wrapper=True)
-def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, at_ps):
-    """One L2 line of a request reaching its slice at `at_ps`; the ps its answer is at the SM."""
-    l2m, l2f = meta[LEVEL_L2], flags[LEVEL_L2]
-    unit = l2_slice_of_line(line, p[P_SLICES])
-    far = unit * p[P_PARTITIONS] // p[P_SLICES] != sm % p[P_PARTITIONS]
-    size = _popcount(mask) * p[P_SECTOR_BYTES]
-    t = _book(free_fs, p[P_PIPE_SLICE] + unit, at_ps, size, p[P_SLICE_FS])
-    back = p[P_SLICE_PS] + p[P_NOC_PS] + p[P_L1_PS] + (p[P_FAR_PS] if far else 0)
-    counts[C_L2_LINES] += 1
-    if far:
-        counts[C_FAR_LINES] += 1
-    s = line % l2m.shape[1]
-    if kind == KIND_STORE:
-        evicted, evicted_mask = _install(l2m, l2f, lru, unit, s, line, mask, t, True)
-        if evicted >= 0:
-            counts[C_L2_WRITEBACK] += _popcount(evicted_mask)
-            _write_below_l2(p, meta, flags, free_fs, banks, lru, counts, evicted,
-                            evicted_mask, t)
-        return t + back
-    way = _find(l2m, unit, s, line)
-    present = l2f[unit, s, way, _VALID] & mask if way >= 0 else 0
-    missing = mask & ~present
-    data = t
-    for k in range(l2m.shape[3] - _READY):
+def _present(meta, flags, unit, s, line, mask):
+    """The sectors of `mask` the slice holds, their latest ready ps (0 if none) and the way."""
+    way = _find(meta, unit, s, line)
+    if way < 0:
+        return 0, 0, way
+    present = flags[unit, s, way, _VALID] & mask
+    ready = 0
+    for k in range(meta.shape[3] - _READY):
         if present & (1 << k):
-            data = max(data, l2m[unit, s, way, _READY + k])
+            ready = max(ready, meta[unit, s, way, _READY + k])
+    return present, ready, way
+
+
+@numba.njit(cache=False, no_cpython_wrapper=True)
+def _evict_to(p, meta, flags, free_fs, banks, lru, counts, evicted, evicted_mask, at_ps):
+    """Write back a dirty victim (line -1: none); the ps from which the requester may complete."""
+    if evicted < 0:
+        return at_ps
+    counts[C_L2_WRITEBACK] += _popcount(evicted_mask)
+    return _write_below_l2(p, meta, flags, free_fs, banks, lru, counts, evicted, evicted_mask,
+                           at_ps)
+
+
+@numba.njit(cache=False, no_cpython_wrapper=True)
+def _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line, mask, at_ps):
+    """The line's home slice serves `mask` from `at_ps` on (stores write it, loads and atomics
+    read it, fetching what is missing); the ps its answer leaves the slice."""
+    l2m, l2f = meta[LEVEL_L2], flags[LEVEL_L2]
+    s = line % l2m.shape[1]
+    t = _book(free_fs, p[P_PIPE_SLICE] + home, at_ps, _popcount(mask) * p[P_SECTOR_BYTES],
+              p[P_SLICE_FS])
+    if kind == KIND_STORE:
+        evicted, evicted_mask = _install(l2m, l2f, lru, home, s, line, mask, t, True)
+        return max(t, _evict_to(p, meta, flags, free_fs, banks, lru, counts, evicted,
+                                evicted_mask, t))
+    present, ready, _ = _present(l2m, l2f, home, s, line, mask)
+    missing = mask & ~present
+    data = max(t, ready)
     counts[C_L2_HIT] += _popcount(present)
     counts[C_L2_MISS] += _popcount(missing)
     fetched = t
     if missing:
         fetched = _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, missing, t)
         data = max(data, fetched)
-    evicted, evicted_mask = _install(l2m, l2f, lru, unit, s, line, mask, fetched,
+    evicted, evicted_mask = _install(l2m, l2f, lru, home, s, line, mask, fetched,
                                      kind == KIND_ATOMIC)
-    if evicted >= 0:
-        counts[C_L2_WRITEBACK] += _popcount(evicted_mask)
-        _write_below_l2(p, meta, flags, free_fs, banks, lru, counts, evicted, evicted_mask, t)
-    return data + back
+    return max(data, _evict_to(p, meta, flags, free_fs, banks, lru, counts, evicted,
+                               evicted_mask, t))
+
+
+@numba.njit(cache=False, no_cpython_wrapper=True)
+def _copy_slice(p, home, partition):
+    """The slice of `partition` that keeps copies of lines homed at slice `home`."""
+    per = p[P_SLICES] // p[P_PARTITIONS]
+    return partition * per + home % per
+
+
+@numba.njit(cache=False, no_cpython_wrapper=True)
+def _write_copies(p, l2m, l2f, home, line, mask, at_ps, writer):
+    """A write of `mask` reached the home: the writer partition's copy (if held) takes the
+    new data, every other partition's copy drops those sectors (at once, no messages)."""
+    per = p[P_SLICES] // p[P_PARTITIONS]
+    s = line % l2m.shape[1]
+    for q in range(p[P_PARTITIONS]):
+        if q == home // per:
+            continue
+        c = _copy_slice(p, home, q)
+        way = _find(l2m, c, s, line)
+        if way < 0:
+            continue
+        if q == writer:
+            for k in range(l2m.shape[3] - _READY):
+                if mask & (1 << k) and l2f[c, s, way, _VALID] & (1 << k):
+                    l2m[c, s, way, _READY + k] = at_ps
+            continue
+        l2f[c, s, way, _VALID] = l2f[c, s, way, _VALID] & ~mask & 0xFF
+        if l2f[c, s, way, _VALID] == 0:
+            l2m[c, s, way, _TAG] = -1
+
+
+@numba.njit(cache=False, no_cpython_wrapper=True)
+def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, at_ps):
+    """One L2 line of a request reaching the SM's partition at `at_ps`; the ps its answer is
+    at the SM. Loads of a far-homed line look in the SM partition's copy first."""
+    l2m, l2f = meta[LEVEL_L2], flags[LEVEL_L2]
+    home = l2_slice_of_line(line, p[P_SLICES])
+    near = sm % p[P_PARTITIONS]
+    far = home // (p[P_SLICES] // p[P_PARTITIONS]) != near
+    back = p[P_SLICE_PS] + p[P_NOC_PS] + p[P_L1_PS]
+    counts[C_L2_LINES] += 1
+    if not far:
+        done = _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line,
+                            mask, at_ps)
+        if kind != KIND_LOAD:
+            _write_copies(p, l2m, l2f, home, line, mask, done, -1)
+        return done + back
+    if kind != KIND_LOAD:
+        counts[C_FAR_LINES] += 1
+        done = _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line,
+                            mask, at_ps)
+        _write_copies(p, l2m, l2f, home, line, mask, done,
+                      near if kind == KIND_STORE else -1)
+        return done + back + p[P_FAR_PS]
+    # A load of a far-homed line: the copy slice in the SM's own partition first.
+    c = _copy_slice(p, home, near)
+    s = line % l2m.shape[1]
+    t = _book(free_fs, p[P_PIPE_SLICE] + c, at_ps, _popcount(mask) * p[P_SECTOR_BYTES],
+              p[P_SLICE_FS])
+    present, ready, way = _present(l2m, l2f, c, s, line, mask)
+    missing = mask & ~present
+    counts[C_L2_HIT] += _popcount(present)
+    counts[C_L2_COPY_HIT] += _popcount(present)
+    done = max(t, ready)
+    if not missing:
+        lru[0] += 1
+        l2m[c, s, way, _STAMP] = lru[0]
+        return done + back
+    counts[C_FAR_LINES] += 1
+    copied = _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line,
+                          missing, t) + p[P_FAR_PS]
+    evicted, evicted_mask = _install(l2m, l2f, lru, c, s, line, missing, copied, False)
+    done = max(done, copied, _evict_to(p, meta, flags, free_fs, banks, lru, counts, evicted,
+                                       evicted_mask, t))
+    return done + back
 
 
 @numba.njit(cache=False)

@@ -10,7 +10,12 @@ import pytest
 import models
 import simulator
 from models import cached_memory_kernel as kern
-from models.cached_memory import CACHED_MEMORY_ACCESS, COUNT_NAMES, CachedMemory
+from models.cached_memory import (
+    CACHED_MEMORY_ACCESS,
+    COUNT_NAMES,
+    WRITEBACK_BUFFER_LINES_PER_CHANNEL,
+    CachedMemory,
+)
 from models.hbm import hbm_fixed_latency_ps
 from models.memory_system import build_address_map
 from simulator.engine import Clock
@@ -277,3 +282,72 @@ def test_unknown_memory_name_is_rejected_with_the_known_names():
     """memory='perfect' is not a model: the error lists cached and flat."""
     with pytest.raises(ValueError, match="cached"):
         simulator.build_system(_config(), "perfect")
+
+
+def test_far_homed_line_read_again_from_the_same_partition_hits_the_near_copy():
+    """After one SM read a far-homed line, a second SM of its partition finds the copy in its
+    own partition: an L2 hit at l2.near_hit_latency_cycles, with no far line."""
+    probe = _Probe(_config())
+    address = 1 << 21
+    near = 1 - probe.partition(address)
+    first = probe.sm_in(near)
+    probe.cycles(first, address)
+    assert probe.last("l2_far_lines") == 1
+    measured = probe.cycles(probe.sm_in(near, other_than=first), address)
+    assert probe.last("l2_copy_hit_sectors") == LINE // SECTOR
+    assert probe.last("l2_far_lines") == 0
+    assert abs(measured - probe.config.l2.near_hit_latency_cycles) <= 1
+
+
+def test_a_store_drops_the_other_partitions_copy():
+    """A store from the home partition invalidates the far SMs' copy: their next load goes
+    to the home slice again (far latency)."""
+    probe = _Probe(_config())
+    address = 1 << 21
+    home = probe.partition(address)
+    reader = probe.sm_in(1 - home)
+    probe.cycles(reader, address)
+    probe.cycles(probe.sm_in(home), address, "store")
+    measured = probe.cycles(probe.sm_in(1 - home, other_than=reader), address)
+    assert probe.last("l2_copy_hit_sectors") == 0 and probe.last("l2_hit_sectors") == 4
+    assert abs(measured - probe.config.l2.far_hit_latency_cycles) <= 1
+
+
+SMALL_L2 = {"l2.size_bytes": 80 * LINE * 20 * 8}  # 8 sets of 20 ways per slice: 1.56 MiB
+
+
+@pytest.mark.parametrize(("fraction", "level"), [(0.375, "near"), (0.75, "far")])
+def test_second_pass_over_a_footprint_costs_near_below_half_the_l2_and_far_above(fraction,
+                                                                                  level):
+    """One SM reads a footprint twice. Below half the L2 every far-homed line of the second
+    pass hits the SM partition's copy (near latency); above half the L2, copies and near-homed
+    lines share the partition's half and thrash, so far-homed lines cost the far latency."""
+    probe = _Probe(_config(SMALL_L2))
+    footprint = int(probe.config.l2.size_bytes * fraction) // LINE * LINE
+    addresses = range(1 << 26, (1 << 26) + footprint, LINE)
+    sm = 0
+    far_homed = [a for a in addresses if probe.partition(a) != sm % 2]
+    for a in addresses:
+        probe.cycles(sm, a)
+    latency = np.array([probe.cycles(sm, a) for a in far_homed])
+    cited = getattr(probe.config.l2, f"{level}_hit_latency_cycles")
+    assert np.median(latency) == pytest.approx(cited, abs=1)
+    _report(f"second pass, far-homed lines, {fraction:.3f} x L2", cited, latency.mean())
+
+
+def test_pure_write_stream_takes_at_least_bytes_over_hbm_bandwidth():
+    """32 MiB stored at once from every SM through a 1.56 MiB L2 completes no earlier than the
+    bytes that left the L2 and the write-back buffers over the HBM peak, and within 10 % of
+    all bytes over the peak."""
+    cfg = _config(SMALL_L2)
+    mem = CachedMemory(cfg, cfg.sm.count)
+    size = 32 << 20
+    chunk = 32
+    base = (1 << 30) // SECTOR
+    done = max(mem.access(r % cfg.sm.count, "store",
+                          np.arange(base + r * chunk, base + (r + 1) * chunk, dtype=np.int64), 0)
+               for r in range(size // (chunk * SECTOR)))
+    buffered = cfg.hbm.channels * WRITEBACK_BUFFER_LINES_PER_CHANNEL * LINE
+    peak_bps = cfg.hbm.peak_bandwidth_gbps * 1e9
+    assert done >= (size - cfg.l2.size_bytes - buffered) / peak_bps * 1e12
+    assert abs(_report("HBM write stream", size / peak_bps * 1e12, done)) <= 0.10
