@@ -321,7 +321,8 @@ def test_second_pass_over_a_footprint_costs_near_below_half_the_l2_and_far_above
                                                                                   level):
     """One SM reads a footprint twice. Below half the L2 every far-homed line of the second
     pass hits the SM partition's copy (near latency); above half the L2, copies and near-homed
-    lines share the partition's half and thrash, so far-homed lines cost the far latency."""
+    lines share the partition's half and thrash (LRU), so most far-homed lines (the median)
+    cost the far latency; sets the hash fills less keep theirs."""
     probe = _Probe(_config(SMALL_L2))
     footprint = int(probe.config.l2.size_bytes * fraction) // LINE * LINE
     addresses = range(1 << 26, (1 << 26) + footprint, LINE)
