@@ -126,7 +126,22 @@ def _expand(first: np.ndarray, group: np.ndarray, count: int) -> tuple[np.ndarra
 
 
 def _distinct_per_group(values: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(values, groups) with duplicates inside each group removed, sorted by group."""
+    """(values, groups) with duplicates inside each group removed, sorted by group.
+
+    When group and value offset fit in one 62-bit key together (always, for a warp's lanes)
+    a single sort of that key does it; otherwise a two-key lexsort.
+    """
+    if values.size:
+        lo = values.min()
+        value_bits = int(values.max() - lo).bit_length()
+        if int(group.max()).bit_length() + value_bits <= 62:
+            key = np.sort((group.astype(np.int64) << value_bits)
+                          | (values - lo).astype(np.int64))
+            keep = np.ones(key.size, dtype=bool)
+            keep[1:] = key[1:] != key[:-1]
+            key = key[keep]
+            offset = (key & ((1 << value_bits) - 1)).astype(values.dtype)
+            return offset + lo, key >> value_bits
     order = np.lexsort((values, group))
     v, g = values[order], group[order]
     keep = np.ones(v.size, dtype=bool)
@@ -215,7 +230,8 @@ class TraceRecorder:
         detail = np.concatenate([c[4] for c in self._chunks])
         sstart = np.concatenate([c[5] if c[5] is not None else np.zeros(c[0].size, np.int64)
                                  for c in self._chunks])
-        order = np.argsort(warp, kind="stable")
+        narrow = np.uint16 if n_warps <= np.iinfo(np.uint16).max else np.int64
+        order = np.argsort(warp.astype(narrow), kind="stable")
         offsets = np.zeros(n_warps + 1, dtype=np.int64)
         offsets[1:] = np.cumsum(np.bincount(warp, minlength=n_warps))
         sectors = (np.concatenate(self._sector_chunks) if self._sector_chunks
