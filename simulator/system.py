@@ -10,7 +10,9 @@ What it models
    now_ps) -> done_ps`). `memory=` picks it by name from `MEMORY_MODELS`: `"cached"` (the
    default: `models.cached_memory.CachedMemory`, tag arrays per level, L1 sized by the
    kernel's shared-memory carve-out) or `"flat"` (`FlatMemory`: latencies and shared
-   bandwidth pipes, an unbounded L2); any object honouring the contract may be passed instead;
+   bandwidth pipes, an unbounded L2) or `"ideal"` (`FixedLatencyMemory`: every access an L1 hit,
+   unlimited bandwidth, to measure what the real blocks cost); any object honouring the
+   contract may be passed instead;
 3. the compute SMs: `sm.count - sm.comm_count` of them (communication SMs run no compute
    kernel). SMs are built per kernel by `simulator.simulate` because they hold that kernel's
    traces; `System.n_compute_sms` says how many.
@@ -25,12 +27,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from models.cached_memory import CachedMemory
+from models.fixed_latency_memory import FixedLatencyMemory
 from models.flat_memory import FlatMemory, MemoryInterface
 from simulator.engine import Clock, SimEnvironment
 
 MEMORY_MODELS = {
     "cached": lambda config, n_sms, carveout: CachedMemory(config, n_sms, carveout),
     "flat": lambda config, n_sms, carveout: FlatMemory(config, n_sms),
+    "ideal": lambda config, n_sms, carveout: FixedLatencyMemory(config),
 }
 """Memory models by name: (config, compute SMs, shared carve-out bytes) -> MemoryInterface."""
 DEFAULT_MEMORY = "cached"
