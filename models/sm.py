@@ -219,6 +219,7 @@ class StreamingMultiprocessor:
         return self.lsu.issue(cycle, kind, detail, sectors)
 
     def _issue(self, warp: Warp, sched: WarpScheduler, cycle: int) -> None:
+        """Issue the warp's next instruction at `cycle`; then `_prepare` (inlined) the one after."""
         e = warp.pos
         unit, interval, latency, action, _, destinations = self.ops[e]
         sched.unit_free[unit] = cycle + interval
@@ -243,7 +244,12 @@ class StreamingMultiprocessor:
         elif e == warp.end:
             self._finish_warp(warp, cycle)
         else:
-            self._prepare(warp, cycle)
+            next_unit, _, _, _, registers, _ = self.ops[e]
+            ready_cycle, memory = cycle + 1, False
+            for r in registers:
+                if ready[r] > ready_cycle:
+                    ready_cycle, memory = ready[r], from_memory[r]
+            warp.ready_cycle, warp.next_unit, warp.waits_on_memory = ready_cycle, next_unit, memory
 
     # -- stall stretches ------------------------------------------------------------
     def _account_stalls(self, cycle: int) -> None:
