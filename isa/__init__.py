@@ -8,9 +8,9 @@ runs a kernel on numpy arrays (modified in place) and returns instruction counts
 """
 
 from isa.errors import InputError, LaunchError, PtxError
-from isa.launch import FunctionalResult, Launch, compile_kernel, run_kernel
+from isa.launch import FunctionalResult, Launch, ShapeOnly, compile_kernel, run_kernel
 from isa.opcodes import OPCODES, TABLE, OpSpec
 from isa.parser import parse
 
-__all__ = ["InputError", "LaunchError", "PtxError", "FunctionalResult", "Launch",
+__all__ = ["InputError", "LaunchError", "PtxError", "FunctionalResult", "Launch", "ShapeOnly",
            "compile_kernel", "run_kernel", "OPCODES", "TABLE", "OpSpec", "parse"]

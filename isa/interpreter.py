@@ -39,8 +39,13 @@ def _n_warps(idx: np.ndarray) -> int:
     return int(np.count_nonzero(w[1:] != w[:-1])) + 1
 
 
-def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 0) -> None:
-    """Run the batch to completion; raises `PtxError` on faults and deadlocks."""
+def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 0,
+                skip_units: frozenset | None = None) -> None:
+    """Run the batch to completion; raises `PtxError` on faults and deadlocks.
+
+    Instructions of a unit in `skip_units` (timing mode) advance the pc without their
+    semantics, unless they are control instructions.
+    """
     instrs = m.program.instrs
     pc = m.pc
     limit = max_steps or (1 << 62)
@@ -74,7 +79,8 @@ def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 
                 pc[lanes] = target + 1
             else:
                 pc[exec_lanes] = target + 1
-            ins.sem(m, ins, exec_lanes)
+            if skip_units is None or ins.control or ins.unit not in skip_units:
+                ins.sem(m, ins, exec_lanes)
             if observer is not None:
                 observer(m, ins, exec_lanes, nw)
 

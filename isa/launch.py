@@ -26,6 +26,7 @@ MAX_BLOCK_DIMS = (1024, 1024, 64)
 MAX_GRID_DIMS = (2 ** 31 - 1, 65535, 65535)
 MAX_SHARED_BYTES = 232448          # 227 KiB opt-in per CTA on sm_90 (CUDA guide, table 21)
 DEFAULT_BATCH_THREADS = 1 << 17
+TIMING_ONLY_SKIPPED_UNITS = frozenset({"tensor"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +42,21 @@ class Launch:
     @property
     def block_threads(self) -> int:
         return self.block[0] * self.block[1] * self.block[2]
+
+
+@dataclass(frozen=True, slots=True)
+class ShapeOnly:
+    """A pointer argument with a shape and dtype but no data (timing mode).
+
+    The kernel gets an address range of the right size backed by zero pages that are only
+    materialised where the kernel writes; nothing is copied in or out.
+    """
+    shape: tuple[int, ...]
+    dtype: object = np.float32
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
 
 
 @dataclass
@@ -153,6 +169,12 @@ def marshal_args(program: Program, args, layout: GlobalLayout):
             kparam[off:off + size] = raw
             continue
         ty = TYPES[decl.type]
+        if isinstance(arg, ShapeOnly):
+            if ty.bits != 64 or ty.kind == "f":
+                raise LaunchError(f"{where} is a .{decl.type} scalar; got a ShapeOnly tensor")
+            buf = layout.allocate(f"arg {k} '{decl.name}' (shape only)", arg.nbytes)
+            kparam[off:off + 8] = np.frombuffer(np.uint64(buf.start).tobytes(), np.uint8)
+            continue
         if isinstance(arg, np.ndarray):
             if ty.bits != 64 or ty.kind == "f":
                 raise LaunchError(f"{where} is a .{decl.type} scalar; got an array (pointer "
@@ -204,12 +226,21 @@ def _scalar_bytes(arg, ty, where: str) -> np.ndarray:
 
 def run_kernel(ptx, entry: str, grid, block, args: list, shared_bytes: int = 0, *,
                file: str = "<ptx>", observer=None, max_batch_threads: int = DEFAULT_BATCH_THREADS,
-               max_steps: int = 0) -> FunctionalResult:
+               max_steps: int = 0, cta_range: tuple[int, int] | None = None,
+               timing_only: bool = False) -> FunctionalResult:
     """Run a kernel functionally. Pointer arguments (numpy arrays) are updated in place.
 
     `ptx` is PTX text or a `Program` from `compile_kernel`. Raises `isa.PtxError` on
     bad PTX or a fault (with file:line:col and the instruction), `isa.LaunchError` on
     an impossible launch or wrong arguments; the caller's arrays are then unchanged.
+
+    Timing mode: `cta_range=(first, stop)` runs only the CTAs with those linear indices
+    (x fastest), for sampled simulation; `timing_only=True` skips the data of tensor-core
+    instructions (`mma`, `wmma.mma`, `wgmma.mma_async`: their destination registers keep
+    stale values), which is where large GEMMs and attention spend their arithmetic, while
+    control flow, addresses and memory traffic still execute. Pointer arguments may be
+    `ShapeOnly`. With either option the results are not meaningful, so nothing is copied
+    back into the caller's arrays.
     """
     program = ptx if isinstance(ptx, Program) else compile_kernel(ptx, entry, file)
     launch = check_launch(program, grid, block, shared_bytes)
@@ -217,6 +248,7 @@ def run_kernel(ptx, entry: str, grid, block, args: list, shared_bytes: int = 0, 
     layout.buffers = list(program.global_layout.buffers)
     layout.top = program.global_layout.top
     kparam, arrays = marshal_args(program, list(args), layout)
+    partial = timing_only or cta_range is not None
     gmem = GlobalMemory(layout)
     for decl, buf in program.module_globals:
         if decl.init:
@@ -227,23 +259,31 @@ def run_kernel(ptx, entry: str, grid, block, args: list, shared_bytes: int = 0, 
         gmem.bytes_of(buf)[:] = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
     counts = StepCounts(len(program.instrs))
     steps = 0
-    for cta_ids in cta_batches(launch, max_batch_threads):
+    skip = TIMING_ONLY_SKIPPED_UNITS if timing_only else None
+    for cta_ids in cta_batches(launch, max_batch_threads, cta_range):
         m = Machine(program, launch, cta_ids, gmem, kparam)
-        run_machine(m, counts, observer, max_steps)
+        run_machine(m, counts, observer, max_steps, skip_units=skip)
         steps += m.steps
-    for arr, buf in arrays:
+    for arr, buf in ([] if partial else arrays):
         out = gmem.bytes_of(buf).view(arr.dtype).reshape(arr.shape)
         arr[...] = out
     return FunctionalResult(program, launch, int(counts.warp.sum()), int(counts.thread.sum()),
                             steps, counts.warp)
 
 
-def cta_batches(launch: Launch, max_batch_threads: int):
-    """CTA index triples in launch order (x fastest), in batches."""
+def cta_batches(launch: Launch, max_batch_threads: int,
+                cta_range: tuple[int, int] | None = None):
+    """CTA index triples in launch order (x fastest), in batches; optionally a sub-range."""
     tpc = -(-launch.block_threads // 32) * 32
     per = max(1, max_batch_threads // tpc)
     gx, gy, gz = launch.grid
-    total = launch.n_ctas
-    for start in range(0, total, per):
+    first, total = 0, launch.n_ctas
+    if cta_range is not None:
+        first, stop = int(cta_range[0]), int(cta_range[1])
+        if not 0 <= first < stop <= total:
+            raise LaunchError(f"cta_range {cta_range} must satisfy 0 <= first < stop <= "
+                              f"{total} (the grid's CTA count)")
+        total = stop
+    for start in range(first, total, per):
         lin = np.arange(start, min(start + per, total), dtype=np.int64)
         yield np.stack([lin % gx, (lin // gx) % gy, lin // (gx * gy)], axis=1)
