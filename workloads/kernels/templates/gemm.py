@@ -1,0 +1,207 @@
+"""Warp-specialized Hopper GEMM kernels, generated as PTX (sm_90a) the way CUTLASS's
+`KernelTmaWarpSpecialized{,Cooperative,Persistent}` and DeepGEMM build them.
+
+`gemm_kernel(...)` -> `GemmKernel` computes C[M, N] = A[M, K] x B[N, K]^T (both
+operands K-major, as TMA + wgmma want them), f32 accumulation, C in bf16 or f32.
+
+Kernel structure (`block` = 128 x (consumers + 1) threads):
+
+* warpgroups 0 .. consumers-1 are consumers (`setmaxnreg.inc`), the last warpgroup is
+  the producer (`setmaxnreg.dec` to 40). A whole producer warpgroup, not a single warp,
+  because `setmaxnreg` is warpgroup-wide; only its warp 0, one `elect.sync` lane,
+  issues work, the other producer warps exit.
+* shared memory (dynamic, `shared_bytes`): a ring of `stages` buffers, each holding the
+  A box (m_tile x k_tile) and the B box (n_tile x k_tile) in 128-byte-swizzled K atoms
+  (64 bf16/fp16, 128 fp8 or 32 tf32 elements: one TMA box per atom and operand), then
+  full[stages] and empty[stages] mbarriers.
+* producer: per k-tile, wait empty[s] (from the second round on), `arrive.expect_tx`
+  the stage's bytes on full[s], issue the TMA boxes (`cp.async.bulk.tensor.2d`) that
+  complete_tx on full[s]. Out-of-bounds box elements read as zero, so M, N and K need
+  not be tile multiples (A and B rows must be 16-byte aligned: TMA's stride rule).
+* consumers: wait full[s], `wgmma.fence`, wgmma m64 x n_tile over the stage (k16 for
+  bf16/fp16, k32 fp8, k8 tf32; descriptors into the swizzled atoms), commit,
+  `wait_group 0`, arrive on empty[s]. With 2 consumers each warpgroup owns m_tile / 2
+  rows of the tile (cooperative); a warpgroup with 128 rows issues two m64 wgmmas
+  per k step. Epilogue: f32 fragment -> (cvt.rn.bf16) -> masked `st.global`.
+* `persistent=True`: grid = min(#tiles, sm_count); producer and consumers walk tiles
+  t = ctaid.x, ctaid.x + nctaid.x, ... (tile_m = t % tiles_m) keeping the stage ring
+  and phases running across tiles. Otherwise grid = (tiles_m, tiles_n).
+* `fp8_scaling="deepseek"` (fp8 only): DeepSeek-V3's fine-grained scaling. Each
+  128-K chunk (4 k32 wgmmas) accumulates into a fresh wgmma accumulator, which is then
+  promoted on the CUDA cores: acc += chunk * (scale_a[row, kc] * scale_b[n // 128, kc])
+  with `fma.rn.f32`. scale_a is f32 [M, ceil(K/128)] (1x128 tiles of A), scale_b f32
+  [ceil(N/128), ceil(K/128)] (128x128 blocks of B).
+
+Left out (simplifications, named so timing studies know): consumers wait the wgmma
+group to zero before releasing a stage (CUTLASS keeps one batch in flight); no
+ping-pong consumer schedule, no TMA-store epilogue through shared memory, no cluster
+multicast, no split-K or stream-K, no tile rasterization swizzle.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from isa.errors import InputError
+from isa.tensor_map import make_tensor_map
+from workloads.kernels.templates import gemm_ptx
+
+MAX_SHARED = 232448            # 227 KiB opt-in shared memory per CTA (sm_90)
+SM_COUNT = 132                 # H100 SXM / H800 SXM
+ELEM = {"bf16": 2, "fp16": 2, "fp8": 1, "tf32": 4}
+PTX_TYPE = {"bf16": "bf16", "fp16": "f16", "fp8": "e4m3", "tf32": "tf32"}
+KSHAPE = {"bf16": "k16", "fp16": "k16", "fp8": "k32", "tf32": "k8"}
+NUMPY_IN = {"bf16": "bfloat16", "fp16": "float16", "fp8": "float8_e4m3fn", "tf32": "float32"}
+OUT_BYTES = {"bf16": 2, "f32": 4}
+NUMPY_OUT = {"bf16": "bfloat16", "f32": "float32"}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Validated generator arguments plus the layout every emitter piece shares."""
+    m_tile: int
+    n_tile: int
+    k_tile: int
+    stages: int
+    dtype: str
+    out_dtype: str
+    consumers: int
+    persistent: bool
+    fp8_scaling: str | None
+    sm_count: int
+
+    ptx_type = property(lambda s: PTX_TYPE[s.dtype])
+    kshape = property(lambda s: KSHAPE[s.dtype])
+    elem_bytes = property(lambda s: ELEM[s.dtype])
+    out_bytes = property(lambda s: OUT_BYTES[s.out_dtype])
+    atom = property(lambda s: 128 // s.elem_bytes)          # K elements per swizzle row
+    k_atoms = property(lambda s: s.k_tile // s.atom)
+    m_sub = property(lambda s: s.m_tile // s.consumers // 64)   # m64 wgmmas per group
+    a_bytes = property(lambda s: s.k_atoms * s.m_tile * 128)
+    stage_bytes = property(lambda s: s.k_atoms * (s.m_tile + s.n_tile) * 128)
+    barrier_offset = property(lambda s: s.stages * s.stage_bytes)
+    shared_bytes = property(lambda s: s.barrier_offset + 16 * s.stages)
+    threads = property(lambda s: 128 * (s.consumers + 1))
+    acc_regs = property(lambda s: s.m_sub * s.n_tile // 2)
+    chunks_per_tile = property(lambda s: max(1, s.k_tile // 128))
+    n_blocks = property(lambda s: max(1, s.n_tile // 128))
+    consumer_regs = property(lambda s: 240 if s.consumers == 1 else 232)
+
+    @property
+    def entry(self) -> str:
+        name = (f"gemm_{self.dtype}_{self.out_dtype}_m{self.m_tile}n{self.n_tile}k{self.k_tile}"
+                f"_s{self.stages}_c{self.consumers}")
+        return name + ("_persistent" if self.persistent else "") + \
+            ("_deepseek" if self.fp8_scaling else "")
+
+
+@dataclass(frozen=True)
+class GemmKernel:
+    """A generated kernel: run with `isa.run_kernel(k.ptx, k.entry, k.grid(M, N), k.block,
+    k.args(a, b, c), shared_bytes=k.shared_bytes)`."""
+    ptx: str
+    entry: str
+    block: tuple[int, int, int]
+    shared_bytes: int
+    config: Config
+
+    def tiles(self, m: int, n: int) -> tuple[int, int]:
+        return math.ceil(m / self.config.m_tile), math.ceil(n / self.config.n_tile)
+
+    def grid(self, m: int, n: int) -> tuple[int, int, int]:
+        tm, tn = self.tiles(m, n)
+        if self.config.persistent:
+            return (min(tm * tn, self.config.sm_count), 1, 1)
+        return (tm, tn, 1)
+
+    def args(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, scale_a=None,
+             scale_b=None) -> list:
+        """[tmap_a, tmap_b, a, b, c, (scale_a, scale_b,) M, N, K] for `isa.run_kernel`;
+        a [M, K], b [N, K] (K-major), c [M, N], all row-major numpy arrays."""
+        cfg = self.config
+        m, k = _shape2(a, "a")
+        n, kb = _shape2(b, "b")
+        if kb != k or c.shape != (m, n):
+            raise InputError(f"shapes a {a.shape}, b {b.shape}, c {c.shape}: accepted "
+                             "a [M, K], b [N, K] (K-major), c [M, N]")
+        for name, arr, want in (("a", a, NUMPY_IN[cfg.dtype]), ("b", b, NUMPY_IN[cfg.dtype]),
+                                ("c", c, NUMPY_OUT[cfg.out_dtype])):
+            if arr.dtype.name != want or not arr.flags.c_contiguous:
+                raise InputError(f"{name}: {arr.dtype.name} array; accepted a C-contiguous "
+                                 f"{want} array for dtype={cfg.dtype!r}, "
+                                 f"out_dtype={cfg.out_dtype!r}")
+        if (k * cfg.elem_bytes) % 16:
+            raise InputError(f"K = {k}: rows of A and B must be a multiple of 16 bytes "
+                             f"(K a multiple of {16 // cfg.elem_bytes} for {cfg.dtype})")
+        ta = make_tensor_map(a, (cfg.m_tile, cfg.atom), swizzle=128, arg=2)
+        tb = make_tensor_map(b, (cfg.n_tile, cfg.atom), swizzle=128, arg=3)
+        out = [ta, tb, a, b, c]
+        if cfg.fp8_scaling:
+            ks = math.ceil(k / 128)
+            for name, arr, shape in (("scale_a", scale_a, (m, ks)),
+                                     ("scale_b", scale_b, (math.ceil(n / 128), ks))):
+                if arr is None or arr.shape != shape or arr.dtype != np.float32:
+                    got = None if arr is None else (arr.shape, arr.dtype.name)
+                    raise InputError(f"{name}: got {got}; accepted a float32 array of "
+                                     f"shape {shape} for fp8_scaling='deepseek'")
+            out += [scale_a, scale_b]
+        elif scale_a is not None or scale_b is not None:
+            raise InputError("scale_a/scale_b given to a kernel without fp8_scaling; "
+                             "accepted: None")
+        return out + [m, n, k]
+
+
+def _shape2(arr, name) -> tuple[int, int]:
+    if not isinstance(arr, np.ndarray) or arr.ndim != 2:
+        raise InputError(f"{name}: accepted a 2-D numpy array")
+    return arr.shape
+
+
+def _bad(arg: str, value, accepted: str) -> InputError:
+    return InputError(f"gemm_kernel: {arg}={value!r} is not accepted; accepted: {accepted}")
+
+
+def gemm_kernel(m_tile: int = 128, n_tile: int = 128, k_tile: int = 64, stages: int = 4,
+                dtype: str = "bf16", out_dtype: str = "bf16", consumers: int = 1,
+                persistent: bool = False, fp8_scaling: str | None = None,
+                sm_count: int = SM_COUNT) -> GemmKernel:
+    """Generate a warp-specialized TMA + wgmma GEMM kernel (see the module docstring)."""
+    if dtype not in ELEM:
+        raise _bad("dtype", dtype, ", ".join(ELEM))
+    if out_dtype not in OUT_BYTES:
+        raise _bad("out_dtype", out_dtype, ", ".join(OUT_BYTES))
+    if consumers not in (1, 2):
+        raise _bad("consumers", consumers, "1 or 2 (consumer warpgroups)")
+    if not isinstance(m_tile, int) or m_tile % (64 * consumers) or not 0 < m_tile <= 256:
+        raise _bad("m_tile", m_tile, f"a multiple of {64 * consumers} (64 x consumers) "
+                   "up to 256")
+    if not isinstance(n_tile, int) or n_tile % 8 or not 0 < n_tile <= 256:
+        raise _bad("n_tile", n_tile, "a multiple of 8 from 8 to 256 (wgmma N)")
+    atom = 128 // ELEM[dtype]
+    if not isinstance(k_tile, int) or k_tile <= 0 or k_tile % atom:
+        raise _bad("k_tile", k_tile, f"a positive multiple of {atom} for {dtype} "
+                   "(one 128-byte swizzle row)")
+    if not isinstance(stages, int) or stages < 2:
+        raise _bad("stages", stages, "an integer >= 2")
+    if fp8_scaling not in (None, "deepseek"):
+        raise _bad("fp8_scaling", fp8_scaling, "None or 'deepseek'")
+    if fp8_scaling and dtype != "fp8":
+        raise _bad("fp8_scaling", fp8_scaling, f"None for dtype={dtype!r} ('deepseek' "
+                   "needs dtype='fp8')")
+    if fp8_scaling and not (128 % n_tile == 0 or n_tile % 128 == 0):
+        raise _bad("n_tile", n_tile, "a divisor or multiple of 128 with fp8_scaling "
+                   "(one B scale block per 128 columns)")
+    if not isinstance(sm_count, int) or sm_count < 1:
+        raise _bad("sm_count", sm_count, "a positive integer")
+    cfg = Config(m_tile, n_tile, k_tile, stages, dtype, out_dtype, consumers,
+                 bool(persistent), fp8_scaling, sm_count)
+    if cfg.shared_bytes > MAX_SHARED:
+        raise _bad("stages", stages, f"a ring within {MAX_SHARED} bytes of shared memory "
+                   f"(227 KiB): {stages} stages x {cfg.stage_bytes} B + barriers = "
+                   f"{cfg.shared_bytes} B; at most "
+                   f"{(MAX_SHARED) // (cfg.stage_bytes + 16)} stages for these tiles")
+    return GemmKernel(gemm_ptx.emit(cfg), cfg.entry, (cfg.threads, 1, 1), cfg.shared_bytes,
+                      cfg)

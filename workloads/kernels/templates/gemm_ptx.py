@@ -1,0 +1,269 @@
+"""PTX text of the warp-specialized Hopper GEMM (the emitter behind `templates.gemm`).
+
+`emit(cfg)` returns one `.entry` for a validated `templates.gemm.Config`. The pieces
+(kernel head, producer, consumer main loop, DeepSeek promotion, epilogue) are separate
+functions returning lists of lines; the layout they share is the `Config` properties:
+
+    shared: stage s at s * stage_bytes: A atoms [k_atoms][m_tile rows][128 B], then
+            B atoms [k_atoms][n_tile rows][128 B] (128B-swizzled by TMA, 1024-aligned);
+            after the stages full[stages] and empty[stages] mbarriers (8 B each).
+    registers: %d<acc> the f32 accumulators, flat index sub * (n_tile / 2) + i for the
+            64-row wgmma block `sub` of this warpgroup and fragment element i; %t<acc>
+            the per-128-K chunk accumulators of the DeepSeek FP8 recipe.
+"""
+
+from __future__ import annotations
+
+DESC_SWIZZLE128 = 0x4000004000010000   # 128B swizzle, SBO 1024 B (8 rows), LBO 16 B
+K_STEP_BYTES = 32                      # one wgmma consumes 32 bytes of K per row
+
+
+def emit(cfg) -> str:
+    body = _head(cfg) + _consumer(cfg) + _producer(cfg)
+    return "\n".join(body) + "\n"
+
+
+def _head(cfg) -> list[str]:
+    scale_params = ("    .param .u64 scale_a,\n    .param .u64 scale_b,\n"
+                    if cfg.fp8_scaling else "")
+    acc = cfg.acc_regs
+    regs = [
+        "    .reg .pred %p<8>;", f"    .reg .pred %pc<{cfg.n_tile // 4}>;",
+        "    .reg .b32 %r<24>;", "    .reg .b64 %rd<16>;", "    .reg .b16 %h;",
+        f"    .reg .f32 %d<{acc}>;",
+        "    .reg .b32 %thr, %bars, %stage, %phase, %it, %kt, %ktiles, %tile, %tiles;",
+        "    .reg .b32 %tiles_m, %m0, %n0, %M, %N, %K, %ksb;",
+        "    .reg .b64 %desc_a, %desc_b;",
+        "    .reg .pred %ptrue, %pfalse, %pacc;",
+    ]
+    if cfg.fp8_scaling:
+        regs += [f"    .reg .f32 %t<{acc}>;", f"    .reg .f32 %sa<{2 * cfg.m_sub}>;",
+                 f"    .reg .f32 %sb<{cfg.n_blocks}>;",
+                 f"    .reg .f32 %s<{2 * cfg.m_sub * cfg.n_blocks}>;",
+                 f"    .reg .b64 %pa<{2 * cfg.m_sub}>;"]
+    tm = cfg.m_tile - 1
+    tn = cfg.n_tile - 1
+    lines = [
+        ".version 8.0", ".target sm_90a", ".address_size 64",
+        ".extern .shared .align 1024 .b8 smem[];", "",
+        f".visible .entry {cfg.entry}(",
+        "    .param .align 64 .b8 tmap_a[128],", "    .param .align 64 .b8 tmap_b[128],",
+        "    .param .u64 a,", "    .param .u64 b,", "    .param .u64 c,",
+        scale_params + "    .param .u32 m,", "    .param .u32 n,", "    .param .u32 k", ")",
+        f".maxntid {cfg.threads}, 1, 1", ".minnctapersm 1", "{", *regs,
+        "    mov.u32 %thr, %tid.x;",
+        f"    mov.u32 %bars, smem;\n    add.u32 %bars, %bars, {cfg.barrier_offset};",
+        "    ld.param.u32 %M, [m];", "    ld.param.u32 %N, [n];", "    ld.param.u32 %K, [k];",
+        f"    add.u32 %tiles_m, %M, {tm};", f"    div.u32 %tiles_m, %tiles_m, {cfg.m_tile};",
+        f"    add.u32 %tiles, %N, {tn};", f"    div.u32 %tiles, %tiles, {cfg.n_tile};",
+        "    mul.lo.u32 %tiles, %tiles, %tiles_m;",
+        f"    add.u32 %ktiles, %K, {cfg.k_tile - 1};",
+        f"    div.u32 %ktiles, %ktiles, {cfg.k_tile};",
+        "    add.u32 %ksb, %K, 127;", "    shr.u32 %ksb, %ksb, 7;   // 128-K scale blocks",
+        "    setp.eq.u32 %ptrue, %thr, %thr;", "    setp.ne.u32 %pfalse, %thr, %thr;",
+        "    // thread 0 initialises full[s] (1 arrival + tx bytes), empty[s] (consumers)",
+        "    setp.ne.u32 %p0, %thr, 0;", "    @%p0 bra INIT_DONE;",
+    ]
+    for s in range(cfg.stages):
+        lines.append(f"    mbarrier.init.shared::cta.b64 [%bars+{8 * s}], 1;")
+        lines.append(f"    mbarrier.init.shared::cta.b64 [%bars+{8 * (cfg.stages + s)}], "
+                     f"{128 * cfg.consumers};")
+    lines += ["    fence.mbarrier_init.release.cluster;", "INIT_DONE:", "    bar.sync 0;",
+              f"    setp.ge.u32 %p0, %thr, {128 * cfg.consumers};", "    @%p0 bra PRODUCER;"]
+    return lines
+
+
+def _tile_start(cfg, side: str) -> list[str]:
+    """Tile coordinates m0, n0 of tile %tile (persistent) or of this CTA's (x, y)."""
+    if cfg.persistent:
+        return [f"{side}_TILE:", "    setp.ge.u32 %p0, %tile, %tiles;",
+                f"    @%p0 bra {side}_END;",
+                "    rem.u32 %m0, %tile, %tiles_m;", "    div.u32 %n0, %tile, %tiles_m;",
+                f"    mul.lo.u32 %m0, %m0, {cfg.m_tile};",
+                f"    mul.lo.u32 %n0, %n0, {cfg.n_tile};"]
+    return ["    mov.u32 %m0, %ctaid.x;", "    mov.u32 %n0, %ctaid.y;",
+            f"    mul.lo.u32 %m0, %m0, {cfg.m_tile};",
+                f"    mul.lo.u32 %n0, %n0, {cfg.n_tile};"]
+
+
+def _tile_end(cfg, side: str) -> list[str]:
+    if not cfg.persistent:
+        return []
+    return ["    mov.u32 %r0, %nctaid.x;", "    add.u32 %tile, %tile, %r0;",
+            f"    bra.uni {side}_TILE;", f"{side}_END:"]
+
+
+def _advance_stage(cfg) -> list[str]:
+    """stage = (stage + 1) % stages, flipping the phase parity on wrap."""
+    return ["    add.u32 %stage, %stage, 1;",
+            f"    setp.eq.u32 %p1, %stage, {cfg.stages};",
+            "    selp.u32 %stage, 0, %stage, %p1;",
+            "    xor.b32 %r0, %phase, 1;", "    selp.u32 %phase, %r0, %phase, %p1;"]
+
+
+def _producer(cfg) -> list[str]:
+    lines = ["", "    // ---- producer warpgroup: warp 0, one elected lane, issues TMA ----",
+             "PRODUCER:", "    setmaxnreg.dec.sync.aligned.u32 40;",
+             f"    sub.u32 %r0, %thr, {128 * cfg.consumers};",
+             "    setp.ge.u32 %p0, %r0, 32;", "    @%p0 bra DONE;",
+             "    elect.sync %r1|%p0, 0xffffffff;", "    @!%p0 bra DONE;",
+             "    mov.u64 %rd0, tmap_a;", "    mov.u64 %rd1, tmap_b;",
+             "    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;", "    mov.u32 %it, 0;",
+             "    mov.u32 %tile, %ctaid.x;", *_tile_start(cfg, "P"),
+             "    mov.u32 %kt, 0;", "P_K:",
+             "    shl.b32 %r2, %stage, 3;", "    add.u32 %r3, %bars, %r2;          // full[s]",
+             f"    add.u32 %r4, %r3, {8 * cfg.stages};          // empty[s]",
+             f"    setp.lt.u32 %p0, %it, {cfg.stages};", "    @%p0 bra P_ISSUE;",
+             "    xor.b32 %r5, %phase, 1;", "P_WAIT:",
+             "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r4], %r5;",
+             "    @!%p1 bra P_WAIT;", "P_ISSUE:",
+             f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd2, [%r3], {cfg.stage_bytes};",
+             "    mov.u32 %r6, smem;", f"    mad.lo.u32 %r6, %stage, {cfg.stage_bytes}, %r6;",
+             f"    mul.lo.u32 %r7, %kt, {cfg.k_tile};"]
+    tma = ("    cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx"
+           "::bytes [%r8], [{map}, {{%r9, {row}}}], [%r3];")
+    for j in range(cfg.k_atoms):
+        lines += [f"    add.u32 %r9, %r7, {j * cfg.atom};",
+                  f"    add.u32 %r8, %r6, {j * cfg.m_tile * 128};",
+                  tma.format(map="%rd0", row="%m0"),
+                  f"    add.u32 %r8, %r6, {cfg.a_bytes + j * cfg.n_tile * 128};",
+                  tma.format(map="%rd1", row="%n0")]
+    lines += [*_advance_stage(cfg), "    add.u32 %it, %it, 1;", "    add.u32 %kt, %kt, 1;",
+              "    setp.lt.u32 %p0, %kt, %ktiles;", "    @%p0 bra P_K;",
+              *_tile_end(cfg, "P"), "DONE:", "    ret;", "}"]
+    return lines
+
+
+def _wgmma(cfg, regs: str, sub: int, a_off: int, b_off: int, pred: str) -> list[str]:
+    half = cfg.n_tile // 2
+    frag = ", ".join(f"%{regs}{sub * half + i}" for i in range(half))
+    trans = ", 0, 0" if cfg.elem_bytes == 2 else ""
+    return [f"    add.s64 %rd4, %desc_a, {a_off >> 4};",
+            f"    add.s64 %rd5, %desc_b, {b_off >> 4};",
+            f"    wgmma.mma_async.sync.aligned.m64n{cfg.n_tile}{cfg.kshape}.f32."
+            f"{cfg.ptx_type}.{cfg.ptx_type} {{{frag}}}, %rd4, %rd5, {pred}, 1, 1{trans};"]
+
+
+def _consumer(cfg) -> list[str]:
+    rows_wg = cfg.m_tile // cfg.consumers
+    lines = ["", "    // ---- consumer warpgroups: wgmma over the stage ring ----",
+             f"    setmaxnreg.inc.sync.aligned.u32 {cfg.consumer_regs};",
+             "    shr.u32 %r10, %thr, 7;                // consumer warpgroup",
+             "    and.b32 %r11, %thr, 127;", "    shr.u32 %r12, %r11, 5;                // warp",
+             "    and.b32 %r13, %r11, 31;               // lane",
+             "    shr.u32 %r14, %r13, 2;", "    shl.b32 %r15, %r12, 4;",
+             "    add.u32 %r14, %r14, %r15;",
+             f"    mad.lo.u32 %r14, %r10, {rows_wg}, %r14;  // row of fragment element 0",
+             "    and.b32 %r15, %r13, 3;", "    shl.b32 %r15, %r15, 1;    // column of element 0",
+             f"    mul.lo.u32 %r16, %r10, {rows_wg * 128};     // A byte offset of this group",
+             "    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;",
+             "    mov.u32 %tile, %ctaid.x;", *_tile_start(cfg, "C")]
+    if cfg.fp8_scaling:
+        lines += [f"    mov.f32 %d{i}, 0f00000000;" for i in range(cfg.acc_regs)]
+        lines += _scale_rows(cfg)
+    lines += ["    mov.u32 %kt, 0;", "C_K:",
+              "    shl.b32 %r2, %stage, 3;", "    add.u32 %r3, %bars, %r2;          // full[s]",
+              "C_WAIT:", "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], %phase;",
+              "    @!%p1 bra C_WAIT;",
+              "    mov.u32 %r6, smem;", f"    mad.lo.u32 %r6, %stage, {cfg.stage_bytes}, %r6;",
+              f"    add.u32 %r7, %r6, {cfg.a_bytes};", "    add.u32 %r6, %r6, %r16;",
+              "    cvt.u64.u32 %desc_a, %r6;", "    shr.u64 %desc_a, %desc_a, 4;",
+              f"    or.b64 %desc_a, %desc_a, {DESC_SWIZZLE128:#x};",
+              "    cvt.u64.u32 %desc_b, %r7;", "    shr.u64 %desc_b, %desc_b, 4;",
+              f"    or.b64 %desc_b, %desc_b, {DESC_SWIZZLE128:#x};",
+              "    setp.ne.u32 %pacc, %kt, 0;   // first k-step of a tile overwrites D"]
+    steps = [(j, q) for j in range(cfg.k_atoms) for q in range(128 // K_STEP_BYTES)]
+    per_chunk = len(steps) // cfg.chunks_per_tile if cfg.fp8_scaling else len(steps)
+    for c0 in range(0, len(steps), per_chunk):
+        lines.append("    wgmma.fence.sync.aligned;")
+        for n, (j, q) in enumerate(steps[c0:c0 + per_chunk]):
+            for sub in range(cfg.m_sub):
+                a_off = j * cfg.m_tile * 128 + sub * 64 * 128 + q * K_STEP_BYTES
+                b_off = j * cfg.n_tile * 128 + q * K_STEP_BYTES
+                if cfg.fp8_scaling:
+                    pred = "%pfalse" if n == 0 else "%ptrue"
+                else:
+                    pred = "%pacc" if c0 + n == 0 else "%ptrue"
+                lines += _wgmma(cfg, "t" if cfg.fp8_scaling else "d", sub, a_off, b_off, pred)
+        lines += ["    wgmma.commit_group.sync.aligned;", "    wgmma.wait_group.sync.aligned 0;"]
+        if cfg.fp8_scaling:
+            lines += _promote(cfg, c0 // per_chunk)
+    lines += [f"    add.u32 %r4, %r3, {8 * cfg.stages};",
+              "    mbarrier.arrive.shared::cta.b64 %rd2, [%r4];   // release the stage",
+              *_advance_stage(cfg), "    add.u32 %kt, %kt, 1;",
+              "    setp.lt.u32 %p0, %kt, %ktiles;", "    @%p0 bra C_K;",
+              *_epilogue(cfg), *_tile_end(cfg, "C"), "    bra.uni DONE;"]
+    return lines
+
+
+def _scale_rows(cfg) -> list[str]:
+    """Per tile: %pa<2 m_sub> point at scale_a[min(row, M-1), 0] of this thread's rows."""
+    lines = ["    ld.param.u64 %rd6, [scale_a];", "    cvta.to.global.u64 %rd6, %rd6;",
+             "    sub.u32 %r17, %M, 1;", "    add.u32 %r18, %m0, %r14;"]
+    for sub in range(cfg.m_sub):
+        for h in range(2):
+            lines += [f"    add.u32 %r19, %r18, {64 * sub + 8 * h};",
+                      "    min.u32 %r19, %r19, %r17;",
+                      "    mul.lo.u32 %r19, %r19, %ksb;", "    mul.wide.u32 %rd7, %r19, 4;",
+                      f"    add.s64 %pa{2 * sub + h}, %rd6, %rd7;"]
+    return lines
+
+
+def _promote(cfg, chunk: int) -> list[str]:
+    """DeepSeek-V3 promotion: d += t * scale_a[row, kc] * scale_b[n_block, kc] (CUDA cores)."""
+    lines = [f"    mad.lo.u32 %r19, %kt, {cfg.chunks_per_tile}, {chunk};   // 128-K chunk kc",
+             "    mul.wide.u32 %rd8, %r19, 4;"]
+    for r in range(2 * cfg.m_sub):
+        lines += [f"    add.s64 %rd9, %pa{r}, %rd8;", f"    ld.global.f32 %sa{r}, [%rd9];"]
+    lines += ["    ld.param.u64 %rd10, [scale_b];", "    cvta.to.global.u64 %rd10, %rd10;",
+              "    add.u32 %r20, %N, 127;", "    shr.u32 %r20, %r20, 7;",
+              "    sub.u32 %r20, %r20, 1;            // last n block"]
+    for b in range(cfg.n_blocks):
+        lines += ["    shr.u32 %r21, %n0, 7;", f"    add.u32 %r21, %r21, {b};",
+                  "    min.u32 %r21, %r21, %r20;", "    mad.lo.u32 %r21, %r21, %ksb, %r19;",
+                  "    mul.wide.u32 %rd11, %r21, 4;", "    add.s64 %rd11, %rd10, %rd11;",
+                  f"    ld.global.f32 %sb{b}, [%rd11];"]
+        for r in range(2 * cfg.m_sub):
+            lines.append(f"    mul.f32 %s{r * cfg.n_blocks + b}, %sa{r}, %sb{b};")
+    half = cfg.n_tile // 2
+    for sub in range(cfg.m_sub):
+        for i in range(half):
+            r = 2 * sub + (1 if i % 4 >= 2 else 0)
+            b = (8 * (i // 4)) // 128
+            x = sub * half + i
+            lines.append(f"    fma.rn.f32 %d{x}, %t{x}, %s{r * cfg.n_blocks + b}, %d{x};")
+    return lines
+
+
+def _epilogue(cfg) -> list[str]:
+    """Masked stores of the accumulator fragments to C[M, N] (row-major)."""
+    ob = cfg.out_bytes
+    lines = ["    // ---- epilogue: fragment -> C, masked at the M and N edges ----",
+             "    ld.param.u64 %rd12, [c];", "    cvta.to.global.u64 %rd12, %rd12;",
+             "    add.u32 %r17, %m0, %r14;             // row of element 0",
+             "    add.u32 %r18, %n0, %r15;             // column of element 0",
+             "    sub.s32 %r19, %M, %r17;", "    sub.s32 %r20, %N, %r18;",
+             "    mul.wide.u32 %rd13, %r17, %N;", "    cvt.u64.u32 %rd14, %r18;",
+             "    add.s64 %rd13, %rd13, %rd14;", f"    mul.lo.u64 %rd13, %rd13, {ob};",
+             "    add.s64 %rd13, %rd12, %rd13;"]
+    half = cfg.n_tile // 2
+    for jj in range(cfg.n_tile // 8):
+        for e in range(2):
+            lines.append(f"    setp.gt.s32 %pc{2 * jj + e}, %r20, {8 * jj + e};")
+    for sub in range(cfg.m_sub):
+        for h in range(2):
+            dr = 64 * sub + 8 * h
+            lines += [f"    setp.gt.s32 %p2, %r19, {dr};",
+                      f"    mul.wide.u32 %rd15, %N, {dr * ob};", "    add.s64 %rd15, %rd13, %rd15;"]
+            for jj in range(cfg.n_tile // 8):
+                for e in range(2):
+                    i = 4 * jj + 2 * h + e
+                    x = sub * half + i
+                    off = (8 * jj + e) * ob
+                    lines.append(f"    and.pred %p3, %p2, %pc{2 * jj + e};")
+                    if cfg.out_dtype == "bf16":
+                        lines += [f"    cvt.rn.bf16.f32 %h, %d{x};",
+                                  f"    @%p3 st.global.b16 [%rd15+{off}], %h;"]
+                    else:
+                        lines.append(f"    @%p3 st.global.f32 [%rd15+{off}], %d{x};")
+    return lines
