@@ -19,10 +19,13 @@ Kernel structure (`block` = 128 x (consumers + 1) threads):
   complete_tx on full[s]. Out-of-bounds box elements read as zero, so M, N and K need
   not be tile multiples (A and B rows must be 16-byte aligned: TMA's stride rule).
 * consumers: wait full[s], `wgmma.fence`, wgmma m64 x n_tile over the stage (k16 for
-  bf16/fp16, k32 fp8, k8 tf32; descriptors into the swizzled atoms), commit,
-  `wait_group 0`, arrive on empty[s]. With 2 consumers each warpgroup owns m_tile / 2
-  rows of the tile (cooperative); a warpgroup with 128 rows issues two m64 wgmmas
-  per k step. Epilogue: f32 fragment -> (cvt.rn.bf16) -> masked `st.global`.
+  bf16/fp16, k32 fp8, k8 tf32; descriptors into the swizzled atoms), commit, then, as
+  CUTLASS does, `wait_group 1` (this k-tile's batch stays in flight) and arrive on
+  empty[] of the previous k-tile's stage; `wait_group 0` and the last release after
+  the k loop (all consumer threads arrive: empty[s] expects 128 x consumers). With 2
+  consumers each warpgroup owns m_tile / 2 rows of the tile (cooperative); a
+  warpgroup with 128 rows issues two m64 wgmmas per k step. Epilogue: f32 fragment
+  -> (cvt.rn.bf16) -> `st.global`, predicated off outside M x N.
 * `persistent=True`: grid = min(#tiles, sm_count); producer and consumers walk tiles
   t = ctaid.x, ctaid.x + nctaid.x, ... (tile_m = t % tiles_m) keeping the stage ring
   and phases running across tiles. Otherwise grid = (tiles_m, tiles_n).
@@ -32,10 +35,10 @@ Kernel structure (`block` = 128 x (consumers + 1) threads):
   with `fma.rn.f32`. scale_a is f32 [M, ceil(K/128)] (1x128 tiles of A), scale_b f32
   [ceil(N/128), ceil(K/128)] (128x128 blocks of B).
 
-Left out (simplifications, named so timing studies know): consumers wait the wgmma
-group to zero before releasing a stage (CUTLASS keeps one batch in flight); no
-ping-pong consumer schedule, no TMA-store epilogue through shared memory, no cluster
-multicast, no split-K or stream-K, no tile rasterization swizzle.
+Left out (simplifications, named so timing studies know): the DeepSeek variant waits
+each chunk's wgmmas to zero before promoting (as DeepGEMM); no ping-pong consumer
+schedule, no TMA-store epilogue through shared memory, no cluster multicast, no split-K
+or stream-K, no tile rasterization swizzle.
 """
 
 from __future__ import annotations

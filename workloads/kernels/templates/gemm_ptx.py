@@ -33,7 +33,7 @@ def _head(cfg) -> list[str]:
         f"    .reg .f32 %d<{acc}>;",
         "    .reg .b32 %thr, %bars, %stage, %phase, %it, %kt, %ktiles, %tile, %tiles;",
         "    .reg .b32 %tiles_m, %m0, %n0, %M, %N, %K, %ksb;",
-        "    .reg .b64 %desc_a, %desc_b;",
+        "    .reg .b64 %desc_a, %desc_b;", "    .reg .b32 %prev_empty;",
         "    .reg .pred %ptrue, %pfalse, %pacc;",
     ]
     if cfg.fp8_scaling:
@@ -185,14 +185,25 @@ def _consumer(cfg) -> list[str]:
                 else:
                     pred = "%pacc" if c0 + n == 0 else "%ptrue"
                 lines += _wgmma(cfg, "t" if cfg.fp8_scaling else "d", sub, a_off, b_off, pred)
-        lines += ["    wgmma.commit_group.sync.aligned;", "    wgmma.wait_group.sync.aligned 0;"]
+        # DeepSeek promotion reads the chunk accumulator: wait for all; otherwise keep
+        # this k-tile's batch in flight and release the previous k-tile's stage
+        keep = 0 if cfg.fp8_scaling else 1
+        lines += ["    wgmma.commit_group.sync.aligned;",
+                  f"    wgmma.wait_group.sync.aligned {keep};"]
         if cfg.fp8_scaling:
             lines += _promote(cfg, c0 // per_chunk)
-    lines += [f"    add.u32 %r4, %r3, {8 * cfg.stages};",
-              "    mbarrier.arrive.shared::cta.b64 %rd2, [%r4];   // release the stage",
-              *_advance_stage(cfg), "    add.u32 %kt, %kt, 1;",
-              "    setp.lt.u32 %p0, %kt, %ktiles;", "    @%p0 bra C_K;",
-              *_epilogue(cfg), *_tile_end(cfg, "C"), "    bra.uni DONE;"]
+    if cfg.fp8_scaling:
+        lines += [f"    add.u32 %r4, %r3, {8 * cfg.stages};",
+                  "    mbarrier.arrive.shared::cta.b64 %rd2, [%r4];   // release the stage"]
+    else:
+        lines += ["    @%pacc mbarrier.arrive.shared::cta.b64 %rd2, [%prev_empty];   // previous",
+                  f"    add.u32 %prev_empty, %r3, {8 * cfg.stages};   // empty[s]"]
+    lines += [*_advance_stage(cfg), "    add.u32 %kt, %kt, 1;",
+              "    setp.lt.u32 %p0, %kt, %ktiles;", "    @%p0 bra C_K;"]
+    if not cfg.fp8_scaling:
+        lines += ["    wgmma.wait_group.sync.aligned 0;",
+                  "    mbarrier.arrive.shared::cta.b64 %rd2, [%prev_empty];   // last"]
+    lines += [*_epilogue(cfg), *_tile_end(cfg, "C"), "    bra.uni DONE;"]
     return lines
 
 
