@@ -1,82 +1,211 @@
-"""Exact floating-point rounding helpers for PTX rounding modifiers.
+"""Exact floating-point rounding for PTX rounding modifiers.
 
-An exact result is carried as an unevaluated float64 pair `hi + lo` (from TwoSum /
-exact f32 products). `round_pair` rounds it once to a target dtype under `rn`, `rz`,
-`rm` or `rp`: round-to-nearest goes through round-to-odd at float64 precision, which
-is exact for every target of at most 51 significand bits (f32, f16, bf16, fp8);
-directed modes compare the exact value with the nearest candidate and step one ulp.
+What is modelled: an exact real result, carried either as one float64 value that is
+exact (products of f32 values, f32 quotients and square roots that cannot sit on a
+rounding boundary) or as an unevaluated float64 pair `hi + lo` from TwoSum/TwoProd,
+is rounded once to f64, f32, f16, bf16, e4m3 or e5m2 under `.rn` (nearest, ties to
+even), `.rz`, `.rm` or `.rp`, with IEEE 754 overflow (nearest -> inf, directed -> inf
+or the largest finite value, depending on direction).
+
+Method: round-to-odd. A pair is first rounded to odd at float64 precision; rounding
+that value to any format of at most 51 significand bits, in any mode, gives the
+correctly rounded exact value (Boldo & Melquiond, "Emulation of FMA and correctly
+rounded sums: proved algorithms using rounding to odd", IEEE TC 2008). Nearest goes
+through numpy (float64 -> f32 and -> f16 are single correct roundings) or, for the
+ml_dtypes formats whose float64 conversion passes through float32, through an odd
+rounding to f32 first. Directed modes take the nearest value and step one unit where
+it lies on the wrong side of the exact value. `fma_rn_f32` is the hot GEMM case fused
+into one compiled pass (numba).
+
+Left out: `.rna` and `.rs` (callers handle `.rna` where PTX allows it); e4m3 has no
+infinity, so its overflow without `.satfinite` gives NaN as ml_dtypes encodes it.
+Exactness of pairs assumes TwoProd did not underflow (products above 2^-969 in f64).
 """
 
 from __future__ import annotations
 
+import math
+
+import numba
 import numpy as np
 
+from isa.types import UINT_OF_BITS
 
-def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """s + e == a + b exactly (float64, barring overflow)."""
+F64 = np.dtype(np.float64)
+F32 = np.dtype(np.float32)
+F16 = np.dtype(np.float16)
+
+
+def two_sum(a, b) -> tuple[np.ndarray, np.ndarray]:
+    """s + e == a + b exactly, s = RN(a + b) (float64, barring overflow)."""
     s = a + b
     bb = s - a
     e = (a - (s - bb)) + (b - bb)
     return s, e
 
 
-def _split(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _split(a):
     c = a * 134217729.0  # 2**27 + 1, Veltkamp split
     hi = c - (c - a)
     return hi, a - hi
 
 
-def two_prod(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """p + e == a * b exactly (float64, Dekker's algorithm, barring over/underflow)."""
+def two_prod(a, b) -> tuple[np.ndarray, np.ndarray]:
+    """p + e == a * b exactly, p = RN(a * b) (Dekker on frexp-scaled significands).
+
+    Exact whenever the product and its error term are normal: |a * b| >= 2^-969.
+    """
+    ma, ea = np.frexp(a)
+    mb, eb = np.frexp(b)
+    p, e = _two_prod_unit(ma, mb)
+    k = ea + eb
+    return np.ldexp(p, k), np.ldexp(e, k)
+
+
+def mul_side(a, b, r) -> np.ndarray:
+    """sign(a*b - r), exactly, for finite a, b and r = RN(a*b) finite (any exponents)."""
+    ma, ea = np.frexp(a)
+    mb, eb = np.frexp(b)
+    rs = np.ldexp(r, -(ea + eb))
+    p, e = _two_prod_unit(ma, mb)
+    return np.sign((p - rs) + e)
+
+
+def div_side(a, b, r) -> np.ndarray:
+    """sign(a/b - r), exactly, for finite a, nonzero finite b and r = RN(a/b) finite."""
+    ma, ea = np.frexp(a)
+    mb, eb = np.frexp(b)
+    rs = np.ldexp(r, -(ea - eb))
+    p, e = _two_prod_unit(rs, mb)
+    return np.sign((ma - p) - e) * np.sign(mb)
+
+
+def sqrt_side(a, r) -> np.ndarray:
+    """sign(sqrt(a) - r), exactly, for finite a >= 0 and r = RN(sqrt(a))."""
+    ma, ea = np.frexp(a)
+    odd = ea & 1
+    ma, ea = np.ldexp(ma, -odd), ea + odd        # even exponent, ma in [0.25, 1)
+    rs = np.ldexp(r, -(ea // 2))
+    p, e = _two_prod_unit(rs, rs)
+    return np.sign((ma - p) - e)
+
+
+def _two_prod_unit(a, b):
+    """Dekker's product for operands of magnitude below 4 (no scaling needed)."""
     p = a * b
     ah, al = _split(a)
     bh, bl = _split(b)
-    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-    return p, e
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
 
 
-def round_to_odd(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
-    """The float64 nearest-odd rounding of hi + lo (|lo| <= ulp(hi)/2)."""
-    hi = np.asarray(hi, dtype=np.float64)
-    lo = np.asarray(lo, dtype=np.float64)
+def round_to_odd(hi, lo) -> np.ndarray:
+    """The float64 odd rounding of hi + lo, for hi = RN(hi + lo) (a TwoSum pair)."""
+    hi = np.asarray(hi, dtype=F64)
+    lo = np.asarray(lo, dtype=F64)
     inexact = (lo != 0) & np.isfinite(hi)
     if not inexact.any():
         return hi
     toward_zero = np.where(np.signbit(lo) != np.signbit(hi), np.nextafter(hi, 0.0), hi)
-    odd = (toward_zero.view(np.int64) | 1).view(np.float64)
+    odd = (toward_zero.view(np.int64) | 1).view(F64)
     return np.where(inexact, odd, hi)
+
+
+def _odd_to_f32(x: np.ndarray) -> np.ndarray:
+    """float64 -> float32 rounding to odd (keeps every bit a later narrower rounding needs)."""
+    r = x.astype(F32)
+    r64 = r.astype(F64)
+    inexact = (r64 != x) & np.isfinite(x)
+    if not inexact.any():
+        return r
+    away = np.abs(r64) > np.abs(x)          # nearest went away from zero (maybe to inf)
+    bits = r.view(np.uint32) - away.astype(np.uint32)
+    return np.where(inexact, bits | np.uint32(1), r.view(np.uint32)).view(F32)
+
+
+def nearest(x, dtype) -> np.ndarray:
+    """Round float64 values (exact, or odd-rounded) to nearest-even in `dtype`."""
+    dtype = np.dtype(dtype)
+    x = np.asarray(x, dtype=F64)
+    if dtype == F64:
+        return x
+    if dtype in (F32, F16):
+        return x.astype(dtype)
+    return _odd_to_f32(x).astype(dtype)
+
+
+def step(r: np.ndarray, up, down) -> np.ndarray:
+    """Move `r` one representable value toward +inf where `up`, toward -inf where `down`."""
+    r = np.asarray(r)
+    ut = UINT_OF_BITS[r.dtype.itemsize * 8]
+    bits = r.view(ut)
+    sign_bit = ut.type(1 << (r.dtype.itemsize * 8 - 1))
+    neg = (bits & sign_bit) != 0
+    zero = r == 0
+    # magnitude grows when moving away from zero, shrinks toward it
+    grow = (up & ~neg) | (down & neg)
+    shrink = (up & neg) | (down & ~neg)
+    one = ut.type(1)
+    out = np.where(grow & ~zero, bits + one, np.where(shrink & ~zero, bits - one, bits))
+    out = np.where(zero & up, one, out)                 # nextUp(+-0) = +min subnormal
+    out = np.where(zero & down, sign_bit | one, out)    # nextDown(+-0) = -min subnormal
+    return out.astype(ut).view(r.dtype)
+
+
+def directed(r: np.ndarray, below, above, mode: str) -> np.ndarray:
+    """Correct the nearest value `r` given where the exact value lies below/above it."""
+    if mode in ("rm", "rmi"):
+        return step(r, np.zeros_like(below), below)
+    if mode in ("rp", "rpi"):
+        return step(r, above, np.zeros_like(above))
+    if mode in ("rz", "rzi"):
+        pos = r.astype(F64) > 0
+        neg = r.astype(F64) < 0
+        return step(r, above & neg, below & pos)
+    raise ValueError(f"unknown rounding mode {mode!r}; expected rn, rz, rm or rp")
+
+
+def round_value(x, dtype, mode: str | None = "rn") -> np.ndarray:
+    """Round float64 values to `dtype` under `mode`.
+
+    `x` must be exact, or lie strictly between the same two `dtype` values as the exact
+    result and never on one of them (an odd rounding, or a float64 quotient of narrower
+    floats).
+    """
+    x = np.asarray(x, dtype=F64)
+    r = nearest(x, dtype)
+    if mode in (None, "rn", "rni"):
+        return r
+    r64 = r.astype(F64)
+    return directed(r, x < r64, x > r64, mode)
 
 
 def round_pair(hi, lo, dtype, mode: str | None = "rn") -> np.ndarray:
     """Round the exact value hi + lo once to `dtype` with PTX rounding `mode`."""
     dtype = np.dtype(dtype)
-    hi = np.asarray(hi, dtype=np.float64)
-    lo = np.asarray(lo, dtype=np.float64)
+    hi = np.asarray(hi, dtype=F64)
+    lo = np.asarray(lo, dtype=F64)
+    lo = np.where(np.isfinite(lo), lo, 0.0)     # an error term lost to overflow
+    s, e = two_sum(hi, lo)
+    s = np.where(lo == 0, hi, s)                # keeps the sign of an exact zero
+    if dtype != F64:
+        return round_value(round_to_odd(s, e), dtype, mode)
     if mode in (None, "rn", "rni"):
-        if dtype == np.float64:
-            return hi + lo
-        return round_to_odd(hi, lo).astype(dtype)
-    r = round_to_odd(hi, lo).astype(dtype) if dtype != np.float64 else hi + lo
-    r64 = r.astype(np.float64)
-    d = hi - r64
-    sign = np.where(d != 0, np.sign(d), np.sign(lo))   # sign of (exact - r)
-    sign = np.where(np.isfinite(r64), sign, 0.0)
-    if mode in ("rm", "rmi"):
-        step = sign < 0
-        return np.where(step, np.nextafter(r, np.array(-np.inf, dtype)), r).astype(dtype)
-    if mode in ("rp", "rpi"):
-        step = sign > 0
-        return np.where(step, np.nextafter(r, np.array(np.inf, dtype)), r).astype(dtype)
-    if mode in ("rz", "rzi"):
-        step = ((r64 > 0) & (sign < 0)) | ((r64 < 0) & (sign > 0))
-        return np.where(step, np.nextafter(r, np.array(0, dtype)), r).astype(dtype)
-    raise ValueError(f"unknown rounding mode {mode!r}")
+        return s
+    overflow = np.isinf(s) & np.isfinite(hi) & np.isfinite(lo)
+    below = np.where(overflow, s > 0, e < 0)
+    above = np.where(overflow, s < 0, e > 0)
+    return directed(s, below, above, mode)
 
 
-def round_value(x, dtype, mode: str | None = "rn") -> np.ndarray:
-    """Round float64 values (taken as exact) to `dtype` under `mode`."""
-    x = np.asarray(x, dtype=np.float64)
-    return round_pair(x, np.zeros_like(x), dtype, mode)
+def fix_overflow(r: np.ndarray, exact_finite, mode: str | None) -> np.ndarray:
+    """Where nearest overflowed to +-inf but the exact value is finite, directed modes
+    that round toward zero from it give the largest finite value instead."""
+    if mode in (None, "rn", "rni"):
+        return r
+    over = np.isinf(r) & exact_finite
+    if not np.any(over):
+        return r
+    return np.where(over, directed(r, r > 0, r < 0, mode), r)
 
 
 def flush_subnormal(x: np.ndarray) -> np.ndarray:
@@ -84,3 +213,70 @@ def flush_subnormal(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x)
     tiny = np.finfo(x.dtype).smallest_normal if x.dtype.kind == "f" else 0
     return np.where(np.abs(x) < tiny, np.copysign(np.zeros_like(x), x), x)
+
+
+@numba.vectorize(cache=False)
+def fma_rn_f32(a, b, c):  # pragma: no cover - compiled
+    """fma.rn.f32: a*b is exact in float64; the sum is TwoSum'ed and rounded once.
+
+    Nearest-even of the float64 sum s is wrong only when s is a float32 midpoint and
+    the TwoSum error e pushes the exact value past it: then the other neighbour wins.
+    """
+    p = np.float64(a) * np.float64(b)
+    cc = np.float64(c)
+    s = p + cc
+    bb = s - p
+    e = (p - (s - bb)) + (cc - bb)
+    r = np.float32(s)
+    if e == 0.0 or not (s - s == 0.0):
+        return r
+    r64 = np.float64(r)
+    if r64 - r64 != 0.0:                 # nearest overflowed; 2^128 is the next "value"
+        r64 = 2.0 ** 128 if s > 0.0 else -(2.0 ** 128)
+    d = s - r64
+    if d == 0.0:
+        return r
+    other = r64 + 2.0 * d               # the neighbour on the far side, if s is a midpoint
+    if np.float64(np.float32(other)) == other and (d > 0.0) == (e > 0.0):
+        return np.float32(other)
+    return r
+
+
+@numba.njit(cache=False, inline="always")
+def _odd_sum(x, y):  # pragma: no cover - compiled
+    """Round-to-odd of x + y in float64 (TwoSum, then an odd last bit when inexact)."""
+    s = x + y
+    bb = s - x
+    e = (x - (s - bb)) + (y - bb)
+    if e == 0.0 or not (s - s == 0.0):
+        return s
+    if (e < 0.0) != (s < 0.0):              # RN went away from zero: step back toward it
+        s = np.nextafter(s, 0.0)
+    m, _ = math.frexp(s)
+    if int(abs(m) * 9007199254740992.0) & 1 == 0:   # even last bit: the odd neighbour
+        s = np.nextafter(s, math.copysign(math.inf, s))
+    return s
+
+
+@numba.vectorize(cache=False)
+def fma_rn_f64(a, b, c):  # pragma: no cover - compiled
+    """fma.rn.f64 by round-to-odd emulation (Boldo & Melquiond): exact product as a
+    pair, TwoSum with c, the low parts summed to odd, one final nearest rounding."""
+    if not (a - a == 0.0 and b - b == 0.0 and c - c == 0.0):      # inf or NaN operand
+        return a * b + c
+    ma, ea = math.frexp(a)
+    mb, eb = math.frexp(b)
+    p = ma * mb
+    c1 = ma * 134217729.0
+    ah = c1 - (c1 - ma)
+    c2 = mb * 134217729.0
+    bh = c2 - (c2 - mb)
+    al, bl = ma - ah, mb - bh
+    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
+    uh, ul = math.ldexp(p, ea + eb), math.ldexp(e, ea + eb)
+    if not (uh - uh == 0.0):
+        return a * b + c
+    th = c + uh
+    bb = th - c
+    tl = (c - (th - bb)) + (uh - bb)
+    return th + _odd_sum(tl, ul)

@@ -2,8 +2,13 @@
 of add/sub/mul/mad/div/min/max/abs/neg to float semantics for float types.
 
 PTX integer arithmetic wraps modulo 2^n; computations use unsigned views so numpy
-never warns. Division truncates toward zero; division by zero gives all ones
-(unsigned) as the hardware does, and is documented as undefined by PTX.
+never warns. Division truncates toward zero and the remainder takes the dividend's
+sign, both computed on unsigned magnitudes, so signed MIN / -1 wraps to MIN with
+remainder 0. Division by zero, which PTX leaves unspecified, gives all ones as the
+quotient and the dividend as the remainder (the model's choice).
+
+Left out: the carry chain of `add.cc`/`addc` (`.cc` is accepted, the carry is not
+kept).
 """
 
 from __future__ import annotations
@@ -149,37 +154,41 @@ def sad(m, ins, lanes):
     dst(m, ins, _wrap(np.abs(a - b) + c, ty), ty, lanes)
 
 
+def _divmod(m, ins, lanes):
+    """(a, b, quotient, remainder, b == 0) with C semantics: truncation toward zero,
+    remainder with the sign of a, computed on unsigned magnitudes (MIN / -1 wraps)."""
+    ty = ins.types[0]
+    a, b = np.asarray(src(m, ins, 1, ty, lanes)), np.asarray(src(m, ins, 2, ty, lanes))
+    a, b = np.broadcast_arrays(a, b)
+    u = unsigned(ty).dtype
+    zero = b == 0
+    au, bu = a.view(u), np.where(zero, 1, b).astype(ty.dtype).view(u)
+    if not ty.is_signed:
+        return a, b, au // bu, au % bu, zero
+    neg_a, neg_b = a < 0, b < 0
+    au = np.where(neg_a, -au, au).astype(u)
+    bu = np.where(neg_b, -bu, bu).astype(u)
+    qu, ru = au // bu, au % bu
+    q = np.where(neg_a ^ neg_b, -qu, qu).astype(u).view(ty.dtype)
+    r = np.where(neg_a, -ru, ru).astype(u).view(ty.dtype)
+    return a, b, q, r, zero
+
+
 @semantics("div")
 def div(m, ins, lanes):
     if _is_float(ins):
         return F.divide(m, ins, lanes)
     ty = ins.types[0]
-    a, b = np.asarray(src(m, ins, 1, ty, lanes)), np.asarray(src(m, ins, 2, ty, lanes))
-    a, b = np.broadcast_arrays(a, b)
-    zero = b == 0
-    bb = np.where(zero, 1, b).astype(ty.dtype)
-    if ty.is_signed:
-        ai, bi = a.astype(np.int64), bb.astype(np.int64)
-        q = np.abs(ai) // np.abs(bi) * np.sign(ai) * np.sign(bi)
-        q = _wrap(q, ty)
-    else:
-        q = (a // bb).astype(ty.dtype)
-    dst(m, ins, np.where(zero, _wrap(np.int64(-1), ty), q).astype(ty.dtype), ty, lanes)
+    _, _, q, _, zero = _divmod(m, ins, lanes)
+    dst(m, ins, np.where(zero, _wrap(np.int64(-1), ty), q.view(ty.dtype)).astype(ty.dtype), ty,
+        lanes)
 
 
 @semantics("rem")
 def rem(m, ins, lanes):
     ty = ins.types[0]
-    a, b = np.asarray(src(m, ins, 1, ty, lanes)), np.asarray(src(m, ins, 2, ty, lanes))
-    a, b = np.broadcast_arrays(a, b)
-    zero = b == 0
-    bb = np.where(zero, 1, b).astype(ty.dtype)
-    if ty.is_signed:
-        r = np.fmod(a.astype(np.int64), bb.astype(np.int64))
-        r = _wrap(r, ty)
-    else:
-        r = (a % bb).astype(ty.dtype)
-    dst(m, ins, np.where(zero, a, r).astype(ty.dtype), ty, lanes)
+    a, _, _, r, zero = _divmod(m, ins, lanes)
+    dst(m, ins, np.where(zero, a, r.view(ty.dtype)).astype(ty.dtype), ty, lanes)
 
 
 @semantics("abs")

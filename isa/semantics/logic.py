@@ -1,9 +1,15 @@
 """Bitwise logic, shifts, bit manipulation, comparisons, selects and `mov`.
 
-Shifts clamp the amount at the register width (PTX: amounts greater than the width
-are clamped to it), `shr.s*` fills with the sign. Ordered float comparisons are
-false on NaN, the unordered `equ/neu/ltu/leu/gtu/geu` are true on NaN. `mov` also
-packs and unpacks vector operands (`mov.b32 %r, {lo, hi}`, `mov.b64 {lo, hi}, %rd`).
+What is modelled: shifts clamp the amount at the register width (PTX: amounts greater
+than the width are clamped to it), `shr.s*` fills with the sign. `bfe`/`bfi` follow
+the PTX pseudo-code (pos and len are the low bytes of their operands; bits past the
+msb come from the sign bit or are dropped); `prmt` implements the default selector
+mode and `.f4e/.b4e/.rc8/.ecl/.ecr/.rc16`. Ordered float comparisons are false on NaN,
+the unordered `equ/neu/ltu/leu/gtu/geu` are true on NaN. `mov` also packs and
+unpacks vector operands (`mov.b32 %r, {lo, hi}`, `mov.b64 {lo, hi}, %rd`), first
+element in the low bits.
+
+Left out: the SIMD video forms (`vadd`, `.u16x2` min/max) and `shf` on 64 bits.
 """
 
 from __future__ import annotations
@@ -145,60 +151,87 @@ def bfind(m, ins, lanes):
     dst(m, ins, (pos & 0xFFFFFFFF).astype(np.uint32), TYPES["u32"], lanes)
 
 
+_ALL_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+def _low_mask(n) -> np.ndarray:
+    """Masks of the low n bits (0 <= n <= 64) as uint64."""
+    n = np.asarray(n, dtype=np.int64)
+    part = (np.uint64(1) << np.minimum(n, 63).astype(np.uint64)) - np.uint64(1)
+    return np.where(n >= 64, _ALL_ONES, part)
+
+
 @semantics("bfe")
 def bfe(m, ins, lanes):
+    """PTX bfe: d[i] = a[pos+i] for i < len and pos+i <= msb, else the sign bit
+    a[min(pos+len-1, msb)] (signed types) or 0; pos = b & 0xff, len = c & 0xff."""
     ty = ins.types[0]
     u32 = TYPES["u32"]
-    a = np.asarray(src(m, ins, 1, unsigned(ty), lanes)).astype(np.uint64)
-    pos = np.asarray(src(m, ins, 2, u32, lanes)).astype(np.int64) & 0xFF
-    ln = np.asarray(src(m, ins, 3, u32, lanes)).astype(np.int64) & 0xFF
-    w = ty.bits
-    pos_c = np.minimum(pos, w)
-    field = (a >> pos_c.astype(np.uint64)) & ((np.uint64(1) << np.minimum(ln, 63).astype(
-        np.uint64)) - np.uint64(1))
-    field = np.where(ln >= 64, a >> pos_c.astype(np.uint64), field)
-    if ty.is_signed:
-        top = np.minimum(pos + ln - 1, w - 1)
-        sbit = (a >> top.astype(np.uint64)) & np.uint64(1)
-        sbit = np.where(ln == 0, 0, sbit)
-        fill = np.where(sbit != 0, ~((np.uint64(1) << np.minimum(ln, 63).astype(np.uint64))
-                                     - np.uint64(1)), np.uint64(0))
-        field = np.where(ln < w, field | fill, field)
-    mask = np.uint64((1 << w) - 1) if w < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
-    r = np.where(ln == 0, np.uint64(0), field & mask)
-    dst(m, ins, r.astype(UINT_OF_BITS[w]).view(ty.dtype), ty, lanes)
+    pos = (np.asarray(src(m, ins, 2, u32, lanes)) & np.uint32(0xFF)).astype(np.int64)
+    ln = np.minimum((np.asarray(src(m, ins, 3, u32, lanes)) & np.uint32(0xFF)).astype(np.int64),
+                    64)
+    if ty.is_signed:   # arithmetic shifts of the sign-extended value replicate a[msb]
+        x = np.asarray(src(m, ins, 1, ty, lanes)).astype(np.int64)
+        shifted = x >> np.minimum(pos, 63)
+        up = np.minimum(64 - ln, 63)
+        r = np.where(ln == 0, 0, (shifted << up) >> up).view(np.uint64)
+    else:
+        x = np.asarray(src(m, ins, 1, ty, lanes)).astype(np.uint64)
+        shifted = np.where(pos >= 64, np.uint64(0), x >> np.minimum(pos, 63).astype(np.uint64))
+        r = shifted & _low_mask(ln)
+    dst(m, ins, r.astype(UINT_OF_BITS[ty.bits]).view(ty.dtype), ty, lanes)
 
 
 @semantics("bfi")
 def bfi(m, ins, lanes):
+    """PTX bfi: copy a[0..len) into b at pos, bits past the msb dropped."""
     ty = unsigned(ins.types[0])
     u32 = TYPES["u32"]
     a = np.asarray(src(m, ins, 1, ty, lanes)).astype(np.uint64)
     b = np.asarray(src(m, ins, 2, ty, lanes)).astype(np.uint64)
-    pos = np.minimum(np.asarray(src(m, ins, 3, u32, lanes)).astype(np.uint64) & np.uint64(0xFF),
-                     np.uint64(ty.bits))
-    ln = np.asarray(src(m, ins, 4, u32, lanes)).astype(np.uint64) & np.uint64(0xFF)
-    fmask = ((np.uint64(1) << np.minimum(ln, np.uint64(63))) - np.uint64(1)) << pos
-    r = (b & ~fmask) | ((a << pos) & fmask)
-    dst(m, ins, r.astype(ty.dtype, casting="unsafe"), ty, lanes)
+    pos = (np.asarray(src(m, ins, 3, u32, lanes)) & np.uint32(0xFF)).astype(np.int64)
+    ln = (np.asarray(src(m, ins, 4, u32, lanes)) & np.uint32(0xFF)).astype(np.int64)
+    width = np.clip(np.minimum(pos + ln, ty.bits) - pos, 0, 64)
+    shift = np.minimum(pos, 63).astype(np.uint64)
+    fmask = np.where(pos >= ty.bits, np.uint64(0), _low_mask(width) << shift)
+    r = (b & ~fmask) | ((a << shift) & fmask)
+    dst(m, ins, r.astype(ty.dtype), ty, lanes)
+
+
+# byte of {b, a} feeding d.b0..d.b3 for each selector value c[1:0], per prmt mode
+_PRMT_MODES = {
+    "f4e": ((0, 1, 2, 3), (1, 2, 3, 4), (2, 3, 4, 5), (3, 4, 5, 6)),
+    "b4e": ((0, 7, 6, 5), (1, 0, 7, 6), (2, 1, 0, 7), (3, 2, 1, 0)),
+    "rc8": ((0, 0, 0, 0), (1, 1, 1, 1), (2, 2, 2, 2), (3, 3, 3, 3)),
+    "ecl": ((0, 1, 2, 3), (1, 1, 2, 3), (2, 2, 2, 3), (3, 3, 3, 3)),
+    "ecr": ((0, 0, 0, 0), (0, 1, 1, 1), (0, 1, 2, 2), (0, 1, 2, 3)),
+    "rc16": ((0, 1, 0, 1), (2, 3, 2, 3), (0, 1, 0, 1), (2, 3, 2, 3)),
+}
 
 
 @semantics("prmt")
 def prmt(m, ins, lanes):
+    """Byte permute of the pair {b, a}: by selector nibbles (bit 3 replicates the byte's
+    sign) in the default mode, or by the fixed patterns of .f4e/.b4e/.rc8/.ecl/.ecr/.rc16."""
     u32 = TYPES["u32"]
     a = np.asarray(src(m, ins, 1, u32, lanes)).astype(np.uint64)
     b = np.asarray(src(m, ins, 2, u32, lanes)).astype(np.uint64)
     c = np.asarray(src(m, ins, 3, u32, lanes)).astype(np.uint64)
     a, b, c = np.broadcast_arrays(a, b, c)
     pool = (b << np.uint64(32)) | a
-    bytes_ = [(pool >> np.uint64(8 * k)) & np.uint64(0xFF) for k in range(8)]
+    mode = next((f for f in ins.flags if f in _PRMT_MODES), None)
+    table = np.array(_PRMT_MODES[mode], dtype=np.uint64) if mode else None
     out = np.zeros(a.shape, dtype=np.uint64)
     for k in range(4):
-        sel = (c >> np.uint64(4 * k)) & np.uint64(0xF)
-        idx = (sel & np.uint64(7)).astype(np.int64)
-        val = np.choose(idx, bytes_)
-        sign = (val >> np.uint64(7)) & np.uint64(1)
-        val = np.where(sel & np.uint64(8), sign * np.uint64(0xFF), val)
+        if table is None:
+            sel = (c >> np.uint64(4 * k)) & np.uint64(0xF)
+            idx = sel & np.uint64(7)
+        else:
+            idx = table[(c & np.uint64(3)).astype(np.int64), k]
+        val = (pool >> (np.uint64(8) * idx)) & np.uint64(0xFF)
+        if table is None:
+            sign = (val >> np.uint64(7)) & np.uint64(1)
+            val = np.where(sel & np.uint64(8), sign * np.uint64(0xFF), val)
         out |= val << np.uint64(8 * k)
     dst(m, ins, out.astype(np.uint32), u32, lanes)
 
