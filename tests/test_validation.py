@@ -31,11 +31,6 @@ a ~5000-cycle difference is ~0.1 %)."""
 
 _FLAT_NO_PARTITIONS = ("FlatMemory has one L2 latency (l2.near_hit_latency_cycles) and no far "
                        "partition")
-_CACHED_NEAR_COPIES = (
-    "CachedMemory keeps copies of far-homed lines in the SM's partition, sharing that half of "
-    "the L2 with near-homed lines (LRU): streaming 5/8 of the L2 pushes only the oldest ~1/5 "
-    "of the footprint out of the near half, so most lines of the chased first half still hit "
-    "near (~361 cycles); a chase cycling over the whole footprint would thrash it and see far")
 MODEL_GAPS = {
     "FlatMemory": {
         "l1_latency": "FlatMemory keeps no L1 data: an L1-resident chase pays the L2 hit "
@@ -46,7 +41,6 @@ MODEL_GAPS = {
                               "(2/3 of peak)",
     },
     "CachedMemory": {
-        "l2_far_latency": _CACHED_NEAR_COPIES,
         "hbm_copy_bandwidth": "CachedMemory's HBM has no refresh, bank groups or read/write "
                               "turnaround: reads and the bounded write-backs share each "
                               "channel's pipe at its full rate, so a copy reaches ~100 % of "

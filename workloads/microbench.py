@@ -11,11 +11,20 @@ work, so launch ramp-up, the first cold misses, the epilogue stores and the drai
   arithmetic). The chain decides the level:
   - L1: 128 lines at a 128-byte stride (16 KiB), visited cyclically; both runs make at least
     one full lap first, so the extra hops are all repeats of resident lines;
-  - L2 near / far: the CTA first streams over a footprint (1 MiB for near; 5/8 of the L2 size
-    for far, 31.25 MiB on a 50 MiB L2), then the chase visits distinct random lines of the
-    footprint's first half, which the stream touched early (out of any L1 of <= 512 KiB by
-    then, still in L2). Published near/far figures are measured at these footprints: below
-    ~21 MB an SM sees near-partition latency, beyond ~28 MB far;
+  - L2 near: the CTA first streams over a 1 MiB footprint, then the chase visits distinct
+    random lines of its first half (out of any L1 of <= 512 KiB by then, still in L2); the
+    published near figure is measured below ~21 MB;
+  - L2 far: every line of a footprint of 3/4 of the L2 (37.5 MiB = 39.3 MB on a 50 MiB L2,
+    the middle of the 28-51 MB range the published far figure comes from) in one random
+    cyclic order, as the published chase cycles over its whole footprint. The kernel
+    (`pointer_chase_cycle`) first has the CTA load every line in that order (a warm lap:
+    each line's last use before the chase follows the chase order), so both chase lengths
+    run on the steady state of the cyclic chase. Such a footprint cannot stay near: the SM's
+    partition would need room for its near-homed lines and copies of the far-homed ones
+    (1.5x its half of the L2), so they thrash and a hop costs the far latency (far-homed
+    lines, held by the other half) or an HBM read (near-homed lines evicted from their
+    home); the figure is their average. The warm lap's reads of the 4-byte order array (1/32
+    of the footprint) pass through the L2 too;
   - HBM: distinct random lines of a 64 MiB region that nothing touched before (first touch).
 * bandwidth (GB/s) = (bytes(2w) - bytes(w)) / (time(2w) - time(w)) for streaming launches of
   w and 2w waves (w = 2; a wave = CTAs resident at once on all compute SMs: 1056 CTAs of
@@ -67,9 +76,12 @@ class ChasePlan:
 
     footprint_bytes: int
     hops: tuple[int, int]
-    warm: bool
+    warm: str
+    """"none": nothing touched the footprint; "stream": the CTA streamed it in address order
+    and the chase visits distinct random lines of its first half; "lap": the chase visits
+    every line in one random cyclic order and the CTA loaded them all in that order first."""
     cyclic_lines: int = 0
-    """> 0: visit lines 0..cyclic_lines-1 in order, cyclically; 0: distinct random lines."""
+    """> 0 (warm "none" only): visit lines 0..cyclic_lines-1 in order, cyclically."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,12 +132,12 @@ def _differential(config, entry, grid, block, make_args, counts, work_of,
 
 def chase_plans(config) -> dict[str, ChasePlan]:
     """The four latency measurements for `config` (footprints as in the module docstring)."""
-    far_bytes = config.l2.size_bytes * 5 // 8 // LINE_BYTES * LINE_BYTES
+    far_bytes = config.l2.size_bytes * 3 // 4 // LINE_BYTES * LINE_BYTES
     return {
-        "l1": ChasePlan(128 * LINE_BYTES, (512, 2048), warm=False, cyclic_lines=128),
-        "l2_near": ChasePlan(1 * MIB, (512, 2048), warm=True),
-        "l2_far": ChasePlan(far_bytes, (512, 2048), warm=True),
-        "hbm": ChasePlan(64 * MIB, (256, 1024), warm=False),
+        "l1": ChasePlan(128 * LINE_BYTES, (512, 2048), warm="none", cyclic_lines=128),
+        "l2_near": ChasePlan(1 * MIB, (512, 2048), warm="stream"),
+        "l2_far": ChasePlan(far_bytes, (512, 2048), warm="lap"),
+        "hbm": ChasePlan(64 * MIB, (256, 1024), warm="none"),
     }
 
 
@@ -156,7 +168,9 @@ def chase_visit_words(plan: ChasePlan, rng: np.random.Generator) -> np.ndarray:
     if plan.cyclic_lines:
         return np.arange(plan.cyclic_lines, dtype=np.int64) * words_per_line
     lines = plan.footprint_bytes // LINE_BYTES
-    pool = lines // 2 if plan.warm else lines
+    if plan.warm == "lap":
+        return np.concatenate(([0], 1 + rng.permutation(lines - 1))) * words_per_line
+    pool = lines // 2 if plan.warm == "stream" else lines
     count = max(plan.hops) + 1
     if count > pool:
         raise ValueError(f"{count} distinct lines requested from a pool of {pool}")
@@ -166,11 +180,20 @@ def chase_visit_words(plan: ChasePlan, rng: np.random.Generator) -> np.ndarray:
 
 def chase_latency(config, plan: ChasePlan, seed: int = 0, memory=None) -> Differential:
     """Simulated cycles per hop of `plan` on `config` (work = hops)."""
+    if plan.warm not in ("none", "stream", "lap"):
+        raise ValueError(f"ChasePlan.warm {plan.warm!r}: expected 'none', 'stream' or 'lap'")
     n_words = plan.footprint_bytes // WORD_BYTES
-    block = CHASE_BLOCK if plan.warm else 1
+    block = 1 if plan.warm == "none" else CHASE_BLOCK
     base = chase_base_address(n_words, block)
-    chain = build_chain(base, n_words, chase_visit_words(plan, np.random.default_rng(seed)))
-    warm_pairs = n_words // 2 if plan.warm else 0
+    visit = chase_visit_words(plan, np.random.default_rng(seed))
+    chain = build_chain(base, n_words, visit)
+    if plan.warm == "lap":
+        order = visit.astype(np.uint32)
+        return _differential(
+            config, "pointer_chase_cycle", 1, block,
+            lambda hops: [chain, order, order.size, hops, np.zeros(2 + block, np.uint64)],
+            plan.hops, lambda hops: hops, memory)
+    warm_pairs = n_words // 2 if plan.warm == "stream" else 0
     return _differential(
         config, "pointer_chase", 1, block,
         lambda hops: [chain, warm_pairs, hops, np.zeros(2 + block, np.uint64)],
@@ -287,7 +310,7 @@ _HOPPER = {
         "L2 hit latency, near (1 MiB footprint)", 264.5, 264.5, "cycles",
         f'{CSV} H800_PCIe "L2 near-partition hit latency (0.35-21.6 MB)" = 264.5'),
     "l2_far_latency": Expected(
-        "L2 hit latency, far (5/8 of L2 footprint)", 463.0, 499.0, "cycles",
+        "L2 hit latency, far (3/4-L2 cyclic chase)", 463.0, 499.0, "cycles",
         f'{CSV} H800_PCIe "L2 far-partition hit latency (28-51 MB)" = 463-499'),
     "hbm_latency": Expected(
         "HBM latency (first touch)", 648.0, 657.0, "cycles",
@@ -328,7 +351,7 @@ _A100 = {
                            f"{_A100_RRZE} = 33.0"),
     "l2_near_latency": Expected("L2 hit latency, near (1 MiB footprint)", 205.5, 205.5,
                                 "cycles", f"{_A100_RRZE} = 205.5"),
-    "l2_far_latency": Expected("L2 hit latency, far (5/8 of L2 footprint)", 391.0, 412.0,
+    "l2_far_latency": Expected("L2 hit latency, far (3/4-L2 cyclic chase)", 391.0, 412.0,
                                "cycles", f"{_A100_RRZE} = 391-412"),
     "hbm_latency": Expected("HBM latency (first touch)", 550.0, 552.0, "cycles",
                             f"{_A100_RRZE} = 550-552"),

@@ -5,6 +5,8 @@ one figure (see `workloads.microbench`, which runs them):
 
 * `pointer_chase.cu` — `pointer_chase`: one thread follows a chain of absolute addresses (one
   dependent `ld.global.u64` per hop), after an optional warm-up stream by the whole CTA;
+  `pointer_chase_cycle`: the same chase after the whole CTA loaded the chain's lines in
+  chase order (a warm lap of a cyclic chase);
 * `stream.cu` — `stream_copy`, `stream_read`, `stream_write`: coalesced 16-byte-per-thread
   streams for memory bandwidth;
 * `shared_bandwidth.cu` — `shared_bandwidth`: volatile 32-bit shared loads at a word stride
@@ -24,6 +26,7 @@ KERNEL_DIR = Path(__file__).resolve().parent
 
 KERNEL_FILES = {
     "pointer_chase": "pointer_chase.cu",
+    "pointer_chase_cycle": "pointer_chase.cu",
     "stream_copy": "stream.cu",
     "stream_read": "stream.cu",
     "stream_write": "stream.cu",

@@ -6,6 +6,10 @@
 // thread 0 follows `hops` links from chain[0]. out[0] = final pointer, out[1] = address of
 // chain (lets the host learn where the buffer lives), out[2 + tid] = XOR of the words thread
 // tid streamed (keeps the warm-up loads alive).
+// `pointer_chase_cycle` warms in chase order instead: the CTA's threads load the words
+// order[0..lines-1] (word indices of chain, the order the chase visits them; thread tid takes
+// order[tid], order[tid + blockDim], ...), so the lines' last uses before the chase follow the
+// chase's own order, as after one full lap of a cyclic chase. Outputs as pointer_chase.
 // ptx: nvcc -ptx -O3 -arch=sm_90 pointer_chase.cu -o pointer_chase.ptx
 
 extern "C" __global__ void pointer_chase(const unsigned long long* __restrict__ chain,
@@ -25,6 +29,26 @@ extern "C" __global__ void pointer_chase(const unsigned long long* __restrict__ 
     for (; i < warm_pairs; i += step) {
         ulonglong2 v = pairs[i];
         acc ^= v.x ^ v.y;
+    }
+    out[2 + threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    unsigned long long p = reinterpret_cast<unsigned long long>(chain);
+    for (int i = 0; i < hops; ++i) {
+        asm volatile("ld.global.u64 %0, [%0];" : "+l"(p));
+    }
+    out[0] = p;
+    out[1] = reinterpret_cast<unsigned long long>(chain);
+}
+
+extern "C" __global__ void pointer_chase_cycle(const unsigned long long* __restrict__ chain,
+                                               const unsigned int* __restrict__ order,
+                                               int lines, int hops,
+                                               unsigned long long* __restrict__ out) {
+    unsigned long long acc = 0;
+#pragma unroll 1
+    for (int k = threadIdx.x; k < lines; k += blockDim.x) {
+        acc ^= chain[order[k]];
     }
     out[2 + threadIdx.x] = acc;
     __syncthreads();
