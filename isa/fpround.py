@@ -250,12 +250,21 @@ def _odd_sum(x, y):  # pragma: no cover - compiled
     e = (x - (s - bb)) + (y - bb)
     if e == 0.0 or not (s - s == 0.0):
         return s
+    bits = np.float64(s).view(np.int64)
     if (e < 0.0) != (s < 0.0):              # RN went away from zero: step back toward it
-        s = np.nextafter(s, 0.0)
-    m, _ = math.frexp(s)
-    if int(abs(m) * 9007199254740992.0) & 1 == 0:   # even last bit: the odd neighbour
-        s = np.nextafter(s, math.copysign(math.inf, s))
-    return s
+        bits -= 1
+    return np.int64(bits | 1).view(np.float64)
+
+
+@numba.njit(cache=False, inline="always")
+def _dekker(a, b):  # pragma: no cover - compiled
+    p = a * b
+    c1 = a * 134217729.0
+    ah = c1 - (c1 - a)
+    c2 = b * 134217729.0
+    bh = c2 - (c2 - b)
+    al, bl = a - ah, b - bh
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
 
 
 @numba.vectorize(cache=False)
@@ -264,19 +273,68 @@ def fma_rn_f64(a, b, c):  # pragma: no cover - compiled
     pair, TwoSum with c, the low parts summed to odd, one final nearest rounding."""
     if not (a - a == 0.0 and b - b == 0.0 and c - c == 0.0):      # inf or NaN operand
         return a * b + c
-    ma, ea = math.frexp(a)
-    mb, eb = math.frexp(b)
-    p = ma * mb
-    c1 = ma * 134217729.0
-    ah = c1 - (c1 - ma)
-    c2 = mb * 134217729.0
-    bh = c2 - (c2 - mb)
-    al, bl = ma - ah, mb - bh
-    e = ((ah * bh - p) + ah * bl + al * bh) + al * bl
-    uh, ul = math.ldexp(p, ea + eb), math.ldexp(e, ea + eb)
-    if not (uh - uh == 0.0):
+    if abs(a) < 1e290 and abs(b) < 1e290:
+        uh, ul = _dekker(a, b)
+    else:                                   # scale so the Veltkamp split cannot overflow
+        ma, ea = math.frexp(a)
+        mb, eb = math.frexp(b)
+        p, e = _dekker(ma, mb)
+        uh, ul = math.ldexp(p, ea + eb), math.ldexp(e, ea + eb)
+    if not (uh - uh == 0.0 and ul - ul == 0.0):
         return a * b + c
     th = c + uh
     bb = th - c
     tl = (c - (th - bb)) + (uh - bb)
     return th + _odd_sum(tl, ul)
+
+
+@numba.vectorize(cache=False)
+def fma_odd_f64(a, b, c):  # pragma: no cover - compiled
+    """a*b + c rounded to odd in float64, for a*b exact in float64 (operands of at most
+    26 significand bits: f16, bf16, fp8). Any later rounding to those formats is exact."""
+    return _odd_sum(a * b, c)
+
+
+def _directed_fma_kernel(mode: int):
+    """fma.{rz,rm,rp}.f32 (mode 1, 2, 3, a compile-time constant of the kernel).
+
+    The nearest float32 of the float64 sum is one of the two neighbours of the exact
+    value; the exact sign of (exact - nearest) from the TwoSum pair picks the directed
+    one. Overflow and the sign of an exact zero follow IEEE 754.
+    """
+    @numba.vectorize(cache=False)
+    def kernel(a, b, c):  # pragma: no cover - compiled
+        p = np.float64(a) * np.float64(b)
+        cc = np.float64(c)
+        s = p + cc
+        bb = s - p
+        e = (p - (s - bb)) + (cc - bb)
+        if s == 0.0 and e == 0.0:         # exact zero: -0 under rm unless both are +0
+            if mode == 2 and (np.float64(p).view(np.int64) < 0
+                              or np.float64(cc).view(np.int64) < 0):
+                return np.float32(-0.0)
+            return np.float32(s)
+        r = np.float32(s)
+        if not (s - s == 0.0):            # inf or NaN operands
+            return r
+        side = (s - np.float64(r)) + e    # sign(exact - r); -inf when r overflowed up
+        pos, neg = np.int32(r > 0), np.int32(r < 0)
+        down = np.int32(side < 0.0) * (np.int32(mode == 2) | (np.int32(mode == 1) & pos))
+        up = np.int32(side > 0.0) * (np.int32(mode == 3) | (np.int32(mode == 1) & neg))
+        delta = up - down                 # +1 toward +inf, -1 toward -inf (branch-free)
+        if r == 0 and delta != 0:         # +-smallest subnormal
+            return np.int32(1 if delta > 0 else -2147483647).view(np.float32)
+        bits = np.float32(r).view(np.int32) + delta * (pos - neg)
+        return np.int32(bits).view(np.float32)
+    return kernel
+
+
+FMA_DIRECTED_F32 = {"rz": _directed_fma_kernel(1), "rm": _directed_fma_kernel(2),
+                    "rp": _directed_fma_kernel(3)}
+
+
+def materialize(*xs) -> list[np.ndarray]:
+    """Operands as arrays of one common shape: compiled ufunc loops run several times
+    slower on a broadcast scalar (stride 0) than on a real array."""
+    shape = np.broadcast_shapes(*(np.shape(x) for x in xs))
+    return [np.full(shape, x) if np.ndim(x) == 0 and shape else np.asarray(x) for x in xs]

@@ -36,11 +36,14 @@ import numpy as np
 from isa.fpround import (
     F32,
     F64,
+    FMA_DIRECTED_F32,
     directed,
     div_side,
     fix_overflow,
+    fma_odd_f64,
     fma_rn_f32,
     fma_rn_f64,
+    materialize,
     mul_side,
     nearest,
     round_pair,
@@ -171,6 +174,9 @@ def _nearest_binary(a, b, op: str, dt):
 
 
 def _directed_binary(a, b, op: str, dt, mode):
+    if dt == F32 and op != "mul":      # a*1 + (+-b) in the compiled directed fma
+        a, b = materialize(a, np.negative(b) if op == "sub" else b)
+        return FMA_DIRECTED_F32[mode](a, np.ones_like(a), b)
     a64, b64 = a.astype(F64), b.astype(F64)
     finite = np.isfinite(a64) & np.isfinite(b64)
     if op == "mul":
@@ -254,10 +260,13 @@ def _fma_f64(a, b, c, mode):
 def fma(m, ins, lanes):
     dt = comp_dtype(ins)
     mode = ins.rnd
-    if dt in (F32, F64) and mode in _NEAREST:     # the GEMM / axpy hot path: one pass
-        a, b, c = (_in(np.asarray(ins.ops[k].read(m, ins.types[0], lanes)), ins)
-                   for k in (1, 2, 3))
-        kernel = fma_rn_f32 if dt == F32 else fma_rn_f64
+    if dt == F32 or (dt == F64 and mode in _NEAREST):   # one compiled pass (GEMM, expf)
+        a, b, c = materialize(*(_in(np.asarray(ins.ops[k].read(m, ins.types[0], lanes)), ins)
+                                for k in (1, 2, 3)))
+        if mode in _NEAREST:
+            kernel = fma_rn_f32 if dt == F32 else fma_rn_f64
+        else:
+            kernel = FMA_DIRECTED_F32[mode]
         return _store(m, ins, lanes, [kernel(a, b, c)])
     res = []
     for a, b, c in zip(*(_parts(m, ins, k, lanes) for k in (1, 2, 3)), strict=True):
@@ -265,10 +274,9 @@ def fma(m, ins, lanes):
         if dt == F64:
             res.append(_fma_f64(a, b, c, mode))
             continue
-        p = a * b                        # exact: at most 2 x 24 significand bits
-        s, e = two_sum(p, c)
-        r = round_pair(s, e, dt, mode)
-        res.append(_exact_zero_sign(r, p, c, s == 0, mode))
+        x = fma_odd_f64(*materialize(a, b, c))       # a*b exact: at most 2 x 11 bits
+        r = round_value(x, dt, mode)
+        res.append(_exact_zero_sign(r, a * b, c, x == 0, mode) if mode == "rm" else r)
     _store(m, ins, lanes, res)
 
 
