@@ -30,12 +30,21 @@ through every level in one numba call (`models.cached_memory_kernel`).
 3. L2 misses go to the L3 (if `l3.enabled`; its slice follows the HBM channel, write-back,
    allocate on read and on L2 write-backs) and then to the HBM channel of the hash: the bank
    opens the row (hit: nothing, closed: tRCD, other row: tRP + tRCD; banks work in parallel),
-   then the bytes cross the channel's pipe (`hbm.channel_bandwidth_gbps`). Dirty L2 (and L3)
-   evictions are written back the same way and share that pipe with reads. A channel
-   buffers `WRITEBACK_BUFFER_LINES_PER_CHANNEL` lines of write-back: when a write-back's
-   transfer ends more than that many line transfers after now, the request whose store or
-   fill evicted the dirty line completes only once the channel's booked work has drained
-   to the bound (then plus its own return path), so stores cannot outrun HBM.
+   then the bytes cross the channel's data bus (`hbm.channel_bandwidth_gbps`). Dirty L2 (and
+   L3) evictions are written back: each enters its channel's write-back buffer
+   (`WRITEBACK_BUFFER_LINES_PER_CHANNEL` lines) and the buffer crosses the bus as one batch
+   when full. When a batch's transfer ends more than that many line transfers after now, the
+   request whose store or fill evicted the dirty line completes only once the channel's booked
+   work has drained to the bound (then plus its own return path), so stores cannot outrun HBM.
+4. What costs HBM efficiency: every channel does an all-bank refresh for `HBM_REFRESH_NS`
+   every `HBM_REFRESH_INTERVAL_NS` (no data moves, no row opens, all rows closed after), and
+   the bus idles `HBM_WRITE_TO_READ_GAP_NS` / `HBM_READ_TO_WRITE_GAP_NS` when it turns
+   between a write batch and reads. A copy stream then moves ~88 % of the peak (h100_sxm).
+   These constants are the H100's HBM3 (sources at each) and apply to every preset: they
+   belong in the `hbm` config section (fields with a source per preset), a change to the
+   presets and spec outside this module. Bank groups (tCCD_L vs tCCD_S) are left out: the bus
+   moves whole lines first-come-first-served, so the interleaving of bursts across bank
+   groups that hides tCCD_L cannot be expressed.
 
 Latency split (as the port-based blocks `models.l1/l2/noc/hbm` split the cited load-to-use
 totals, so both fidelities agree when unloaded): L1 `l1.hit_latency_cycles`; crossbar
@@ -44,7 +53,8 @@ noc`; the far penalty is `far - near`; the HBM channel's fixed part is `hbm_fixe
 (the cited HBM figure minus the average of near and far minus tRP + tRCD), so a row-missing
 read averaged over near and far SMs costs `hbm.latency_cycles`; an L3 hit adds
 `l3.hit_latency_cycles` minus that average over the L2 path. Unloaded: L1 hit 33, L2 near 265,
-far 481, HBM 548 (near) / 764 (far) to a bank holding another row, 656 on average (h100_sxm);
+far 481, HBM 548 (near) / 764 (far) to a bank holding another row, 656 on average (h100_sxm,
+outside refresh);
 a far-homed line already copied into the SM's partition costs the near 265.
 
 Timing rules (approximations):
@@ -67,10 +77,11 @@ Hook: `CACHED_MEMORY_ACCESS` per request (sm_id, kind, issue_ps, done_ps, counts
 indexed by `COUNT_NAMES`). `CachedMemoryTracer` turns it into stats. The component keeps no
 counters. Left out: MSHR and request queue limits (only write-backs are bounded), copy
 traffic between the partitions beyond the far latency (a copy fill books no pipe of its
-copy slice), write-back batching, L1 bank conflicts, L1 coherence across SMs
-(stores do not invalidate other SMs' L1s), TLBs, the ROP units' atomic throughput, HBM
-refresh, bank groups and read/write turnaround, flushing dirty lines at kernel end, L3 lines
-of a size other than the L2's. Units: ps (int), fs for pipe bookings, bytes, 32-byte sectors.
+copy slice), per-bank refresh, bank groups, write-to-read turnaround inside a bank,
+command-bus limits (tRRD, tFAW), L1 bank conflicts, L1 coherence across SMs
+(stores do not invalidate other SMs' L1s), TLBs, the ROP units' atomic throughput, flushing
+dirty lines or half-full write-back buffers at kernel end, L3 lines of a size other than the
+L2's. Units: ps (int), fs for pipe bookings, bytes, 32-byte sectors.
 """
 
 from __future__ import annotations
@@ -98,6 +109,27 @@ COUNT_NAMES = ("sectors", "l1_hit_sectors", "l1_miss_sectors", "l2_hit_sectors",
 WRITEBACK_BUFFER_LINES_PER_CHANNEL = 32
 """Write-back buffer of one HBM channel, in L2 lines. ESTIMATE: the order of a memory
 controller's write queue (a few tens of entries); no figure for GH100 was found."""
+HBM_REFRESH_INTERVAL_NS = 3900.0
+"""tREFI: one all-bank refresh per channel every 3.9 us. Source: JEDEC JESD238 HBM3 (normal
+temperature range) and Ramulator 2's HBM3 preset (nREFI = 3900 at tCK = 1 ns, refreshed by
+its default `AllBank` refresh manager). Recalled from those sources, which are not among the
+project's references; the channels are staggered evenly over the interval (ESTIMATE: the
+sources say nothing about phases across channels)."""
+HBM_REFRESH_NS = 350.0
+"""tRFC (all-bank): the channel moves no data and opens no row for 350 ns per refresh, and
+every row is closed afterwards. Source: JESD238 / Ramulator 2 HBM3 tRFC for 8 Gb-class dies
+(the 2/4/8/16 Gb rows read 160/260/350/450 ns); recalled, not re-read in a project reference.
+Refresh costs tRFC / tREFI = 9.0 % of every channel's time."""
+HBM_WRITE_TO_READ_GAP_NS = (8 + 19) / 2.619
+"""Data-bus idle time when a channel turns from writing to reading: tCDLR (last write data to
+the read command, "tWTR") + CL (read command to data) = 8 + 19 DRAM clocks at 2619 MHz =
+10.3 ns. Source: csv H100_SXM "accel-sim DRAM timing" (CDLR=8, CL=19, "New HBM3 timing") and
+"HBM memory clock (driver)" = 2619 MHz; GPGPU-Sim's tWTR = WL + BL/2 + tCDLR between the
+commands leaves this gap on the bus."""
+HBM_READ_TO_WRITE_GAP_NS = 2 / 2.619
+"""Data-bus idle time when a channel turns from reading to writing: GPGPU-Sim's tRTW = CL +
+BL/2 + 2 - WL between the commands leaves 2 DRAM clocks between read and write data (0.76 ns
+at csv H100_SXM "HBM memory clock (driver)" = 2619 MHz)."""
 _KINDS = {"load": k.KIND_LOAD, "store": k.KIND_STORE, "atomic": k.KIND_ATOMIC}
 
 
@@ -143,8 +175,9 @@ class CachedMemory:
                   l2.line_bytes, l2.sector_bytes, l3.associativity),
             strict=True)
         self.free_fs = np.zeros(int(self.params[k.P_PIPE_CHANNEL]) + hbm.channels, np.int64)
-        self.banks = np.zeros((hbm.channels, hbm.banks_per_channel, 2), np.int64)
-        self.banks[..., 0] = -1
+        self.banks = np.zeros((hbm.channels, hbm.banks_per_channel + 1, 2), np.int64)
+        self.banks[:, :-1, 0] = -1
+        self.banks[:, -1] = 0  # data bus: last direction read, no write-back waiting
         self.lru = np.zeros(1, np.int64)
         self.counts = np.zeros(k.N_COUNTS, np.int64)
 
@@ -188,6 +221,10 @@ class CachedMemory:
             k.P_PIPE_SLICE: 2 * n_sms,
             k.P_PIPE_L3: 2 * n_sms + l2.slices,
             k.P_PIPE_CHANNEL: 2 * n_sms + l2.slices + l3_slices,
+            k.P_REFRESH_INTERVAL_FS: round(HBM_REFRESH_INTERVAL_NS * 1e6),
+            k.P_REFRESH_FS: round(HBM_REFRESH_NS * 1e6),
+            k.P_WRITE_TO_READ_FS: round(HBM_WRITE_TO_READ_GAP_NS * 1e6),
+            k.P_READ_TO_WRITE_FS: round(HBM_READ_TO_WRITE_GAP_NS * 1e6),
         }
         for index, value in values.items():
             p[index] = value

@@ -12,7 +12,10 @@ this module holds only the arithmetic, on arrays the caller owns:
 * `flags[level]` uint8 `[unit, set, way, 2]`: the valid-sector and dirty-sector masks;
 * `free_fs` int64: the "next free" time of every bandwidth pipe in femtoseconds, laid out as
   the `PIPE_*` offsets in `params` say; `lru` int64 `[1]`: the LRU stamp counter;
-* `banks` int64 `[channel, bank, 2]`: the open row (-1 = closed) and the ps the bank is free;
+* `banks` int64 `[channel, bank + 1, 2]`: per bank the open row (-1 = closed) and the ps the
+  bank is free; the extra last entry of each channel (`bank = banks_per_channel`) holds the
+  channel's data bus: the direction of its last transfer (0 read, 1 write) and the bytes of
+  write-back waiting in its buffer for the next batch;
 * `counts` int64 `[N_COUNTS]`: what this request did, for the hook (index names `C_*`).
 
 The tag arrays follow `models.tag_array` (set = line number modulo sets, tag = line number,
@@ -33,7 +36,9 @@ KIND_LOAD, KIND_STORE, KIND_ATOMIC = 0, 1, 2
  P_SECTOR_BYTES, P_L1_SPL, P_L2_SPL, P_LINE_BYTES, P_PARTITIONS, P_SLICES, P_CHANNELS,
  P_BANKS, P_ROW_BYTES, P_L3_ENABLED, P_L3_SLICES,
  P_PORT_FS, P_SLICE_FS, P_L3_FS, P_CHANNEL_FS, P_WRITEBACK_BOUND_FS,
- P_PIPE_UP, P_PIPE_DOWN, P_PIPE_SLICE, P_PIPE_L3, P_PIPE_CHANNEL, N_PARAMS) = range(30)
+ P_PIPE_UP, P_PIPE_DOWN, P_PIPE_SLICE, P_PIPE_L3, P_PIPE_CHANNEL,
+ P_REFRESH_INTERVAL_FS, P_REFRESH_FS, P_WRITE_TO_READ_FS, P_READ_TO_WRITE_FS,
+ N_PARAMS) = range(34)
 
 # counts indices
 (C_SECTORS, C_L1_HIT, C_L1_MISS, C_L2_HIT, C_L2_MISS, C_L3_HIT, C_L3_MISS, C_HBM_READ,
@@ -108,15 +113,62 @@ def _popcount(mask):
 
 
 @numba.njit(cache=False, no_cpython_wrapper=True)
-def _hbm(p, free_fs, banks, counts, line, size_bytes, at_ps):
-    """Open the line's row and move its bytes over its channel; the ps the data is back at
-    the level above (reads) or written (writes)."""
+def _refresh_offset_fs(p, channel):
+    """Phase of the channel's refresh windows (channels staggered over one interval)."""
+    return channel * p[P_REFRESH_INTERVAL_FS] // p[P_CHANNELS]
+
+
+@numba.njit(cache=False, no_cpython_wrapper=True)
+def _refresh_index(p, channel, t_fs):
+    """Number of the last refresh window of the channel starting at or before `t_fs`."""
+    return (t_fs - _refresh_offset_fs(p, channel)) // p[P_REFRESH_INTERVAL_FS]
+
+
+@numba.njit(cache=False, no_cpython_wrapper=True)
+def _outside_refresh(p, channel, start_fs, duration_fs):
+    """The earliest time >= `start_fs` at which `duration_fs` of channel work overlaps no
+    all-bank refresh window ([offset + k * tREFI, + tRFC))."""
+    interval, busy = p[P_REFRESH_INTERVAL_FS], p[P_REFRESH_FS]
+    window = _refresh_offset_fs(p, channel) + _refresh_index(p, channel, start_fs) * interval
+    if start_fs < window + busy:
+        start_fs = window + busy
+    if start_fs + duration_fs > window + interval:
+        start_fs = window + interval + busy
+    return start_fs
+
+
+@numba.njit(cache=False, no_cpython_wrapper=True)
+def _book_channel(p, free_fs, banks, channel, at_ps, size_bytes, write):
+    """Book `size_bytes` on the channel's data bus from `at_ps` on, after the turnaround gap
+    if the bus last moved data the other way and outside refresh; the start in ps."""
+    pipe = p[P_PIPE_CHANNEL] + channel
+    bus = banks[channel, p[P_BANKS]]
+    start = max(at_ps * 1000, free_fs[pipe])
+    if bus[0] != write and free_fs[pipe] > 0:
+        gap = p[P_READ_TO_WRITE_FS] if write else p[P_WRITE_TO_READ_FS]
+        start = max(start, free_fs[pipe] + gap)
+    duration = size_bytes * p[P_CHANNEL_FS]
+    start = _outside_refresh(p, channel, start, duration)
+    bus[0] = write
+    free_fs[pipe] = start + duration
+    return _ceil_ps(start)
+
+
+@numba.njit(cache=False, no_cpython_wrapper=True)
+def _hbm(p, free_fs, banks, counts, line, size_bytes, at_ps, write):
+    """Open the line's row; a read moves its bytes over the channel at once and returns the
+    ps they are back at the level above; a write joins the channel's write-back buffer, which
+    crosses the bus as one batch when it holds the buffer's bound (returns `at_ps`)."""
     channels = p[P_CHANNELS]
     channel = hbm_channel_of_line(line, channels)
     row_index = (line // channels) * p[P_LINE_BYTES] // p[P_ROW_BYTES]
     bank = row_index % p[P_BANKS]
     row = row_index // p[P_BANKS]
     start = max(at_ps, banks[channel, bank, 1])
+    start = _ceil_ps(_outside_refresh(p, channel, start * 1000, p[P_ACTIVATE_PS] * 1000))
+    if _refresh_index(p, channel, start * 1000) != _refresh_index(
+            p, channel, banks[channel, bank, 1] * 1000):
+        banks[channel, bank, 0] = -1  # an all-bank refresh closed every row since
     if banks[channel, bank, 0] == row:
         ready = start
         counts[C_ROW_HIT] += 1
@@ -128,8 +180,14 @@ def _hbm(p, free_fs, banks, counts, line, size_bytes, at_ps):
         counts[C_ROW_MISS] += 1
     banks[channel, bank, 0] = row
     banks[channel, bank, 1] = ready
-    begin = _book(free_fs, p[P_PIPE_CHANNEL] + channel, ready, size_bytes, p[P_CHANNEL_FS])
-    return begin + p[P_HBM_PS]
+    if not write:
+        return _book_channel(p, free_fs, banks, channel, ready, size_bytes, 0) + p[P_HBM_PS]
+    bus = banks[channel, p[P_BANKS]]
+    bus[1] += size_bytes
+    if bus[1] * p[P_CHANNEL_FS] >= p[P_WRITEBACK_BOUND_FS]:
+        _book_channel(p, free_fs, banks, channel, ready, bus[1], 1)
+        bus[1] = 0
+    return at_ps
 
 
 @numba.njit(cache=False, no_cpython_wrapper=True)
@@ -166,7 +224,7 @@ def _hbm_write(p, free_fs, banks, counts, line, mask, at_ps):
     that caused the write-back may complete: when the channel's backlog (the work booked on
     its pipe up to the end of this write) has drained to the write-back buffer's bound."""
     counts[C_HBM_WRITE] += _popcount(mask)
-    _hbm(p, free_fs, banks, counts, line, _popcount(mask) * p[P_SECTOR_BYTES], at_ps)
+    _hbm(p, free_fs, banks, counts, line, _popcount(mask) * p[P_SECTOR_BYTES], at_ps, 1)
     channel = hbm_channel_of_line(line, p[P_CHANNELS])
     return _ceil_ps(free_fs[p[P_PIPE_CHANNEL] + channel] - p[P_WRITEBACK_BOUND_FS])
 
@@ -195,7 +253,8 @@ def _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_p
     if not p[P_L3_ENABLED]:
         counts[C_HBM_READ] += _popcount(mask)
         counts[C_HBM_REQUESTS] = 1
-        return _hbm(p, free_fs, banks, counts, line, _popcount(mask) * p[P_SECTOR_BYTES], at_ps)
+        return _hbm(p, free_fs, banks, counts, line, _popcount(mask) * p[P_SECTOR_BYTES], at_ps,
+                    0)
     l3m, l3f = meta[LEVEL_L3], flags[LEVEL_L3]
     unit = hbm_channel_of_line(line, p[P_CHANNELS]) * p[P_L3_SLICES] // p[P_CHANNELS]
     start = _book(free_fs, p[P_PIPE_L3] + unit, at_ps, _popcount(mask) * p[P_SECTOR_BYTES],
@@ -218,7 +277,7 @@ def _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_p
         counts[C_HBM_READ] += _popcount(missing)
         counts[C_HBM_REQUESTS] = 1
         fetched = _hbm(p, free_fs, banks, counts, line,
-                       _popcount(missing) * p[P_SECTOR_BYTES], start)
+                       _popcount(missing) * p[P_SECTOR_BYTES], start, 0)
         data = max(data, fetched)
         evicted, evicted_mask = _install(l3m, l3f, lru, unit, s, line, missing, fetched, False)
         if evicted >= 0:

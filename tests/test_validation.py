@@ -40,12 +40,7 @@ MODEL_GAPS = {
                               "and a write-back, so a copy moves 3 HBM bytes per 2 copied "
                               "(2/3 of peak)",
     },
-    "CachedMemory": {
-        "hbm_copy_bandwidth": "CachedMemory's HBM has no refresh, bank groups or read/write "
-                              "turnaround: reads and the bounded write-backs share each "
-                              "channel's pipe at its full rate, so a copy reaches ~100 % of "
-                              "peak",
-    },
+    "CachedMemory": {},
 }
 
 
