@@ -14,8 +14,13 @@ rounded sums: proved algorithms using rounding to odd", IEEE TC 2008). Nearest g
 through numpy (float64 -> f32 and -> f16 are single correct roundings) or, for the
 ml_dtypes formats whose float64 conversion passes through float32, through an odd
 rounding to f32 first. Directed modes take the nearest value and step one unit where
-it lies on the wrong side of the exact value. `fma_rn_f32` is the hot GEMM case fused
-into one compiled pass (numba).
+it lies on the wrong side of the exact value; for f64 the side comes from exact
+residual signs on frexp-scaled operands (`mul_side`, `div_side`, `sqrt_side`).
+
+Compiled single-pass kernels (numba ufuncs, compiled on first use) cover the hot
+cases: `fma_rn_f32` (GEMM), `FMA_DIRECTED_F32` (`fma.rm.f32` inside `expf`, directed
+f32 add/sub), `fma_rn_f64` and `fma_odd_f64` (f16/bf16 fma). Pass them arrays:
+`materialize` expands scalar operands, whose stride-0 loops run several times slower.
 
 Left out: `.rna` and `.rs` (callers handle `.rna` where PTX allows it); e4m3 has no
 infinity, so its overflow without `.satfinite` gives NaN as ml_dtypes encodes it.
@@ -206,13 +211,6 @@ def fix_overflow(r: np.ndarray, exact_finite, mode: str | None) -> np.ndarray:
     if not np.any(over):
         return r
     return np.where(over, directed(r, r > 0, r < 0, mode), r)
-
-
-def flush_subnormal(x: np.ndarray) -> np.ndarray:
-    """`.ftz`: subnormal values become sign-preserving zero."""
-    x = np.asarray(x)
-    tiny = np.finfo(x.dtype).smallest_normal if x.dtype.kind == "f" else 0
-    return np.where(np.abs(x) < tiny, np.copysign(np.zeros_like(x), x), x)
 
 
 @numba.vectorize(cache=False)

@@ -181,8 +181,7 @@ def test_tf32_rna_rounds_half_away_from_zero(seed):
 @given(seed=SEEDS)
 @FEW
 def test_fp8x2_packs_a_high_and_saturates_finite(fp8, relu, seed):
-    """cvt.rn.satfinite{.relu}.e4m3x2/e5m2x2.f32 d, a, b: d[15:8] = a, d[7:0] = b; NaN stays
-    NaN, overflow (inf included) clamps to +-448 / +-57344."""
+    """e4m3x2/e5m2x2.f32 d, a, b: a in d[15:8]; NaN stays NaN, overflow clamps to +-max."""
     rng = np.random.default_rng(seed)
     a, b = (np.where(rng.random(N_LANES) < 0.5, mixed(rng, F32),
                      rng.standard_normal(N_LANES) * 10.0 ** rng.integers(-3, 6, N_LANES))
@@ -263,8 +262,7 @@ _INT_PAIRS = ["s64.s32", "u64.u32", "u64.s32", "s32.s64", "u16.u32", "s16.s32", 
 @given(seed=SEEDS)
 @FEW
 def test_int_conversions_extend_by_source_and_wrap_or_clamp(types, sat, seed):
-    """cvt.int.int extends by the source type, then truncates (or clamps with .sat); the
-    destination register is extended by the destination type."""
+    """cvt.int.int extends by source type, then truncates (.sat: clamps) to the destination."""
     dst_ty, src_ty = types.split(".")
     src_vals = int_values(np.random.default_rng(seed), src_ty.replace("8", "16"))
     lo, hi = INT_RANGE[src_ty]

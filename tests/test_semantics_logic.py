@@ -96,8 +96,7 @@ def test_shifts_clamp_amounts_at_the_register_width(ty, seed):
 @given(seed=SEEDS)
 @FEW
 def test_shf_funnel_shifts_the_pair(direction, mode, seed):
-    """shf.l/.r d, a, b, c shift the 64-bit pair {b, a} by min(c, 32) (.clamp) or c & 31
-    (.wrap) and keep the upper (.l) or lower (.r) 32 bits."""
+    """shf.l/.r shift {b, a} by min(c, 32) (.clamp) or c & 31 (.wrap), keep high/low word."""
     rng = np.random.default_rng(seed)
     a, b = int_values(rng, "u32"), int_values(rng, "u32")
     c = _amounts(rng)
@@ -133,8 +132,7 @@ def test_popc_clz_brev_count_and_reverse_bits(ty, seed):
 @given(seed=SEEDS)
 @FEW
 def test_bfind_finds_the_most_significant_non_sign_bit(ty, seed):
-    """bfind: index of the top 1 bit (of ~a for negative signed a), 0xFFFFFFFF if none;
-    .shiftamt gives width-1-index instead."""
+    """bfind gives the top non-sign bit index (0xFFFFFFFF if none); .shiftamt width-1-it."""
     rng = np.random.default_rng(seed)
     a = int_values(rng, ty)
     width = type_bits(ty)
@@ -181,8 +179,7 @@ def _fields(rng, n: int = N_LANES) -> tuple[np.ndarray, np.ndarray]:
 @given(seed=SEEDS)
 @FEW
 def test_bfe_extracts_and_extends_like_the_ptx_pseudocode(ty, seed):
-    """bfe takes pos = b & 0xff, len = c & 0xff; bits past the msb and past len are the
-    sign bit a[min(pos+len-1, msb)] (signed) or 0."""
+    """bfe fills bits past the msb and past len with a[min(pos+len-1, msb)] (signed) or 0."""
     rng = np.random.default_rng(seed)
     a = int_values(rng, ty)
     pos, ln = _fields(rng)

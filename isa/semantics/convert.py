@@ -143,6 +143,8 @@ def _packed(m, ins, lanes, d: str, s: str) -> None:
         hi = (raw >> np.uint16(8)).astype(np.uint8).view(_FP8[s]).astype(F32)
         hd = _HALF[d]
         return dst(m, ins, pack2(lo.astype(hd), hi.astype(hd)), TYPES["b32"], lanes)
+    if s != "f32" and not (d in _FP8 and s in _HALF):
+        raise m.fault(ins, f"conversion {d} <- {s} is not supported")
     if d in _HALF:                                        # (a, b) f32 -> (hi, lo) halves
         src_ty = ins.types[1]
         a, b = _read_float(m, ins, src_ty, lanes, 1), _read_float(m, ins, src_ty, lanes, 2)
