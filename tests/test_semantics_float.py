@@ -37,8 +37,8 @@ from semantics_reference import (
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 SEEDS = st.integers(0, 2 ** 32 - 1)
-FEW = settings(max_examples=6, derandomize=True, deadline=None)
-SOME = settings(max_examples=12, derandomize=True, deadline=None)
+FEW = settings(max_examples=6, derandomize=True, deadline=None, database=None)
+SOME = settings(max_examples=12, derandomize=True, deadline=None, database=None)
 MODES = [None, "rn", "rz", "rm", "rp"]
 F32, F64, F16 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16)
 
