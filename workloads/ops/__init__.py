@@ -1,0 +1,18 @@
+"""Single ops (GEMM, softmax, RMSNorm, LayerNorm) as ISA kernel launches, timed on a preset.
+
+`build_op(kind, config, **sizes)` -> `OpPlan` (launches, FLOPs, bytes, roofline peak);
+`simulate_op(plan, config, fidelity)` -> dict of time, TFLOP/s, GB/s, simulated HBM
+bytes, roofline time and bound. `ptxsim op` is the command over these.
+"""
+
+from workloads.ops import gemm, norms  # noqa: F401  (register the op builders)
+from workloads.ops.registry import (
+    OPS,
+    Launch,
+    OpPlan,
+    available_fidelities,
+    build_op,
+    simulate_op,
+)
+
+__all__ = ["OPS", "Launch", "OpPlan", "available_fidelities", "build_op", "simulate_op"]

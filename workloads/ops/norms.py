@@ -1,0 +1,95 @@
+"""Row-wise ops through the catalog's real CUDA kernels (nvcc PTX) at the requested shape.
+
+* softmax   `softmax_rows` (f32 in/out): a warp per row, 4 rows per 128-thread block.
+* rmsnorm   `rmsnorm_bf16` (bf16 x, w, y): a warp per row, 4 rows per block.
+* layernorm `layernorm_rows` (f32 x, gamma, beta, y): a block per row, 128 threads for
+  rows up to 2048 columns, 256 above (one block-stride pass per 128/256 columns).
+
+FLOPs per element, counted as the kernels' arithmetic (for the roofline only): softmax 5
+(max, subtract, exp, sum, scale), rmsnorm 4 (square, add, two products), layernorm 8.
+Bytes: the input read once and the output written once, plus the weight vectors; the
+kernels read x more than once (softmax three times, layernorm three times), which the
+simulated `hbm_bytes` shows when the rows do not stay in cache.
+Below `FUNCTIONAL_ELEMENTS` elements the kernels run with real random data; above, in
+timing mode with `isa.ShapeOnly` tensors (the data decides no branch in these kernels).
+Units: elements, bytes, FLOP.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+import isa
+from workloads.kernels.case import load_ptx
+from workloads.ops.registry import Launch, OpPlan, positive, register
+
+FUNCTIONAL_ELEMENTS = 1 << 20
+ROWS_PER_BLOCK = 4
+FLOPS_PER_ELEMENT = {"softmax": 5, "rmsnorm": 4, "layernorm": 8}
+
+
+def _tensor(shape, dtype, shape_only: bool, rng):
+    if shape_only:
+        return isa.ShapeOnly(tuple(shape), dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _sizes(rows, cols, shape_only):
+    positive("--rows", rows)
+    positive("--cols", cols)
+    if shape_only is None:
+        shape_only = rows * cols > FUNCTIONAL_ELEMENTS
+    return shape_only
+
+
+def _plan(kind, file, entry, grid, block, args, rows, cols, nbytes, shape_only) -> OpPlan:
+    launch = Launch(kind, load_ptx(file), entry, grid, block, args, 0, timing_only=shape_only)
+    return OpPlan(kind, {"rows": rows, "cols": cols}, (launch,),
+                  float(FLOPS_PER_ELEMENT[kind] * rows * cols), float(nbytes),
+                  "vector_fp32_tflops")
+
+
+@register("softmax")
+def softmax_op(config, rows: int, cols: int, seed: int = 0,
+               shape_only: bool | None = None) -> OpPlan:
+    """Row softmax of an f32 [rows, cols] tensor."""
+    shape_only = _sizes(rows, cols, shape_only)
+    rng = np.random.default_rng(seed)
+    x = _tensor((rows, cols), np.float32, shape_only, rng)
+    y = _tensor((rows, cols), np.float32, shape_only, rng)
+    grid = (-(-rows // ROWS_PER_BLOCK), 1, 1)
+    return _plan("softmax", "softmax.cu", "softmax_rows", grid, (32, ROWS_PER_BLOCK, 1),
+                 [x, y, rows, cols], rows, cols, 8 * rows * cols, shape_only)
+
+
+@register("rmsnorm")
+def rmsnorm_op(config, rows: int, cols: int, seed: int = 0,
+               shape_only: bool | None = None) -> OpPlan:
+    """RMSNorm of a bf16 [rows, cols] tensor with a bf16 weight vector (eps 1e-6)."""
+    shape_only = _sizes(rows, cols, shape_only)
+    rng = np.random.default_rng(seed)
+    bf16 = ml_dtypes.bfloat16
+    x = _tensor((rows, cols), bf16, shape_only, rng)
+    w = _tensor((cols,), bf16, shape_only, rng)
+    y = _tensor((rows, cols), bf16, shape_only, rng)
+    grid = (-(-rows // ROWS_PER_BLOCK), 1, 1)
+    return _plan("rmsnorm", "rmsnorm.cu", "rmsnorm_bf16", grid, (32, ROWS_PER_BLOCK, 1),
+                 [x, w, y, rows, cols, np.float32(1e-6)], rows, cols,
+                 2 * (2 * rows * cols + cols), shape_only)
+
+
+@register("layernorm")
+def layernorm_op(config, rows: int, cols: int, seed: int = 0,
+                 shape_only: bool | None = None) -> OpPlan:
+    """LayerNorm of an f32 [rows, cols] tensor with f32 gamma and beta (eps 1e-5)."""
+    shape_only = _sizes(rows, cols, shape_only)
+    rng = np.random.default_rng(seed)
+    x = _tensor((rows, cols), np.float32, shape_only, rng)
+    gamma = _tensor((cols,), np.float32, shape_only, rng)
+    beta = _tensor((cols,), np.float32, shape_only, rng)
+    y = _tensor((rows, cols), np.float32, shape_only, rng)
+    block = 128 if cols <= 2048 else 256
+    return _plan("layernorm", "layernorm.cu", "layernorm_rows", (rows, 1, 1), (block, 1, 1),
+                 [x, gamma, beta, y, cols, np.float32(1e-5)], rows, cols,
+                 4 * (2 * rows * cols + 2 * cols), shape_only)

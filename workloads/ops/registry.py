@@ -1,0 +1,150 @@
+"""Op registry: an op kind ("gemm", "softmax", ...) -> a builder of its kernel launch(es),
+FLOPs and bytes, and `simulate_op`, which times the launches on a hardware config.
+
+A builder takes the op's sizes as keyword arguments plus the config (tile choices may
+depend on the SM count) and returns an `OpPlan`: the `Launch`es to run in order, the
+op's useful FLOPs (2·M·N·K for a GEMM), the bytes it must move at least once (inputs
+read once, outputs written once: the `bytes` of `gbps` and of the roofline), and the
+precision whose peak bounds it (`tensor_<precision>` or `vector_fp32`).
+
+Contract of a builder: it validates its sizes and raises `InputError` naming the flag
+(`--m`, `--rows`, ...) of a bad one; it builds nothing it does not launch; its launches
+are ISA programs with their arguments ready for `simulator.simulate_kernel` (numpy
+arrays for small shapes, `isa.ShapeOnly` tensors in timing mode for large ones).
+
+`simulate_op(plan, config, fidelity)` runs each launch through `simulate_kernel`
+(passing `fidelity=` and `timing_only=` where this simulator build accepts them), sums
+time, cycles and simulated HBM bytes, and puts the roofline beside them
+(`reports.roofline_time_us`, peaks from `reports.chip_peaks` of the resolved config).
+Units: microseconds, cycles, bytes, TFLOP/s, GB/s.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from isa.errors import InputError
+
+FIDELITIES = ("sampled", "full")
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch of an op, ready for `simulator.simulate_kernel`."""
+    name: str
+    ptx: str
+    entry: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    args: list = field(repr=False)
+    shared_bytes: int = 0
+    timing_only: bool = False        # arguments are ShapeOnly / tensor-core data skipped
+    detail: dict = field(default_factory=dict)   # e.g. the tile choice, for the report
+
+    def describe(self) -> dict:
+        return {"name": self.entry, "grid": list(self.grid), "block": list(self.block),
+                "shared_bytes": self.shared_bytes,
+                "mode": "timing" if self.timing_only else "functional", **self.detail}
+
+
+@dataclass(frozen=True)
+class OpPlan:
+    """What an op launches and what it must do at least (FLOPs, bytes)."""
+    kind: str
+    sizes: dict
+    launches: tuple[Launch, ...]
+    flops: float
+    bytes: float                      # inputs once + outputs once
+    peak: str                         # key of reports.chip_peaks: "tensor_fp8_tflops", ...
+
+
+Builder = Callable[..., OpPlan]
+OPS: dict[str, Builder] = {}
+
+
+def register(kind: str) -> Callable[[Builder], Builder]:
+    """Decorator: register `builder(config, **sizes) -> OpPlan` under `kind`."""
+    def wrap(builder: Builder) -> Builder:
+        OPS[kind] = builder
+        return builder
+    return wrap
+
+
+def build_op(kind: str, config, **sizes) -> OpPlan:
+    """The plan of op `kind` at `sizes` on `config` (an `InputError` for an unknown kind)."""
+    if kind not in OPS:
+        raise InputError(f"op {kind!r} is not known; accepted: {', '.join(sorted(OPS))}")
+    return OPS[kind](config, **sizes)
+
+
+def positive(flag: str, value) -> int:
+    """`value` as a positive int, else an InputError naming `flag`."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"{flag} {value!r}: accepted a positive integer")
+    return value
+
+
+def _supported() -> set[str]:
+    import simulator
+    return set(inspect.signature(simulator.simulate_kernel).parameters)
+
+
+def available_fidelities() -> tuple[str, ...]:
+    """Fidelities this simulator build can run ("full" always; "sampled" once it exists)."""
+    return FIDELITIES if "fidelity" in _supported() else ("full",)
+
+
+def simulate_op(plan: OpPlan, config, fidelity: str | None = None) -> dict:
+    """Time every launch of `plan` on `config`; a dict with the op's figures (see module)."""
+    import simulator
+    from reports.roofline import chip_peaks, roofline_bound, roofline_time_us
+
+    params = _supported()
+    have = available_fidelities()
+    fidelity = fidelity or have[0]
+    if fidelity not in have:
+        raise InputError(f"--fidelity {fidelity}: not available in this simulator build; "
+                         f"accepted: {', '.join(have)}")
+    time_us = cycles = hbm_bytes = 0.0
+    kernels = []
+    for launch in plan.launches:
+        extra: dict[str, Any] = {}
+        if "fidelity" in params:
+            extra["fidelity"] = fidelity
+        if launch.timing_only and "timing_only" in params:
+            extra["timing_only"] = True
+        try:
+            res = simulator.simulate_kernel(launch.ptx, launch.entry, launch.grid, launch.block,
+                                            list(launch.args), config=config,
+                                            shared_bytes=launch.shared_bytes, **extra)
+        except AttributeError as exc:
+            if launch.detail.get("uses_wgmma"):
+                raise InputError(f"{launch.entry}: wgmma timing not available in this "
+                                 f"simulator build (TMA/mbarrier/wgmma trace: {exc})") from None
+            raise
+        stats = res.stats
+        hbm = stats[stats.component.str.startswith("memory.hbm") & (stats.stat == "bytes")]
+        time_us += float(res.time_us)
+        cycles += float(res.cycles)
+        hbm_bytes += float(hbm.value.sum())
+        kernels.append({**launch.describe(), "time_us": float(res.time_us),
+                        "cycles": int(res.cycles)})
+    peaks = chip_peaks(config.to_dict())
+    peak_tflops = peaks[plan.peak]
+    hbm_gbps = peaks["hbm_gbps"]
+    roof = float(roofline_time_us(plan.flops, plan.bytes, peak_tflops, hbm_gbps))
+    return {
+        "op": plan.kind, **plan.sizes, "fidelity": fidelity,
+        "time_us": time_us, "cycles": int(cycles),
+        "tflops": plan.flops / (time_us * 1e6) if time_us else float("nan"),
+        "gbps": plan.bytes / (time_us * 1e3) if time_us else float("nan"),
+        "flops": plan.flops, "bytes": plan.bytes, "hbm_bytes": hbm_bytes,
+        "roofline_us": roof,
+        "bound": str(roofline_bound(plan.flops, plan.bytes, peak_tflops, hbm_gbps)),
+        "gap": time_us / roof if roof else float("nan"),
+        "peak_tflops": peak_tflops, "hbm_peak_gbps": hbm_gbps, "peak": plan.peak,
+        "kernel": kernels[0] if len(kernels) == 1 else kernels,
+    }
