@@ -108,7 +108,7 @@ TABLE: tuple[OpSpec, ...] = (
     _op("prefetch", 1, "lsu", "mem", SPACE | {"L1", "L2", "L2::evict_last", "L2::evict_normal"}),
     _op("prefetchu", 1, "lsu", "mem", {"L1"}),
     _op("atom", (3, 4), "lsu", "mem", SPACE | ATOMOPS | CACHE),
-    _op("red", 3, "lsu", "mem", SPACE | ATOMOPS | CACHE),
+    _op("red", 2, "lsu", "mem", SPACE | ATOMOPS | CACHE),
     _op("cp.async", (3, 4), "lsu", "mem", SPACE | {"ca", "cg", "L2::128B", "L2::256B",
                                                    "L2::64B"}),
     _op("cp.async.commit_group", 0, "lsu", "sync"),
