@@ -54,7 +54,7 @@ def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
                  rule: str = DEFAULT_RULE) -> dict:
     """Template arguments for an M x N x K GEMM by the heuristic of the module docstring."""
     if rule not in TILE_RULES:
-        raise InputError(f"tile rule {rule!r}: accepted {', '.join(TILE_RULES)}")
+        raise InputError(f"--rule {rule!r}: accepted {', '.join(TILE_RULES)}")
     m_tile, consumers = (64, 1) if m <= 64 else (128, 2)
     if rule == "n128" or n < 256:
         n_tile = 128 if n >= 128 else max(8, 8 * math.ceil(n / 8))

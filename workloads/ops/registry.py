@@ -47,7 +47,8 @@ class Launch:
     def describe(self) -> dict:
         return {"name": self.entry, "grid": list(self.grid), "block": list(self.block),
                 "shared_bytes": self.shared_bytes,
-                "mode": "timing" if self.timing_only else "functional", **self.detail}
+                "mode": "timing" if self.timing_only else "functional",
+                **{k: v for k, v in self.detail.items() if not k.startswith("uses_")}}
 
 
 @dataclass(frozen=True)
