@@ -12,9 +12,27 @@ next instruction comes from its recorded trace (`simulator.trace`); it may issue
 * the warp is not waiting at a barrier; one instruction per warp per cycle.
 
 Each scheduler issues at most one instruction per cycle. `bar.sync` holds a warp until every
-unfinished warp of its CTA has arrived. A CTA is done when its last warp has issued its last
-instruction; the SM then takes the next CTA from the dispatcher. The SM finishes when its last
-result (including stores) has completed.
+unfinished warp of its CTA has arrived.
+
+Hopper tile ops (actions of `models.units`):
+
+* TMA / bulk copies go to the SM's `models.tma.TmaEngine`, which returns their completion
+  cycle at issue. A load's `complete_tx` is a contribution to its mbarrier phase at that
+  cycle; `mbarrier.arrive*`/`expect_tx`/`complete_tx` contribute when their shared-memory
+  access is done (LSU). A phase (trace slot, `simulator.trace_tiles`) completes at the
+  latest of its contributions once all of them (`slot_events`) have been issued.
+* `mbarrier.try_wait`/`test_wait`: the warp's next instruction waits for the phase's
+  completion cycle; a warp whose phase still lacks contributions is parked (like a barrier)
+  and released when the last one is issued.
+* `wgmma.mma_async`: takes one issue cycle; its share of the MMA queues on the
+  sub-partition's tensor pipe (`tensor_free`, busy `interval` cycles per op, FIFO) and its
+  accumulators are ready `latency` cycles after the pipe starts it. `commit_group` closes
+  the warp's open group (its completion = latest op in it); `wait_group N` holds the
+  warp's next instruction until all but the N newest groups have completed.
+
+A CTA is done when its last warp has issued its last instruction; the SM then takes the
+next CTA from the dispatcher. The SM finishes when its last result (including stores) has
+completed.
 
 Time advances only to cycles where something can happen (the earliest ready warp or free
 unit), not cycle by cycle; a scheduler is asked for a warp only from its `wake` cycle on (or
@@ -43,11 +61,29 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.lsu import LoadStoreUnit
-from models.units import ACTION_BARRIER, ACTION_MEMORY, UNIT_NAMES, InstrTiming
+from models.tma import TmaEngine
+from models.units import (
+    ACTION_BARRIER,
+    ACTION_MBARRIER,
+    ACTION_MBARRIER_WAIT,
+    ACTION_MEMORY,
+    ACTION_TMA,
+    ACTION_WGMMA,
+    ACTION_WGMMA_COMMIT,
+    UNIT_NAMES,
+    InstrTiming,
+)
 from models.warp_scheduler import NEVER, STALL_REASONS, WarpScheduler, make_policy
 from simulator.engine import Clock
 from simulator.hooks import Hooks
-from simulator.trace import KIND_ATOMIC, KIND_LOAD, KIND_STORE, WarpTrace
+from simulator.trace import (
+    KIND_ATOMIC,
+    KIND_BULK_STORE,
+    KIND_LOAD,
+    KIND_SHARED,
+    KIND_STORE,
+    WarpTrace,
+)
 
 SM_ISSUE = "SM_ISSUE"
 SM_STALL = "SM_STALL"
@@ -58,9 +94,12 @@ _SECTOR_KINDS = (KIND_LOAD, KIND_STORE, KIND_ATOMIC)
 
 
 def _op(t: InstrTiming) -> tuple:
-    """(unit, interval, latency, action, scoreboard registers, destinations) of one pc."""
+    """(unit, interval, latency, action, scoreboard registers, destinations, count) of a pc."""
     registers = tuple(dict.fromkeys(t.sources + t.destinations))
-    return (t.unit, t.interval_cycles, t.latency_cycles, t.action, registers, t.destinations)
+    if t.action == ACTION_WGMMA:
+        registers = t.sources
+    return (t.unit, t.interval_cycles, t.latency_cycles, t.action, registers, t.destinations,
+            t.count)
 
 
 @dataclass(frozen=True)
@@ -84,6 +123,10 @@ class KernelImage:
         setattr_(self, "details", trace.detail.tolist())
         setattr_(self, "sector_starts", trace.sector_start.tolist())
         setattr_(self, "offsets", trace.warp_offsets.tolist())
+        slots = trace.phase_slot
+        setattr_(self, "slots", slots.tolist() if slots is not None else None)
+        events = trace.slot_events
+        setattr_(self, "slot_events", events.tolist() if events is not None else [])
         unit = np.array([t.unit for t in self.timings], dtype=np.int64)
         interval = np.array([t.interval_cycles for t in self.timings], dtype=np.int64)
         per_warp = np.diff(trace.warp_offsets)
@@ -100,7 +143,8 @@ class Warp:
     """One resident warp: where it is in its trace and its scoreboard."""
 
     __slots__ = ("gid", "cta", "scheduler", "pos", "end", "ready", "from_memory",
-                 "ready_cycle", "next_unit", "waits_on_memory", "finished", "done_cycle")
+                 "ready_cycle", "next_unit", "waits_on_memory", "finished", "done_cycle",
+                 "wgmma_groups", "wgmma_open")
 
     def __init__(self, gid: int, cta, scheduler, start: int, end: int, n_regs: int,
                  cycle: int) -> None:
@@ -111,6 +155,8 @@ class Warp:
         self.ready_cycle, self.next_unit, self.waits_on_memory = cycle, 0, False
         self.finished = False
         self.done_cycle = cycle
+        self.wgmma_groups: list[int] = []
+        self.wgmma_open = 0
 
 
 class CtaState:
@@ -132,6 +178,11 @@ class StreamingMultiprocessor:
         self.clock = Clock(config.chip.clock_ghz)
         self.hooks = Hooks(f"sm{sm_id}")
         self.lsu = LoadStoreUnit(sm_id, config, memory, self.clock)
+        self.tma = TmaEngine(sm_id, memory, self.clock)
+        self.tensor_free = [0] * config.sm.subpartitions
+        self.phase_pending: dict[int, list[int]] = {}
+        self.phase_done: dict[int, int] = {}
+        self.phase_waiters: dict[int, list[Warp]] = {}
         name = policy or config.sm.scheduler_policy
         self.schedulers = [WarpScheduler(k, make_policy(name), len(UNIT_NAMES))
                            for k in range(config.sm.subpartitions)]
@@ -179,7 +230,7 @@ class StreamingMultiprocessor:
     # -- warps ----------------------------------------------------------------------
     def _prepare(self, warp: Warp, cycle: int) -> None:
         """Scoreboard check of the warp's next instruction, after an issue at `cycle`."""
-        unit, _, _, _, registers, _ = self.ops[warp.pos]
+        unit, _, _, _, registers, _, _ = self.ops[warp.pos]
         ready_cycle, memory = cycle + 1, False
         ready = warp.ready
         for r in registers:
@@ -221,10 +272,14 @@ class StreamingMultiprocessor:
     def _issue(self, warp: Warp, sched: WarpScheduler, cycle: int) -> None:
         """Issue the warp's next instruction at `cycle`; then `_prepare` (inlined) the one after."""
         e = warp.pos
-        unit, interval, latency, action, _, destinations = self.ops[e]
+        unit, interval, latency, action, _, destinations, count = self.ops[e]
         sched.unit_free[unit] = cycle + interval
+        hold = 0
         if action == ACTION_MEMORY:
             done, memory = self._access(e, cycle), True
+        elif action >= ACTION_TMA:
+            done, memory, hold = self._tile(warp, sched, e, cycle, action, interval, latency,
+                                            count)
         else:
             done, memory = cycle + latency, False
         ready, from_memory = warp.ready, warp.from_memory
@@ -244,12 +299,81 @@ class StreamingMultiprocessor:
         elif e == warp.end:
             self._finish_warp(warp, cycle)
         else:
-            next_unit, _, _, _, registers, _ = self.ops[e]
+            next_unit, _, _, _, registers, _, _ = self.ops[e]
             ready_cycle, memory = cycle + 1, False
             for r in registers:
                 if ready[r] > ready_cycle:
                     ready_cycle, memory = ready[r], from_memory[r]
+            if hold > ready_cycle:
+                ready_cycle, memory = hold, action == ACTION_MBARRIER_WAIT
             warp.ready_cycle, warp.next_unit, warp.waits_on_memory = ready_cycle, next_unit, memory
+
+    # -- tile ops -------------------------------------------------------------------
+    def _tile(self, warp: Warp, sched: WarpScheduler, e: int, cycle: int, action: int,
+              interval: int, latency: int, count: int) -> tuple[int, bool, int]:
+        """(result cycle, from memory, hold-next-instruction-until cycle) of a tile op."""
+        kernel = self.kernel
+        if action == ACTION_WGMMA:
+            sched.unit_free[kernel.ops[e][0]] = cycle + 1
+            k = sched.index
+            start = max(cycle, self.tensor_free[k])
+            self.tensor_free[k] = start + interval
+            done = start + latency
+            if done > warp.wgmma_open:
+                warp.wgmma_open = done
+            return done, False, 0
+        if action == ACTION_WGMMA_COMMIT:
+            warp.wgmma_groups.append(warp.wgmma_open)
+            warp.wgmma_open = 0
+            return cycle + latency, False, 0
+        if action == ACTION_TMA:
+            s, n = kernel.sector_starts[e], kernel.details[e]
+            store = kernel.kinds[e] == KIND_BULK_STORE
+            done = self.tma.issue(cycle, store, kernel.trace.sectors[s:s + n])
+            if not store:
+                self._contribute(kernel.slots[e], done, cycle)
+            return done, True, 0
+        if action == ACTION_MBARRIER:
+            done = self.lsu.issue(cycle, KIND_SHARED, 1, None)
+            self._contribute(kernel.slots[e], done, cycle)
+            return done, False, 0
+        if action == ACTION_MBARRIER_WAIT:
+            slot = kernel.slots[e]
+            if slot < 0:
+                return cycle + latency, False, 0
+            at = self.phase_done.get(slot)
+            if at is None:
+                self.phase_waiters.setdefault(slot, []).append(warp)
+                return cycle + latency, False, NEVER
+            return max(at, cycle + latency), True, at
+        groups = warp.wgmma_groups
+        hold = 0
+        if len(groups) > count:
+            cut = len(groups) - count
+            hold = max(groups[:cut])
+            del groups[:cut]
+        return cycle + latency, False, hold
+
+    def _contribute(self, slot: int, at: int, cycle: int) -> None:
+        """One contribution to mbarrier phase `slot` at cycle `at` (issued at `cycle`)."""
+        pending = self.phase_pending.get(slot)
+        if pending is None:
+            pending = self.phase_pending[slot] = [0, 0]
+        pending[0] += 1
+        if at > pending[1]:
+            pending[1] = at
+        if pending[0] < self.kernel.slot_events[slot]:
+            return
+        del self.phase_pending[slot]
+        done = self.phase_done[slot] = pending[1]
+        for warp in self.phase_waiters.pop(slot, ()):
+            if warp.pos == warp.end:
+                continue
+            self._prepare(warp, cycle)
+            if done > warp.ready_cycle:
+                warp.ready_cycle, warp.waits_on_memory = done, True
+            warp.scheduler.touch(cycle)
+            self.wake_cycle = min(self.wake_cycle, cycle + 1)
 
     # -- stall stretches ------------------------------------------------------------
     def _account_stalls(self, cycle: int) -> None:

@@ -17,6 +17,27 @@ type's unit with the SFU latency added (nvcc's divide is an SFU reciprocal plus 
 input precision per sub-partition). Control and synchronisation ops use a one-cycle branch
 unit. `cp.async` writes a per-warp pseudo register that `cp.async.wait_*` reads.
 
+Hopper tile ops get their own actions, timed by the SM (`models.sm`) and the TMA engine
+(`models.tma`):
+
+* `wgmma.mma_async` (`ACTION_WGMMA`): each of the warpgroup's 4 warps issues a quarter of
+  the m64nNkK FMAs to its sub-partition's tensor pipe, which is busy `16 N K / (rate / 4)`
+  cycles (rate: dense FMA/clk/SM of the input precision, `units.tensor`); the warp itself
+  is not held. The accumulators are written, not read, by the scoreboard (chained wgmmas
+  accumulate inside the pipe); they are ready `max(wgmma_latency_cycles, interval)` after
+  the pipe starts the op. `wgmma.commit_group` (`ACTION_WGMMA_COMMIT`) closes a group,
+  `wgmma.wait_group N` (`ACTION_WGMMA_WAIT`, `count` = N) holds the warp until all but the
+  N newest groups completed; `wgmma.fence` is a one-cycle branch-unit op.
+* `cp.async.bulk{.tensor}` (`ACTION_TMA`): one LSU issue slot, then the SM's TMA engine.
+  Stores write a per-warp pseudo register that `cp.async.bulk.wait_group` reads (it waits
+  for all of the warp's bulk stores, whatever N).
+* `mbarrier.arrive*`, `expect_tx`, `complete_tx` (`ACTION_MBARRIER`): a shared-memory
+  access that contributes to a barrier phase; `try_wait`/`test_wait`
+  (`ACTION_MBARRIER_WAIT`) hold the warp until the phase completes in simulated time.
+* `setmaxnreg` is a one-cycle branch-unit op; occupancy keeps using the launch's register
+  count (the re-partitioning between warpgroups inside a CTA does not change how many CTAs
+  fit).
+
 Left out: dual issue, register-bank conflicts, operand collectors, per-opcode latencies
 inside a unit (all FP32 ops share the FP32 latency). Units: SM cycles.
 """
@@ -32,7 +53,9 @@ from isa.operands import DAddr, DNeg, DReg, DVec
 UNIT_NAMES = ("fp32", "fp16", "fp64", "int32", "sfu", "conversion", "shuffle", "tensor", "lsu",
               "branch")
 UNIT_INDEX = {name: k for k, name in enumerate(UNIT_NAMES)}
-ACTION_UNIT, ACTION_MEMORY, ACTION_BARRIER = range(3)
+(ACTION_UNIT, ACTION_MEMORY, ACTION_BARRIER, ACTION_TMA, ACTION_MBARRIER, ACTION_MBARRIER_WAIT,
+ ACTION_WGMMA, ACTION_WGMMA_COMMIT, ACTION_WGMMA_WAIT) = range(9)
+ASYNC_ACTIONS = frozenset(range(ACTION_TMA, ACTION_WGMMA_WAIT + 1))
 
 _NO_DESTINATION = frozenset({"st", "red", "stmatrix", "wmma.store", "prefetch", "prefetchu",
                              "cp.async"})
@@ -44,6 +67,14 @@ _TENSOR_PRECISION = {"f64": "fp64", "tf32": "tf32", "f16": "fp16", "bf16": "bf16
 _SHAPE = re.compile(r"m(\d+)n(\d+)k(\d+)")
 BRANCH_LATENCY_CYCLES = 1
 ASYNC_COPY_REGISTER = "async-copy"
+BULK_COPY_REGISTER = "bulk-copy"
+_TILE_ACTIONS = {"cp.async.bulk.tensor": ACTION_TMA, "cp.async.bulk": ACTION_TMA,
+                 "mbarrier.arrive": ACTION_MBARRIER, "mbarrier.arrive_drop": ACTION_MBARRIER,
+                 "mbarrier.expect_tx": ACTION_MBARRIER, "mbarrier.complete_tx": ACTION_MBARRIER,
+                 "mbarrier.try_wait": ACTION_MBARRIER_WAIT,
+                 "mbarrier.test_wait": ACTION_MBARRIER_WAIT,
+                 "wgmma.mma_async": ACTION_WGMMA, "wgmma.commit_group": ACTION_WGMMA_COMMIT,
+                 "wgmma.wait_group": ACTION_WGMMA_WAIT}
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +87,7 @@ class InstrTiming:
     sources: tuple[int, ...]
     destinations: tuple[int, ...]
     action: int
+    count: int = 0
 
 
 def _registers(op) -> list[DReg]:
@@ -99,6 +131,9 @@ def _tensor_timing(ins, config) -> tuple[int, int]:
     shape = _SHAPE.search(ins.shape or "") or _SHAPE.search(ins.text)
     fmas = math.prod(int(v) for v in shape.groups()) if shape else 16 * 8 * 16
     per_sub = max(tensor.fma_per_clk_per_sm(precision), 1) / config.sm.subpartitions
+    if ins.opname == "wgmma.mma_async":
+        interval = max(1, math.ceil(fmas / 4 / per_sub))
+        return max(tensor.wgmma_latency_cycles, interval), interval
     return tensor.mma_latency_cycles, max(1, math.ceil(fmas / per_sub))
 
 
@@ -111,6 +146,8 @@ def _unit_timing(ins, config) -> tuple[str, int, int]:
         name = "shuffle"
     elif latency_class == "conv" and any(t.kind == "f" for t in ins.types):
         name = "conversion"
+    if name == "tensor" and ins.opname.startswith("wgmma.") and ins.opname != "wgmma.mma_async":
+        return "branch", BRANCH_LATENCY_CYCLES, 1
     if name == "tensor":
         latency, interval = _tensor_timing(ins, config)
         return name, latency, interval
@@ -133,7 +170,7 @@ def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
         ops = list(ins.ops)
         writes = ins.opname not in _NO_DESTINATION and ins.opname != "bar" and ops
         dst_regs = _registers(ops[0]) if writes and not isinstance(ops[0], DAddr) else []
-        src_ops = ops[1:] if dst_regs else ops
+        src_ops = ops[1:] if dst_regs or ins.opname == "wgmma.mma_async" else ops
         src_regs = [r for op in src_ops for r in _registers(op)]
         guard = ins.guard
         if isinstance(guard, DReg):
@@ -144,13 +181,22 @@ def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
             destinations = (numbering.of((ASYNC_COPY_REGISTER,)),)
         elif ins.opname in ("cp.async.wait_group", "cp.async.wait_all"):
             sources = sources + (numbering.of((ASYNC_COPY_REGISTER,)),)
-        action = ACTION_UNIT
-        if ins.unit == "lsu" and latency_class_is_memory(ins):
+        elif ins.opname in ("cp.async.bulk", "cp.async.bulk.tensor") and \
+                "bulk_group" in ins.flags:
+            destinations = (numbering.of((BULK_COPY_REGISTER,)),)
+        elif ins.opname == "cp.async.bulk.wait_group":
+            sources = sources + (numbering.of((BULK_COPY_REGISTER,)),)
+        action, count = ACTION_UNIT, 0
+        if ins.opname in _TILE_ACTIONS:
+            action = _TILE_ACTIONS[ins.opname]
+            if action == ACTION_WGMMA_WAIT:
+                count = int(ins.ops[0].value)
+        elif ins.unit == "lsu" and latency_class_is_memory(ins):
             action = ACTION_MEMORY
         elif ins.opname in ("bar", "barrier") and not ins.has("arrive"):
             action = ACTION_BARRIER
         timings.append(InstrTiming(UNIT_INDEX[unit], latency, interval, sources, destinations,
-                                   action))
+                                   action, count))
     return timings, max(len(numbering.index), 1)
 
 

@@ -13,7 +13,10 @@ memory instructions, what the timing model needs to know about the access:
 * shared accesses: the bank-conflict degree, the largest number of distinct 4-byte words
   that map to one of the 32 banks among the active lanes (1 = conflict free, broadcasts
   included); wide accesses count every word they touch, so a v4 load has degree >= 4;
-* param/const loads: no address data (served by the constant cache).
+* param/const loads: no address data (served by the constant cache);
+* Hopper tile ops (`simulator.trace_tiles`): bulk/TMA copies carry the global sectors of
+  their box or range, and they and the `mbarrier.*` events carry the barrier phase slot
+  (`phase_slot`) they contribute to or wait for; `slot_events[slot]` counts contributions.
 
 Global warp id = linear CTA index (x fastest) * warps_per_cta + warp within the CTA.
 Everything is vectorised over all warps of a step; `finish()` turns the recorded chunks into
@@ -32,13 +35,17 @@ import numpy as np
 
 from isa.memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from isa.operands import DImm
+from simulator.trace_tiles import TILE_OPS, TileRecorder
 
 SECTOR_SHIFT = 5
 LOCAL_TRACE_BASE = 1 << 56
 """Where traced local addresses live: far above global buffers, apart from every window."""
 
-KIND_NONE, KIND_LOAD, KIND_STORE, KIND_ATOMIC, KIND_SHARED, KIND_CONST = range(6)
-KIND_NAMES = ("none", "load", "store", "atomic", "shared", "const")
+(KIND_NONE, KIND_LOAD, KIND_STORE, KIND_ATOMIC, KIND_SHARED, KIND_CONST, KIND_BULK_LOAD,
+ KIND_BULK_STORE, KIND_MBARRIER, KIND_MBARRIER_WAIT) = range(10)
+KIND_NAMES = ("none", "load", "store", "atomic", "shared", "const", "bulk_load", "bulk_store",
+              "mbarrier", "mbarrier_wait")
+SECTOR_KINDS = frozenset({KIND_LOAD, KIND_STORE, KIND_ATOMIC, KIND_BULK_LOAD, KIND_BULK_STORE})
 
 _STORE_OPS = frozenset({"st", "red", "stmatrix", "wmma.store"})
 _ATOMIC_OPS = frozenset({"atom", "red"})
@@ -51,8 +58,9 @@ class WarpTrace:
 
     Events of warp `w` are `warp_offsets[w]:warp_offsets[w + 1]`; for event `e`, `pc[e]`,
     `active[e]` (lanes), `kind[e]` (a `KIND_*`), `detail[e]` (sector count for
-    load/store/atomic, bank-conflict degree for shared, else 0) and, for sector kinds,
-    `sectors[sector_start[e]:sector_start[e] + detail[e]]`.
+    `SECTOR_KINDS`, bank-conflict degree for shared, else 0), for sector kinds
+    `sectors[sector_start[e]:sector_start[e] + detail[e]]`, and `phase_slot[e]` (mbarrier
+    phase slot of tile-op events, else -1) with `slot_events[slot]` contributions per slot.
     """
 
     warps_per_cta: int
@@ -64,6 +72,8 @@ class WarpTrace:
     detail: np.ndarray
     sector_start: np.ndarray
     sectors: np.ndarray
+    phase_slot: np.ndarray | None = None
+    slot_events: np.ndarray | None = None
 
     @property
     def n_warps(self) -> int:
@@ -161,6 +171,8 @@ class TraceRecorder:
         self._chunks: list[tuple] = []
         self._sector_chunks: list[np.ndarray] = []
         self._n_sectors = 0
+        self._tiles = TileRecorder()
+        self._slot_chunks: dict[int, np.ndarray] = {}
 
     def __call__(self, m, ins, exec_lanes, n_warps: int) -> None:
         if m is not self._machine:
@@ -179,10 +191,27 @@ class TraceRecorder:
         active = np.diff(np.append(starts, lanes.size)).astype(np.int16)
         nw = gwarp.size
         kind, detail, sstart = KIND_NONE, np.zeros(nw, dtype=np.int32), None
-        if ins.unit == "lsu" and ins.spec.latency == "mem":
+        if ins.opname in TILE_OPS:
+            kind, detail, sstart = self._tile(m, ins, lanes, starts, nw)
+        elif ins.unit == "lsu" and ins.spec.latency == "mem":
             group = np.cumsum(new) - 1
             kind, detail, sstart = self._memory(m, ins, exec_lanes, lanes, group, gwarp, nw)
         self._chunks.append((gwarp, ins.pc, active, kind, detail, sstart))
+
+    def _tile(self, m, ins, lanes, starts, nw):
+        warp_lanes = np.split(lanes, starts[1:])
+        kind, sectors, slots = self._tiles.record(m, ins, warp_lanes, self._cta_linear)
+        self._slot_chunks[len(self._chunks)] = slots
+        if kind == KIND_SHARED:
+            return kind, np.ones(nw, dtype=np.int32), None
+        if sectors is None:
+            return kind, np.zeros(nw, dtype=np.int32), None
+        counts = np.array([s.size for s in sectors], dtype=np.int32)
+        sstart = self._n_sectors + np.concatenate(([0], np.cumsum(counts)[:-1]))
+        sec = np.concatenate(sectors).astype(np.int64)
+        self._sector_chunks.append(sec)
+        self._n_sectors += sec.size
+        return kind, counts, sstart
 
     def _memory(self, m, ins, exec_lanes, lanes, group, gwarp, nw):
         nbytes = _access_bytes(ins)
@@ -236,5 +265,11 @@ class TraceRecorder:
         offsets[1:] = np.cumsum(np.bincount(warp, minlength=n_warps))
         sectors = (np.concatenate(self._sector_chunks) if self._sector_chunks
                    else np.zeros(0, dtype=np.int64))
+        slot = None
+        if self._slot_chunks:
+            slot = np.concatenate([self._slot_chunks.get(k, np.full(c[0].size, -1, np.int32))
+                                   for k, c in enumerate(self._chunks)])[order]
+        slot_events = np.array(self._tiles.slot_events, dtype=np.int64)
         return WarpTrace(self.warps_per_cta, n_ctas, offsets, pc[order], active[order],
-                         kind[order], detail[order], sstart[order].astype(np.int64), sectors)
+                         kind[order], detail[order], sstart[order].astype(np.int64), sectors,
+                         slot, slot_events)

@@ -1,0 +1,184 @@
+"""Trace records of the Hopper tile ops: TMA/bulk copies and mbarrier phases.
+
+What it models
+--------------
+`TileRecorder` is the part of `simulator.trace.TraceRecorder` that looks at
+`cp.async.bulk.tensor`, `cp.async.bulk` and `mbarrier.*` warp-instructions. For each warp
+that executed one it returns one event:
+
+* a bulk/TMA copy: the distinct global 32-byte sectors it moves (for a tensor copy, the
+  box's rows from the tensor map: box origin, strides and box dims, out-of-bounds elements
+  clipped; every issuing lane's box is merged into the warp's one message) and, for a load,
+  the mbarrier phase its `complete_tx` belongs to;
+* `mbarrier.arrive*` / `expect_tx` / `complete_tx`: the phase it contributes to;
+* `mbarrier.try_wait` / `test_wait`: the phase it waits for (-1: already complete before
+  the barrier's first phase, no wait).
+
+Phases: the functional run performs copies at issue, so its barrier states say nothing about
+simulated time. The recorder counts, per barrier (CTA linear index, CTA-relative shared
+address), the phases completed so far (watching the parity bit after every step that may
+change it); an event that changes a barrier belongs to the phase that was current before
+its step, and a wait for parity P when c phases are complete waits for phase
+`c - 1 + (c % 2 == P)`. Each (barrier, phase) gets a dense slot id; `slot_events[slot]` is
+the number of events that contribute to it. The replay completes a phase in simulated time
+when all of them have happened there (copies at their completion, arrivals at issue).
+`mbarrier.init` starts a barrier at the next even phase count, so re-initialised barriers
+get fresh slots.
+
+Left out: lanes of one warp instruction addressing different barriers (the first lane's
+barrier gets the event), `.multicast` and `.im2col` copies (the interpreter rejects them),
+shared-to-shared bulk copies move no global sectors. Units: 32-byte sectors, byte addresses.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from isa.memory import SHARED_WINDOW, WINDOW_SIZE
+from isa.semantics.hopper_mbarrier import barrier_words
+from isa.semantics.hopper_tma import _base, _map
+from isa.types import TYPES
+
+SECTOR_SHIFT = 5
+BULK_COPIES = frozenset({"cp.async.bulk.tensor", "cp.async.bulk"})
+ARRIVALS = frozenset({"mbarrier.arrive", "mbarrier.arrive_drop", "mbarrier.expect_tx",
+                      "mbarrier.complete_tx"})
+WAITS = frozenset({"mbarrier.try_wait", "mbarrier.test_wait"})
+INITS = frozenset({"mbarrier.init", "mbarrier.inval"})
+TILE_OPS = BULK_COPIES | ARRIVALS | WAITS | INITS
+_LOAD_FLAG = "mbarrier::complete_tx::bytes"
+_S32, _U32, _U64 = TYPES["s32"], TYPES["u32"], TYPES["u64"]
+
+
+def _scalar(op, m, lane: np.ndarray, ty) -> int:
+    return int(np.asarray(op.read(m, ty, lane)).reshape(-1)[0])
+
+
+def _row_sectors(start: np.ndarray, stop: np.ndarray) -> np.ndarray:
+    """Distinct sectors of the byte ranges [start, stop) (stop > start)."""
+    first, last = start >> SECTOR_SHIFT, (stop - 1) >> SECTOR_SHIFT
+    counts = last - first + 1
+    total = int(counts.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    offset = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    return np.unique(np.repeat(first, counts) + offset)
+
+
+def box_sectors(m, ins, lane: np.ndarray, map_op, coords_op) -> np.ndarray:
+    """Global sectors of one lane's TMA box: inner rows clipped to the tensor, one numpy pass."""
+    tm = _map(m, ins, map_op, lane)
+    coords = np.array([_scalar(it, m, lane, _S32) for it in coords_op.items], np.int64)
+    dims = np.array(tm.dims, np.int64)
+    strides = np.array(tm.strides_bytes, np.int64)
+    lo, hi = max(coords[0], 0), min(coords[0] + tm.box[0], dims[0])
+    if hi <= lo:
+        return np.zeros(0, np.int64)
+    outer = [np.arange(b, dtype=np.int64) + c for b, c in zip(tm.box[1:], coords[1:],
+                                                                strict=True)]
+    rows = np.meshgrid(*outer, indexing="ij") if outer else []
+    base = np.full(rows[0].size if rows else 1, _base(m, ins, tm), np.int64)
+    inside = np.ones(base.size, bool)
+    for k, pos in enumerate(rows, start=1):
+        pos = pos.reshape(-1)
+        inside &= (pos >= 0) & (pos < dims[k])
+        base += pos * strides[k]
+    base = base[inside]
+    return _row_sectors(base + lo * tm.elem_bytes, base + hi * tm.elem_bytes)
+
+
+class TileRecorder:
+    """Phase bookkeeping and per-warp events of the tile ops (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.completed: dict[int, int] = {}
+        self.slots: dict[tuple[int, int], int] = {}
+        self.slot_events: list[int] = []
+
+    def _key(self, m, ins, op, lane: np.ndarray, cta_linear: np.ndarray) -> int:
+        addr = int(op.address(m, lane)[0])
+        if SHARED_WINDOW <= addr < SHARED_WINDOW + WINDOW_SIZE:
+            addr -= SHARED_WINDOW
+        cta = int(cta_linear[int(m.cta_of[int(lane[0])])])
+        return (cta << 32) | addr
+
+    def _slot(self, key: int, phase: int) -> int:
+        slot = self.slots.get((key, phase))
+        if slot is None:
+            slot = self.slots[(key, phase)] = len(self.slot_events)
+            self.slot_events.append(0)
+        return slot
+
+    def _contribute(self, m, ins, op, lane, key: int) -> int:
+        """Slot of the phase an event that may have changed barrier `key` belongs to."""
+        words, idx = barrier_words(m, ins, op, lane)
+        parity = int(words[idx[0]] >> np.uint64(63))
+        done = self.completed.get(key, 0)
+        if parity != done & 1:
+            self.completed[key] = done + 1
+        slot = self._slot(key, done)
+        self.slot_events[slot] += 1
+        return slot
+
+    def record(self, m, ins, warp_lanes: list[np.ndarray], cta_linear: np.ndarray):
+        """(kind, per-warp sectors or None, per-warp slot) for one step; kind as in trace."""
+        from simulator.trace import (
+            KIND_BULK_LOAD,
+            KIND_BULK_STORE,
+            KIND_MBARRIER,
+            KIND_MBARRIER_WAIT,
+            KIND_SHARED,
+        )
+        name = ins.opname
+        n = len(warp_lanes)
+        slots = np.full(n, -1, np.int32)
+        if name in INITS:
+            for lanes in warp_lanes:
+                for lane in lanes.tolist():
+                    key = self._key(m, ins, ins.ops[0], np.array([lane]), cta_linear)
+                    done = self.completed.get(key, -2)
+                    self.completed[key] = done + 2 - (done & 1)
+            return KIND_SHARED, None, slots
+        if name in ARRIVALS:
+            op = ins.ops[1] if name.startswith("mbarrier.arrive") else ins.ops[0]
+            for w, lanes in enumerate(warp_lanes):
+                one = lanes[:1]
+                key = self._key(m, ins, op, one, cta_linear)
+                slots[w] = self._contribute(m, ins, op, one, key)
+            return KIND_MBARRIER, None, slots
+        if name in WAITS:
+            for w, lanes in enumerate(warp_lanes):
+                one = lanes[:1]
+                key = self._key(m, ins, ins.ops[1], one, cta_linear)
+                if "parity" in ins.flags:
+                    want = _scalar(ins.ops[2], m, one, _U32) & 1
+                else:
+                    want = (_scalar(ins.ops[2], m, one, _U64) >> 63) & 1
+                done = self.completed.get(key, 0)
+                phase = done - 1 + int((done & 1) == want)
+                slots[w] = self._slot(key, phase) if phase >= 0 else -1
+            return KIND_MBARRIER_WAIT, None, slots
+        load = _LOAD_FLAG in ins.flags
+        sectors = []
+        for w, lanes in enumerate(warp_lanes):
+            parts = [self._copy_sectors(m, ins, np.array([lane]), load) for lane in
+                     lanes.tolist()]
+            sectors.append(np.unique(np.concatenate(parts)) if len(parts) > 1 else parts[0])
+            if load:
+                one = lanes[:1]
+                bar = ins.ops[3]
+                slots[w] = self._contribute(m, ins, bar, one,
+                                            self._key(m, ins, bar, one, cta_linear))
+        return (KIND_BULK_LOAD if load else KIND_BULK_STORE), sectors, slots
+
+    @staticmethod
+    def _copy_sectors(m, ins, one: np.ndarray, load: bool) -> np.ndarray:
+        if ins.opname == "cp.async.bulk.tensor":
+            if load:
+                return box_sectors(m, ins, one, ins.ops[1], ins.ops[2])
+            return box_sectors(m, ins, one, ins.ops[0], ins.ops[1])
+        if ".shared::cta." in ins.text + "." and load:
+            return np.zeros(0, np.int64)
+        size = _scalar(ins.ops[2], m, one, _U32)
+        addr = int((ins.ops[1] if load else ins.ops[0]).address(m, one)[0])
+        return _row_sectors(np.array([addr], np.int64), np.array([addr + size], np.int64))
