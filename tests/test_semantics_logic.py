@@ -278,6 +278,29 @@ def test_dp4a_sums_byte_products_into_c(types, seed):
     assert_same_ints(got, expect(want, "u32"), a, b, c, what=f"dp4a.{types}")
 
 
+@pytest.mark.parametrize("half", ["lo", "hi"])
+@pytest.mark.parametrize("types", ["u32.u32", "s32.s32", "s32.u32", "u32.s32"])
+@given(seed=SEEDS)
+@FEW
+def test_dp2a_sums_half_by_byte_products_into_c(half, types, seed):
+    """dp2a.lo/.hi: c + a.h0 * b.b(0|2) + a.h1 * b.b(1|3), signedness by operand type."""
+    rng = np.random.default_rng(seed)
+    a, b = int_values(rng, "u32"), int_values(rng, "u32")
+    c = int_values(rng, "s32")
+    ta, tb = types.split(".")
+    got = _run(f"dp2a.{half}.{types} {{d}}, {{a}}, {{b}}, {{c}};", "u32", a, b, c)
+
+    def part(x: int, k: int, bits: int, signed: bool) -> int:
+        v = (x >> (bits * k)) & ((1 << bits) - 1)
+        return v - (1 << bits) if signed and v >= 1 << (bits - 1) else v
+
+    first = 2 if half == "hi" else 0
+    want = [z + sum(part(x, k, 16, ta[0] == "s") * part(y, first + k, 8, tb[0] == "s")
+                    for k in range(2))
+            for x, y, z in zip(ints(a), ints(b), ints(c), strict=True)]
+    assert_same_ints(got, expect(want, "u32"), a, b, c, what=f"dp2a.{half}.{types}")
+
+
 # -- compare, select, pack --------------------------------------------------------------------
 
 _CMP = {"eq": lambda x, y: x == y, "ne": lambda x, y: x != y, "lt": lambda x, y: x < y,

@@ -269,6 +269,25 @@ def dp4a(m, ins, lanes):
     dst(m, ins, (acc & 0xFFFFFFFF).astype(np.uint32), TYPES["u32"], lanes)
 
 
+@semantics("dp2a")
+def dp2a(m, ins, lanes):
+    """d = c + a.h0 * b.bK + a.h1 * b.bK+1 with K = 0 (.lo) or 2 (.hi): 16-bit by 8-bit."""
+    ta, tb = ins.types[0], ins.types[1]
+    a = np.asarray(src(m, ins, 1, TYPES["u32"], lanes)).astype(np.int64)
+    b = np.asarray(src(m, ins, 2, TYPES["u32"], lanes)).astype(np.int64)
+    acc = np.asarray(src(m, ins, 3, TYPES["s32"], lanes)).astype(np.int64)
+    first = 2 if "hi" in ins.flags else 0
+    for k in range(2):
+        ea = (a >> (16 * k)) & 0xFFFF
+        eb = (b >> (8 * (first + k))) & 0xFF
+        if ta.is_signed:
+            ea = np.where(ea >= 1 << 15, ea - (1 << 16), ea)
+        if tb.is_signed:
+            eb = np.where(eb >= 128, eb - 256, eb)
+        acc = acc + ea * eb
+    dst(m, ins, (acc & 0xFFFFFFFF).astype(np.uint32), TYPES["u32"], lanes)
+
+
 def compare(a, b, cmp: str, is_float: bool):
     if is_float:
         nan = np.isnan(a) | np.isnan(b)
