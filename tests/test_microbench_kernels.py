@@ -152,4 +152,4 @@ def test_committed_microbench_ptx_matches_fresh_nvcc_output(source, tmp_path):
     fresh = (tmp_path / source.with_suffix(".ptx").name).read_text()
     assert fresh == source.with_suffix(".ptx").read_text(), (
         f"{source.name}: committed PTX is stale; run "
-        "workloads/kernels/microbench/regenerate_ptx.sh")
+        "workloads/kernels/regenerate_ptx.sh")

@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
-# Regenerate every workloads/kernels/X.ptx from X.cu with nvcc (CUDA 13).
+# Regenerate every X.ptx from X.cu with nvcc (CUDA 13), in workloads/kernels/ and
+# workloads/kernels/microbench/.
 #
 # Each X.cu names its exact command on one header line, the only place its flags live:
 #   // ptx: nvcc -ptx -O3 -arch=sm_90 X.cu -o X.ptx
 # (-arch=sm_90a only for a file that needs the Hopper-only instructions.) This script runs
-# that command from this directory; tests/test_ptx_current.py parses the same line.
-# Usage: workloads/kernels/regenerate_ptx.sh [X.cu ...]   (default: every .cu here)
+# that command from the file's directory; tests/test_ptx_current.py and
+# tests/test_microbench_kernels.py parse the same line.
+# Usage: workloads/kernels/regenerate_ptx.sh [PATH/X.cu ...]   (default: every .cu in both)
 set -euo pipefail
-cd "$(dirname "$0")"
+here="$(cd "$(dirname "$0")" && pwd)"
 command -v nvcc >/dev/null || { echo "regenerate_ptx.sh: nvcc not found on PATH" >&2; exit 1; }
 
 sources=("$@")
 if [ ${#sources[@]} -eq 0 ]; then
-    sources=(*.cu)
+    sources=("$here"/*.cu "$here"/microbench/*.cu)
 fi
 
-for src in "${sources[@]}"; do
-    src=$(basename "$src")
+for path in "${sources[@]}"; do
+    dir=$(cd "$(dirname "$path")" && pwd)
+    src=$(basename "$path")
     stem=${src%.cu}
-    line=$(grep -m1 '^// ptx: ' "$src" || true)
+    line=$(grep -m1 '^// ptx: ' "$dir/$src" || true)
     cmd=${line#// ptx: }
     pattern="^nvcc -ptx -O3 -arch=sm_90a? ${stem}\.cu -o ${stem}\.ptx$"
     if ! [[ $cmd =~ $pattern ]]; then
@@ -26,7 +29,7 @@ for src in "${sources[@]}"; do
              "'// ptx: nvcc -ptx -O3 -arch=sm_90[a] $stem.cu -o $stem.ptx', got '$line'" >&2
         exit 1
     fi
-    echo "$cmd"
+    echo "($dir) $cmd"
     read -r -a argv <<<"$cmd"
-    "${argv[@]}"
+    (cd "$dir" && "${argv[@]}")
 done

@@ -15,7 +15,7 @@ one figure (see `workloads.microbench`, which runs them):
 * `mma_throughput.cu` — `mma_throughput`: `mma.sync.m16n8k16` bf16 with 8 accumulators.
 
 `KERNEL_FILES` maps each entry to its file; `load_ptx(entry)` reads the PTX.
-`regenerate_ptx.sh` rebuilds the PTX from the header command of each `.cu`.
+`../regenerate_ptx.sh` rebuilds the PTX from the header command of each `.cu`.
 """
 
 from __future__ import annotations
