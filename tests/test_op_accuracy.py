@@ -18,7 +18,8 @@ FAST_ROWS = 3
 
 def _skip_reason() -> str | None:
     if not acc.BASELINE.exists():
-        return "no GEMM accuracy baseline stored (wgmma timing not available when written)"
+        return ("no GEMM accuracy baseline stored yet: run `python -m "
+                "workloads.calibration.gemm_accuracy --fit --write-baseline`")
     return None
 
 

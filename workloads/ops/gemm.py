@@ -5,8 +5,9 @@ Tile heuristic (`choose_tiles`), the same for every shape — no per-shape facto
 
 * m_tile 128 with two cooperative consumer warpgroups (64 rows each); m_tile 64 with one
   consumer when M <= 64 (decode-like GEMMs waste less of the tile).
-* n_tile by `rule` (one of `TILE_RULES`, chosen once on the calibration fit subset, see
-  `workloads.calibration.gemm_accuracy`): "n128" always 128; "n256" 256 when N >= 256;
+* n_tile by `rule` (one of `TILE_RULES`, to be chosen once on the calibration fit subset
+  by `python -m workloads.calibration.gemm_accuracy --fit`; "waves" is provisional until
+  that run is made): "n128" always 128; "n256" 256 when N >= 256;
   "waves" the one of {128, 256} that needs the fewer tile-columns x waves of SMs (cost
   ceil(tiles / SMs) x n_tile, ties to 256, the larger tile reads less per FLOP).
 * k_tile = one 128-byte swizzle row (64 bf16/fp16, 128 fp8, 32 tf32 elements).
@@ -37,7 +38,7 @@ from workloads.ops.registry import Launch, OpPlan, positive, register
 
 DTYPES = tuple(ELEM)                       # bf16, fp16, fp8, tf32
 TILE_RULES = ("n128", "n256", "waves")
-DEFAULT_RULE = "waves"                     # chosen on the fit subset (gemm_accuracy)
+DEFAULT_RULE = "waves"                     # provisional: not yet scored on the fit subset
 MAX_STAGES = 8
 FUNCTIONAL_ELEMENTS = 1 << 20
 NUMPY = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16, "fp8": ml_dtypes.float8_e4m3fn,
