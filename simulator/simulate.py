@@ -14,8 +14,14 @@ unit`): kernel totals (cycles, time, warp-instructions, occupancy), per-unit iss
 instructions and busy cycles, scheduler stall cycles by reason, requests and bytes per memory
 level. Same inputs give the same stats, bit for bit.
 
-Left out: sampled fidelity (every CTA is timed), kernel launch overhead, concurrent kernels.
-Units: SM cycles, microseconds, counts, bytes.
+Fidelity: `fidelity="full"` times every CTA; `"sampled"` times the first waves of CTAs only
+and extrapolates (`simulator.sampling`); `KernelResult.fidelity`, `waves_simulated` and
+`extrapolated_fraction` say what was done. Timing mode: `timing_only=True` skips the data of
+tensor-core instructions and leaves the caller's arrays untouched (`isa.run_kernel`);
+pointer arguments may then be `isa.ShapeOnly`. A sampled run also leaves them untouched.
+
+Left out: kernel launch overhead, concurrent kernels. Units: SM cycles, microseconds,
+counts, bytes.
 """
 
 from __future__ import annotations
@@ -58,6 +64,9 @@ class KernelResult:
     stats: pd.DataFrame = field(repr=False)
     config: dict[str, Any] = field(repr=False)
     occupancy_limiter: str = ""
+    fidelity: str = "full"
+    waves_simulated: float = 0.0
+    extrapolated_fraction: float = 0.0
 
 
 def _resolve_config(config):
@@ -67,63 +76,146 @@ def _resolve_config(config):
     return config
 
 
+FIDELITIES = ("full", "sampled")
+
+
 def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, shared_bytes: int = 0,
                     *, policy: str | None = None, regs_per_thread: int | None = None,
                     memory=None, run_id: str = "run",
-                    quantum_cycles: int = DEFAULT_QUANTUM_CYCLES) -> KernelResult:
+                    quantum_cycles: int = DEFAULT_QUANTUM_CYCLES, fidelity: str = "full",
+                    timing_only: bool = False) -> KernelResult:
     """Run `entry` functionally (arrays updated in place) and time it on `config`.
 
     `config` defaults to the `h100_sxm` preset; `policy` overrides `sm.scheduler_policy`;
     `regs_per_thread` overrides the estimated register count for occupancy; `memory` picks
     the memory model by name (`"cached"`, the default, or `"flat"`; see
     `simulator.system.MEMORY_MODELS`) or is any `MemoryInterface` object. The cached
-    memory's L1 gets what the kernel's shared-memory carve-out leaves.
+    memory's L1 gets what the kernel's shared-memory carve-out leaves. `fidelity` is
+    `"full"` or `"sampled"` (see the module docstring); `timing_only` as `isa.run_kernel`.
     """
+    if fidelity not in FIDELITIES:
+        raise ValueError(f"fidelity={fidelity!r}; accepted: {', '.join(FIDELITIES)}")
     config = _resolve_config(config)
     program = ptx if isinstance(ptx, isa.launch.Program) else isa.compile_kernel(ptx, entry)
-    grid3, block3 = dim3(grid, "grid"), dim3(block, "block")
-    threads = block3[0] * block3[1] * block3[2]
-    recorder = TraceRecorder(grid3, threads, program.local_bytes)
-    functional = isa.run_kernel(program, entry, grid3, block3, args, shared_bytes,
-                                observer=recorder)
-    timings, n_regs = instruction_timings(program, config)
-    kernel = KernelImage(recorder.finish(), timings, n_regs)
+    launch = KernelLaunch(program, entry, dim3(grid, "grid"), dim3(block, "block"), list(args),
+                          shared_bytes, timing_only)
+    threads = launch.block_threads
     occ = occupancy(config, threads, regs_per_thread or estimate_registers(program),
                     program.shared_bytes + shared_bytes)
-    system = build_system(config, memory, occ.shared_carveout_bytes)
-    sheet = StatSheet()
-    sm_tracer, mem_tracer = SmTracer(sheet), MemoryTracer(sheet)
-    cache_tracer = CachedMemoryTracer(sheet)
-    mem_tracer.attach(system.memory.hooks)
-    cache_tracer.attach(system.memory.hooks)
-    dispatcher = CtaDispatcher(kernel.trace.n_ctas)
-    sms = [StreamingMultiprocessor(k, system.env, config, kernel, system.memory, dispatcher,
-                                   policy, quantum_cycles) for k in range(system.n_compute_sms)]
-    for sm in sms:
-        sm_tracer.attach(sm.hooks)
-    dispatcher.initial_fill(sms, occ.ctas_per_sm)
-    for sm in sms:
-        if sm.resident:
-            system.env.process(sm.process())
-    system.env.run()
-    cycles = max(sm.finish_cycle for sm in sms)
-    time_us = system.clock.cycles_to_ps(cycles) / 1e6
-    sm_tracer.flush()
-    cache_tracer.flush()
-    used = sum(1 for sm in sms if sm.finish_cycle > 0)
-    _kernel_stats(sheet, config, occ, functional, cycles, time_us, used, sm_tracer.warp_cycles)
-    return KernelResult(cycles, time_us, functional.warp_instructions,
-                        sheet.to_frame(run_id, entry), config.to_dict(), occ.limiter)
+    replay = Replay(config, memory, policy, quantum_cycles, occ, run_id, entry)
+    if fidelity == "sampled":
+        from simulator.sampling import simulate_sampled
+        return simulate_sampled(launch, replay)
+    recorder = launch.recorder()
+    functional = launch.run(recorder)
+    return replay.result(replay.run(launch, recorder, functional.warp_instructions,
+                                    functional.thread_instructions))
 
 
-def _kernel_stats(sheet, config, occ, functional, cycles, time_us, used, warp_cycles) -> None:
+@dataclass
+class KernelLaunch:
+    """One kernel launch to trace: program, shapes, arguments, timing mode."""
+
+    program: Any
+    entry: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    args: list
+    shared_bytes: int
+    timing_only: bool
+
+    @property
+    def block_threads(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    @property
+    def n_ctas(self) -> int:
+        return self.grid[0] * self.grid[1] * self.grid[2]
+
+    def recorder(self) -> TraceRecorder:
+        return TraceRecorder(self.grid, self.block_threads, self.program.local_bytes)
+
+    def run(self, recorder: TraceRecorder, cta_range: tuple[int, int] | None = None):
+        """Functional run of all CTAs, or of `cta_range`, traced into `recorder`."""
+        return isa.run_kernel(self.program, self.entry, self.grid, self.block, self.args,
+                              self.shared_bytes, observer=recorder, cta_range=cta_range,
+                              timing_only=self.timing_only)
+
+
+@dataclass
+class ReplayRun:
+    """Outcome of one replay: cycles, time and the filled stat sheet."""
+
+    cycles: int
+    time_us: float
+    sheet: StatSheet
+    warp_instructions: int
+    ctas: int
+
+
+@dataclass
+class Replay:
+    """Times traced CTAs on a freshly built system (one `run` = one cold kernel launch)."""
+
+    config: Any
+    memory: Any
+    policy: str | None
+    quantum_cycles: int
+    occ: Any
+    run_id: str
+    entry: str
+
+    def ctas_per_wave(self, n_compute_sms: int) -> int:
+        return self.occ.ctas_per_sm * n_compute_sms
+
+    def run(self, launch: KernelLaunch, recorder: TraceRecorder, warp_instructions: int,
+            thread_instructions: int, stop: int | None = None) -> ReplayRun:
+        """Replay CTAs [0, stop) (all when None) of the trace in `recorder`."""
+        config, occ = self.config, self.occ
+        timings, n_regs = instruction_timings(launch.program, config)
+        kernel = KernelImage(recorder.finish(), timings, n_regs)
+        system = build_system(config, self.memory, occ.shared_carveout_bytes)
+        sheet = StatSheet()
+        sm_tracer, mem_tracer = SmTracer(sheet), MemoryTracer(sheet)
+        cache_tracer = CachedMemoryTracer(sheet)
+        mem_tracer.attach(system.memory.hooks)
+        cache_tracer.attach(system.memory.hooks)
+        ctas = kernel.trace.n_ctas if stop is None else stop
+        dispatcher = CtaDispatcher(ctas)
+        sms = [StreamingMultiprocessor(k, system.env, config, kernel, system.memory, dispatcher,
+                                       self.policy, self.quantum_cycles)
+               for k in range(system.n_compute_sms)]
+        for sm in sms:
+            sm_tracer.attach(sm.hooks)
+        dispatcher.initial_fill(sms, occ.ctas_per_sm)
+        for sm in sms:
+            if sm.resident:
+                system.env.process(sm.process())
+        system.env.run()
+        cycles = max(sm.finish_cycle for sm in sms)
+        time_us = system.clock.cycles_to_ps(cycles) / 1e6
+        sm_tracer.flush()
+        cache_tracer.flush()
+        used = sum(1 for sm in sms if sm.finish_cycle > 0)
+        _kernel_stats(sheet, config, occ, warp_instructions, thread_instructions, cycles,
+                      time_us, used, sm_tracer.warp_cycles)
+        return ReplayRun(cycles, time_us, sheet, warp_instructions, ctas)
+
+    def result(self, run: ReplayRun, **sampling) -> KernelResult:
+        return KernelResult(run.cycles, run.time_us, run.warp_instructions,
+                            run.sheet.to_frame(self.run_id, self.entry), self.config.to_dict(),
+                            self.occ.limiter, **sampling)
+
+
+def _kernel_stats(sheet, config, occ, warp_instructions, thread_instructions, cycles, time_us,
+                  used, warp_cycles) -> None:
     for stat in KERNEL_STATS:
         sheet.declare(stat)
     max_warps = config.sm.max_warps_per_sm
     values = {
         "cycles": cycles, "time_us": time_us,
-        "warp_instructions": functional.warp_instructions,
-        "thread_instructions": functional.thread_instructions,
+        "warp_instructions": warp_instructions,
+        "thread_instructions": thread_instructions,
         "ctas_per_sm": occ.ctas_per_sm,
         "theoretical_occupancy": occ.ctas_per_sm * occ.warps_per_cta / max_warps,
         "achieved_occupancy": warp_cycles / max(cycles * max(used, 1) * max_warps, 1),
