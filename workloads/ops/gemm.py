@@ -12,6 +12,9 @@ Tile heuristic (`choose_tiles`), the same for every shape — no per-shape facto
   ceil(tiles / SMs) x n_tile, ties to 256, the larger tile reads less per FLOP).
 * k_tile = one 128-byte swizzle row (64 bf16/fp16, 128 fp8, 32 tf32 elements).
 * stages: as many as fit in 227 KiB of shared memory, at most `MAX_STAGES`.
+* registers: the launch count is what one CTA per SM leaves (registers per SM / threads,
+  down to a multiple of 8, at most 255), as CUTLASS's launch bounds give; `setmaxnreg`
+  then moves them from the producer to the consumers.
 * persistent when the output has more tiles than the compute SMs (`sm.count -
   sm.comm_count`), so the stage ring keeps running across tiles.
 
@@ -130,6 +133,8 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
     nbytes = (m * k + n * k) * e + m * n * OUT_BYTES[out_dtype] + scale_bytes
     launch = Launch("gemm", kernel.ptx, kernel.entry, kernel.grid(m, n), kernel.block, args,
                     kernel.shared_bytes, timing_only=shape_only,
-                    detail={"tiles": choice, "rule": rule, "uses_wgmma": True})
+                    detail={"tiles": choice, "rule": rule, "uses_wgmma": True},
+                    regs_per_thread=min(255, config.sm.registers_per_sm
+                                        // kernel.block[0] // 8 * 8))
     return OpPlan("gemm", {"m": m, "n": n, "k": k, "dtype": dtype, "scaling": scaling},
                   (launch,), 2.0 * m * n * k, float(nbytes), f"tensor_{dtype}_tflops")

@@ -43,6 +43,7 @@ class Launch:
     shared_bytes: int = 0
     timing_only: bool = False        # arguments are ShapeOnly / tensor-core data skipped
     detail: dict = field(default_factory=dict)   # e.g. the tile choice, for the report
+    regs_per_thread: int | None = None   # launch register count (None: estimated)
 
     def describe(self) -> dict:
         return {"name": self.entry, "grid": list(self.grid), "block": list(self.block),
@@ -117,6 +118,8 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None) -> dict:
             extra["fidelity"] = fidelity
         if launch.timing_only and "timing_only" in params:
             extra["timing_only"] = True
+        if launch.regs_per_thread:
+            extra["regs_per_thread"] = launch.regs_per_thread
         try:
             res = simulator.simulate_kernel(launch.ptx, launch.entry, launch.grid, launch.block,
                                             list(launch.args), config=config,
