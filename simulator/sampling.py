@@ -6,17 +6,19 @@ A wave is the CTAs resident at once on all compute SMs: `W = ctas_per_sm * compu
 (the occupancy calculation of `models.cta_dispatch`); the grid has `n = n_ctas / W` waves
 (fractional). `simulate_sampled` traces CTAs wave by wave (`isa.run_kernel(cta_range=...)`,
 one recorder, so earlier waves are traced once) and replays the first k waves from a cold
-system for k = 1, 2, 3, ..., giving t(k) cycles and the marginal wave time
-m(k) = t(k) - t(k - 1). It stops at the first k >= 3 whose marginal changed by less than
-`TOLERANCE` (1 %) against m(k - 1), at `MAX_WAVES`, or when one more wave would leave
-fewer than one wave to extrapolate. Then
+system for k = 4, 5, ..., giving t(k) cycles. Inside that replay, M_j is the cycle at which
+j waves' worth of CTAs (j * W) have finished, and m_j = M_j - M_(j-1) the marginal wave
+time (dispatch is dynamic, so these waves overlap as in the full run; the last wave is
+left out because no later wave overlaps its tail). k grows until the last two marginals
+differ by less than `TOLERANCE` (1 %), up to `MAX_WAVES`, or until one more wave would
+leave fewer than one wave to extrapolate. With m the mean of the last two marginals,
 
-    cycles = t(k) + (n - k) * m(k)
+    cycles = t(k) + (n - k) * m
 
 (the final partial wave counts in proportion to its CTAs). A grid of fewer than
 `MIN_WAVES` waves is timed in full. The result says what was done:
 `KernelResult.fidelity` ("sampled" or "full"), `waves_simulated` (k) and
-`extrapolated_fraction` ((n - k) * m(k) / cycles).
+`extrapolated_fraction` ((n - k) * m / cycles).
 
 Stats: the kernel's `cycles` and `time_us` are the extrapolated ones. Rows that count work
 (units `count`, `B`, `cycles`: instructions, issues, busy and stall cycles, requests,
@@ -34,8 +36,9 @@ from __future__ import annotations
 import math
 
 TOLERANCE = 0.01
-MIN_WAVES = 3.0
-MAX_WAVES = 6
+MIN_WAVES = 5.0
+START_WAVES = 4
+MAX_WAVES = 7
 _UNSCALED_KERNEL_STATS = frozenset({"cycles", "time_us", "ctas_per_sm", "sms_used"})
 _SCALED_UNITS = frozenset({"count", "B", "cycles"})
 
@@ -50,6 +53,13 @@ def _scale_stats(frame, factor: float, cycles: int, time_us: float):
     frame.loc[kernel & (frame["stat"] == "cycles"), "value"] = cycles
     frame.loc[kernel & (frame["stat"] == "time_us"), "value"] = time_us
     return frame
+
+
+def wave_marginals(done_cycles: list[int], wave: int, k: int) -> list[int]:
+    """m_j = M_j - M_(j-1), j = 2 .. k-1, where M_j is the cycle the (j * wave)-th CTA
+    finished (the last wave, whose tail nothing overlaps, is left out)."""
+    milestones = [done_cycles[j * wave - 1] for j in range(1, k)]
+    return [b - a for a, b in zip(milestones, milestones[1:], strict=False)]
 
 
 def simulate_sampled(launch, replay):
@@ -73,16 +83,16 @@ def simulate_sampled(launch, replay):
     if n_waves < MIN_WAVES:
         full = time_waves(math.ceil(n_waves))
         return replay.result(full, fidelity="full", waves_simulated=n_waves)
-    runs = [time_waves(1), time_waves(2)]
-    marginals = [runs[1].cycles - runs[0].cycles]
-    k = 2
-    while k < MAX_WAVES and k + 1 <= n_waves - 1:
-        k += 1
-        runs.append(time_waves(k))
-        marginals.append(runs[-1].cycles - runs[-2].cycles)
+    k = START_WAVES
+    while True:
+        last = time_waves(k)
+        marginals = wave_marginals(last.cta_done_cycles, wave, k)
         if abs(marginals[-1] - marginals[-2]) < TOLERANCE * max(marginals[-2], 1):
             break
-    last, marginal = runs[-1], max(marginals[-1], 0)
+        if k >= MAX_WAVES or k + 1 > n_waves - 1:
+            break
+        k += 1
+    marginal = max((marginals[-1] + marginals[-2]) / 2, 0)
     extra = (n_waves - k) * marginal
     cycles = int(round(last.cycles + extra))
     time_us = last.time_us * cycles / max(last.cycles, 1)

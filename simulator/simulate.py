@@ -35,7 +35,7 @@ import isa
 from isa.launch import dim3
 from models.cached_memory import CachedMemoryTracer
 from models.cta_dispatch import CtaDispatcher, estimate_registers, occupancy
-from models.sm import DEFAULT_QUANTUM_CYCLES, KernelImage, StreamingMultiprocessor
+from models.sm import DEFAULT_QUANTUM_CYCLES, SM_CTA_DONE, KernelImage, StreamingMultiprocessor
 from models.sm_tracer import MemoryTracer, SmTracer
 from models.units import instruction_timings
 from simulator.stats import Stat, StatSheet
@@ -151,6 +151,7 @@ class ReplayRun:
     sheet: StatSheet
     warp_instructions: int
     ctas: int
+    cta_done_cycles: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -185,8 +186,14 @@ class Replay:
         sms = [StreamingMultiprocessor(k, system.env, config, kernel, system.memory, dispatcher,
                                        self.policy, self.quantum_cycles)
                for k in range(system.n_compute_sms)]
+        done_cycles: list[int] = []
+
+        def on_cta_done(owner, position, data):
+            done_cycles.append(data["cycle"])
+
         for sm in sms:
             sm_tracer.attach(sm.hooks)
+            sm.hooks.attach(on_cta_done, (SM_CTA_DONE,))
         dispatcher.initial_fill(sms, occ.ctas_per_sm)
         for sm in sms:
             if sm.resident:
@@ -199,7 +206,7 @@ class Replay:
         used = sum(1 for sm in sms if sm.finish_cycle > 0)
         _kernel_stats(sheet, config, occ, warp_instructions, thread_instructions, cycles,
                       time_us, used, sm_tracer.warp_cycles)
-        return ReplayRun(cycles, time_us, sheet, warp_instructions, ctas)
+        return ReplayRun(cycles, time_us, sheet, warp_instructions, ctas, sorted(done_cycles))
 
     def result(self, run: ReplayRun, **sampling) -> KernelResult:
         return KernelResult(run.cycles, run.time_us, run.warp_instructions,
