@@ -15,7 +15,8 @@ One `LoadStoreUnit` per SM times each traced memory warp-instruction:
 
 Address generation issue rate is the LSU unit's initiation interval (`models.units`); this
 block only adds what follows it. Left out: L1 hits (the flat memory keeps no L1 data),
-MSHR limits, write coalescing buffers, TMA. Units: SM cycles, ps at the memory interface.
+MSHR limits, write coalescing buffers (bulk and tensor copies go to `models.tma`, not here).
+Units: SM cycles, ps at the memory interface.
 """
 
 from __future__ import annotations
