@@ -261,7 +261,7 @@ def _committed_entries():
                 yield pytest.param(path, name, id=f"{path.name}-{name}")
 
 
-@pytest.mark.parametrize("path, entry", _committed_entries())
+@pytest.mark.parametrize("path, entry", list(_committed_entries()))
 def test_every_committed_nvcc_kernel_passes_the_verifier(path, entry):
     """No false alarms on real nvcc output."""
     assert isa.compile_kernel(path.read_text(), entry, file=path.name).entry == entry
