@@ -262,6 +262,7 @@ def run_kernel(ptx, entry: str, grid, block, args: list, shared_bytes: int = 0, 
     skip = TIMING_ONLY_SKIPPED_UNITS if timing_only else None
     for cta_ids in cta_batches(launch, max_batch_threads, cta_range):
         m = Machine(program, launch, cta_ids, gmem, kparam)
+        m.copies_bulk_data = not timing_only
         run_machine(m, counts, observer, max_steps, skip_units=skip)
         steps += m.steps
     for arr, buf in ([] if partial else arrays):

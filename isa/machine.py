@@ -65,6 +65,7 @@ class Machine:
                                program.local_bytes, program.tparam_bytes, kparam)
         self.dyn_shared_base = program.shared_bytes
         self.steps = 0
+        self.copies_bulk_data = True     # False in timing mode: bulk copies move no bytes
         self.async_groups: list = []     # cp.async: committed groups of pending copies
         self.async_pending: list = []    # cp.async: copies not yet committed
 

@@ -23,8 +23,10 @@ global memory. Box element (b0, ...) (innermost first) maps to tensor coordinate
 c + b; coordinates outside [0, dim) read as zero and are not written by stores. The
 shared-memory box is dense, innermost dimension contiguous, then swizzled by
 `tensor_map.swizzle_offsets` on the CTA-relative address; the destination must be
-128-byte aligned (16 without swizzle). Left out: `.im2col` and `.multicast::cluster`
-forms, `cp.reduce.async.bulk*`, prefetch, the NaN OOB fill and non-1 element strides.
+128-byte aligned (16 without swizzle). In timing mode (`Machine.copies_bulk_data` False)
+tensor copies are checked and complete their mbarrier transactions but move no bytes.
+Left out: `.im2col` and `.multicast::cluster` forms, `cp.reduce.async.bulk*`, prefetch,
+the NaN OOB fill and non-1 element strides.
 """
 
 from __future__ import annotations
@@ -128,18 +130,49 @@ def _global(m, ins, addr: np.ndarray, nbytes: int) -> np.ndarray:
     return addr - GLOBAL_BASE
 
 
+def _coords(m, lane, coords_op) -> np.ndarray:
+    return np.array([int(np.asarray(it.read(m, _S32, lane)).reshape(-1)[0])
+                     for it in coords_op.items], dtype=np.int64)
+
+
+def _box_in_buffer(m, tm: TensorMap, coords: np.ndarray, base: int) -> bool:
+    """True when the whole box lies inside the tensor and each of its rows (innermost
+    dimension, contiguous) inside one buffer: then every element is inside one, too."""
+    box = np.array(tm.box, dtype=np.int64)
+    if (coords < 0).any() or (coords + box > np.array(tm.dims, dtype=np.int64)).any():
+        return False
+    rows = np.array([base + int((coords * np.array(tm.strides_bytes)).sum())], np.int64)
+    if tm.rank > 1:
+        outer = np.indices(tm.box[:0:-1]).reshape(tm.rank - 1, -1)[::-1]
+        strides = np.array(tm.strides_bytes[1:], dtype=np.int64)[:, None]
+        rows = rows + (outer * strides).sum(axis=0)
+    return bool(m.gmem.check(rows, tm.box[0] * tm.elem_bytes).all())
+
+
+def _box_checked(m, ins, lane, tm: TensorMap, coords_op, smem_addr: int) -> None:
+    """The checks of `_box` alone (timing mode: the copy moves no data)."""
+    coords = _coords(m, lane, coords_op)
+    if not _box_in_buffer(m, tm, coords, _base(m, ins, tm)):
+        _box(m, ins, lane, tm, coords_op, smem_addr)
+        return
+    _shared(m, ins, smem_addr, lane, tm.box_bytes, 128 if tm.swizzle_bytes else 16)
+
+
 def _box(m, ins, lane, tm: TensorMap, coords_op, smem_addr: int):
     """(global byte offsets or -1 when OOB [n], flat shared byte offsets [n]) per element."""
-    coords = np.array([int(np.asarray(it.read(m, _S32, lane)).reshape(-1)[0])
-                       for it in coords_op.items], dtype=np.int64)
+    coords = _coords(m, lane, coords_op)
     grid, dense = box_offsets(tm)
     pos = coords[:, None] + grid
     dims = np.array(tm.dims, dtype=np.int64)[:, None]
     inside = ((pos >= 0) & (pos < dims)).all(axis=0)
     strides = np.array(tm.strides_bytes, dtype=np.int64)[:, None]
-    gaddr = _base(m, ins, tm) + (pos * strides).sum(axis=0)
+    base = _base(m, ins, tm)
+    gaddr = base + (pos * strides).sum(axis=0)
     goff = np.full(gaddr.size, -1, dtype=np.int64)
-    goff[inside] = _global(m, ins, gaddr[inside], tm.elem_bytes)
+    if inside.all() and _box_in_buffer(m, tm, coords, base):
+        goff = gaddr - GLOBAL_BASE
+    else:
+        goff[inside] = _global(m, ins, gaddr[inside], tm.elem_bytes)
     align = 128 if tm.swizzle_bytes else 16
     cta_base, rel = _shared(m, ins, smem_addr, lane, tm.box_bytes, align)
     soff = cta_base + swizzle_offsets(rel + dense, tm.swizzle_bytes)
@@ -162,17 +195,23 @@ def bulk_tensor(m, ins, lanes):
         if load:
             tm = _map(m, ins, ins.ops[1], one)
             dst = int(ins.ops[0].address(m, one)[0])
-            goff, soff = _box(m, ins, one, tm, ins.ops[2], dst)
-            inside = goff >= 0
-            sh[_element_bytes(soff, tm.elem_bytes)] = 0
-            sh[_element_bytes(soff[inside], tm.elem_bytes)] = \
-                gm[_element_bytes(goff[inside], tm.elem_bytes)]
+            if m.copies_bulk_data:
+                goff, soff = _box(m, ins, one, tm, ins.ops[2], dst)
+                inside = goff >= 0
+                sh[_element_bytes(soff, tm.elem_bytes)] = 0
+                sh[_element_bytes(soff[inside], tm.elem_bytes)] = \
+                    gm[_element_bytes(goff[inside], tm.elem_bytes)]
+            else:
+                _box_checked(m, ins, one, tm, ins.ops[2], dst)
             words, idx = barrier_words(m, ins, ins.ops[3], one)
             update(m, ins, words, idx, np.zeros(1, np.int64),
                    np.array([-tm.box_bytes], np.int64))
         else:
             tm = _map(m, ins, ins.ops[0], one)
             src = int(ins.ops[2].address(m, one)[0])
+            if not m.copies_bulk_data:
+                _box_checked(m, ins, one, tm, ins.ops[1], src)
+                continue
             goff, soff = _box(m, ins, one, tm, ins.ops[1], src)
             inside = goff >= 0
             gm[_element_bytes(goff[inside], tm.elem_bytes)] = \
