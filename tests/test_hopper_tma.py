@@ -133,3 +133,27 @@ def test_hopper_fixture_assembles_with_ptxas(path, tmp_path):
     r = subprocess.run(["ptxas", "-arch=sm_90a", str(path), "-o", str(tmp_path / "o.cubin")],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def roundtrip_args(a, box, nbytes):
+    tin = make_tensor_map(a, box, swizzle=128, arg=2)
+    tout = make_tensor_map(a, box, swizzle=128, arg=3)
+    return [tin, tout, a, np.zeros_like(a), np.zeros(8192, np.uint8), 8, 8, nbytes]
+
+
+def test_timing_mode_tensor_copy_completes_like_the_functional_one():
+    """Without moving bytes, timing mode runs the same warp-instructions to the end."""
+    a = np.arange(48 * 136, dtype=np.uint16).reshape(48, 136)
+    runs = [isa.run_kernel(ROUNDTRIP, "tma_roundtrip", 1, 32,
+                           roundtrip_args(a, (16, 64), 2048), timing_only=timing)
+            for timing in (False, True)]
+    assert runs[0].warp_instructions == runs[1].warp_instructions > 0
+
+
+@pytest.mark.parametrize("timing", [False, True])
+def test_tensor_copy_past_its_buffer_faults_in_both_modes(timing):
+    """A map whose tensor is larger than the buffer it names faults on the copy."""
+    args = roundtrip_args(np.zeros((48, 136), np.uint16), (16, 64), 2048)
+    args[2] = np.zeros((8, 136), np.uint16)
+    with pytest.raises(isa.PtxError, match="out-of-bounds global access"):
+        isa.run_kernel(ROUNDTRIP, "tma_roundtrip", 1, 32, args, timing_only=timing)
