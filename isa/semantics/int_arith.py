@@ -211,23 +211,23 @@ def neg(m, ins, lanes):
     dst(m, ins, (-(a.view(u))).view(ty.dtype), ty, lanes)
 
 
-@semantics("min")
-def min_(m, ins, lanes):
+def _min_max(m, ins, lanes, op: str):
+    """Integer min/max (`.relu` clamps at 0); floats go to the NaN-aware float version."""
     if _is_float(ins):
-        return F.binary(m, ins, lanes, "min")
+        return F.binary(m, ins, lanes, op)
     ty = ins.types[0]
-    v = np.minimum(src(m, ins, 1, ty, lanes), src(m, ins, 2, ty, lanes))
+    fn = np.minimum if op == "min" else np.maximum
+    v = fn(src(m, ins, 1, ty, lanes), src(m, ins, 2, ty, lanes))
     if "relu" in ins.flags:
         v = np.maximum(v, 0)
     dst(m, ins, v, ty, lanes)
+
+
+@semantics("min")
+def min_(m, ins, lanes):
+    _min_max(m, ins, lanes, "min")
 
 
 @semantics("max")
 def max_(m, ins, lanes):
-    if _is_float(ins):
-        return F.binary(m, ins, lanes, "max")
-    ty = ins.types[0]
-    v = np.maximum(src(m, ins, 1, ty, lanes), src(m, ins, 2, ty, lanes))
-    if "relu" in ins.flags:
-        v = np.maximum(v, 0)
-    dst(m, ins, v, ty, lanes)
+    _min_max(m, ins, lanes, "max")
