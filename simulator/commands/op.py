@@ -20,7 +20,7 @@ import argparse
 import json
 
 NAME = "op"
-HELP = "time one op (gemm, softmax, rmsnorm, layernorm) on a hardware preset"
+HELP = "time one op (gemm, attention, softmax, rmsnorm, ...) on a hardware preset"
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -36,24 +36,22 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """One sub-command per op kind, each with its sizes and the common flags."""
+    """One sub-command per registered op kind (`workloads.ops.OPS`), each with the flags
+    its builder declares (`workloads.ops.OP_FLAGS`) and the common flags."""
+    from workloads.ops import OP_FLAGS, OP_HELP, OPS
+
     sub = parser.add_subparsers(dest="op", metavar="OP")
     sub.required = True
-    g = sub.add_parser("gemm", help="C[M,N] = A[M,K] B[N,K]^T (warp-specialized TMA+wgmma)")
-    g.add_argument("--m", type=int, required=True, help="rows of A and C")
-    g.add_argument("--n", type=int, required=True, help="rows of B, columns of C")
-    g.add_argument("--k", type=int, required=True, help="reduction length")
-    g.add_argument("--dtype", default="bf16", help="bf16, fp16, fp8 or tf32 (default bf16)")
-    g.add_argument("--scaling", default="none",
-                   help="fp8 scaling: none (per tensor) or deepseek (1x128/128x128 blocks)")
-    g.add_argument("--rule", default=None, help="GEMM tile rule: n128, n256 or waves "
-                   "(default: the one chosen on the calibration fit subset)")
-    _common(g)
-    for kind, what in (("softmax", "row softmax, f32"), ("rmsnorm", "RMSNorm, bf16"),
-                       ("layernorm", "LayerNorm, f32")):
-        p = sub.add_parser(kind, help=f"{what} (catalog CUDA kernel)")
-        p.add_argument("--rows", type=int, required=True, help="rows (tokens)")
-        p.add_argument("--cols", type=int, required=True, help="columns (hidden size)")
+    types = {"int": int, "str": str, "float": float}
+    for kind in sorted(OPS):
+        p = sub.add_parser(kind, help=OP_HELP[kind])
+        for flag in OP_FLAGS[kind]:
+            if flag.kind == "switch":
+                p.add_argument(flag.name, dest=flag.dest, action="store_true", help=flag.help)
+                continue
+            p.add_argument(flag.name, dest=flag.dest, type=types[flag.kind],
+                           required=flag.required, default=flag.default,
+                           choices=flag.choices, help=flag.help)
         _common(p)
 
 
@@ -71,26 +69,20 @@ def _config(args):
 
 def run(args: argparse.Namespace) -> int:
     """Build the op, time it, print."""
-    from workloads.ops import build_op, simulate_op
+    from workloads.ops import OP_FLAGS, build_op, simulate_op
 
     config = _config(args)
-    if args.op == "gemm":
-        sizes = {"m": args.m, "n": args.n, "k": args.k, "dtype": args.dtype,
-                 "scaling": args.scaling}
-        if args.rule:
-            sizes["rule"] = args.rule
-    else:
-        sizes = {"rows": args.rows, "cols": args.cols}
+    sizes = {f.dest: getattr(args, f.dest) for f in OP_FLAGS[args.op]
+             if getattr(args, f.dest) is not None}
     plan = build_op(args.op, config, seed=args.seed, **sizes)
     result = {"model": args.model, **simulate_op(plan, config, args.fidelity)}
-    print(json.dumps(result, indent=1) if args.json else _text(result))
+    print(json.dumps(result, indent=1) if args.json else _text(result, plan.sizes))
     return 0
 
 
-def _text(r: dict) -> str:
+def _text(r: dict, op_sizes: dict) -> str:
     k = r["kernel"] if isinstance(r["kernel"], dict) else r["kernel"][0]
-    sizes = ", ".join(f"{key}={r[key]}" for key in ("m", "n", "k", "dtype", "rows", "cols")
-                      if key in r)
+    sizes = ", ".join(f"{key}={value}" for key, value in op_sizes.items())
     return "\n".join([
         f"{r['op']} ({sizes}) on {r['model']}, fidelity {r['fidelity']}",
         f"kernel {k['name']} grid {'x'.join(map(str, k['grid']))} block "

@@ -7,7 +7,10 @@ bytes, roofline time and bound. `ptxsim op` is the command over these.
 
 from workloads.ops import gemm, norms  # noqa: F401  (register the op builders)
 from workloads.ops.registry import (
+    OP_FLAGS,
+    OP_HELP,
     OPS,
+    Flag,
     Launch,
     OpPlan,
     available_fidelities,
@@ -15,4 +18,5 @@ from workloads.ops.registry import (
     simulate_op,
 )
 
-__all__ = ["OPS", "Launch", "OpPlan", "available_fidelities", "build_op", "simulate_op"]
+__all__ = ["OPS", "OP_FLAGS", "OP_HELP", "Flag", "Launch", "OpPlan", "available_fidelities",
+           "build_op", "simulate_op"]

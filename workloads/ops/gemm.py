@@ -37,7 +37,7 @@ import isa
 from isa.errors import InputError
 from isa.tensor_map import make_tensor_map
 from workloads.kernels.templates.gemm import ELEM, MAX_SHARED, OUT_BYTES, gemm_kernel
-from workloads.ops.registry import Launch, OpPlan, positive, register
+from workloads.ops.registry import Flag, Launch, OpPlan, positive, register
 
 DTYPES = tuple(ELEM)                       # bf16, fp16, fp8, tf32
 TILE_RULES = ("n128", "n256", "waves")
@@ -112,7 +112,19 @@ def _args(kernel, m, n, k, dtype, out_dtype, scaling, shape_only, rng) -> list:
     return out + [m, n, k]
 
 
-@register("gemm")
+GEMM_FLAGS = (
+    Flag("--m", "rows of A and C", required=True),
+    Flag("--n", "rows of B, columns of C", required=True),
+    Flag("--k", "reduction length", required=True),
+    Flag("--dtype", "bf16, fp16, fp8 or tf32 (default bf16)", kind="str", default="bf16"),
+    Flag("--scaling", "fp8 scaling: none (per tensor) or deepseek (1x128/128x128 blocks)",
+         kind="str", default="none"),
+    Flag("--rule", "GEMM tile rule: n128, n256 or waves (default: the one chosen on the "
+         "calibration fit subset)", kind="str"),
+)
+
+
+@register("gemm", GEMM_FLAGS, "C[M,N] = A[M,K] B[N,K]^T (warp-specialized TMA+wgmma)")
 def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = "none",
             rule: str = DEFAULT_RULE, seed: int = 0, shape_only: bool | None = None,
             **tiles) -> OpPlan:

@@ -22,11 +22,13 @@ import numpy as np
 
 import isa
 from workloads.kernels.case import load_ptx
-from workloads.ops.registry import Launch, OpPlan, positive, register
+from workloads.ops.registry import Flag, Launch, OpPlan, positive, register
 
 FUNCTIONAL_ELEMENTS = 1 << 20
 ROWS_PER_BLOCK = 4
 FLOPS_PER_ELEMENT = {"softmax": 5, "rmsnorm": 4, "layernorm": 8}
+ROW_FLAGS = (Flag("--rows", "rows (tokens)", required=True),
+             Flag("--cols", "columns (hidden size)", required=True))
 
 
 def _tensor(shape, dtype, shape_only: bool, rng):
@@ -50,7 +52,7 @@ def _plan(kind, file, entry, grid, block, args, rows, cols, nbytes, shape_only) 
                   "vector_fp32_tflops")
 
 
-@register("softmax")
+@register("softmax", ROW_FLAGS, "row softmax, f32 (catalog CUDA kernel)")
 def softmax_op(config, rows: int, cols: int, seed: int = 0,
                shape_only: bool | None = None) -> OpPlan:
     """Row softmax of an f32 [rows, cols] tensor."""
@@ -63,7 +65,7 @@ def softmax_op(config, rows: int, cols: int, seed: int = 0,
                  [x, y, rows, cols], rows, cols, 8 * rows * cols, shape_only)
 
 
-@register("rmsnorm")
+@register("rmsnorm", ROW_FLAGS, "RMSNorm, bf16 (catalog CUDA kernel)")
 def rmsnorm_op(config, rows: int, cols: int, seed: int = 0,
                shape_only: bool | None = None) -> OpPlan:
     """RMSNorm of a bf16 [rows, cols] tensor with a bf16 weight vector (eps 1e-6)."""
@@ -79,7 +81,7 @@ def rmsnorm_op(config, rows: int, cols: int, seed: int = 0,
                  2 * (2 * rows * cols + cols), shape_only)
 
 
-@register("layernorm")
+@register("layernorm", ROW_FLAGS, "LayerNorm, f32 (catalog CUDA kernel)")
 def layernorm_op(config, rows: int, cols: int, seed: int = 0,
                  shape_only: bool | None = None) -> OpPlan:
     """LayerNorm of an f32 [rows, cols] tensor with f32 gamma and beta (eps 1e-5)."""

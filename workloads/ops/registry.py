@@ -63,14 +63,37 @@ class OpPlan:
     peak: str                         # key of reports.chip_peaks: "tensor_fp8_tflops", ...
 
 
+@dataclass(frozen=True)
+class Flag:
+    """One command-line flag of an op (`ptxsim op KIND --flag`), passed to the builder as
+    keyword `dest` (the flag without dashes, `-` -> `_`). `kind`: "int", "str", "float"
+    or "switch" (a boolean that is present or not)."""
+    name: str
+    help: str
+    kind: str = "int"
+    required: bool = False
+    default: Any = None
+    choices: tuple | None = None
+
+    @property
+    def dest(self) -> str:
+        return self.name.lstrip("-").replace("-", "_")
+
+
 Builder = Callable[..., OpPlan]
 OPS: dict[str, Builder] = {}
+OP_FLAGS: dict[str, tuple[Flag, ...]] = {}
+OP_HELP: dict[str, str] = {}
 
 
-def register(kind: str) -> Callable[[Builder], Builder]:
-    """Decorator: register `builder(config, **sizes) -> OpPlan` under `kind`."""
+def register(kind: str, flags: tuple[Flag, ...] = (), help: str = "") \
+        -> Callable[[Builder], Builder]:
+    """Decorator: register `builder(config, **sizes) -> OpPlan` under `kind`, with the
+    flags `ptxsim op KIND` offers for it (their `dest` names are the builder's keywords)."""
     def wrap(builder: Builder) -> Builder:
         OPS[kind] = builder
+        OP_FLAGS[kind] = tuple(flags)
+        OP_HELP[kind] = help or (builder.__doc__ or kind).strip().splitlines()[0]
         return builder
     return wrap
 
