@@ -14,7 +14,10 @@ arrays for small shapes, `isa.ShapeOnly` tensors in timing mode for large ones).
 
 `simulate_op(plan, config, fidelity)` runs each launch through `simulate_kernel`
 (passing `fidelity=` and `timing_only=` where this simulator build accepts them), sums
-time, cycles and simulated HBM bytes, and puts the roofline beside them
+time, cycles and simulated HBM bytes, and puts the roofline beside them. With
+`fidelity="sampled"` and a plan that carries `samples` (reduced launches with weights),
+those are simulated instead and the figures are their weighted sums (op-level sampling
+for persistent kernels, whose single wave the simulator's wave sampling cannot shorten)
 (`reports.roofline_time_us`, peaks from `reports.chip_peaks` of the resolved config).
 Units: microseconds, cycles, bytes, TFLOP/s, GB/s.
 """
@@ -61,6 +64,13 @@ class OpPlan:
     flops: float
     bytes: float                      # inputs once + outputs once
     peak: str                         # key of reports.chip_peaks: "tensor_fp8_tflops", ...
+    samples: tuple[tuple[float, Launch], ...] = ()
+    """Op-level sampling for `fidelity="sampled"`: reduced launches (fewer tile rounds,
+    fewer k-steps, fewer heads, ...) and weights such that the op's time, cycles and
+    simulated HBM bytes are the weighted sums of theirs (a linear extrapolation the
+    builder derives and documents). Empty: the `launches` themselves are simulated (with
+    the simulator's own wave sampling)."""
+    sample_note: str = ""             # how `samples` extrapolate, shown in the result
 
 
 @dataclass(frozen=True)
@@ -122,9 +132,29 @@ def available_fidelities() -> tuple[str, ...]:
     return FIDELITIES if "fidelity" in _supported() else ("full",)
 
 
+def _simulate_launch(launch: Launch, config, fidelity: str, params: set[str]):
+    import simulator
+
+    extra: dict[str, Any] = {}
+    if "fidelity" in params:
+        extra["fidelity"] = fidelity
+    if launch.timing_only and "timing_only" in params:
+        extra["timing_only"] = True
+    if launch.regs_per_thread:
+        extra["regs_per_thread"] = launch.regs_per_thread
+    try:
+        return simulator.simulate_kernel(launch.ptx, launch.entry, launch.grid, launch.block,
+                                         list(launch.args), config=config,
+                                         shared_bytes=launch.shared_bytes, **extra)
+    except AttributeError as exc:
+        if launch.detail.get("uses_wgmma"):
+            raise InputError(f"{launch.entry}: wgmma timing not available in this "
+                             f"simulator build (TMA/mbarrier/wgmma trace: {exc})") from None
+        raise
+
+
 def simulate_op(plan: OpPlan, config, fidelity: str | None = None) -> dict:
     """Time every launch of `plan` on `config`; a dict with the op's figures (see module)."""
-    import simulator
     from reports.roofline import chip_peaks, roofline_bound, roofline_time_us
 
     params = _supported()
@@ -135,30 +165,21 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None) -> dict:
                          f"accepted: {', '.join(have)}")
     time_us = cycles = hbm_bytes = 0.0
     kernels = []
-    for launch in plan.launches:
-        extra: dict[str, Any] = {}
-        if "fidelity" in params:
-            extra["fidelity"] = fidelity
-        if launch.timing_only and "timing_only" in params:
-            extra["timing_only"] = True
-        if launch.regs_per_thread:
-            extra["regs_per_thread"] = launch.regs_per_thread
-        try:
-            res = simulator.simulate_kernel(launch.ptx, launch.entry, launch.grid, launch.block,
-                                            list(launch.args), config=config,
-                                            shared_bytes=launch.shared_bytes, **extra)
-        except AttributeError as exc:
-            if launch.detail.get("uses_wgmma"):
-                raise InputError(f"{launch.entry}: wgmma timing not available in this "
-                                 f"simulator build (TMA/mbarrier/wgmma trace: {exc})") from None
-            raise
+    use_samples = fidelity == "sampled" and bool(plan.samples)
+    runs = plan.samples if use_samples else tuple((1.0, launch) for launch in plan.launches)
+    for weight, launch in runs:
+        res = _simulate_launch(launch, config, fidelity, params)
         stats = res.stats
         hbm = stats[stats.component.str.startswith("memory.hbm") & (stats.stat == "bytes")]
-        time_us += float(res.time_us)
-        cycles += float(res.cycles)
-        hbm_bytes += float(hbm.value.sum())
-        kernels.append({**launch.describe(), "time_us": float(res.time_us),
-                        "cycles": int(res.cycles)})
+        time_us += weight * float(res.time_us)
+        cycles += weight * float(res.cycles)
+        hbm_bytes += weight * float(hbm.value.sum())
+        if not use_samples:
+            kernels.append({**launch.describe(), "time_us": float(res.time_us),
+                            "cycles": int(res.cycles)})
+    if use_samples:
+        kernels = [{**launch.describe(), "sampled_from": len(plan.samples),
+                    "sample_note": plan.sample_note} for launch in plan.launches]
     peaks = chip_peaks(config.to_dict())
     peak_tflops = peaks[plan.peak]
     hbm_gbps = peaks["hbm_gbps"]
