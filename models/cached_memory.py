@@ -32,17 +32,15 @@ through every level in one numba call (`models.cached_memory_kernel`).
    opens the row (hit: nothing, closed: tRCD, other row: tRP + tRCD; banks work in parallel),
    then the bytes cross the channel's data bus (`hbm.channel_bandwidth_gbps`). Dirty L2 (and
    L3) evictions are written back: each enters its channel's write-back buffer
-   (`WRITEBACK_BUFFER_LINES_PER_CHANNEL` lines) and the buffer crosses the bus as one batch
+   (`hbm.writeback_buffer_lines_per_channel` lines) and the buffer crosses the bus as one batch
    when full. When a batch's transfer ends more than that many line transfers after now, the
    request whose store or fill evicted the dirty line completes only once the channel's booked
    work has drained to the bound (then plus its own return path), so stores cannot outrun HBM.
-4. What costs HBM efficiency: every channel does an all-bank refresh for `HBM_REFRESH_NS`
-   every `HBM_REFRESH_INTERVAL_NS` (no data moves, no row opens, all rows closed after), and
-   the bus idles `HBM_WRITE_TO_READ_GAP_NS` / `HBM_READ_TO_WRITE_GAP_NS` when it turns
-   between a write batch and reads. A copy stream then moves ~88 % of the peak (h100_sxm).
-   These constants are the H100's HBM3 (sources at each) and apply to every preset: they
-   belong in the `hbm` config section (fields with a source per preset), a change to the
-   presets and spec outside this module. Bank groups (tCCD_L vs tCCD_S) are left out: the bus
+4. What costs HBM efficiency: every channel does an all-bank refresh for `hbm.refresh_ns`
+   every `hbm.refresh_interval_ns` (no data moves, no row opens, all rows closed after), and
+   the bus idles `hbm.write_to_read_gap_ns` / `hbm.read_to_write_gap_ns` when it turns
+   between a write batch and reads (preset fields, each with its source). A copy stream then
+   moves ~88 % of the peak (h100_sxm). Bank groups (tCCD_L vs tCCD_S) are left out: the bus
    moves whole lines first-come-first-served, so the interleaving of bursts across bank
    groups that hides tCCD_L cannot be expressed.
 
@@ -106,30 +104,6 @@ COUNT_NAMES = ("sectors", "l1_hit_sectors", "l1_miss_sectors", "l2_hit_sectors",
                "hbm_write_sectors", "hbm_row_hits", "hbm_row_misses", "l2_lines",
                "l2_far_lines", "l2_writeback_sectors", "l3_writeback_sectors", "l2_requests",
                "l3_requests", "hbm_requests", "l2_copy_hit_sectors")
-WRITEBACK_BUFFER_LINES_PER_CHANNEL = 32
-"""Write-back buffer of one HBM channel, in L2 lines. ESTIMATE: the order of a memory
-controller's write queue (a few tens of entries); no figure for GH100 was found."""
-HBM_REFRESH_INTERVAL_NS = 3900.0
-"""tREFI: one all-bank refresh per channel every 3.9 us. Source: JEDEC JESD238 HBM3 (normal
-temperature range) and Ramulator 2's HBM3 preset (nREFI = 3900 at tCK = 1 ns, refreshed by
-its default `AllBank` refresh manager). Recalled from those sources, which are not among the
-project's references; the channels are staggered evenly over the interval (ESTIMATE: the
-sources say nothing about phases across channels)."""
-HBM_REFRESH_NS = 350.0
-"""tRFC (all-bank): the channel moves no data and opens no row for 350 ns per refresh, and
-every row is closed afterwards. Source: JESD238 / Ramulator 2 HBM3 tRFC for 8 Gb-class dies
-(the 2/4/8/16 Gb rows read 160/260/350/450 ns); recalled, not re-read in a project reference.
-Refresh costs tRFC / tREFI = 9.0 % of every channel's time."""
-HBM_WRITE_TO_READ_GAP_NS = (8 + 19) / 2.619
-"""Data-bus idle time when a channel turns from writing to reading: tCDLR (last write data to
-the read command, "tWTR") + CL (read command to data) = 8 + 19 DRAM clocks at 2619 MHz =
-10.3 ns. Source: csv H100_SXM "accel-sim DRAM timing" (CDLR=8, CL=19, "New HBM3 timing") and
-"HBM memory clock (driver)" = 2619 MHz; GPGPU-Sim's tWTR = WL + BL/2 + tCDLR between the
-commands leaves this gap on the bus."""
-HBM_READ_TO_WRITE_GAP_NS = 2 / 2.619
-"""Data-bus idle time when a channel turns from reading to writing: GPGPU-Sim's tRTW = CL +
-BL/2 + 2 - WL between the commands leaves 2 DRAM clocks between read and write data (0.76 ns
-at csv H100_SXM "HBM memory clock (driver)" = 2619 MHz)."""
 _KINDS = {"load": k.KIND_LOAD, "store": k.KIND_STORE, "atomic": k.KIND_ATOMIC}
 
 
@@ -214,17 +188,17 @@ class CachedMemory:
             k.P_SLICE_FS: _fs_per_byte(l2.slice_bandwidth_bytes_per_clk * hz),
             k.P_L3_FS: _fs_per_byte(l3.slice_bandwidth_bytes_per_clk * hz),
             k.P_CHANNEL_FS: _fs_per_byte(hbm.channel_bandwidth_gbps * 1e9),
-            k.P_WRITEBACK_BOUND_FS: WRITEBACK_BUFFER_LINES_PER_CHANNEL * l2.line_bytes
+            k.P_WRITEBACK_BOUND_FS: hbm.writeback_buffer_lines_per_channel * l2.line_bytes
             * _fs_per_byte(hbm.channel_bandwidth_gbps * 1e9),
             k.P_PIPE_UP: 0,
             k.P_PIPE_DOWN: n_sms,
             k.P_PIPE_SLICE: 2 * n_sms,
             k.P_PIPE_L3: 2 * n_sms + l2.slices,
             k.P_PIPE_CHANNEL: 2 * n_sms + l2.slices + l3_slices,
-            k.P_REFRESH_INTERVAL_FS: round(HBM_REFRESH_INTERVAL_NS * 1e6),
-            k.P_REFRESH_FS: round(HBM_REFRESH_NS * 1e6),
-            k.P_WRITE_TO_READ_FS: round(HBM_WRITE_TO_READ_GAP_NS * 1e6),
-            k.P_READ_TO_WRITE_FS: round(HBM_READ_TO_WRITE_GAP_NS * 1e6),
+            k.P_REFRESH_INTERVAL_FS: round(hbm.refresh_interval_ns * 1e6),
+            k.P_REFRESH_FS: round(hbm.refresh_ns * 1e6),
+            k.P_WRITE_TO_READ_FS: round(hbm.write_to_read_gap_ns * 1e6),
+            k.P_READ_TO_WRITE_FS: round(hbm.read_to_write_gap_ns * 1e6),
         }
         for index, value in values.items():
             p[index] = value

@@ -135,6 +135,26 @@ class HbmSpec(SpecMixin):
     row_bytes: int = spec_field("Bytes of one open row (page) per bank.", power_of_two=True)
     row_activate_ns: float = spec_field("Activate-to-read time (tRCD).", minimum=0)
     row_precharge_ns: float = spec_field("Precharge time (tRP).", minimum=0)
+    refresh_interval_ns: float = spec_field(
+        "All-bank refresh interval of a channel (tREFI); channels are staggered evenly.",
+        above=0)
+    refresh_ns: float = spec_field(
+        "All-bank refresh time (tRFC): the channel moves no data, rows close.", minimum=0)
+    write_to_read_gap_ns: float = spec_field(
+        "Data-bus idle time when a channel turns from writing to reading.", minimum=0)
+    read_to_write_gap_ns: float = spec_field(
+        "Data-bus idle time when a channel turns from reading to writing.", minimum=0)
+    writeback_buffer_lines_per_channel: int = spec_field(
+        "Write-back buffer of one channel, in L2 lines (crosses the bus as one batch).",
+        above=0)
+
+    def problems(self) -> tuple[Problem, ...]:
+        """Refresh must leave the channel some time to move data."""
+        if self.refresh_ns >= self.refresh_interval_ns:
+            return (("refresh_ns", self.refresh_ns,
+                     f"< refresh_interval_ns ({self.refresh_interval_ns})",
+                     "a channel refreshing all the time moves no data"),)
+        return ()
 
     @property
     def channels(self) -> int:

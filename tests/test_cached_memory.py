@@ -13,9 +13,6 @@ from models import cached_memory_kernel as kern
 from models.cached_memory import (
     CACHED_MEMORY_ACCESS,
     COUNT_NAMES,
-    HBM_REFRESH_INTERVAL_NS,
-    HBM_REFRESH_NS,
-    WRITEBACK_BUFFER_LINES_PER_CHANNEL,
     CachedMemory,
 )
 from models.hbm import hbm_fixed_latency_ps
@@ -27,12 +24,15 @@ from workloads.kernels.catalog import KERNELS
 SECTOR = 32
 LINE = 128
 IDLE_PS = 10**9  # far beyond any earlier completion: the system is idle again
-REFRESH_SHARE = 1 - HBM_REFRESH_NS / HBM_REFRESH_INTERVAL_NS
-"""Share of each HBM channel's time left by all-bank refresh."""
 
 
 def _config(overrides=None):
     return models.load_preset("h100_sxm", overrides)
+
+
+_HBM = _config().hbm
+REFRESH_SHARE = 1 - _HBM.refresh_ns / _HBM.refresh_interval_ns
+"""Share of each HBM channel's time left by all-bank refresh."""
 
 
 def _line_sectors(address: int) -> np.ndarray:
@@ -182,10 +182,7 @@ def test_a_merged_hit_waits_for_the_fill_in_flight():
     assert second == first
 
 
-def test_streaming_read_takes_bytes_over_hbm_bandwidth():
-    """32 MiB read at once from every SM completes in size over the HBM peak scaled by the
-    time refresh leaves (1 - tRFC / tREFI), within 10 %."""
-    cfg = _config()
+def _stream_read_done_ps(cfg, size):
     mem = CachedMemory(cfg, cfg.sm.count)
     size = 32 << 20
     chunk = 32  # sectors per request: 8 lines of 4 sectors
@@ -193,6 +190,15 @@ def test_streaming_read_takes_bytes_over_hbm_bandwidth():
     done = max(mem.access(r % cfg.sm.count, "load",
                           np.arange(base + r * chunk, base + (r + 1) * chunk, dtype=np.int64), 0)
                for r in range(size // (chunk * SECTOR)))
+    return done
+
+
+def test_streaming_read_takes_bytes_over_hbm_bandwidth():
+    """32 MiB read at once from every SM completes in size over the HBM peak scaled by the
+    time refresh leaves (1 - tRFC / tREFI), within 10 %."""
+    cfg = _config()
+    size = 32 << 20
+    done = _stream_read_done_ps(cfg, size)
     expected_ps = size / (cfg.hbm.peak_bandwidth_gbps * 1e9 * REFRESH_SHARE) * 1e12
     assert abs(_report("HBM stream", expected_ps, done)) <= 0.10
 
@@ -357,7 +363,7 @@ def test_pure_write_stream_takes_at_least_bytes_over_hbm_bandwidth():
     done = max(mem.access(r % cfg.sm.count, "store",
                           np.arange(base + r * chunk, base + (r + 1) * chunk, dtype=np.int64), 0)
                for r in range(size // (chunk * SECTOR)))
-    buffered = cfg.hbm.channels * WRITEBACK_BUFFER_LINES_PER_CHANNEL * LINE
+    buffered = cfg.hbm.channels * cfg.hbm.writeback_buffer_lines_per_channel * LINE
     peak_bps = cfg.hbm.peak_bandwidth_gbps * 1e9
     assert done >= (size - cfg.l2.size_bytes - buffered) / peak_bps * 1e12
     expected_ps = size / (peak_bps * REFRESH_SHARE) * 1e12
@@ -376,3 +382,14 @@ def test_refresh_closes_the_open_row_of_an_idle_bank():
     precharge = closed.config.hbm.row_precharge_ns * 1000 / closed.clock.period_ps
     assert costs[1] - costs[0] == pytest.approx(precharge, abs=1)
 
+
+
+def test_refresh_parameters_come_from_the_preset():
+    """The refresh cost follows the preset fields: with tRFC 0 the same read stream is faster
+    by about the tRFC / tREFI share (within 3 points); tRFC >= tREFI is a config error."""
+    size = 32 << 20
+    with_refresh = _stream_read_done_ps(_config(), size)
+    without = _stream_read_done_ps(_config({"hbm.refresh_ns": 0.0}), size)
+    assert abs(without / with_refresh - REFRESH_SHARE) <= 0.03
+    with pytest.raises(simulator.ConfigError, match="hbm.refresh_ns"):
+        _config({"hbm.refresh_ns": 5000.0})
