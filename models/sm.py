@@ -44,7 +44,8 @@ Per-pc timings are tuples (`_op`) looked up per trace event, built once in `Kern
 
 Hooks (fired on `self.hooks`, owner `sm<id>`): `SM_ISSUE` (issued, busy_cycles: per-unit
 arrays) once per finished CTA, from counts precomputed over its trace (every event of a CTA
-issues exactly once); `SM_STALL` (reason, cycles): scheduler cycles without an issue, by the
+issues exactly once); `SM_STALL` (reason, cycles, cycle): scheduler cycles without an issue
+since the previous firing up to `cycle`, by the
 reason of the first warp in policy order (`WarpScheduler.stall_reason`), followed per
 scheduler as stretches over which the reason stays the same, summed per reason and fired
 once per reason at each yield and at the end; `SM_CTA_LAUNCH` / `SM_CTA_DONE` (cta, warps,
@@ -399,7 +400,7 @@ class StreamingMultiprocessor:
                 sched.stall_since = cycle
         for reason, cycles in pending.items():
             if cycles:
-                self.hooks.fire(SM_STALL, reason=reason, cycles=cycles)
+                self.hooks.fire(SM_STALL, reason=reason, cycles=cycles, cycle=cycle)
                 pending[reason] = 0
 
     # -- the process ----------------------------------------------------------------
