@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from . import cases_control as ctl
 from . import cases_elementwise as ew
+from . import cases_layer_ops as lo
 from . import cases_lowprec as lp
 from . import cases_matmul as mm
 from . import cases_reductions as red
@@ -101,6 +102,37 @@ _SPECS = (
           ctl.poly_derivative_call, dict(n=1000, block=128), dict(n=77, block=64)),
     _spec("vote.cu", "ballot_popc", "vote.sync ballot/any/all, popc",
           ctl.ballot_popc, dict(n=1000, block=128), dict(n=70, block=128)),
+    _spec("swiglu.cu", "swiglu_bf16", "16-byte bf16x8 vectors, __expf, 2-D grid (row, chunk)",
+          lo.swiglu_bf16, dict(rows=5, cols=72, threads=32), dict(rows=3, cols=272, threads=32)),
+    _spec("swiglu.cu", "swiglu_bwd_bf16", "SwiGLU gradient into the [gate | up] layout",
+          lo.swiglu_bwd_bf16, dict(rows=3, cols=136, threads=64),
+          dict(rows=2, cols=520, threads=32)),
+    _spec("gelu_bf16.cu", "gelu_bf16", "tanh-form GELU on bf16x8 vectors", lo.gelu_bf16,
+          dict(rows=5, cols=200, threads=32), dict(rows=2, cols=1024, threads=64)),
+    _spec("gelu_bf16.cu", "gelu_bwd_bf16", "tanh-form GELU gradient on bf16x8 vectors",
+          lo.gelu_bwd_bf16, dict(rows=4, cols=96, threads=256),
+          dict(rows=3, cols=520, threads=32)),
+    _spec("rope.cu", "rope_bf16", "interleaved RoPE from an f32 cos/sin table, float4 loads",
+          lo.rope_bf16, dict(rows=9, heads=3, rot_dim=64, seqlen=4, threads=32),
+          dict(rows=6, heads=2, rot_dim=16, seqlen=6, threads=256, sin_sign=-1.0)),
+    _spec("residual_add.cu", "add_n_bf16", "n stacked bf16 inputs, f32 accumulation",
+          lo.add_n_bf16, dict(rows=5, cols=72, inputs=3, threads=32),
+          dict(rows=3, cols=520, inputs=9, threads=32)),
+    _spec("quantize_block.cu", "quantize_e4m3_1x128",
+          "1x128 amax strips, shfl.bfly max, cvt e4m3x2 satfinite", lo.quantize_e4m3_1x128,
+          dict(rows=5, cols=300), dict(rows=3, cols=1024)),
+    _spec("quantize_block.cu", "quantize_e4m3_128x1_t",
+          "128x1 column strips via shared memory, transposed 16-byte stores",
+          lo.quantize_e4m3_128x1_t, dict(rows=144, cols=40), dict(rows=128, cols=64)),
+    _spec("moe_topk.cu", "moe_topk_sigmoid", "warp arg-max rounds over shfl.bfly, sigmoid",
+          lo.moe_topk_sigmoid, dict(tokens=7, experts=256, topk=8),
+          dict(tokens=5, experts=40, topk=3, rows_per_block=2)),
+    _spec("norm_backward.cu", "rmsnorm_bwd_bf16", "RMSNorm input gradient, warp per row",
+          lo.rmsnorm_bwd_bf16, dict(rows=9, cols=130, rows_per_block=4),
+          dict(rows=4, cols=258, rows_per_block=1)),
+    _spec("norm_backward.cu", "layernorm_bwd_bf16", "LayerNorm input gradient, warp per row",
+          lo.layernorm_bwd_bf16, dict(rows=7, cols=258, rows_per_block=2),
+          dict(rows=5, cols=100, rows_per_block=4)),
 )
 
 KERNELS: dict[str, KernelSpec] = {spec.entry: spec for spec in _SPECS}
