@@ -65,7 +65,7 @@ def wave_marginals(done_cycles: list[int], wave: int, k: int) -> list[int]:
 def simulate_sampled(launch, replay):
     """A `KernelResult` of `launch` timed by `replay` at sampled fidelity (module docstring)."""
     n_ctas = launch.n_ctas
-    wave = max(replay.ctas_per_wave(replay.config.sm.compute_count), 1)
+    wave = max(replay.ctas_per_wave(replay.n_sms), 1)
     n_waves = n_ctas / wave
     recorder = launch.recorder()
     warp_instr = thread_instr = traced = 0

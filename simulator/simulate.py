@@ -12,13 +12,18 @@ warp schedulers to units and the LSU (`models.sm`), memory answers through the s
 `KernelResult.stats` is the project's long table (`run_id, kernel, component, stat, value,
 unit`): kernel totals (cycles, time, warp-instructions, occupancy), per-unit issued
 instructions and busy cycles, scheduler stall cycles by reason, requests and bytes per memory
-level. Same inputs give the same stats, bit for bit.
+level. Same inputs give the same stats, bit for bit. `KernelResult.timeline` holds the
+run's time series (per-SM utilization, bytes and bandwidth per memory level; the table of
+`models.timeline_tracer`).
 
 Fidelity: `fidelity="full"` times every CTA; `"sampled"` times the first waves of CTAs only
 and extrapolates (`simulator.sampling`); `KernelResult.fidelity`, `waves_simulated` and
 `extrapolated_fraction` say what was done. Timing mode: `timing_only=True` skips the data of
 tensor-core instructions and leaves the caller's arrays untouched (`isa.run_kernel`);
 pointer arguments may then be `isa.ShapeOnly`. A sampled run also leaves them untouched.
+
+SMs: `sms="compute"` (the default) runs the CTAs on the `sm.count - sm.comm_count` compute
+SMs, `sms="comm"` on the `sm.comm_count` SMs reserved for communication kernels.
 
 Left out: kernel launch overhead, concurrent kernels. Units: SM cycles, microseconds,
 counts, bytes.
@@ -37,9 +42,10 @@ from models.cached_memory import CachedMemoryTracer
 from models.cta_dispatch import CtaDispatcher, estimate_registers, occupancy
 from models.sm import DEFAULT_QUANTUM_CYCLES, SM_CTA_DONE, KernelImage, StreamingMultiprocessor
 from models.sm_tracer import MemoryTracer, SmTracer
-from models.units import instruction_timings
+from models.timeline_tracer import TimelineTracer
+from models.units import event_timings, instruction_timings
 from simulator.stats import Stat, StatSheet
-from simulator.system import build_system
+from simulator.system import SM_ROLES, build_system
 from simulator.trace import TraceRecorder
 
 KERNEL_STATS = (
@@ -67,6 +73,7 @@ class KernelResult:
     fidelity: str = "full"
     waves_simulated: float = 0.0
     extrapolated_fraction: float = 0.0
+    timeline: pd.DataFrame | None = field(default=None, repr=False)
 
 
 def _resolve_config(config):
@@ -83,7 +90,7 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
                     *, policy: str | None = None, regs_per_thread: int | None = None,
                     memory=None, run_id: str = "run",
                     quantum_cycles: int = DEFAULT_QUANTUM_CYCLES, fidelity: str = "full",
-                    timing_only: bool = False) -> KernelResult:
+                    timing_only: bool = False, sms: str = "compute") -> KernelResult:
     """Run `entry` functionally (arrays updated in place) and time it on `config`.
 
     `config` defaults to the `h100_sxm` preset; `policy` overrides `sm.scheduler_policy`;
@@ -91,18 +98,23 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
     the memory model by name (`"cached"`, the default, or `"flat"`; see
     `simulator.system.MEMORY_MODELS`) or is any `MemoryInterface` object. The cached
     memory's L1 gets what the kernel's shared-memory carve-out leaves. `fidelity` is
-    `"full"` or `"sampled"` (see the module docstring); `timing_only` as `isa.run_kernel`.
+    `"full"` or `"sampled"` (see the module docstring); `timing_only` as `isa.run_kernel`;
+    `sms` is "compute" or "comm" (the SMs the CTAs run on).
     """
     if fidelity not in FIDELITIES:
         raise ValueError(f"fidelity={fidelity!r}; accepted: {', '.join(FIDELITIES)}")
     config = _resolve_config(config)
+    if sms not in SM_ROLES:
+        raise ValueError(f"sms={sms!r}; accepted: {', '.join(SM_ROLES)}")
+    if sms == "comm" and config.sm.comm_count < 1:
+        raise ValueError("sms='comm' needs sm.comm_count >= 1 (SMs reserved for communication)")
     program = ptx if isinstance(ptx, isa.launch.Program) else isa.compile_kernel(ptx, entry)
     launch = KernelLaunch(program, entry, dim3(grid, "grid"), dim3(block, "block"), list(args),
                           shared_bytes, timing_only)
     threads = launch.block_threads
     occ = occupancy(config, threads, regs_per_thread or estimate_registers(program),
                     program.shared_bytes + shared_bytes)
-    replay = Replay(config, memory, policy, quantum_cycles, occ, run_id, entry)
+    replay = Replay(config, memory, policy, quantum_cycles, occ, run_id, entry, sms)
     if fidelity == "sampled":
         from simulator.sampling import simulate_sampled
         return simulate_sampled(launch, replay)
@@ -152,6 +164,7 @@ class ReplayRun:
     warp_instructions: int
     ctas: int
     cta_done_cycles: list[int] = field(default_factory=list)
+    timeline: pd.DataFrame | None = None
 
 
 @dataclass
@@ -165,16 +178,24 @@ class Replay:
     occ: Any
     run_id: str
     entry: str
+    sms: str = "compute"
 
-    def ctas_per_wave(self, n_compute_sms: int) -> int:
-        return self.occ.ctas_per_sm * n_compute_sms
+    @property
+    def n_sms(self) -> int:
+        """SMs the kernel runs on (compute or reserved communication SMs)."""
+        sm = self.config.sm
+        return sm.comm_count if self.sms == "comm" else sm.compute_count
+
+    def ctas_per_wave(self, n_sms: int) -> int:
+        return self.occ.ctas_per_sm * n_sms
 
     def run(self, launch: KernelLaunch, recorder: TraceRecorder, warp_instructions: int,
             thread_instructions: int, stop: int | None = None) -> ReplayRun:
         """Replay CTAs [0, stop) (all when None) of the trace in `recorder`."""
         config, occ = self.config, self.occ
         timings, n_regs = instruction_timings(launch.program, config)
-        kernel = KernelImage(recorder.finish(), timings, n_regs)
+        trace, timings = event_timings(recorder.finish(), timings, launch.program, config)
+        kernel = KernelImage(trace, timings, n_regs)
         system = build_system(config, self.memory, occ.shared_carveout_bytes)
         sheet = StatSheet()
         sm_tracer, mem_tracer = SmTracer(sheet), MemoryTracer(sheet)
@@ -185,14 +206,18 @@ class Replay:
         dispatcher = CtaDispatcher(ctas)
         sms = [StreamingMultiprocessor(k, system.env, config, kernel, system.memory, dispatcher,
                                        self.policy, self.quantum_cycles)
-               for k in range(system.n_compute_sms)]
+               for k in system.sm_ids(self.sms)]
         done_cycles: list[int] = []
+        timeline = TimelineTracer([sm.sm_id for sm in sms], config.sm.subpartitions,
+                                  config.chip.clock_ghz)
+        timeline.attach_memory(system.memory.hooks)
 
         def on_cta_done(owner, position, data):
             done_cycles.append(data["cycle"])
 
         for sm in sms:
             sm_tracer.attach(sm.hooks)
+            timeline.attach_sm(sm.hooks, sm.sm_id)
             sm.hooks.attach(on_cta_done, (SM_CTA_DONE,))
         dispatcher.initial_fill(sms, occ.ctas_per_sm)
         for sm in sms:
@@ -206,12 +231,13 @@ class Replay:
         used = sum(1 for sm in sms if sm.finish_cycle > 0)
         _kernel_stats(sheet, config, occ, warp_instructions, thread_instructions, cycles,
                       time_us, used, sm_tracer.warp_cycles)
-        return ReplayRun(cycles, time_us, sheet, warp_instructions, ctas, sorted(done_cycles))
+        return ReplayRun(cycles, time_us, sheet, warp_instructions, ctas, sorted(done_cycles),
+                         timeline.frame(self.run_id, self.entry, cycles))
 
     def result(self, run: ReplayRun, **sampling) -> KernelResult:
         return KernelResult(run.cycles, run.time_us, run.warp_instructions,
                             run.sheet.to_frame(self.run_id, self.entry), self.config.to_dict(),
-                            self.occ.limiter, **sampling)
+                            self.occ.limiter, timeline=run.timeline, **sampling)
 
 
 def _kernel_stats(sheet, config, occ, warp_instructions, thread_instructions, cycles, time_us,

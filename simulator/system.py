@@ -12,10 +12,13 @@ What it models
    kernel's shared-memory carve-out) or `"flat"` (`FlatMemory`: latencies and shared
    bandwidth pipes, an unbounded L2) or `"ideal"` (`FixedLatencyMemory`: every access an L1 hit,
    unlimited bandwidth, to measure what the real blocks cost); any object honouring the
-   contract may be passed instead;
-3. the compute SMs: `sm.count - sm.comm_count` of them (communication SMs run no compute
-   kernel). SMs are built per kernel by `simulator.simulate` because they hold that kernel's
-   traces; `System.n_compute_sms` says how many.
+   contract may be passed instead, or a factory `(config, n_sms, carveout) -> memory` (as
+   the entries of `MEMORY_MODELS`; `models.link_memory` is built this way);
+3. the SMs a kernel may use: compute kernels get the `sm.count - sm.comm_count` compute SMs
+   (ids 0 .. compute-1), communication kernels the `sm.comm_count` reserved ones (the ids
+   above); `System.sm_ids(role)` lists them. The memory system serves all `sm.count` SMs
+   (each has its L1 and crossbar port). SMs are built per kernel by `simulator.simulate`
+   because they hold that kernel's traces; `System.n_compute_sms` says how many compute.
 
 Left out: the port-level cache blocks (`models.l2`, `models.hbm`, ...) are not wired here (they
 cost SimPy events per line); an adapter from `MemoryInterface` to their `ReadReq`/`WriteReq`
@@ -38,6 +41,7 @@ MEMORY_MODELS = {
 }
 """Memory models by name: (config, compute SMs, shared carve-out bytes) -> MemoryInterface."""
 DEFAULT_MEMORY = "cached"
+SM_ROLES = ("compute", "comm")
 
 
 @dataclass
@@ -49,6 +53,14 @@ class System:
     clock: Clock
     memory: MemoryInterface
     n_compute_sms: int
+
+    def sm_ids(self, role: str = "compute") -> range:
+        """SM ids a kernel of `role` ("compute" or "comm") runs on."""
+        if role == "compute":
+            return range(self.n_compute_sms)
+        if role == "comm":
+            return range(self.n_compute_sms, self.config.sm.count)
+        raise ValueError(f"sm role {role!r}; accepted: {', '.join(SM_ROLES)}")
 
 
 def build_system(config, memory: str | MemoryInterface | None = None,
@@ -68,5 +80,7 @@ def build_system(config, memory: str | MemoryInterface | None = None,
         if memory not in MEMORY_MODELS:
             raise ValueError(f"memory={memory!r} is not a memory model; known: "
                              f"{sorted(MEMORY_MODELS)} or an object with access() and hooks")
-        memory = MEMORY_MODELS[memory](config, n_sms, shared_carveout_bytes)
+        memory = MEMORY_MODELS[memory]
+    if callable(memory) and not hasattr(memory, "access"):
+        memory = memory(config, config.sm.count, shared_carveout_bytes)
     return System(config, env, clock, memory, n_sms)
