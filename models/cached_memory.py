@@ -51,7 +51,7 @@ noc`; the far penalty is `far - near`; the HBM channel's fixed part is `hbm_fixe
 (the cited HBM figure minus the average of near and far minus tRP + tRCD), so a row-missing
 read averaged over near and far SMs costs `hbm.latency_cycles`; an L3 hit adds
 `l3.hit_latency_cycles` minus that average over the L2 path. Unloaded: L1 hit 33, L2 near 265,
-far 481, HBM 548 (near) / 764 (far) to a bank holding another row, 656 on average (h100_sxm,
+far 420, HBM 578 (near) / 734 (far) to a bank holding another row, 656 on average (h100_sxm,
 outside refresh);
 a far-homed line already copied into the SM's partition costs the near 265.
 

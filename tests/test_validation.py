@@ -40,14 +40,6 @@ MODEL_GAPS = {
                               "and a write-back, so a copy moves 3 HBM bytes per 2 copied "
                               "(2/3 of peak)",
     },
-    "CachedMemory": {
-        "l2_far_latency": (
-            "CachedMemory's SM partition keeps its near-homed lines and copies of far-homed ones "
-            "in one half of the L2 (LRU): a cyclic chase over 3/4 of the L2 thrashes that half, "
-            "so far-homed hops cost the far 481 cycles but near-homed hops go to HBM (~550-600 "
-            "with refresh): ~534 cycles, +11 %, where the hardware sees ~far latency for the "
-            "whole 28-51 MB range"),
-    },
 }
 
 
