@@ -1,0 +1,255 @@
+"""Time series of one kernel run: per-SM issue utilization and bytes per memory level over time.
+
+What it models
+--------------
+`TimelineTracer` listens to the SMs' hooks and the cached memory's hook and sums, into time
+buckets of equal width (SM cycles), what the stats table sums over the whole run:
+
+* per SM: issue slots (sub-partitions x cycles while a CTA is resident, from
+  `SM_CTA_LAUNCH`/`SM_CTA_DONE`), stalled slots (`SM_STALL`: the scheduler cycles without an
+  issue fired at cycle `cycle` cover the cycles since the SM's previous firing, and are
+  spread evenly over them) and resident CTA-cycles;
+* per memory level: bytes of each request (`CACHED_MEMORY_ACCESS` counts, the same sums as
+  `CachedMemoryTracer`: L1 = sectors requested, L2 = L1 misses, L3 = sectors looked up
+  there, HBM = sectors read + written back), placed at the request's completion time.
+
+Buckets start `INITIAL_BUCKET_CYCLES` wide; when the run outgrows `CAPACITY_BUCKETS` of them,
+neighbours are summed pairwise and the width doubles (sums stay exact). `frame()` then sums
+groups of buckets so that at most `max_buckets` remain and returns the long time-series
+table `TIMELINE_COLUMNS` = (run_id, kernel, start_us, time_us, component, stat, value,
+unit), one row per bucket (from `start_us` to `time_us`) and series:
+
+    component   stat            unit      value
+    sm.<id>     utilization     fraction  issued slots / (sub-partitions x bucket cycles)
+    sm.<id>     ctas            count     mean resident CTAs over the bucket
+    sm          utilization     fraction  mean of the SMs' utilization (SMs of the kernel)
+    memory.<l>  bytes           B         bytes moved at level l (l1, l2, l3, hbm)
+    memory.<l>  bandwidth_gbps  GB/s      bytes / bucket duration
+
+Issued slots per SM are resident slots minus stalled slots, clipped to [0, 1] of the
+bucket; summed over SMs and buckets they equal the warp-instructions issued (each issue takes
+one scheduler slot), up to the even spreading of stalls inside a firing interval.
+
+Left out: the flat memory (its hook carries no time; no memory rows then), stall reasons
+over time (the stats table has them per kernel), per-unit series, CTA slices. A sampled
+run's timeline covers the simulated waves only. Units: SM cycles inside, microseconds,
+fractions, bytes and GB/s in the table.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from models import cached_memory_kernel as ck
+from models.cached_memory import CACHED_MEMORY_ACCESS
+from models.sm import SM_CTA_DONE, SM_CTA_LAUNCH, SM_STALL
+
+TIMELINE_COLUMNS = ("run_id", "kernel", "start_us", "time_us", "component", "stat", "value",
+                    "unit")
+INITIAL_BUCKET_CYCLES = 64
+CAPACITY_BUCKETS = 1024
+DEFAULT_MAX_BUCKETS = 100
+LEVELS = ("l1", "l2", "l3", "hbm")
+_MEMORY_CHUNK = 4096
+_LEVEL_COUNTS = ((ck.C_SECTORS,), (ck.C_L1_MISS,), (ck.C_L3_HIT, ck.C_L3_MISS),
+                 (ck.C_HBM_READ, ck.C_HBM_WRITE))
+
+
+class TimeBuckets:
+    """Rows of sums over equal time buckets that double in width when time runs past them."""
+
+    def __init__(self, rows: int, width_cycles: int = INITIAL_BUCKET_CYCLES,
+                 capacity: int = CAPACITY_BUCKETS) -> None:
+        if capacity < 2 or capacity % 2:
+            raise ValueError(f"capacity {capacity}: accepted an even number >= 2")
+        self.width_cycles = width_cycles
+        self.data = np.zeros((rows, capacity))
+
+    def fit(self, cycle: float) -> None:
+        """Widen the buckets until `cycle` falls inside them."""
+        data = self.data
+        rows, capacity = data.shape
+        while cycle >= capacity * self.width_cycles:
+            merged = data.reshape(rows, capacity // 2, 2).sum(axis=2)
+            data = np.zeros_like(data)
+            data[:, :capacity // 2] = merged
+            self.width_cycles *= 2
+        self.data = data
+
+    def add_span(self, row: int, start: float, end: float, amount: float) -> None:
+        """Spread `amount` evenly over cycles [start, end) (all at `start` when empty)."""
+        if end <= start:
+            self.fit(start)
+            self.data[row, int(start // self.width_cycles)] += amount
+            return
+        self.fit(end)
+        width = self.width_cycles
+        first, last = int(start // width), int(math.ceil(end / width)) - 1
+        if first == last:
+            self.data[row, first] += amount
+            return
+        rate = amount / (end - start)
+        line = self.data[row]
+        line[first] += rate * ((first + 1) * width - start)
+        line[first + 1:last] += rate * width
+        line[last] += rate * (end - last * width)
+
+    def add_at(self, row: int, cycles: np.ndarray, amounts: np.ndarray) -> None:
+        """Add `amounts[i]` at time `cycles[i]`, all into one row."""
+        if cycles.size == 0:
+            return
+        self.fit(float(cycles.max()))
+        index = (cycles // self.width_cycles).astype(np.int64)
+        np.add.at(self.data[row], index, amounts)
+
+    def summed(self, end_cycle: float, max_buckets: int) -> tuple[np.ndarray, float]:
+        """(rows x buckets sums, bucket width in cycles) covering [0, end_cycle) and every
+        bucket holding data, at most `max_buckets` buckets."""
+        self.fit(max(end_cycle - 1, 0))
+        used = np.flatnonzero(self.data.any(axis=0))
+        n = max(int(math.ceil(end_cycle / self.width_cycles)), 1,
+                int(used[-1]) + 1 if used.size else 0)
+        group = max(int(math.ceil(n / max_buckets)), 1)
+        n_out = int(math.ceil(n / group))
+        padded = np.zeros((self.data.shape[0], n_out * group))
+        padded[:, :n] = self.data[:, :n]
+        return padded.reshape(-1, n_out, group).sum(axis=2), self.width_cycles * group
+
+
+class TimelineTracer:
+    """Per-SM and per-level time series of one run (see the module docstring).
+
+    `sm_ids` are the SMs the kernel runs on; attach with `attach_sm(hooks, sm_id)` for each
+    and `attach_memory(hooks)` for the memory; after the run `frame(run_id, kernel, cycles)`
+    gives the table.
+    """
+
+    def __init__(self, sm_ids, subpartitions: int, clock_ghz: float,
+                 max_buckets: int = DEFAULT_MAX_BUCKETS) -> None:
+        if max_buckets < 1:
+            raise ValueError(f"max_buckets {max_buckets}: accepted an integer >= 1")
+        self.sm_ids = [int(s) for s in sm_ids]
+        self.row_of = {sm_id: row for row, sm_id in enumerate(self.sm_ids)}
+        self.n_sms = n_sms = len(self.sm_ids)
+        self.subpartitions = subpartitions
+        self.cycles_per_ps = clock_ghz / 1000.0
+        self.cycles_per_us = clock_ghz * 1000.0
+        self.max_buckets = max_buckets
+        # rows: slots, stalled slots and CTA-cycles per SM, then bytes per level
+        self.buckets = TimeBuckets(3 * n_sms + len(LEVELS))
+        self.resident = [0] * n_sms
+        self.changed_cycle = [0] * n_sms
+        self.window_end: list[int | None] = [None] * n_sms
+        self.window_start = [0] * n_sms
+        self.pending_stall = [0] * n_sms
+        self.mem_done_ps: list[int] = []
+        self.mem_counts: list[np.ndarray] = []
+
+    # -- attaching ------------------------------------------------------------------
+    def attach_sm(self, hooks, sm_id: int) -> None:
+        """Observe SM `sm_id` (its CTA launches and completions, its stall firings)."""
+        row = self.row_of[sm_id]
+
+        def on_sm(owner: str, position: str, data: Mapping[str, Any]) -> None:
+            if position == SM_STALL:
+                self._stall(row, data["cycle"], data["cycles"])
+            else:
+                self._residency(row, data["cycle"], 1 if position == SM_CTA_LAUNCH else -1)
+
+        hooks.attach(on_sm, (SM_STALL, SM_CTA_LAUNCH, SM_CTA_DONE))
+
+    def attach_memory(self, hooks) -> None:
+        """Observe the cached memory's requests."""
+        hooks.attach(self._memory, (CACHED_MEMORY_ACCESS,))
+
+    # -- events ---------------------------------------------------------------------
+    def _residency(self, s: int, cycle: int, step: int) -> None:
+        resident, since = self.resident[s], self.changed_cycle[s]
+        if resident:
+            span = cycle - since
+            self.buckets.add_span(s, since, cycle, self.subpartitions * span)
+            self.buckets.add_span(2 * self.n_sms + s, since, cycle, resident * span)
+        elif self.window_end[s] is None:
+            self.window_end[s] = cycle
+        self.resident[s], self.changed_cycle[s] = resident + step, cycle
+
+    def _stall(self, s: int, cycle: int, cycles: int) -> None:
+        if cycle != self.window_end[s]:
+            self._close_window(s)
+            self.window_start[s], self.window_end[s] = self.window_end[s] or 0, cycle
+        self.pending_stall[s] += cycles
+
+    def _close_window(self, s: int) -> None:
+        if self.pending_stall[s]:
+            self.buckets.add_span(self.n_sms + s, self.window_start[s], self.window_end[s] or 0,
+                                  self.pending_stall[s])
+            self.pending_stall[s] = 0
+
+    def _memory(self, owner: str, position: str, data: Mapping[str, Any]) -> None:
+        self.mem_done_ps.append(data["done_ps"])
+        self.mem_counts.append(data["counts"])
+        if len(self.mem_done_ps) >= _MEMORY_CHUNK:
+            self._drain_memory()
+
+    def _drain_memory(self) -> None:
+        if not self.mem_done_ps:
+            return
+        cycles = np.asarray(self.mem_done_ps, dtype=np.float64) * self.cycles_per_ps
+        counts = np.stack(self.mem_counts)
+        for k, columns in enumerate(_LEVEL_COUNTS):
+            sectors = counts[:, list(columns)].sum(axis=1)
+            self.buckets.add_at(3 * self.n_sms + k, cycles,
+                                sectors.astype(np.float64) * ck.SECTOR_BYTES_ASSUMED)
+        self.mem_done_ps, self.mem_counts = [], []
+
+    # -- the table ------------------------------------------------------------------
+    def frame(self, run_id: str, kernel: str, cycles: int) -> pd.DataFrame:
+        """The time-series table of the run up to `cycles` (see the module docstring)."""
+        for s in range(self.n_sms):
+            self._close_window(s)
+            if self.resident[s]:
+                self._residency(s, max(cycles, self.changed_cycle[s]), 0)
+        self._drain_memory()
+        sums, width = self.buckets.summed(max(cycles, 1), self.max_buckets)
+        n = self.n_sms
+        slots_per_bucket = self.subpartitions * width
+        busy = np.clip((sums[:n] - sums[n:2 * n]) / slots_per_bucket, 0.0, 1.0)
+        ctas = sums[2 * n:3 * n] / width
+        moved = sums[3 * n:]
+        edges_us = np.arange(sums.shape[1] + 1) * width / self.cycles_per_us
+        duration_us = np.diff(edges_us)
+        ids = self.sm_ids
+        series = [(f"sm.{ids[r]}", "utilization", "fraction", busy[r]) for r in range(n)]
+        series += [(f"sm.{ids[r]}", "ctas", "count", ctas[r]) for r in range(n)]
+        series.append(("sm", "utilization", "fraction", busy.mean(axis=0)))
+        if self.buckets.data[3 * n:].any():
+            for k, level in enumerate(LEVELS):
+                series.append((f"memory.{level}", "bytes", "B", moved[k]))
+                series.append((f"memory.{level}", "bandwidth_gbps", "GB/s",
+                               moved[k] / (duration_us * 1e3)))
+        return _long_table(run_id, kernel, edges_us, series)
+
+
+def _long_table(run_id: str, kernel: str, edges_us: np.ndarray, series: list) -> pd.DataFrame:
+    m = edges_us.size - 1
+    components = np.repeat([c for c, _, _, _ in series], m)
+    return pd.DataFrame({
+        "run_id": run_id, "kernel": kernel,
+        "start_us": np.tile(edges_us[:-1], len(series)),
+        "time_us": np.tile(edges_us[1:], len(series)),
+        "component": components.astype(object),
+        "stat": np.repeat([s for _, s, _, _ in series], m).astype(object),
+        "value": np.concatenate([np.asarray(v, dtype=np.float64) for _, _, _, v in series]),
+        "unit": np.repeat([u for _, _, u, _ in series], m).astype(object),
+    }, columns=list(TIMELINE_COLUMNS))
+
+
+def empty_timeline() -> pd.DataFrame:
+    """A time-series table with the standard columns and no rows."""
+    return pd.DataFrame({c: pd.Series(dtype="float64" if c in ("start_us", "time_us", "value")
+                                      else "object") for c in TIMELINE_COLUMNS})
