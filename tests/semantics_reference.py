@@ -16,6 +16,14 @@ from fractions import Fraction
 
 import ml_dtypes
 import numpy as np
+from hypothesis import settings
+from hypothesis import strategies as st
+from ptx_snippets import run_instruction
+
+SEEDS = st.integers(0, 2 ** 32 - 1)
+"""Seeds of the property tests' value generators."""
+FEW = settings(max_examples=6, derandomize=True, deadline=None, database=None)
+"""Hypothesis settings of the property tests: few, derandomized examples (each runs PTX)."""
 
 N_LANES = 256
 
@@ -250,3 +258,9 @@ def ints(a) -> list[int]:
 def expect(values, ty: str) -> np.ndarray:
     """Python integers wrapped to `ty`, as a numpy array of that type."""
     return np.array([wrap(v, ty) for v in values], dtype=INT_DTYPES[ty])
+
+
+def run_int(text: str, out_ty: str, *srcs) -> np.ndarray:
+    """One integer instruction over the lanes (see `ptx_snippets.run_instruction`), its result
+    in the numpy type of PTX type `out_ty`."""
+    return run_instruction(text, INT_DTYPES[out_ty], *srcs)

@@ -18,13 +18,14 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given
 from ptx_snippets import run_instruction
 from semantics_reference import (
+    FEW,
     FORMATS,
     INT_DTYPES,
     N_LANES,
+    SEEDS,
     assert_same_floats,
     assert_same_ints,
     exact,
@@ -37,8 +38,6 @@ from semantics_reference import (
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-SEEDS = st.integers(0, 2 ** 32 - 1)
-FEW = settings(max_examples=6, derandomize=True, deadline=None, database=None)
 F32 = np.dtype(np.float32)
 E4M3, E5M2 = np.dtype(ml_dtypes.float8_e4m3fn), np.dtype(ml_dtypes.float8_e5m2)
 INT_RANGE = {"s8": (-128, 127), "u8": (0, 255), "s16": (-2 ** 15, 2 ** 15 - 1),

@@ -17,11 +17,12 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 from ptx_snippets import run_instruction
 from semantics_reference import (
+    FEW,
     FORMATS,
     N_LANES,
+    SEEDS,
     assert_same_floats,
     exact,
     fma_triples,
@@ -36,8 +37,6 @@ from semantics_reference import (
 # inputs include signaling NaNs and overflowing casts on purpose
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
-SEEDS = st.integers(0, 2 ** 32 - 1)
-FEW = settings(max_examples=6, derandomize=True, deadline=None, database=None)
 SOME = settings(max_examples=12, derandomize=True, deadline=None, database=None)
 MODES = [None, "rn", "rz", "rm", "rp"]
 F32, F64, F16 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16)

@@ -15,26 +15,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-from ptx_snippets import run_instruction
+from hypothesis import given
 from semantics_reference import (
+    FEW,
     INT_DTYPES,
+    SEEDS,
     assert_same_ints,
     expect,
     int_values,
     ints,
     is_signed,
+    run_int,
     type_bits,
 )
-
-SEEDS = st.integers(0, 2 ** 32 - 1)
-FEW = settings(max_examples=6, derandomize=True, deadline=None, database=None)
-
-
-def _run(text: str, out_ty: str, *srcs) -> np.ndarray:
-    return run_instruction(text, INT_DTYPES[out_ty], *srcs)
-
 
 # -- add, sub, mul, mad ---------------------------------------------------------------------
 
@@ -46,7 +39,7 @@ def test_add_sub_mul_lo_wrap_modulo_two_to_the_n(ty, op, seed):
     """add/sub/mul.lo wrap modulo 2^n."""
     rng = np.random.default_rng(seed)
     a, b = int_values(rng, ty), int_values(rng, ty)
-    got = _run(f"{op}.{ty} {{d}}, {{a}}, {{b}};", ty, a, b)
+    got = run_int(f"{op}.{ty} {{d}}, {{a}}, {{b}};", ty, a, b)
     f = {"add": lambda x, y: x + y, "sub": lambda x, y: x - y, "mul.lo": lambda x, y: x * y}[op]
     assert_same_ints(got, expect(map(f, ints(a), ints(b)), ty), a, b, what=f"{op}.{ty}")
 
@@ -58,7 +51,7 @@ def test_mul_hi_is_the_upper_half_of_the_full_product(ty, seed):
     """mul.hi gives bits [2n-1:n] of the exact (signed or unsigned) product."""
     rng = np.random.default_rng(seed)
     a, b = int_values(rng, ty), int_values(rng, ty)
-    got = _run(f"mul.hi.{ty} {{d}}, {{a}}, {{b}};", ty, a, b)
+    got = run_int(f"mul.hi.{ty} {{d}}, {{a}}, {{b}};", ty, a, b)
     want = expect(((x * y) >> type_bits(ty) for x, y in zip(ints(a), ints(b), strict=True)), ty)
     assert_same_ints(got, want, a, b, what=f"mul.hi.{ty}")
 
@@ -71,7 +64,7 @@ def test_mul_wide_gives_the_double_width_product(ty, seed):
     rng = np.random.default_rng(seed)
     a, b = int_values(rng, ty), int_values(rng, ty)
     wide = f"{ty[0]}{2 * type_bits(ty)}"
-    got = _run(f"mul.wide.{ty} {{d}}, {{a}}, {{b}};", wide, a, b)
+    got = run_int(f"mul.wide.{ty} {{d}}, {{a}}, {{b}};", wide, a, b)
     want = expect((x * y for x, y in zip(ints(a), ints(b), strict=True)), wide)
     assert_same_ints(got, want, a, b, what=f"mul.wide.{ty}")
 
@@ -88,7 +81,7 @@ def test_mad_adds_c_to_the_selected_product_part(ty, part, seed):
     a, b = int_values(rng, ty), int_values(rng, ty)
     out = f"{ty[0]}{2 * type_bits(ty)}" if part == "wide" else ty
     c = int_values(rng, out)
-    got = _run(f"mad.{part}.{ty} {{d}}, {{a}}, {{b}}, {{c}};", out, a, b, c)
+    got = run_int(f"mad.{part}.{ty} {{d}}, {{a}}, {{b}}, {{c}};", out, a, b, c)
     n = type_bits(ty)
     sel = {"lo": lambda p: p, "hi": lambda p: p >> n, "wide": lambda p: p}[part]
     want = expect((sel(x * y) + z for x, y, z in zip(ints(a), ints(b), ints(c), strict=True)),
@@ -103,7 +96,7 @@ def test_sat_s32_clamps_instead_of_wrapping(op, seed):
     """add.sat.s32/sub.sat.s32 clamp to [-2^31, 2^31 - 1]."""
     rng = np.random.default_rng(seed)
     a, b = int_values(rng, "s32"), int_values(rng, "s32")
-    got = _run(f"{op}.sat.s32 {{d}}, {{a}}, {{b}};", "s32", a, b)
+    got = run_int(f"{op}.sat.s32 {{d}}, {{a}}, {{b}};", "s32", a, b)
     f = (lambda x, y: x + y) if op == "add" else (lambda x, y: x - y)
     want = np.array([min(max(f(x, y), -2 ** 31), 2 ** 31 - 1)
                      for x, y in zip(ints(a), ints(b), strict=True)], np.int32)
@@ -125,8 +118,8 @@ def test_div_rem_truncate_toward_zero(ty, seed):
     rng = np.random.default_rng(seed)
     a, b = int_values(rng, ty), int_values(rng, ty)
     b = np.where(b == 0, INT_DTYPES[ty](3), b).astype(INT_DTYPES[ty])
-    q = _run(f"div.{ty} {{d}}, {{a}}, {{b}};", ty, a, b)
-    r = _run(f"rem.{ty} {{d}}, {{a}}, {{b}};", ty, a, b)
+    q = run_int(f"div.{ty} {{d}}, {{a}}, {{b}};", ty, a, b)
+    r = run_int(f"rem.{ty} {{d}}, {{a}}, {{b}};", ty, a, b)
     pairs = list(zip(ints(a), ints(b), strict=True))
     assert_same_ints(q, expect((_trunc_div(x, y) for x, y in pairs), ty), a, b, what="div")
     assert_same_ints(r, expect((x - y * _trunc_div(x, y) for x, y in pairs), ty), a, b,
@@ -144,10 +137,10 @@ def test_min_max_abs_neg_follow_the_type_signedness(ty, seed):
     a, b = int_values(rng, ty), int_values(rng, ty)
     pairs = list(zip(ints(a), ints(b), strict=True))
     for op, f in (("min", min), ("max", max)):
-        got = _run(f"{op}.{ty} {{d}}, {{a}}, {{b}};", ty, a, b)
+        got = run_int(f"{op}.{ty} {{d}}, {{a}}, {{b}};", ty, a, b)
         assert_same_ints(got, expect((f(x, y) for x, y in pairs), ty), a, b, what=op)
     if is_signed(ty):
-        got = _run(f"abs.{ty} {{d}}, {{a}};", ty, a)
+        got = run_int(f"abs.{ty} {{d}}, {{a}};", ty, a)
         assert_same_ints(got, expect(map(abs, ints(a)), ty), a, what="abs")
-        got = _run(f"neg.{ty} {{d}}, {{a}};", ty, a)
+        got = run_int(f"neg.{ty} {{d}}, {{a}};", ty, a)
         assert_same_ints(got, expect((-x for x in ints(a)), ty), a, what="neg")

@@ -10,27 +10,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given
 from ptx_snippets import run_instruction
 from semantics_reference import (
+    FEW,
     INT_DTYPES,
     N_LANES,
+    SEEDS,
     assert_same_ints,
     expect,
     int_values,
     ints,
     is_signed,
+    run_int,
     type_bits,
 )
-
-SEEDS = st.integers(0, 2 ** 32 - 1)
-FEW = settings(max_examples=6, derandomize=True, deadline=None, database=None)
-
-
-def _run(text: str, out_ty: str, *srcs) -> np.ndarray:
-    return run_instruction(text, INT_DTYPES[out_ty], *srcs)
-
 
 # -- bitwise logic ------------------------------------------------------------------------------
 
@@ -45,11 +39,11 @@ def test_and_or_xor_not_cnot_act_bitwise(ty, seed):
     pairs = list(zip(ints(a), ints(b), strict=True))
     for op, f in (("and", lambda x, y: x & y), ("or", lambda x, y: x | y),
                   ("xor", lambda x, y: x ^ y)):
-        got = _run(f"{op}.{ty} {{d}}, {{a}}, {{b}};", vty, a, b)
+        got = run_int(f"{op}.{ty} {{d}}, {{a}}, {{b}};", vty, a, b)
         assert_same_ints(got, expect((f(x, y) for x, y in pairs), vty), a, b, what=op)
-    got = _run(f"not.{ty} {{d}}, {{a}};", vty, a)
+    got = run_int(f"not.{ty} {{d}}, {{a}};", vty, a)
     assert_same_ints(got, expect((~x for x in ints(a)), vty), a, what="not")
-    got = _run(f"cnot.{ty} {{d}}, {{a}};", vty, a)
+    got = run_int(f"cnot.{ty} {{d}}, {{a}};", vty, a)
     assert_same_ints(got, expect((int(x == 0) for x in ints(a)), vty), a, what="cnot")
 
 
@@ -82,7 +76,7 @@ def test_shifts_clamp_amounts_at_the_register_width(ty, seed):
     a, n = int_values(rng, vty), _amounts(rng)
     width = type_bits(ty)
     for op in ("shl", "shr"):
-        got = _run(f"{op}.{ty} {{d}}, {{a}}, {{b}};", vty, a, n)
+        got = run_int(f"{op}.{ty} {{d}}, {{a}}, {{b}};", vty, a, n)
         amts = [min(int(k), width) for k in n]
         if op == "shl":
             want = (x << k for x, k in zip(ints(a), amts, strict=True))
@@ -100,7 +94,7 @@ def test_shf_funnel_shifts_the_pair(direction, mode, seed):
     rng = np.random.default_rng(seed)
     a, b = int_values(rng, "u32"), int_values(rng, "u32")
     c = _amounts(rng)
-    got = _run(f"shf.{direction}.{mode}.b32 {{d}}, {{a}}, {{b}}, {{c}};", "u32", a, b, c)
+    got = run_int(f"shf.{direction}.{mode}.b32 {{d}}, {{a}}, {{b}}, {{c}};", "u32", a, b, c)
     want = []
     for x, y, k in zip(ints(a), ints(b), ints(c), strict=True):
         n = min(k, 32) if mode == "clamp" else k & 31
@@ -118,9 +112,9 @@ def test_popc_clz_brev_count_and_reverse_bits(ty, seed):
     vty = ty.replace("b", "u")
     a = int_values(rng, vty)
     width = type_bits(ty)
-    popc = _run(f"popc.{ty} {{d}}, {{a}};", "u32", a)
-    clz = _run(f"clz.{ty} {{d}}, {{a}};", "u32", a)
-    brev = _run(f"brev.{ty} {{d}}, {{a}};", vty, a)
+    popc = run_int(f"popc.{ty} {{d}}, {{a}};", "u32", a)
+    clz = run_int(f"clz.{ty} {{d}}, {{a}};", "u32", a)
+    brev = run_int(f"brev.{ty} {{d}}, {{a}};", vty, a)
     xs = ints(a)
     assert_same_ints(popc, expect((bin(x).count("1") for x in xs), "u32"), a, what="popc")
     assert_same_ints(clz, expect((width - x.bit_length() for x in xs), "u32"), a, what="clz")
@@ -137,9 +131,9 @@ def test_bfind_finds_the_most_significant_non_sign_bit(ty, seed):
     a = int_values(rng, ty)
     width = type_bits(ty)
     idx = [(~x if x < 0 else x).bit_length() - 1 for x in ints(a)]
-    got = _run(f"bfind.{ty} {{d}}, {{a}};", "u32", a)
+    got = run_int(f"bfind.{ty} {{d}}, {{a}};", "u32", a)
     assert_same_ints(got, expect(idx, "u32"), a, what="bfind")
-    got = _run(f"bfind.shiftamt.{ty} {{d}}, {{a}};", "u32", a)
+    got = run_int(f"bfind.shiftamt.{ty} {{d}}, {{a}};", "u32", a)
     assert_same_ints(got, expect((width - 1 - i if i >= 0 else -1 for i in idx), "u32"), a,
                      what="bfind.shiftamt")
 
@@ -183,7 +177,7 @@ def test_bfe_extracts_and_extends_like_the_ptx_pseudocode(ty, seed):
     rng = np.random.default_rng(seed)
     a = int_values(rng, ty)
     pos, ln = _fields(rng)
-    got = _run(f"bfe.{ty} {{d}}, {{a}}, {{b}}, {{c}};", ty, a, pos, ln)
+    got = run_int(f"bfe.{ty} {{d}}, {{a}}, {{b}}, {{c}};", ty, a, pos, ln)
     want = expect((_bfe_ref(x, int(p), int(k), ty)
                    for x, p, k in zip(ints(a), pos, ln, strict=True)), ty)
     assert_same_ints(got, want, a, pos, ln, what=f"bfe.{ty}")
@@ -198,7 +192,7 @@ def test_bfi_inserts_the_low_bits_of_a_into_b(ty, seed):
     vty = ty.replace("b", "u")
     a, b = int_values(rng, vty), int_values(rng, vty)
     pos, ln = _fields(rng)
-    got = _run(f"bfi.{ty} {{d}}, {{a}}, {{b}}, {{c}}, {{e}};", vty, a, b, pos, ln)
+    got = run_int(f"bfi.{ty} {{d}}, {{a}}, {{b}}, {{c}}, {{e}};", vty, a, b, pos, ln)
     want = expect((_bfi_ref(x, y, int(p), int(k), ty)
                    for x, y, p, k in zip(ints(a), ints(b), pos, ln, strict=True)), vty)
     assert_same_ints(got, want, a, b, pos, ln, what=f"bfi.{ty}")
@@ -237,7 +231,7 @@ def test_prmt_selects_bytes_from_the_pair(mode, seed):
     rng = np.random.default_rng(seed)
     a, b, c = (int_values(rng, "u32") for _ in range(3))
     text = f"prmt.b32{'.' + mode if mode else ''} {{d}}, {{a}}, {{b}}, {{c}};"
-    got = _run(text, "u32", a, b, c)
+    got = run_int(text, "u32", a, b, c)
     want = expect((_prmt_ref(x, y, z, mode)
                    for x, y, z in zip(ints(a), ints(b), ints(c), strict=True)), "u32")
     assert_same_ints(got, want, a, b, c, what=text)
@@ -250,7 +244,7 @@ def test_lop3_applies_the_truth_table(lut, seed):
     """lop3.b32 d = LUT[a_i b_i c_i] bitwise, with a as the most significant LUT index bit."""
     rng = np.random.default_rng(seed)
     a, b, c = (int_values(rng, "u32") for _ in range(3))
-    got = _run(f"lop3.b32 {{d}}, {{a}}, {{b}}, {{c}}, {lut};", "u32", a, b, c)
+    got = run_int(f"lop3.b32 {{d}}, {{a}}, {{b}}, {{c}}, {lut};", "u32", a, b, c)
     want = []
     for x, y, z in zip(ints(a), ints(b), ints(c), strict=True):
         want.append(sum(((lut >> ((((x >> i) & 1) << 2) | (((y >> i) & 1) << 1) | ((z >> i) & 1)))
@@ -267,7 +261,7 @@ def test_dp4a_sums_byte_products_into_c(types, seed):
     a, b = int_values(rng, "u32"), int_values(rng, "u32")
     c = int_values(rng, "s32")
     ta, tb = types.split(".")
-    got = _run(f"dp4a.{types} {{d}}, {{a}}, {{b}}, {{c}};", "u32", a, b, c)
+    got = run_int(f"dp4a.{types} {{d}}, {{a}}, {{b}}, {{c}};", "u32", a, b, c)
 
     def byte(x: int, k: int, signed: bool) -> int:
         v = (x >> (8 * k)) & 0xFF
@@ -288,7 +282,7 @@ def test_dp2a_sums_half_by_byte_products_into_c(half, types, seed):
     a, b = int_values(rng, "u32"), int_values(rng, "u32")
     c = int_values(rng, "s32")
     ta, tb = types.split(".")
-    got = _run(f"dp2a.{half}.{types} {{d}}, {{a}}, {{b}}, {{c}};", "u32", a, b, c)
+    got = run_int(f"dp2a.{half}.{types} {{d}}, {{a}}, {{b}}, {{c}};", "u32", a, b, c)
 
     def part(x: int, k: int, bits: int, signed: bool) -> int:
         v = (x >> (bits * k)) & ((1 << bits) - 1)
