@@ -7,8 +7,10 @@ What it models
 computes closed-form peaks (tensor and vector FLOP/s, HBM bandwidth) that reports put
 beside simulated numbers.
 
-Left out: power, multi-GPU topology (the `links` table only records per-GPU link figures for
-later communication models). Units: TFLOP/s (1e12 FLOP/s, one FMA = 2 FLOP), TB/s (1e12 B/s),
+`links` (`models.link_spec.LinksSpec`): per-GPU NVLink / InfiniBand / PCIe figures and the
+node topology, used by the communication model (`models.link_memory`).
+
+Left out: power. Units: TFLOP/s (1e12 FLOP/s, one FMA = 2 FLOP), TB/s (1e12 B/s),
 as named elsewhere.
 """
 
@@ -17,24 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from models.chip_spec import ChipSpec, SmSpec, UnitsSpec
+from models.link_spec import LinksSpec
 from models.memory_spec import HbmSpec, L1Spec, L2Spec, L3Spec, NocSpec, SharedMemorySpec
 from simulator.config import Problem, SpecMixin, spec_field
 
 FLOP_PER_FMA = 2
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LinksSpec(SpecMixin):
-    """Off-chip links of one GPU (per direction), for communication models."""
-
-    nvlink_bandwidth_per_direction_gbps: float = spec_field(
-        "NVLink bandwidth per direction, all links together.", above=0)
-    nvlink_achieved_gbps: float = spec_field(
-        "NVLink bandwidth reached by real collectives (for calibration).", above=0)
-    pcie_bandwidth_per_direction_gbps: float = spec_field("PCIe bandwidth per direction.",
-                                                          above=0)
-    network_bandwidth_per_gpu_gbps: float = spec_field(
-        "Inter-node network (InfiniBand) bandwidth per GPU per direction.", above=0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
