@@ -12,10 +12,10 @@ and `.rs` rounding.
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import numpy as np
 import pytest
+from float_arith_reference import F32, F64, MODES, flush, mods, ref_arith, signbit
 from hypothesis import given, settings
 from ptx_snippets import run_instruction
 from semantics_reference import (
@@ -24,79 +24,18 @@ from semantics_reference import (
     N_LANES,
     SEEDS,
     assert_same_floats,
-    exact,
     fma_triples,
     mixed,
     moderate,
     related,
-    round_exact,
     specials,
-    ulp_distance,
 )
 
 # inputs include signaling NaNs and overflowing casts on purpose
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+SOME = settings(max_examples=12, derandomize=True, deadline=None, database=None)
 
 SOME = settings(max_examples=12, derandomize=True, deadline=None, database=None)
-MODES = [None, "rn", "rz", "rm", "rp"]
-F32, F64, F16 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16)
-
-
-def _mods(*mods) -> str:
-    return "".join(f".{m}" for m in mods if m)
-
-
-def _signbit(x: float) -> bool:
-    return math.copysign(1.0, x) < 0
-
-
-def _sum_zero_is_negative(x: float, y: float, mode: str) -> bool:
-    """IEEE 754 sign of an exact zero sum x + y."""
-    if mode == "rm":
-        return _signbit(x) or _signbit(y)
-    return _signbit(x) and _signbit(y)
-
-
-def _special_case(op: str, f: list) -> float:
-    """Results with an infinite or NaN operand (or x/0) are exact in float64."""
-    with np.errstate(all="ignore"):
-        r = {"add": lambda: f[0] + f[1], "sub": lambda: f[0] - f[1],
-             "mul": lambda: f[0] * f[1], "div": lambda: f[0] / f[1],
-             "fma": lambda: f[0] * f[1] + f[2]}[op]()
-    return float(r)
-
-
-def ref_arith(op: str, fmt_name: str, mode: str | None, *xs) -> np.ndarray:
-    """Lane-wise exact add/sub/mul/fma/div rounded once to the format."""
-    fmt, mode = FORMATS[fmt_name], mode or "rn"
-    out = []
-    for vals in zip(*(np.asarray(x).astype(np.float64) for x in xs), strict=True):
-        v = [float(x) for x in vals]
-        if not all(math.isfinite(x) for x in v) or (op == "div" and v[1] == 0):
-            out.append(_special_case(op, [np.float64(x) for x in v]))
-            continue
-        q = [exact(x) for x in v]
-        if op in ("add", "sub"):
-            y = v[1] if op == "add" else -v[1]
-            val, neg = q[0] + exact(y), _sum_zero_is_negative(v[0], y, mode)
-        elif op == "mul":
-            val, neg = q[0] * q[1], _signbit(v[0]) != _signbit(v[1])
-        elif op == "div":
-            val, neg = q[0] / q[1], _signbit(v[0]) != _signbit(v[1])
-        else:
-            p = q[0] * q[1]
-            p_sign = math.copysign(1.0, v[0]) * math.copysign(1.0, v[1])
-            p_zero = math.copysign(0.0 if p == 0 else 1.0, p_sign)
-            val, neg = p + q[2], _sum_zero_is_negative(p_zero, v[2], mode)
-        out.append(round_exact(val, fmt, mode, negative_zero=neg))
-    return np.array(out, dtype=np.float64).astype(fmt.dtype)
-
-
-def _flush(x: np.ndarray) -> np.ndarray:
-    tiny = np.finfo(x.dtype).smallest_normal
-    return np.where(np.abs(x) < tiny, np.copysign(np.zeros_like(x), x), x).astype(x.dtype)
-
-
 # -- correctly rounded f32 / f64 ------------------------------------------------------------
 
 @pytest.mark.parametrize("mode", MODES)
@@ -108,7 +47,7 @@ def test_f32_add_sub_mul_round_once_in_each_mode(op, mode, seed):
     rng = np.random.default_rng(seed)
     a = mixed(rng, F32)
     b = related(rng, a)
-    got = run_instruction(f"{op}{_mods(mode)}.f32 {{d}}, {{a}}, {{b}};", F32, a, b)
+    got = run_instruction(f"{op}{mods(mode)}.f32 {{d}}, {{a}}, {{b}};", F32, a, b)
     assert_same_floats(got, ref_arith(op, "f32", mode, a, b), a, b, what=f"{op}.{mode}")
 
 
@@ -166,7 +105,7 @@ def test_f32_ftz_flushes_subnormal_inputs_and_results(op, seed):
     ops = ", ".join("{" + k + "}" for k in "abc"[:len(srcs)])
     got = run_instruction(f"{op}{'.rn' if op == 'fma' else ''}.ftz.f32 {{d}}, {ops};", F32,
                           *srcs)
-    want = _flush(ref_arith(op, "f32", "rn", *(_flush(x) for x in srcs)))
+    want = flush(ref_arith(op, "f32", "rn", *(flush(x) for x in srcs)))
     assert_same_floats(got, want, *srcs, what=f"{op}.ftz")
 
 
@@ -197,163 +136,8 @@ def test_f64_add_mul_fma_round_once(op, mode, seed):
     a, b, c = fma_triples(rng, F64, extremes=op != "fma")
     srcs = (a, b, c) if op == "fma" else (a, related(rng, a))
     ops = ", ".join("{" + k + "}" for k in "abc"[:len(srcs)])
-    got = run_instruction(f"{op}{_mods(mode)}.f64 {{d}}, {ops};", F64, *srcs)
+    got = run_instruction(f"{op}{mods(mode)}.f64 {{d}}, {ops};", F64, *srcs)
     assert_same_floats(got, ref_arith(op, "f64", mode, *srcs), *srcs, what=f"{op}.{mode}.f64")
-
-
-# -- division, reciprocal, square root ------------------------------------------------------
-
-def _sqrt_exact(x: float) -> Fraction:
-    """sqrt(x) as a rational rounded to odd on a grid far finer than any target's."""
-    k = 700
-    q = Fraction(x) * 4 ** k
-    n = q.numerator // q.denominator
-    s = math.isqrt(n)
-    inexact = s * s != n or q.denominator != 1
-    return Fraction(2 * s + inexact, 2 ** (k + 1))
-
-
-def ref_sqrt(a: np.ndarray, fmt_name: str, mode: str) -> np.ndarray:
-    fmt = FORMATS[fmt_name]
-    out = []
-    for x in a.astype(np.float64).tolist():
-        if not math.isfinite(x) or x <= 0:      # NaN, -x -> NaN; +-0 -> +-0; inf -> inf
-            out.append(x if x == 0 or x == math.inf else math.nan)
-            continue
-        out.append(round_exact(_sqrt_exact(x), fmt, mode))
-    return np.array(out).astype(fmt.dtype)
-
-
-@pytest.mark.parametrize("ty", ["f32", "f64"])
-@pytest.mark.parametrize("mode", ["rn", "rz", "rm", "rp"])
-@given(seed=SEEDS)
-@FEW
-def test_div_is_correctly_rounded(ty, mode, seed):
-    """div.{rn,rz,rm,rp}.{f32,f64} equals the exact quotient rounded once."""
-    dt = FORMATS[ty].dtype
-    rng = np.random.default_rng(seed)
-    a, b = mixed(rng, dt), mixed(rng, dt)
-    got = run_instruction(f"div.{mode}.{ty} {{d}}, {{a}}, {{b}};", dt, a, b)
-    assert_same_floats(got, ref_arith("div", ty, mode, a, b), a, b, what=f"div.{mode}.{ty}")
-
-
-@pytest.mark.parametrize("ty", ["f32", "f64"])
-@pytest.mark.parametrize("mode", ["rn", "rz", "rm", "rp"])
-@given(seed=SEEDS)
-@FEW
-def test_sqrt_is_correctly_rounded(ty, mode, seed):
-    """sqrt.{rn,rz,rm,rp} equals the exact square root rounded once (NaN below zero)."""
-    dt = FORMATS[ty].dtype
-    rng = np.random.default_rng(seed)
-    a = mixed(rng, dt)
-    got = run_instruction(f"sqrt.{mode}.{ty} {{d}}, {{a}};", dt, a)
-    assert_same_floats(got, ref_sqrt(a, ty, mode), a, what=f"sqrt.{mode}.{ty}")
-
-
-@pytest.mark.parametrize("ty", ["f32", "f64"])
-@pytest.mark.parametrize("mode", ["rn", "rz", "rm", "rp"])
-@given(seed=SEEDS)
-@FEW
-def test_rcp_is_correctly_rounded(ty, mode, seed):
-    """rcp.{rn,rz,rm,rp} equals 1/a rounded once; rcp(+-0) = +-inf, rcp(+-inf) = +-0."""
-    dt = FORMATS[ty].dtype
-    rng = np.random.default_rng(seed)
-    a = mixed(rng, dt)
-    got = run_instruction(f"rcp.{mode}.{ty} {{d}}, {{a}};", dt, a)
-    want = ref_arith("div", ty, mode, np.ones_like(a), a)
-    assert_same_floats(got, want, a, what=f"rcp.{mode}.{ty}")
-
-
-def _normal_range(rng, lo_exp: int, hi_exp: int, n: int = N_LANES) -> np.ndarray:
-    x = np.ldexp(rng.random(n) + 1.0, rng.integers(lo_exp, hi_exp, n))
-    return (x * np.where(rng.random(n) < 0.5, -1.0, 1.0)).astype(F32)
-
-
-@given(seed=SEEDS)
-@FEW
-def test_rcp_approx_within_one_ulp(seed):
-    """rcp.approx.f32 and rcp.approx.ftz.f32 are within 1 ulp of 1/a (normal range)."""
-    a = _normal_range(np.random.default_rng(seed), -125, 125)
-    want = (1.0 / a.astype(np.float64)).astype(F32)
-    for text in ("rcp.approx.f32", "rcp.approx.ftz.f32"):
-        got = run_instruction(text + " {d}, {a};", F32, a)
-        assert ulp_distance(got, want).max() <= 1, text
-
-
-@given(seed=SEEDS)
-@FEW
-def test_div_full_and_approx_within_two_ulp(seed):
-    """div.full.f32 and div.approx.f32 are within 2 ulp for |b| in [2^-126, 2^126]."""
-    rng = np.random.default_rng(seed)
-    a, b = _normal_range(rng, -60, 60), _normal_range(rng, -60, 60)
-    want = (a.astype(np.float64) / b.astype(np.float64)).astype(F32)
-    for text in ("div.full.f32", "div.approx.f32", "div.approx.ftz.f32"):
-        got = run_instruction(text + " {d}, {a}, {b};", F32, a, b)
-        assert ulp_distance(got, want).max() <= 2, text
-
-
-def test_approx_special_values_follow_the_ptx_tables():
-    """ex2/lg2/rcp/rsqrt/sqrt/sin approx specials: -inf->+0, -0->-inf, +-0->+-inf, inf->NaN..."""
-    x = np.array([-np.inf, -0.0, 0.0, np.inf, np.nan, -1.0], np.float32)
-    table = {
-        "ex2.approx.f32": [0.0, 1.0, 1.0, np.inf, np.nan, 0.5],
-        "lg2.approx.f32": [np.nan, -np.inf, -np.inf, np.inf, np.nan, np.nan],
-        "rcp.approx.f32": [-0.0, -np.inf, np.inf, 0.0, np.nan, -1.0],
-        "rsqrt.approx.f32": [np.nan, -np.inf, np.inf, 0.0, np.nan, np.nan],
-        "sqrt.approx.f32": [np.nan, -0.0, 0.0, np.inf, np.nan, np.nan],
-        "sin.approx.f32": [np.nan, -0.0, 0.0, np.nan, np.nan, np.sin(-1.0)],
-        "cos.approx.f32": [np.nan, 1.0, 1.0, np.nan, np.nan, np.cos(-1.0)],
-    }
-    for text, want in table.items():
-        got = run_instruction(text + " {d}, {a};", F32, x)
-        assert_same_floats(got, np.array(want, np.float32), x, what=text)
-
-
-@given(seed=SEEDS)
-@FEW
-def test_ex2_approx_within_two_ulp(seed):
-    """ex2.approx.f32 is within 2 ulp of the correctly rounded 2^a over the full range."""
-    rng = np.random.default_rng(seed)
-    a = np.concatenate([rng.uniform(-150, 128, N_LANES // 2),
-                        rng.uniform(-2, 2, N_LANES // 2)]).astype(F32)
-    got = run_instruction("ex2.approx.f32 {d}, {a};", F32, a)
-    want = np.exp2(a.astype(np.float64)).astype(F32)
-    assert ulp_distance(got, want).max() <= 2
-
-
-@given(seed=SEEDS)
-@FEW
-def test_lg2_approx_absolute_error_in_half_to_two(seed):
-    """lg2.approx.f32 has absolute error at most 2^-22 for a in (0.5, 2)."""
-    a = np.random.default_rng(seed).uniform(0.5, 2.0, N_LANES).astype(F32)
-    got = run_instruction("lg2.approx.f32 {d}, {a};", F32, a).astype(np.float64)
-    assert np.abs(got - np.log2(a.astype(np.float64))).max() <= 2.0 ** -22
-
-
-@pytest.mark.parametrize("fn", ["sin", "cos"])
-@given(seed=SEEDS)
-@FEW
-def test_sin_cos_approx_absolute_error_on_minus_pi_to_pi(fn, seed):
-    """sin/cos.approx.f32 have absolute error at most 2^-20.5 on [-pi, pi]."""
-    a = np.random.default_rng(seed).uniform(-np.pi, np.pi, N_LANES).astype(F32)
-    got = run_instruction(f"{fn}.approx.f32 {{d}}, {{a}};", F32, a).astype(np.float64)
-    want = getattr(np, fn)(a.astype(np.float64))
-    assert np.abs(got - want).max() <= 2.0 ** -20.5
-
-
-@given(seed=SEEDS)
-@FEW
-def test_rsqrt_and_tanh_approx_relative_error(seed):
-    """rsqrt.approx.f32 relative error <= 2^-22.9; tanh.approx.f32 relative <= 2^-11."""
-    rng = np.random.default_rng(seed)
-    a = np.abs(_normal_range(rng, -120, 120))
-    got = run_instruction("rsqrt.approx.f32 {d}, {a};", F32, a).astype(np.float64)
-    want = 1.0 / np.sqrt(a.astype(np.float64))
-    assert (np.abs(got - want) / want).max() <= 2.0 ** -22.9
-    t = rng.uniform(-10, 10, N_LANES).astype(F32)
-    got = run_instruction("tanh.approx.f32 {d}, {a};", F32, t).astype(np.float64)
-    want = np.tanh(t.astype(np.float64))
-    assert (np.abs(got - want) <= 2.0 ** -11 * np.abs(want)).all()
 
 
 # -- min / max -------------------------------------------------------------------------------
@@ -365,7 +149,7 @@ def ref_minmax(op: str, a, b, nan_flag: bool) -> np.ndarray:
             out.append(float("nan") if nan_flag or (math.isnan(x) and math.isnan(y))
                        else (y if math.isnan(x) else x))
         elif x == 0 and y == 0:
-            neg = (_signbit(x) or _signbit(y)) if op == "min" else (_signbit(x) and _signbit(y))
+            neg = (signbit(x) or signbit(y)) if op == "min" else (signbit(x) and signbit(y))
             out.append(-0.0 if neg else 0.0)
         else:
             out.append(min(x, y) if op == "min" else max(x, y))
