@@ -1,0 +1,135 @@
+"""The fused attention template: generated PTX runs through `isa.run_kernel` and matches a
+float64 numpy attention (causal, GQA, packed heads, split-KV + combine, MLA's V = K[:Dv]);
+every variant assembles with ptxas; bad arguments are refused."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import isa
+from isa.errors import InputError
+from workloads.kernels.templates.attention import attention_kernel, reference
+
+DT = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}
+UNIT = {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11}
+
+# name: (generator arguments, batch, seqlen_q, seqlen_k, heads, kv_heads, splits)
+VARIANTS = {
+    "d64-noncausal-ktail": (dict(headdim=64, kv_block=64), 1, 128, 200, 2, 2, 1),
+    "d128-causal-gqa": (dict(headdim=128, causal=True), 1, 160, 256, 4, 2, 1),
+    "d192v128-causal-m64": (dict(headdim=192, headdim_v=128, m_tile=64, kv_block=64,
+                                 causal=True), 2, 130, 130, 2, 1, 1),
+    "d64-fp16-3stages": (dict(headdim=64, kv_block=32, stages=3, dtype="fp16"), 1, 64, 144,
+                         1, 1, 1),
+    "decode-pack4-split3": (dict(headdim=128, m_tile=64, kv_block=64, pack=4, split=True),
+                            2, 1, 300, 8, 2, 3),
+    "mla-pack16-split2": (dict(headdim=576, headdim_v=512, m_tile=64, kv_block=64, pack=16,
+                               split=True, v_from_k=True), 1, 2, 150, 16, 1, 2),
+}
+
+
+def run(params, b, sq, sk, h, hkv, splits, seed=0):
+    kern = attention_kernel(**params)
+    cfg = kern.config
+    dt = DT[cfg.dtype]
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((b, sq, h, cfg.headdim)).astype(dt)
+    k = rng.standard_normal((b, sk, hkv, cfg.headdim)).astype(dt)
+    v = None if cfg.v_from_k else rng.standard_normal((b, sk, hkv, cfg.headdim_v)).astype(dt)
+    out = np.zeros((b, sq, h, cfg.headdim_v), dt)
+    lse = np.zeros((splits, b, sq, h), np.float32)
+    o = np.zeros((splits, *out.shape), np.float32) if cfg.split else out
+    isa.run_kernel(kern.ptx, kern.entry, kern.grid(b, h, sq, splits, h // hkv), kern.block,
+                   kern.args(q, k, v, o, lse, splits=splits), shared_bytes=kern.shared_bytes)
+    if cfg.split:
+        isa.run_kernel(kern.combine_ptx, cfg.combine_entry, kern.combine_grid(b, h, sq),
+                       (cfg.headdim_v, 1, 1), [o, lse, out, splits, b * sq * h])
+    vv = k[..., :cfg.headdim_v] if cfg.v_from_k else v
+    return q, k, vv, out, lse
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_attention_matches_float64_reference(name):
+    """O within the error the arithmetic allows: P rounded to the 16-bit type before P.V
+    (relative u per term of sum p |v|), ex2/rcp approximations (2^-20 relative, bounded by
+    the same sum), then one rounding of O to the output type."""
+    params, b, sq, sk, h, hkv, splits = VARIANTS[name]
+    q, k, v, got, _ = run(params, b, sq, sk, h, hkv, splits)
+    cfg = attention_kernel(**params).config
+    want = reference(q, k, v, cfg.causal)
+    absv = reference(q, k, np.abs(v.astype(np.float64)), cfg.causal)   # sum_j p_j |v_j|
+    u = UNIT[cfg.dtype]
+    tol = 2 * u * absv + u * np.abs(want) + 1e-6
+    err = np.abs(got.astype(np.float64) - want)
+    assert np.all(err <= tol), float((err - tol).max())
+
+
+def test_log_sum_exp_is_written_per_row():
+    """Without split the kernel writes lse = log2 sum_j exp2(scale log2(e) q.k_j)."""
+    params, b, sq, sk, h, hkv, _ = VARIANTS["d128-causal-gqa"]
+    q, k, _, _, lse = run(params, b, sq, sk, h, hkv, 1, seed=3)
+    g = h // hkv
+    s = np.einsum("bqhd,bkhd->bhqk", q.astype(np.float64),
+                  np.repeat(k.astype(np.float64), g, axis=2)) / np.sqrt(q.shape[-1])
+    allowed = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + (sk - sq)
+    s = np.where(allowed, s, -np.inf)
+    want = np.log2(np.exp(s).sum(-1)).transpose(0, 2, 1)        # [b, sq, h]
+    np.testing.assert_allclose(lse[0], want, rtol=1e-4, atol=1e-3)
+
+
+def test_split_kv_equals_one_pass():
+    """Three KV splits combined give the one-pass result (to the f32 partials' rounding)."""
+    params = dict(headdim=64, m_tile=64, kv_block=32, pack=2, split=True)
+    one = run(params, 1, 3, 200, 4, 2, 1, seed=5)[3].astype(np.float64)
+    three = run(params, 1, 3, 200, 4, 2, 3, seed=5)[3].astype(np.float64)
+    np.testing.assert_allclose(three, one, atol=2 * 2.0 ** -8 * np.abs(one).max())
+
+
+def test_shared_memory_layout_and_block():
+    """shared = Q + stages x (K + V) + barriers; block = 128 x (m_tile / 64 + 1)."""
+    k = attention_kernel(headdim=192, headdim_v=128, causal=True)
+    assert k.block == (384, 1, 1)
+    assert k.shared_bytes == 3 * 128 * 128 + 2 * (3 + 2) * 128 * 128 + 8 * 5
+    mla = attention_kernel(headdim=576, headdim_v=512, m_tile=64, kv_block=64, pack=128,
+                           split=True, v_from_k=True)
+    assert mla.shared_bytes == 9 * 64 * 128 * 3 + 8 * 5      # V read from the K tile
+
+
+@pytest.mark.parametrize("arg, value", [("headdim", 96), ("headdim_v", 320), ("m_tile", 256),
+                                        ("kv_block", 72), ("dtype", "fp8"), ("stages", 0),
+                                        ("pack", 48)])
+def test_bad_arguments_are_refused_with_the_accepted_values(arg, value):
+    """Each invalid generator argument raises InputError naming it."""
+    with pytest.raises(InputError, match=arg):
+        attention_kernel(**{arg: value})
+
+
+def test_layout_that_does_not_fit_is_refused():
+    """Q + stages that exceed 227 KiB are refused with the sizes."""
+    with pytest.raises(InputError, match="shared memory"):
+        attention_kernel(headdim=256, kv_block=128, stages=2)
+
+
+PTXAS = [dict(headdim=128), dict(headdim=192, headdim_v=128, causal=True),
+         dict(headdim=256, kv_block=80), dict(headdim=64, m_tile=64, pack=8, split=True),
+         dict(headdim=128, dtype="fp16", causal=True)]
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not installed")
+@pytest.mark.parametrize("params", PTXAS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
+def test_generated_ptx_assembles_with_ptxas(params, tmp_path):
+    """The kernel (and the combine kernel of split variants) assemble for sm_90a."""
+    kern = attention_kernel(**params)
+    for name, text in (("fwd", kern.ptx), ("combine", kern.combine_ptx)):
+        if not text:
+            continue
+        src = tmp_path / f"{name}.ptx"
+        src.write_text(text)
+        r = subprocess.run(["ptxas", "-arch=sm_90a", str(src), "-o", str(tmp_path / "k.cubin")],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]

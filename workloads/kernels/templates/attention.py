@@ -1,0 +1,241 @@
+"""Fused attention forward for Hopper, FlashAttention-3 style, generated as PTX (sm_90a);
+also the engine of the MLA decode template (`templates.mla`).
+
+`attention_kernel(...)` -> `AttentionKernel` computes, per batch b, query s and head h,
+O[b, s, h] = softmax(scale * Q[b, s, h] K[b, :, h / group]^T) V[b, :, h / group]
+(GQA: `group` q heads share one kv head), optionally causal (bottom-right aligned as
+FlashAttention 2/3: key j is visible to query s when j <= s + seqlen_k - seqlen_q).
+Tensors are row-major Q [B, Sq, H, D], K [B, Sk, Hkv, D], V [B, Sk, Hkv, Dv], O [B, Sq,
+H, Dv] in bf16 or fp16; f32 accumulation; also the log-sum-exp per row (base 2, of the
+scaled scores) into lse [splits, B, Sq, H].
+
+Kernel structure (`block` = 128 x (consumers + 1) threads, one CTA per m_tile rows):
+
+* rows: normally m_tile consecutive queries of one q head (grid (ceil(Sq / m_tile), H,
+  B x splits)); with `pack` = group (decode), the rows are (query, q head) pairs of one
+  kv head, R = s x group + g (grid (ceil(Sq x group / m_tile), Hkv, B x splits)), so the
+  q heads that share K/V share one CTA (FA3's PackGQA, FlashMLA's head packing).
+* producer warp (one elected lane, `setmaxnreg.dec` to 24): TMA of the Q block (5-D map,
+  box 1 x m_tile x 64 elements per 128-byte atom), then for each KV block of `kv_block`
+  keys the K and V boxes (4-D maps) into a ring of `stages` buffers with full/empty
+  mbarriers. With `v_from_k` (MLA) V is the first Dv columns of K: no V copies, the P.V
+  wgmma reads the K tile.
+* consumer warpgroups (64 rows each, `setmaxnreg.inc` to 240), per KV block: S = Q K^T
+  (SS wgmma m64 n kv_block k16, 128B-swizzled K-major descriptors), then wait; mask
+  (-inf past seqlen_k and, causal, above the diagonal; only in blocks that need it);
+  online softmax (row max over the 4 lanes by `shfl.bfly`, exponent by `ex2.approx` of
+  s log2(e) scale - m, running row sums, O rescaled); P converted to 16-bit pairs, which
+  are the A fragment of the RS wgmma O += P V (V MN-major, transposed descriptor, chunks
+  of at most 256 columns); then release the stage. Causal CTAs stop at their diagonal.
+* epilogue: O / rowsum to O (or, with `split`, f32 partials O_z [splits, B, Sq, H, Dv]
+  and lse_z for `emit_combine`'s kernel). Split z does KV blocks [z bps, (z + 1) bps).
+
+Left out (simplifications timing studies should know): FA3's intra-warpgroup overlap of
+softmax with the next QK^T and its explicit ping-pong of the two consumer warpgroups (two
+warpgroups on one SM overlap only as the warp schedulers interleave them); one full
+barrier per stage for K and V together; no fp8 (e4m3) path; head dims must be multiples
+of 64 (no 96); with Dv = 512 (MLA) one warpgroup holds the whole 64 x 512 f32 O (256
+registers: FlashMLA splits it over two warpgroups exchanging P through shared memory);
+no dropout, ALiBi, sliding window, paged KV or varlen batches; the combine keeps no lse.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from isa.errors import InputError
+from isa.tensor_map import make_tensor_map
+from workloads.kernels.templates import attention_ptx
+
+MAX_SHARED = 232448            # 227 KiB opt-in shared memory per CTA (sm_90)
+ELEM = {"bf16": 2, "fp16": 2}
+PTX_TYPE = {"bf16": "bf16", "fp16": "f16"}
+NUMPY_IN = {"bf16": "bfloat16", "fp16": "float16"}
+
+
+@dataclass(frozen=True)
+class Config:
+    """Validated generator arguments plus the shared-memory layout the emitter uses."""
+    headdim: int
+    headdim_v: int
+    m_tile: int
+    kv_block: int
+    stages: int
+    dtype: str
+    causal: bool
+    pack: int             # 0: one q head per CTA; G: rows are (query, head) of G heads
+    split: bool
+    v_from_k: bool
+
+    ptx_type = property(lambda s: PTX_TYPE[s.dtype])
+    consumers = property(lambda s: s.m_tile // 64)
+    threads = property(lambda s: 128 * (s.consumers + 1))
+    d_atoms = property(lambda s: s.headdim // 64)
+    v_atoms = property(lambda s: s.headdim_v // 64)
+    q_bytes = property(lambda s: s.d_atoms * s.m_tile * 128)
+    k_bytes = property(lambda s: s.d_atoms * s.kv_block * 128)
+    v_bytes = property(lambda s: 0 if s.v_from_k else s.v_atoms * s.kv_block * 128)
+    stage_bytes = property(lambda s: s.k_bytes + s.v_bytes)
+    barrier_offset = property(lambda s: s.q_bytes + s.stages * s.stage_bytes)
+    shared_bytes = property(lambda s: s.barrier_offset + 8 * (1 + 2 * s.stages))
+
+    def full_bar(self, s: int) -> int:
+        return 8 + 8 * s
+
+    def empty_bar(self, s: int) -> int:
+        return 8 + 8 * (self.stages + s)
+
+    @property
+    def v_chunks(self) -> list[tuple[int, int]]:
+        """(first column, width) of the O accumulator chunks (wgmma N <= 256)."""
+        return [(c, min(256, self.headdim_v - c)) for c in range(0, self.headdim_v, 256)]
+
+    @property
+    def entry(self) -> str:
+        name = (f"attn_fwd_{self.dtype}_d{self.headdim}v{self.headdim_v}_m{self.m_tile}"
+                f"n{self.kv_block}_s{self.stages}")
+        return name + ("_causal" if self.causal else "") + \
+            (f"_pack{self.pack}" if self.pack else "") + ("_split" if self.split else "") + \
+            ("_vk" if self.v_from_k else "")
+
+    @property
+    def combine_entry(self) -> str:
+        return f"attn_combine_{self.dtype}_v{self.headdim_v}"
+
+
+@dataclass(frozen=True)
+class AttentionKernel:
+    """A generated kernel (plus, with `split`, its combine kernel); see `args`."""
+    ptx: str
+    entry: str
+    block: tuple[int, int, int]
+    shared_bytes: int
+    config: Config
+    combine_ptx: str = ""
+
+    def rows(self, seqlen_q: int) -> int:
+        return seqlen_q * (self.config.pack or 1)
+
+    def grid(self, batch: int, heads: int, seqlen_q: int, splits: int = 1,
+             group: int = 1) -> tuple[int, int, int]:
+        cfg = self.config
+        y = heads // group if cfg.pack else heads
+        return (math.ceil(self.rows(seqlen_q) / cfg.m_tile), y, batch * splits)
+
+    def combine_grid(self, batch: int, heads: int, seqlen_q: int) -> tuple[int, int, int]:
+        return (batch * seqlen_q * heads, 1, 1)
+
+    def args(self, q, k, v, o, lse, *, splits: int = 1, blocks_per_split: int | None = None,
+             softmax_scale: float | None = None) -> list:
+        """Arguments for `isa.run_kernel`: q [B, Sq, H, D], k [B, Sk, Hkv, D], v [B, Sk,
+        Hkv, Dv] (None with v_from_k: V = k[..., :Dv]), o [B, Sq, H, Dv] (f32 [splits, B,
+        Sq, H, Dv] partials when split), lse f32 [splits, B, Sq, H]; numpy arrays or
+        `isa.ShapeOnly` tensors (any object with `shape` and `dtype`)."""
+        cfg = self.config
+        b, sq, h, d = _shape(q, 4, "q")
+        _, sk, hkv, _ = _shape(k, 4, "k")
+        if cfg.v_from_k:
+            v = k
+        dv = cfg.headdim_v
+        want = {"q": (b, sq, h, cfg.headdim), "k": (b, sk, hkv, cfg.headdim),
+                "v": (b, sk, hkv, cfg.headdim if cfg.v_from_k else dv),
+                "o": (splits, b, sq, h, dv) if cfg.split else (b, sq, h, dv),
+                "lse": (splits, b, sq, h)}
+        for name, arr in (("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse)):
+            if tuple(arr.shape) != want[name]:
+                raise InputError(f"attention args: {name} has shape {tuple(arr.shape)}; "
+                                 f"accepted {want[name]} for this kernel and q {q.shape}")
+        if h % hkv:
+            raise InputError(f"attention args: {h} q heads are not a multiple of {hkv} kv "
+                             "heads; accepted heads = group x kv_heads")
+        group = h // hkv
+        if cfg.pack and cfg.pack != group:
+            raise InputError(f"attention args: kernel packs {cfg.pack} heads per kv head, "
+                             f"tensors have {group}; accepted heads / kv_heads == {cfg.pack}")
+        if splits > 1 and not cfg.split:
+            raise InputError(f"attention args: splits={splits} for a kernel built without "
+                             "split; accepted splits=1")
+        nb = math.ceil(sk / cfg.kv_block)
+        bps = blocks_per_split or math.ceil(nb / splits)
+        scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(cfg.headdim)
+        rows_box = (max(1, cfg.m_tile // group), min(group, cfg.m_tile)) if cfg.pack \
+            else (cfg.m_tile, 1)
+        tq = _map(q, (b, sq, hkv, group, d), (1, rows_box[0], 1, rows_box[1], 64), 3)
+        tk = _map(k, (b, sk, hkv, cfg.headdim), (1, cfg.kv_block, 1, 64), 4)
+        tv = tk if cfg.v_from_k else _map(v, (b, sk, hkv, dv), (1, cfg.kv_block, 1, 64), 5)
+        return [tq, tk, tv, q, k, v, o, lse, b, sq, sk, h, group, splits, bps,
+                np.float32(scale * math.log2(math.e))]
+
+
+def _shape(arr, ndim: int, name: str) -> tuple[int, ...]:
+    if not hasattr(arr, "shape") or len(arr.shape) != ndim:
+        raise InputError(f"attention args: {name} must be a {ndim}-D tensor")
+    return tuple(int(x) for x in arr.shape)
+
+
+def _map(arr, shape, box, arg: int) -> np.ndarray:
+    """Tensor map over `arr` viewed as `shape` (a numpy array or a ShapeOnly tensor)."""
+    if isinstance(arr, np.ndarray):
+        if not arr.flags.c_contiguous:
+            raise InputError(f"attention args: argument {arg} must be C-contiguous")
+        return make_tensor_map(arr.reshape(shape), box, swizzle=128, arg=arg)
+    return make_tensor_map(0, box, swizzle=128, arg=arg, shape=shape, dtype=arr.dtype)
+
+
+def _bad(arg: str, value, accepted: str) -> InputError:
+    return InputError(f"attention_kernel: {arg}={value!r} is not accepted; accepted: {accepted}")
+
+
+def attention_kernel(headdim: int = 128, headdim_v: int | None = None, m_tile: int = 128,
+                     kv_block: int = 128, stages: int = 2, dtype: str = "bf16",
+                     causal: bool = False, pack: int = 0, split: bool = False,
+                     v_from_k: bool = False) -> AttentionKernel:
+    """Generate the warp-specialized TMA + wgmma attention forward (module docstring)."""
+    headdim_v = headdim if headdim_v is None else headdim_v
+    if dtype not in ELEM:
+        raise _bad("dtype", dtype, ", ".join(ELEM))
+    for name, d in (("headdim", headdim), ("headdim_v", headdim_v)):
+        if not isinstance(d, int) or d <= 0 or d % 64 or d > 576:
+            raise _bad(name, d, "a multiple of 64 up to 576")
+    if headdim_v > 256 and not v_from_k:
+        raise _bad("headdim_v", headdim_v, "at most 256 (512 only with v_from_k, MLA)")
+    if v_from_k and headdim_v > headdim:
+        raise _bad("headdim_v", headdim_v, f"at most headdim={headdim} with v_from_k")
+    if m_tile not in (64, 128):
+        raise _bad("m_tile", m_tile, "64 or 128 (one or two consumer warpgroups)")
+    if not isinstance(kv_block, int) or kv_block % 16 or not 16 <= kv_block <= 256:
+        raise _bad("kv_block", kv_block, "a multiple of 16 from 16 to 256")
+    if not isinstance(stages, int) or stages < 1:
+        raise _bad("stages", stages, "a positive integer")
+    if not isinstance(pack, int) or pack < 0 or (pack and pack % m_tile and m_tile % pack):
+        raise _bad("pack", pack, f"0 or a divisor or multiple of m_tile={m_tile}")
+    cfg = Config(headdim, headdim_v, m_tile, kv_block, stages, dtype, bool(causal), pack,
+                 bool(split), bool(v_from_k))
+    if cfg.shared_bytes > MAX_SHARED:
+        raise _bad("stages", stages, f"a layout within {MAX_SHARED} bytes of shared memory: "
+                   f"Q {cfg.q_bytes} B + {stages} x {cfg.stage_bytes} B = {cfg.shared_bytes} B")
+    combine = attention_ptx.emit_combine(cfg) if split else ""
+    return AttentionKernel(attention_ptx.emit(cfg), cfg.entry, (cfg.threads, 1, 1),
+                           cfg.shared_bytes, cfg, combine)
+
+
+def reference(q, k, v, causal: bool, softmax_scale: float | None = None) -> np.ndarray:
+    """float64 numpy attention (the same conventions), O [B, Sq, H, Dv]."""
+    q64, k64, v64 = (np.asarray(x, np.float64) for x in (q, k, v))
+    b, sq, h, d = q64.shape
+    sk, hkv = k64.shape[1], k64.shape[2]
+    g = h // hkv
+    kk = np.repeat(k64, g, axis=2)
+    vv = np.repeat(v64, g, axis=2)
+    scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(d)
+    s = np.einsum("bqhd,bkhd->bhqk", q64, kk) * scale
+    if causal:
+        allowed = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + (sk - sq)
+        s = np.where(allowed[None, None], s, -np.inf)
+    s -= s.max(-1, keepdims=True)
+    p = np.exp(s)
+    p /= p.sum(-1, keepdims=True)
+    return np.einsum("bhqk,bkhd->bqhd", p, vv)

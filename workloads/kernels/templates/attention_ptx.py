@@ -1,0 +1,375 @@
+"""PTX text of the fused attention forward (the emitter behind `templates.attention`).
+
+`emit(cfg)` returns the `.entry` of a validated `templates.attention.Config`;
+`emit_combine(cfg)` the split-KV combine kernel. Layout shared by the pieces:
+
+    shared: Q atoms [d_atoms][m_tile rows][128 B]; then per stage s at
+            q_bytes + s * stage_bytes: K atoms [d_atoms][kv_block][128 B], V atoms
+            [v_atoms][kv_block][128 B] (absent when V is the first columns of K); all
+            128B-swizzled by TMA; then mbarriers q_full, full[stages], empty[stages].
+    registers (consumer thread): %s S fragment (m64 x kv_block, f32), %pp P packed to
+            16-bit pairs (the A fragment of the P.V wgmma), %o the O fragment
+            (m64 x headdim_v, f32), in chunks of at most 256 columns.
+    params: tmap_q, tmap_k, tmap_v (args 0-2), q, k, v, o, lse (3-7), batch, seqlen_q,
+            seqlen_k, heads, group, splits, blocks_per_split, scale_log2.
+
+Fragment element i of lane l in warp w (wgmma accumulator): row 16 w + l/4 +
+8 (i % 4 >= 2), column 8 (i / 4) + (i & 1) + 2 (l % 4).
+"""
+
+from __future__ import annotations
+
+DESC_SWIZZLE128 = 0x4000004000010000   # K-major, 128B swizzle, SBO 1024 B, LBO 16 B
+NEG_INF = "0fFF800000"
+ZERO = "0f00000000"
+TMA_LOAD = ("    cp.async.bulk.tensor.{n}d.shared::cluster.global.tile.mbarrier::complete_tx"
+            "::bytes [%r8], [{map}, {{{coords}}}], [{bar}];")
+
+
+def emit(cfg) -> str:
+    return "\n".join(_head(cfg) + _consumer(cfg) + _producer(cfg)) + "\n"
+
+
+def _regs(cfg) -> list[str]:
+    return [
+        "    .reg .pred %p<8>;", "    .reg .pred %ptrue, %pfalse, %pmask, %pv0, %pv1, %pl;",
+        "    .reg .b32 %r<24>;", "    .reg .b64 %rd<12>;",
+        f"    .reg .f32 %s<{cfg.kv_block // 2}>;", f"    .reg .b32 %pp<{cfg.kv_block // 4}>;",
+        f"    .reg .f32 %o<{cfg.headdim_v // 2}>;",
+        "    .reg .f32 %sl2, %nsl2, %f<8>, %mx<2>, %mn<2>, %mu<2>, %l<2>, %sc<2>, %nm<2>;",
+        "    .reg .b32 %thr, %bars, %stage, %phase, %it, %n, %nbeg, %nend, %maskfrom;",
+        "    .reg .b32 %B, %Sq, %Sk, %H, %G, %nsplit, %bps, %m0, %y, %b, %split, %hkv;",
+        "    .reg .b32 %qg, %qs, %slo, %shi, %row0, %col0, %sq0, %sq1, %hd<2>, %lim<2>, %rl<2>;",
+        "    .reg .b64 %desc_q, %desc_k, %desc_v, %po<2>;",
+    ]
+
+
+def _head(cfg) -> list[str]:
+    """Parameters, CTA coordinates, KV block range, barrier init, role branch."""
+    lines = [
+        ".version 8.0", ".target sm_90a", ".address_size 64",
+        ".extern .shared .align 1024 .b8 smem[];", "",
+        f".visible .entry {cfg.entry}(",
+        "    .param .align 64 .b8 tmap_q[128],", "    .param .align 64 .b8 tmap_k[128],",
+        "    .param .align 64 .b8 tmap_v[128],",
+        "    .param .u64 q,", "    .param .u64 k,", "    .param .u64 v,", "    .param .u64 o,",
+        "    .param .u64 lse,", "    .param .u32 batch,", "    .param .u32 seqlen_q,",
+        "    .param .u32 seqlen_k,", "    .param .u32 heads,", "    .param .u32 group,",
+        "    .param .u32 splits,", "    .param .u32 blocks_per_split,",
+        "    .param .f32 scale_log2", ")",
+        f".maxntid {cfg.threads}, 1, 1", ".minnctapersm 1", "{", *_regs(cfg),
+        "    mov.u32 %thr, %tid.x;",
+        "    mov.u32 %bars, smem;", f"    add.u32 %bars, %bars, {cfg.barrier_offset};",
+        "    ld.param.u32 %B, [batch];", "    ld.param.u32 %Sq, [seqlen_q];",
+        "    ld.param.u32 %Sk, [seqlen_k];", "    ld.param.u32 %H, [heads];",
+        "    ld.param.u32 %G, [group];", "    ld.param.u32 %nsplit, [splits];",
+        "    ld.param.u32 %bps, [blocks_per_split];", "    ld.param.f32 %sl2, [scale_log2];",
+        "    neg.f32 %nsl2, %sl2;",
+        "    mov.u32 %m0, %ctaid.x;", f"    mul.lo.u32 %m0, %m0, {cfg.m_tile};",
+        "    mov.u32 %y, %ctaid.y;", "    mov.u32 %r0, %ctaid.z;",
+        "    div.u32 %b, %r0, %nsplit;", "    rem.u32 %split, %r0, %nsplit;",
+    ]
+    last = cfg.m_tile - 1
+    if cfg.pack:
+        g = cfg.pack
+        lines += ["    // packed GQA: CTA row R is (query s = R / G, head hkv * G + R % G)",
+                  "    mov.u32 %hkv, %y;", f"    rem.u32 %qg, %m0, {g};",
+                  f"    div.u32 %qs, %m0, {g};", "    mov.u32 %slo, %qs;",
+                  f"    add.u32 %shi, %m0, {last};", f"    div.u32 %shi, %shi, {g};"]
+    else:
+        lines += ["    // one q head per CTA row block: kv head = head / group",
+                  "    div.u32 %hkv, %y, %G;", "    rem.u32 %qg, %y, %G;", "    mov.u32 %qs, %m0;",
+                  "    mov.u32 %slo, %m0;", f"    add.u32 %shi, %m0, {last};"]
+    kvb = cfg.kv_block
+    lines += ["    sub.u32 %r1, %Sq, 1;", "    min.u32 %shi, %shi, %r1;",
+              f"    add.u32 %nend, %Sk, {kvb - 1};", f"    div.u32 %nend, %nend, {kvb};",
+              "    mov.u32 %maskfrom, %Sk;"]
+    if cfg.causal:
+        lines += ["    // causal, bottom-right aligned: key j visible to query s if j <= s+Sk-Sq",
+                  "    sub.u32 %r2, %Sk, %Sq;", "    add.u32 %r3, %shi, %r2;",
+                  f"    add.u32 %r3, %r3, {kvb};", f"    div.u32 %r3, %r3, {kvb};",
+                  "    min.u32 %nend, %nend, %r3;", "    add.u32 %r3, %slo, %r2;",
+                  "    add.u32 %r3, %r3, 1;", "    min.u32 %maskfrom, %maskfrom, %r3;"]
+    lines += ["    mul.lo.u32 %nbeg, %split, %bps;", "    add.u32 %r4, %nbeg, %bps;",
+              "    min.u32 %nend, %nend, %r4;",
+              "    setp.eq.u32 %ptrue, %thr, %thr;", "    setp.ne.u32 %pfalse, %thr, %thr;",
+              "    setp.ne.u32 %p0, %thr, 0;", "    @%p0 bra INIT_DONE;",
+              "    mbarrier.init.shared::cta.b64 [%bars], 1;"]
+    for s in range(cfg.stages):
+        lines += [f"    mbarrier.init.shared::cta.b64 [%bars+{cfg.full_bar(s)}], 1;",
+                  f"    mbarrier.init.shared::cta.b64 [%bars+{cfg.empty_bar(s)}], "
+                  f"{128 * cfg.consumers};"]
+    lines += ["    fence.mbarrier_init.release.cluster;", "INIT_DONE:", "    bar.sync 0;",
+              f"    setp.ge.u32 %p0, %thr, {128 * cfg.consumers};", "    @%p0 bra PRODUCER;"]
+    return lines
+
+
+def _advance_stage(cfg) -> list[str]:
+    return ["    add.u32 %stage, %stage, 1;", f"    setp.eq.u32 %p1, %stage, {cfg.stages};",
+            "    selp.u32 %stage, 0, %stage, %p1;", "    xor.b32 %r0, %phase, 1;",
+            "    selp.u32 %phase, %r0, %phase, %p1;"]
+
+
+def _producer(cfg) -> list[str]:
+    """One elected lane of warp 0 of the last warpgroup: Q once, then K/V per block."""
+    qbox = cfg.m_tile * 128
+    lines = ["", "    // ---- producer: one elected lane issues the TMA copies ----",
+             "PRODUCER:", "    setmaxnreg.dec.sync.aligned.u32 24;",
+             f"    sub.u32 %r0, %thr, {128 * cfg.consumers};",
+             "    setp.ge.u32 %p0, %r0, 32;", "    @%p0 bra DONE;",
+             "    elect.sync %r1|%p0, 0xffffffff;", "    @!%p0 bra DONE;",
+             "    mov.u64 %rd0, tmap_q;", "    mov.u64 %rd1, tmap_k;", "    mov.u64 %rd2, tmap_v;",
+             f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%bars], {cfg.q_bytes};",
+             "    mov.u32 %r6, smem;"]
+    for j in range(cfg.d_atoms):
+        lines += [f"    add.u32 %r8, %r6, {j * qbox};",
+                  TMA_LOAD.format(n=5, map="%rd0", bar="%bars",
+                                  coords=f"{64 * j}, %qg, %hkv, %qs, %b")]
+    lines += ["    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;", "    mov.u32 %it, 0;",
+              "    mov.u32 %n, %nbeg;", "    setp.ge.u32 %p0, %n, %nend;", "    @%p0 bra DONE;",
+              "P_K:", "    shl.b32 %r2, %stage, 3;", "    add.u32 %r3, %bars, %r2;",
+              f"    add.u32 %r4, %r3, {cfg.empty_bar(0)};   // empty[s]",
+              f"    add.u32 %r3, %r3, {cfg.full_bar(0)};   // full[s]",
+              f"    setp.lt.u32 %p0, %it, {cfg.stages};", "    @%p0 bra P_ISSUE;",
+              "    xor.b32 %r5, %phase, 1;", "P_WAIT:",
+              "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r4], %r5;",
+              "    @!%p1 bra P_WAIT;", "P_ISSUE:",
+              f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%r3], {cfg.stage_bytes};",
+              "    mov.u32 %r6, smem;", f"    mad.lo.u32 %r6, %stage, {cfg.stage_bytes}, %r6;",
+              f"    add.u32 %r6, %r6, {cfg.q_bytes};",
+              f"    mul.lo.u32 %r7, %n, {cfg.kv_block};"]
+    atom = cfg.kv_block * 128
+    for j in range(cfg.d_atoms):
+        lines += [f"    add.u32 %r8, %r6, {j * atom};",
+                  TMA_LOAD.format(n=4, map="%rd1", bar="%r3", coords=f"{64 * j}, %hkv, %r7, %b")]
+    if not cfg.v_from_k:
+        for j in range(cfg.v_atoms):
+            lines += [f"    add.u32 %r8, %r6, {cfg.k_bytes + j * atom};",
+                      TMA_LOAD.format(n=4, map="%rd2", bar="%r3",
+                                      coords=f"{64 * j}, %hkv, %r7, %b")]
+    lines += [*_advance_stage(cfg), "    add.u32 %it, %it, 1;", "    add.u32 %n, %n, 1;",
+              "    setp.lt.u32 %p0, %n, %nend;", "    @%p0 bra P_K;", "DONE:", "    ret;", "}"]
+    return lines
+
+
+def _rows(cfg) -> list[str]:
+    """Per fragment row half h: query %s<h>x, head %hd<h>, valid %pv<h>, key limit %lim<h>."""
+    lines = ["    shr.u32 %r10, %thr, 7;                 // consumer warpgroup",
+             "    and.b32 %r11, %thr, 127;", "    shr.u32 %r12, %r11, 5;                 // warp",
+             "    and.b32 %r13, %r11, 31;                // lane",
+             "    shr.u32 %row0, %r13, 2;", "    shl.b32 %r14, %r12, 4;",
+             "    add.u32 %row0, %row0, %r14;", "    shl.b32 %r14, %r10, 6;",
+             "    add.u32 %row0, %row0, %r14;            // CTA row of element 0",
+             "    and.b32 %col0, %r13, 3;", "    shl.b32 %col0, %col0, 1;",
+             "    sub.u32 %r15, %Sk, %Sq;"]
+    for h in range(2):
+        lines += ["    add.u32 %r16, %m0, %row0;", f"    add.u32 %r16, %r16, {8 * h};"]
+        if cfg.pack:
+            lines += [f"    div.u32 %sq{h}, %r16, {cfg.pack};",
+                      f"    rem.u32 %r17, %r16, {cfg.pack};",
+                      f"    mad.lo.u32 %hd{h}, %hkv, {cfg.pack}, %r17;"]
+        else:
+            lines += [f"    mov.u32 %sq{h}, %r16;", f"    mov.u32 %hd{h}, %y;"]
+        lines += [f"    setp.lt.u32 %pv{h}, %sq{h}, %Sq;", f"    mov.u32 %lim{h}, %Sk;"]
+        if cfg.causal:
+            lines += [f"    add.u32 %r17, %sq{h}, %r15;", "    add.u32 %r17, %r17, 1;",
+                      f"    min.u32 %lim{h}, %lim{h}, %r17;"]
+    return lines
+
+
+def _desc(reg: str, base: str, const: int) -> list[str]:
+    return [f"    cvt.u64.u32 {reg}, {base};", f"    shr.u64 {reg}, {reg}, 4;",
+            f"    or.b64 {reg}, {reg}, {const:#x};"]
+
+
+def _consumer(cfg) -> list[str]:
+    kvb = cfg.kv_block
+    v_desc = (1 << 62) | ((1024 >> 4) << 32) | (((kvb * 128) >> 4) << 16)   # MN-major V
+    lines = ["", "    // ---- consumer warpgroups: S = Q K^T, online softmax, O += P V ----",
+             "    setmaxnreg.inc.sync.aligned.u32 240;", *_rows(cfg)]
+    lines += [f"    mov.f32 %o{i}, {ZERO};" for i in range(cfg.headdim_v // 2)]
+    lines += [f"    mov.f32 %mx{h}, {NEG_INF};\n    mov.f32 %l{h}, {ZERO};" for h in range(2)]
+    lines += ["    mov.u32 %r18, smem;", "    shl.b32 %r19, %r10, 13;   // 64 rows x 128 B",
+              "    add.u32 %r18, %r18, %r19;", *_desc("%desc_q", "%r18", DESC_SWIZZLE128),
+              "C_QWAIT:", "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%bars], 0;",
+              "    @!%p1 bra C_QWAIT;",
+              "    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;", "    mov.u32 %n, %nbeg;",
+              "    setp.ge.u32 %p0, %n, %nend;", "    @%p0 bra C_END;",
+              "C_K:", "    shl.b32 %r2, %stage, 3;", "    add.u32 %r3, %bars, %r2;",
+              f"    add.u32 %r3, %r3, {cfg.full_bar(0)};   // full[s]",
+              "C_WAIT:", "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], %phase;",
+              "    @!%p1 bra C_WAIT;",
+              "    mov.u32 %r6, smem;", f"    mad.lo.u32 %r6, %stage, {cfg.stage_bytes}, %r6;",
+              f"    add.u32 %r6, %r6, {cfg.q_bytes};", *_desc("%desc_k", "%r6", DESC_SWIZZLE128)]
+    if not cfg.v_from_k:
+        lines.append(f"    add.u32 %r6, %r6, {cfg.k_bytes};")
+    lines += _desc("%desc_v", "%r6", v_desc)
+    lines += _qk(cfg) + _mask(cfg) + _softmax(cfg) + _pv(cfg)
+    lines += ["    add.u32 %r4, %r3, " f"{cfg.empty_bar(0) - cfg.full_bar(0)};",
+              "    mbarrier.arrive.shared::cta.b64 %rd3, [%r4];   // release the stage",
+              *_advance_stage(cfg), "    add.u32 %n, %n, 1;",
+              "    setp.lt.u32 %p0, %n, %nend;", "    @%p0 bra C_K;", "C_END:",
+              *_epilogue(cfg), "    bra.uni DONE;"]
+    return lines
+
+
+def _qk(cfg) -> list[str]:
+    """S[64, kv_block] = Q[64 rows of this group, D] K[kv_block, D]^T (SS wgmma, k16)."""
+    frag = ", ".join(f"%s{i}" for i in range(cfg.kv_block // 2))
+    lines = ["    wgmma.fence.sync.aligned;"]
+    first = True
+    for j in range(cfg.d_atoms):
+        for q in range(4):
+            a_off = j * cfg.m_tile * 128 + 32 * q
+            b_off = j * cfg.kv_block * 128 + 32 * q
+            lines += [f"    add.s64 %rd4, %desc_q, {a_off >> 4};",
+                      f"    add.s64 %rd5, %desc_k, {b_off >> 4};",
+                      f"    wgmma.mma_async.sync.aligned.m64n{cfg.kv_block}k16.f32.{cfg.ptx_type}."
+                      f"{cfg.ptx_type} {{{frag}}}, %rd4, %rd5, {'%pfalse' if first else '%ptrue'}"
+                      ", 1, 1, 0, 0;"]
+            first = False
+    return lines + ["    wgmma.commit_group.sync.aligned;", "    wgmma.wait_group.sync.aligned 0;"]
+
+
+def _half(cfg, h: int, count: int) -> list[int]:
+    """Fragment elements of row half h among `count` accumulator registers."""
+    return [i for i in range(count) if (i % 4 >= 2) == bool(h)]
+
+
+def _mask(cfg) -> list[str]:
+    """-inf where key >= the row's limit (seqlen_k edge, causal diagonal); only in blocks
+    that reach past `maskfrom` (uniform across the CTA)."""
+    lines = [f"    mul.lo.u32 %r5, %n, {cfg.kv_block};",
+             f"    add.u32 %r7, %r5, {cfg.kv_block};",
+             "    setp.gt.u32 %pmask, %r7, %maskfrom;", "    @!%pmask bra C_SOFTMAX;",
+             "    add.u32 %r5, %r5, %col0;"]
+    for h in range(2):
+        lines.append(f"    sub.s32 %rl{h}, %lim{h}, %r5;")
+        for i in _half(cfg, h, cfg.kv_block // 2):
+            const = 8 * (i // 4) + (i & 1)
+            lines += [f"    setp.le.s32 %p4, %rl{h}, {const};",
+                      f"    @%p4 mov.f32 %s{i}, {NEG_INF};"]
+    return lines + ["C_SOFTMAX:"]
+
+
+def _softmax(cfg) -> list[str]:
+    """Online softmax on the S fragment (rows reduced over the 4 lanes sharing them),
+    O rescaled, P packed to 16-bit pairs for the register-A wgmma."""
+    lines = []
+    for h in range(2):
+        els = _half(cfg, h, cfg.kv_block // 2)
+        lines.append(f"    max.f32 %f0, %s{els[0]}, %s{els[1]};")
+        lines += [f"    max.f32 %f0, %f0, %s{i};" for i in els[2:]]
+        for d in (1, 2):
+            lines += [f"    shfl.sync.bfly.b32 %f1, %f0, {d}, 31, 0xffffffff;",
+                      "    max.f32 %f0, %f0, %f1;"]
+        lines += [f"    max.f32 %mn{h}, %mx{h}, %f0;",
+                  f"    setp.eq.f32 %p5, %mn{h}, {NEG_INF};",
+                  f"    selp.f32 %mu{h}, {ZERO}, %mn{h}, %p5;   // all masked: exponent base 0",
+                  f"    sub.f32 %f2, %mx{h}, %mu{h};", "    mul.f32 %f2, %f2, %sl2;",
+                  f"    ex2.approx.ftz.f32 %sc{h}, %f2;", f"    mov.f32 %mx{h}, %mn{h};",
+                  f"    mul.f32 %nm{h}, %mu{h}, %nsl2;"]
+        for i in els:
+            lines += [f"    fma.rn.f32 %s{i}, %s{i}, %sl2, %nm{h};",
+                      f"    ex2.approx.ftz.f32 %s{i}, %s{i};"]
+        lines.append(f"    mul.f32 %l{h}, %l{h}, %sc{h};")
+        lines += [f"    add.f32 %l{h}, %l{h}, %s{i};" for i in els]
+        lines += [f"    mul.f32 %o{i}, %o{i}, %sc{h};" for i in _half(cfg, h, cfg.headdim_v // 2)]
+    cvt = "bf16x2" if cfg.dtype == "bf16" else "f16x2"
+    lines += [f"    cvt.rn.{cvt}.f32 %pp{j}, %s{2 * j + 1}, %s{2 * j};"
+              for j in range(cfg.kv_block // 4)]
+    return lines
+
+
+def _pv(cfg) -> list[str]:
+    """O[64, D_v] += P[64, kv_block] V[kv_block, D_v]: A from registers, V MN-major."""
+    lines = ["    wgmma.fence.sync.aligned;"]
+    for t in range(cfg.kv_block // 16):
+        a = ", ".join(f"%pp{4 * t + e}" for e in range(4))
+        for c0, width in cfg.v_chunks:
+            frag = ", ".join(f"%o{c0 // 2 + i}" for i in range(width // 2))
+            off = (c0 // 64) * cfg.kv_block * 128 + t * 16 * 128
+            lines += [f"    add.s64 %rd5, %desc_v, {off >> 4};",
+                      f"    wgmma.mma_async.sync.aligned.m64n{width}k16.f32.{cfg.ptx_type}."
+                      f"{cfg.ptx_type} {{{frag}}}, {{{a}}}, %rd5, %ptrue, 1, 1, 1;"]
+    return lines + ["    wgmma.commit_group.sync.aligned;", "    wgmma.wait_group.sync.aligned 0;"]
+
+
+def _epilogue(cfg) -> list[str]:
+    """O /= rowsum, stored (bf16/fp16, or f32 partials when split); log-sum-exp (base 2,
+    scaled: m * scale_log2 + lg2 l) per row by lane l % 4 == 0."""
+    split = cfg.split
+    ob = 4 if split else 2
+    lines = ["    // ---- epilogue ----", "    ld.param.u64 %rd6, [o];",
+             "    cvta.to.global.u64 %rd6, %rd6;",
+             "    ld.param.u64 %rd7, [lse];", "    cvta.to.global.u64 %rd7, %rd7;",
+             "    and.b32 %r20, %thr, 3;", "    setp.eq.u32 %pl, %r20, 0;",
+             "    mad.lo.u32 %r21, %split, %B, %b;"]
+    for h in range(2):
+        lines += [f"    shfl.sync.bfly.b32 %f1, %l{h}, 1, 31, 0xffffffff;",
+                  f"    add.f32 %l{h}, %l{h}, %f1;",
+                  f"    shfl.sync.bfly.b32 %f1, %l{h}, 2, 31, 0xffffffff;",
+                  f"    add.f32 %l{h}, %l{h}, %f1;",
+                  f"    setp.eq.f32 %p5, %l{h}, {ZERO};", f"    rcp.approx.ftz.f32 %f3, %l{h};",
+                  f"    selp.f32 %f3, {ZERO}, %f3, %p5;",
+                  f"    lg2.approx.ftz.f32 %f4, %l{h};", f"    fma.rn.f32 %f4, %mx{h}, %sl2, %f4;",
+                  "    // row index ((split * B + b) * Sq + s) * H + head",
+                  f"    mad.lo.u32 %r22, %r21, %Sq, %sq{h};",
+                  f"    mad.lo.u32 %r22, %r22, %H, %hd{h};",
+                  "    mul.wide.u32 %rd8, %r22, 4;", "    add.s64 %rd8, %rd7, %rd8;",
+                  f"    and.pred %p6, %pv{h}, %pl;", "    @%p6 st.global.f32 [%rd8], %f4;",
+                  f"    mul.wide.u32 %rd9, %r22, {cfg.headdim_v * ob};",
+                  "    add.s64 %rd9, %rd6, %rd9;", "    mul.wide.u32 %rd10, %col0, " f"{ob};",
+                  f"    add.s64 %po{h}, %rd9, %rd10;"]
+        els = _half(cfg, h, cfg.headdim_v // 2)
+        lines += [f"    mul.f32 %o{i}, %o{i}, %f3;" for i in els]
+        cvt = "bf16x2" if cfg.dtype == "bf16" else "f16x2"
+        for c0, width in cfg.v_chunks:
+            base = c0 // 2
+            for i in _half(cfg, h, width // 2)[::2]:
+                col = c0 + 8 * (i // 4)
+                x = base + i
+                if split:
+                    lines.append(f"    @%pv{h} st.global.v2.f32 [%po{h}+{col * ob}], "
+                                 f"{{%o{x}, %o{x + 1}}};")
+                else:
+                    lines += [f"    cvt.rn.{cvt}.f32 %r23, %o{x + 1}, %o{x};",
+                              f"    @%pv{h} st.global.b32 [%po{h}+{col * ob}], %r23;"]
+    return lines
+
+
+def emit_combine(cfg) -> str:
+    """Split-KV combine: O[row, c] = sum_z 2^(lse_z - max) O_z[row, c] / sum_z 2^(lse_z - max),
+    one CTA per (b, s, head) row, one thread per output column."""
+    dv = cfg.headdim_v
+    cvt = "bf16" if cfg.dtype == "bf16" else "f16"
+    lines = [
+        ".version 8.0", ".target sm_90a", ".address_size 64", "",
+        f".visible .entry {cfg.combine_entry}(", "    .param .u64 opart,", "    .param .u64 lse,",
+        "    .param .u64 o,", "    .param .u32 splits,", "    .param .u32 rows", ")",
+        f".maxntid {dv}, 1, 1", "{", "    .reg .pred %p<2>;", "    .reg .b32 %r<8>;",
+        "    .reg .b64 %rd<8>;", "    .reg .f32 %f<8>;", "    .reg .b16 %h;",
+        "    ld.param.u64 %rd0, [opart];", "    cvta.to.global.u64 %rd0, %rd0;",
+        "    ld.param.u64 %rd1, [lse];", "    cvta.to.global.u64 %rd1, %rd1;",
+        "    ld.param.u64 %rd2, [o];", "    cvta.to.global.u64 %rd2, %rd2;",
+        "    ld.param.u32 %r0, [splits];", "    ld.param.u32 %r1, [rows];",
+        "    mov.u32 %r2, %ctaid.x;", "    mov.u32 %r3, %tid.x;",
+        f"    mov.f32 %f0, {NEG_INF};", "    mov.u32 %r4, 0;",
+        "MAX:", "    mad.lo.u32 %r5, %r4, %r1, %r2;", "    mul.wide.u32 %rd3, %r5, 4;",
+        "    add.s64 %rd3, %rd1, %rd3;", "    ld.global.f32 %f1, [%rd3];",
+        "    max.f32 %f0, %f0, %f1;", "    add.u32 %r4, %r4, 1;",
+        "    setp.lt.u32 %p0, %r4, %r0;", "    @%p0 bra MAX;",
+        f"    mov.f32 %f2, {ZERO};", f"    mov.f32 %f3, {ZERO};", "    mov.u32 %r4, 0;",
+        "SUM:", "    mad.lo.u32 %r5, %r4, %r1, %r2;", "    mul.wide.u32 %rd3, %r5, 4;",
+        "    add.s64 %rd3, %rd1, %rd3;", "    ld.global.f32 %f1, [%rd3];",
+        "    sub.f32 %f1, %f1, %f0;", "    ex2.approx.ftz.f32 %f1, %f1;",
+        "    add.f32 %f2, %f2, %f1;", f"    mul.wide.u32 %rd4, %r5, {4 * dv};",
+        "    add.s64 %rd4, %rd0, %rd4;", "    mul.wide.u32 %rd5, %r3, 4;",
+        "    add.s64 %rd4, %rd4, %rd5;", "    ld.global.f32 %f4, [%rd4];",
+        "    fma.rn.f32 %f3, %f1, %f4, %f3;", "    add.u32 %r4, %r4, 1;",
+        "    setp.lt.u32 %p0, %r4, %r0;", "    @%p0 bra SUM;",
+        "    rcp.approx.ftz.f32 %f2, %f2;", "    mul.f32 %f3, %f3, %f2;",
+        f"    cvt.rn.{cvt}.f32 %h, %f3;", f"    mad.lo.u32 %r6, %r2, {dv}, %r3;",
+        "    mul.wide.u32 %rd6, %r6, 2;", "    add.s64 %rd6, %rd2, %rd6;",
+        "    st.global.b16 [%rd6], %h;", "    ret;", "}"]
+    return "\n".join(lines) + "\n"
