@@ -8,8 +8,8 @@ scheduler cycles without an issue, and the resident-warp integral over time from
 and completion (for achieved occupancy). `MemoryTracer` listens to the memory's
 `MEMORY_ACCESS` hook: requests and bytes at the L2 and at HBM, per access kind.
 
-Left out: per-SM breakdowns (all SMs are summed), time series. Units: count, cycles, B,
-warp-cycles.
+Left out: per-SM breakdowns (all SMs are summed) and time series (`models.timeline_tracer`
+has both). Units: count, cycles, B, warp-cycles.
 """
 
 from __future__ import annotations

@@ -70,11 +70,13 @@ class TimeBuckets:
         self.width_cycles = width_cycles
         self.data = np.zeros((rows, capacity))
 
-    def fit(self, cycle: float) -> None:
-        """Widen the buckets until `cycle` falls inside them."""
+    def fit(self, cycle: float, *, span_end: bool = False) -> None:
+        """Widen the buckets until `cycle` falls inside them (or, for the exclusive end of a
+        span, until it is at most their end)."""
         data = self.data
         rows, capacity = data.shape
-        while cycle >= capacity * self.width_cycles:
+        while cycle > capacity * self.width_cycles or (
+                not span_end and cycle == capacity * self.width_cycles):
             merged = data.reshape(rows, capacity // 2, 2).sum(axis=2)
             data = np.zeros_like(data)
             data[:, :capacity // 2] = merged
@@ -87,7 +89,7 @@ class TimeBuckets:
             self.fit(start)
             self.data[row, int(start // self.width_cycles)] += amount
             return
-        self.fit(end)
+        self.fit(end, span_end=True)
         width = self.width_cycles
         first, last = int(start // width), int(math.ceil(end / width)) - 1
         if first == last:
@@ -110,7 +112,7 @@ class TimeBuckets:
     def summed(self, end_cycle: float, max_buckets: int) -> tuple[np.ndarray, float]:
         """(rows x buckets sums, bucket width in cycles) covering [0, end_cycle) and every
         bucket holding data, at most `max_buckets` buckets."""
-        self.fit(max(end_cycle - 1, 0))
+        self.fit(end_cycle, span_end=True)
         used = np.flatnonzero(self.data.any(axis=0))
         n = max(int(math.ceil(end_cycle / self.width_cycles)), 1,
                 int(used[-1]) + 1 if used.size else 0)

@@ -6,8 +6,11 @@ open. Kernels are "X" (complete) events with `ts`/`dur` in microseconds, one thr
 stream of one process (the GPU), named by "M" metadata events (`process_name`,
 `thread_name`). A kernel table without `start_us` (one simulated kernel) places kernels
 back to back from 0 on a `default` stream. From a `timeline` table (see
-`reports.plot_timeline`) come "C" counter events: bandwidth per memory level (GB/s) and
-resident CTAs per SM (stat `ctas`); without one there are no counters.
+`reports.plot_timeline`) come "C" counter events: bandwidth per memory level (GB/s), the
+mean SM utilization (component `sm`), utilization and resident CTAs per SM (components
+`sm.<id>`, stats `utilization`, `ctas`); without one there are no counters. A counter holds
+its value until the next one, so each sample is placed at the start of its interval
+(`start_us`, or the previous sample's time).
 Left out: CTA/warp-level slices, flow events between dependent kernels.
 Units: microseconds (the format's unit for `ts` and `dur`), GB/s, counts.
 """
@@ -63,17 +66,32 @@ def _counter_events(timeline) -> list[dict]:
         return []
     events = []
     bandwidth = bandwidth_series(timeline)
-    for time_us, row in bandwidth.iterrows():
+    starts = [0.0, *map(float, bandwidth.index[:-1])]
+    for time_us, (_, row) in zip(starts, bandwidth.iterrows(), strict=True):
         events.append({"ph": "C", "name": "bandwidth GB/s", "pid": COUNTER_PID, "tid": 0,
-                       "ts": float(time_us),
+                       "ts": time_us,
                        "args": {str(k): _scalar(v) or 0.0 for k, v in row.items()}})
-    ctas = timeline[timeline["component"].astype(str).str.fullmatch(r"sm\.\d+")
-                    & (timeline["stat"] == "ctas")]
-    for comp, time_us, value in zip(ctas["component"], ctas["time_us"], ctas["value"],
-                                    strict=True):
-        events.append({"ph": "C", "name": f"CTAs {comp}", "pid": COUNTER_PID, "tid": 0,
-                       "ts": float(time_us), "args": {"ctas": _scalar(value)}})
+    components = timeline["component"].astype(str)
+    per_sm = components.str.fullmatch(r"sm\.\d+")
+    utilization = timeline["stat"] == "utilization"
+    series = [((components == "sm") & utilization, "SM utilization", "utilization"),
+              (per_sm & utilization, "utilization {}", "utilization"),
+              (per_sm & (timeline["stat"] == "ctas"), "CTAs {}", "ctas")]
+    for mask, name, key in series:
+        rows = timeline[mask]
+        for comp, time_us, value in zip(rows["component"], _sample_starts(rows),
+                                        rows["value"], strict=True):
+            events.append({"ph": "C", "name": name.format(comp), "pid": COUNTER_PID, "tid": 0,
+                           "ts": time_us, "args": {key: _scalar(value) or 0.0}})
     return events
+
+
+def _sample_starts(rows: pd.DataFrame) -> list[float]:
+    """When each sample's value starts to hold: `start_us`, else the previous sample's time."""
+    if "start_us" in rows.columns and rows["start_us"].notna().all():
+        return [float(t) for t in rows["start_us"]]
+    previous = rows.groupby("component")["time_us"].shift(1).fillna(0.0)
+    return [float(t) for t in previous]
 
 
 def chrome_trace(table: pd.DataFrame, timeline=None, *, title: str = "ptxsim") -> dict:

@@ -1,7 +1,9 @@
 """Time plots: per-SM utilization heatmap, bandwidth per level over time, workload Gantt.
 
 The time-resolved plots read a long `timeline` DataFrame with columns `time_us`,
-`component`, `stat`, `value`: each row is a sample at the end of an interval. They use
+`component`, `stat`, `value` (`KernelResult.timeline`, written by `models.timeline_tracer`,
+has these and more): each row is a sample over the interval ending at `time_us` (from the
+previous sample's time, or 0). They use
 rows with component `sm.<index>` and stat `utilization` (busy fraction) for the heatmap,
 and rows with component `memory.<level>` and stat `bandwidth_gbps` (or `bytes` moved in the
 interval ending at `time_us`) for the bandwidth plot. When such rows are absent the
@@ -90,8 +92,9 @@ def plot_bandwidth(timeline) -> Figure | None:
         return None
     fig = new_figure((7.0, 3.6))
     ax = fig.subplots()
+    edges = np.concatenate([[0.0], series.index.to_numpy(float)])
     for level in series.columns:
-        ax.step(series.index, series[level], where="post", label=str(level).upper())
+        ax.stairs(series[level].to_numpy(float), edges, label=str(level).upper())
     ax.set_xlabel("time (us)")
     ax.set_ylabel("GB/s")
     ax.set_title("Bandwidth per level over time")

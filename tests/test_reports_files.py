@@ -119,10 +119,11 @@ def test_html_is_self_contained_with_tables_and_inline_images(saxpy_report):
     """report.html has the tables and data-URI PNGs and loads nothing from elsewhere."""
     page = (saxpy_report / "report.html").read_text()
     assert '<table id="summary">' in page and '<table id="kernels">' in page
-    assert page.count("data:image/png;base64,") == 3
+    assert page.count("data:image/png;base64,") == 5
     assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:|//)""", page)
     assert not re.search(r"url\(|@import|<link|<script", page)
-    assert "Per-SM utilization over time: not drawn" in page
+    assert "Per-SM utilization over time: not drawn" not in page
+    assert "Gantt by stream: not drawn" in page
 
 
 def test_workload_report_has_gantt_time_plots_and_counters(tmp_path):
