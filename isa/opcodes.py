@@ -169,11 +169,17 @@ TABLE: tuple[OpSpec, ...] = (
     _op("setmaxnreg", 1, "misc", "ctrl", {"inc", "dec", "sync", "aligned"}),
 )
 
-# Our own ops, spelled like PTX (later: variable-precision MMA, zero-compression loads and
-# stores, zero-skipping MMA, LUT exp). An extension is one row here plus one function in
+# Our own ops, spelled like PTX. An extension is one row here plus one function in
 # `isa/semantics/` registered under the same name; parser, decoder, verifier, counters and
-# the timing model's unit classes pick it up from this table.
-EXTENSIONS: tuple[OpSpec, ...] = ()
+# the timing model's unit classes pick it up from this table. Documented in
+# `isa/EXTENSIONS.md` and in the module docstring of each semantics module.
+EXTENSIONS: tuple[OpSpec, ...] = (
+    # variable-precision compute unit (isa/semantics/vpcu.py, timed by models/vpcu.py)
+    _op("vpcu.setprec", 2, "misc", "alu",
+        doc="d = precision code (0 fp32, 1 tf32, 2 fp16, 3 bf16, 4 e4m3, 5 e5m2); checks it"),
+    _op("vmma", 5, "tensor", "tensor", {"sync", "aligned", "row", "col", "dyn"},
+        doc="D = A @ B + C with A/B read in the precision held by the last operand"),
+)
 
 OPCODES: dict[str, OpSpec] = {op.name: op for op in TABLE + EXTENSIONS}
 

@@ -15,6 +15,8 @@ instruction's line and column:
   Opcodes without a row (tensor-core and copy ops) are not checked here; tensor-core
   forms (shape, layout, types, fragment sizes) are checked by
   `isa.semantics.tensor.form_problem`, which knows what the interpreter implements.
+* `EXTENSION_FORMS`: the form checks of our extension ops (`vmma`, ...), kept beside
+  their semantics.
 * `CVT_ROUNDING`: which rounding modifiers `cvt` requires or forbids, by the kinds of
   its destination and source types.
 * `SETP_COMPARISONS`: which comparisons a `setp` type accepts.
@@ -35,6 +37,7 @@ from __future__ import annotations
 from isa.errors import PtxError, column_of
 from isa.opcodes import IROUND, ROUND
 from isa.operands import DAddr, DImm, DLabel, DNeg, DPipe, DReg, DSink, DSpecial, DSym, DVec
+from isa.semantics import vpcu
 from isa.semantics.tensor import form_problem
 from isa.types import TYPES
 
@@ -84,6 +87,7 @@ SIGNATURES: dict[str, tuple[str, ...]] = {
     "bfi": (DST, SRC, SRC, SRC_32, SRC_32),
     "shf": (DST, SRC, SRC, SRC_32),
     "lop3": (DST, SRC, SRC, SRC, SRC_32),
+    "vpcu.setprec": (DST, SRC),
 }
 """Operand roles by position; operands beyond a row's length are not checked."""
 
@@ -95,6 +99,8 @@ NEEDS_TYPE = frozenset({"add", "sub", "mul", "mad", "fma", "div", "rem", "abs", 
                         "ex2", "lg2", "sin", "cos"})
 NEEDS_ADDRESS = frozenset({"ld", "ldu", "st", "atom", "red", "prefetch", "prefetchu"})
 VECTOR_MEMORY = frozenset({"ld", "ldu", "st"})
+EXTENSION_FORMS = {"vmma": vpcu.form_problem}
+"""Form checks of our ISA extensions (isa/opcodes.py EXTENSIONS), by table name."""
 
 # cvt: (destination class, source class) -> (required roundings, allowed roundings).
 # Classes: "i" integer/bit types, "f" floats, "pk" packed and 8-bit floats.
@@ -157,6 +163,8 @@ def _check(ins, reg_types) -> None:
     for o in ins.ops:
         _check_shape(ins, o, reg_types)
     problem = form_problem(ins)
+    if problem is None and name in EXTENSION_FORMS:
+        problem = EXTENSION_FORMS[name](ins)
     if problem is not None:
         raise _err(ins, *problem)
     roles = _signature(ins)

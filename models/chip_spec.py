@@ -4,7 +4,11 @@ What it models
 --------------
 `ChipSpec` (name, the one core clock a run uses), `SmSpec` (SM count and the per-SM limits that
 decide occupancy), `UnitsSpec` (latency and throughput of each execution unit, tensor rates per
-precision). Values come from a preset (`models/presets/*.toml`) where each carries its source.
+precision), and the co-design units, each off unless a preset enables it: `VpcuSpec`
+(variable-precision tensor unit: FLOP/clk/SM and operand bytes per precision, switch cost),
+`LutExpSpec` (lookup-table ex2 latency and throughput), `ZceSpec` (zero-skipping MMA
+granularity, compression throughput). Values come from a preset (`models/presets/*.toml`)
+where each carries its source.
 
 Throughputs are given as the CUDA Programming Guide gives them: results per clock per SM.
 The issue interval of one warp instruction on one sub-partition follows from it
@@ -144,6 +148,95 @@ class TensorUnitSpec(SpecMixin):
         return getattr(self, f"{precision}_fma_per_clk_per_sm")
 
 
+VPCU_PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "e4m3", "e5m2")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VpcuSpec(SpecMixin):
+    """Variable-precision tensor unit (`vmma`, `vpcu.setprec`); a co-design what-if, off by
+    default. Rates are per SM (one FMA = 2 FLOP) and replace the tensor unit's for `vmma`."""
+
+    enabled: bool = spec_field("Whether the chip has the VPCU (vmma needs it).", default=False)
+    fp32_flop_per_clk_per_sm: float = spec_field("Dense FP32 FLOP per clock per SM.",
+                                                 default=0.0, minimum=0)
+    tf32_flop_per_clk_per_sm: float = spec_field("Dense TF32 FLOP per clock per SM.",
+                                                 default=0.0, minimum=0)
+    fp16_flop_per_clk_per_sm: float = spec_field("Dense FP16 FLOP per clock per SM.",
+                                                 default=0.0, minimum=0)
+    bf16_flop_per_clk_per_sm: float = spec_field("Dense BF16 FLOP per clock per SM.",
+                                                 default=0.0, minimum=0)
+    e4m3_flop_per_clk_per_sm: float = spec_field("Dense FP8 e4m3 FLOP per clock per SM.",
+                                                 default=0.0, minimum=0)
+    e5m2_flop_per_clk_per_sm: float = spec_field("Dense FP8 e5m2 FLOP per clock per SM.",
+                                                 default=0.0, minimum=0)
+    fp32_operand_bytes: int = spec_field("Bytes per FP32 operand element.", default=4, above=0)
+    tf32_operand_bytes: int = spec_field("Bytes per TF32 operand element.", default=4, above=0)
+    fp16_operand_bytes: int = spec_field("Bytes per FP16 operand element.", default=2, above=0)
+    bf16_operand_bytes: int = spec_field("Bytes per BF16 operand element.", default=2, above=0)
+    e4m3_operand_bytes: int = spec_field("Bytes per e4m3 operand element.", default=1, above=0)
+    e5m2_operand_bytes: int = spec_field("Bytes per e5m2 operand element.", default=1, above=0)
+    switch_cycles: int = spec_field(
+        "Cycles the sub-partition's tensor pipe is held by one precision switch (an executed "
+        "vpcu.setprec), and its latency to the next vmma.", default=0, minimum=0)
+
+    def flop_per_clk_per_sm(self, precision: str) -> float:
+        """Dense FLOP per clock per SM of `precision` (one of VPCU_PRECISIONS)."""
+        if precision not in VPCU_PRECISIONS:
+            raise KeyError(f"unknown VPCU precision {precision!r}; known: {VPCU_PRECISIONS}")
+        return getattr(self, f"{precision}_flop_per_clk_per_sm")
+
+    def operand_bytes(self, precision: str) -> int:
+        """Bytes per operand element of `precision`."""
+        if precision not in VPCU_PRECISIONS:
+            raise KeyError(f"unknown VPCU precision {precision!r}; known: {VPCU_PRECISIONS}")
+        return getattr(self, f"{precision}_operand_bytes")
+
+    def problems(self) -> tuple[Problem, ...]:
+        """An enabled VPCU needs a rate for every precision."""
+        if not self.enabled:
+            return ()
+        return tuple((f"{p}_flop_per_clk_per_sm", 0.0, "> 0 when enabled",
+                      "an enabled VPCU needs a rate for every precision")
+                     for p in VPCU_PRECISIONS if self.flop_per_clk_per_sm(p) <= 0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LutExpSpec(SpecMixin):
+    """A lookup-table exp in the SFU (a co-design what-if, off by default): when enabled,
+    `ex2` uses this latency and throughput instead of the SFU's."""
+
+    enabled: bool = spec_field("Whether ex2 runs on the lookup-table path.", default=False)
+    latency_cycles: int = spec_field("Issue-to-result latency of a LUT ex2.", default=1,
+                                     above=0)
+    results_per_clk_per_sm: float = spec_field("LUT ex2 lane results per clock per SM.",
+                                               default=16.0, above=0)
+
+    def initiation_interval_cycles(self, subpartitions: int, warp_size_threads: int) -> float:
+        """Cycles between two LUT ex2 warp instructions on one sub-partition."""
+        return warp_size_threads * subpartitions / self.results_per_clk_per_sm
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ZceSpec(SpecMixin):
+    """Zero-compression engine (a co-design what-if, off by default): MMA that skips zero
+    operands at a granularity, and (de)compression of the bitmap format."""
+
+    enabled: bool = spec_field("Whether the chip has the ZCE (zmma needs it).", default=False)
+    granularity: Literal["element", "group", "kblock"] = spec_field(
+        "What the engine skips: single zero products ('element'), 2:4 groups of K with no "
+        "non-zero product ('group', 4 K-elements), or whole k-blocks ('kblock').",
+        default="element")
+    kblock_elements: int = spec_field("K-elements per skippable block at 'kblock'.",
+                                      default=16, power_of_two=True)
+    min_issue_fraction: float = spec_field(
+        "Smallest fraction of the dense issue cost a zmma takes (0 = fully skippable).",
+        default=0.0, minimum=0)
+    compress_bytes_per_clk_per_sm: float = spec_field(
+        "Dense bytes per clock per SM the compressor consumes.", default=64.0, above=0)
+    decompress_bytes_per_clk_per_sm: float = spec_field(
+        "Dense bytes per clock per SM the decompressor produces.", default=64.0, above=0)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UnitsSpec(SpecMixin):
     """Execution units of one SM."""
@@ -158,3 +251,9 @@ class UnitsSpec(SpecMixin):
     shuffle: VectorUnitSpec = spec_field("Warp shuffles.")
     lsu: VectorUnitSpec = spec_field("Load/store address generation (per lane).")
     tensor: TensorUnitSpec = spec_field("Tensor cores.")
+    vpcu: VpcuSpec = spec_field("Variable-precision tensor unit (what-if; off by default).",
+                                default_factory=VpcuSpec)
+    lut_exp: LutExpSpec = spec_field("Lookup-table exp in the SFU (what-if; off by default).",
+                                     default_factory=LutExpSpec)
+    zce: ZceSpec = spec_field("Zero-compression engine (what-if; off by default).",
+                              default_factory=ZceSpec)

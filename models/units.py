@@ -38,17 +38,27 @@ Hopper tile ops get their own actions, timed by the SM (`models.sm`) and the TMA
   count (the re-partitioning between warpgroups inside a CTA does not change how many CTAs
   fit).
 
+Co-design units (each off unless the config enables it): `vpcu.setprec` and `vmma` are timed
+by `models.vpcu` on the tensor unit; `vmma` (and every op in `DATA_TIMED`) depends on data the
+trace records per event (`detail`: the precision code), so `event_timings` gives each
+distinct detail its own timing entry. With `units.lut_exp.enabled`, `ex2` takes the LUT exp
+latency and interval instead of the SFU's (other SFU ops keep theirs).
+
 Left out: dual issue, register-bank conflicts, operand collectors, per-opcode latencies
 inside a unit (all FP32 ops share the FP32 latency). Units: SM cycles.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from isa.operands import DAddr, DNeg, DReg, DVec
+from models import vpcu
 
 UNIT_NAMES = ("fp32", "fp16", "fp64", "int32", "sfu", "conversion", "shuffle", "tensor", "lsu",
               "branch")
@@ -140,6 +150,12 @@ def _tensor_timing(ins, config) -> tuple[int, int]:
 def _unit_timing(ins, config) -> tuple[str, int, int]:
     """(unit name, latency cycles, interval cycles) of one instruction."""
     units, subs, warp = config.units, config.sm.subpartitions, config.sm.warp_size_threads
+    if ins.opname == "vpcu.setprec":
+        return ("tensor", *vpcu.setprec_timing(ins, config))
+    if ins.opname in DATA_TIMED:
+        return ("tensor", *DATA_TIMED[ins.opname](ins, config, 0))
+    if ins.opname == "ex2" and units.lut_exp.enabled:
+        return "sfu", units.lut_exp.latency_cycles, _interval(units.lut_exp, subs, warp)
     name = _ISA_UNIT.get(ins.unit, "branch")
     latency_class = ins.spec.latency
     if ins.opname == "shfl":
@@ -198,6 +214,34 @@ def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
         timings.append(InstrTiming(UNIT_INDEX[unit], latency, interval, sources, destinations,
                                    action, count))
     return timings, max(len(numbering.index), 1)
+
+
+DATA_TIMED = {"vmma": vpcu.vmma_timing}
+"""Ops whose (latency, interval) depend on a per-event trace `detail` (precision code,
+non-zero count): opname -> fn(ins, config, detail)."""
+
+
+def event_timings(trace, timings: list[InstrTiming], program, config):
+    """(trace, timings) where each event of a `DATA_TIMED` op has the timing of its detail.
+
+    Events of such a pc are moved to a pc of their own per distinct detail value, appended
+    after the program's pcs with the same unit, registers and action and the latency and
+    interval of that detail; every other event and pc is unchanged.
+    """
+    pcs = [ins.pc for ins in program.instrs if ins.opname in DATA_TIMED]
+    if not pcs or trace.n_events == 0:
+        return trace, timings
+    timings = list(timings)
+    pc = trace.pc.copy()
+    for at in pcs:
+        ins = program.instrs[at]
+        here = trace.pc == at
+        for detail in np.unique(trace.detail[here]).tolist():
+            latency, interval = DATA_TIMED[ins.opname](ins, config, int(detail))
+            pc[here & (trace.detail == detail)] = len(timings)
+            timings.append(dataclasses.replace(timings[at], latency_cycles=latency,
+                                               interval_cycles=interval))
+    return dataclasses.replace(trace, pc=pc), timings
 
 
 def latency_class_is_memory(ins) -> bool:

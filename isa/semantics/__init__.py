@@ -17,6 +17,7 @@ from isa.semantics import (  # noqa: F401,E402  (modules register themselves)
     logic,
     memory,
     tensor,
+    vpcu,
     warp,
 )
 from isa.semantics.registry import SEMANTICS, semantics

@@ -1,0 +1,7 @@
+"""Co-design what-ifs: the kernels, policies and data formats of the proposed units.
+
+`vpcu_kernels` (PTX generators for the variable-precision tensor unit), `precision`
+(precision policies registered by name), `zce_format` (the zero-compression tensor format
+and sparsity sources), `zce_kernels` (PTX generators for zero-skipping MMA). The hardware
+side lives in `models/vpcu.py`, `models/units.py` and the `deepseek_codesign` preset.
+"""
