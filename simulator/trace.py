@@ -16,7 +16,8 @@ memory instructions, what the timing model needs to know about the access:
 * param/const loads: no address data (served by the constant cache);
 * Hopper tile ops (`simulator.trace_tiles`): bulk/TMA copies carry the global sectors of
   their box or range, and they and the `mbarrier.*` events carry the barrier phase slot
-  (`phase_slot`) they contribute to or wait for; `slot_events[slot]` counts contributions.
+  (`phase_slot`) they contribute to or wait for; `slot_events[slot]` counts contributions;
+* extension ops whose timing depends on data (`isa.event_detail`): that data as `detail`.
 
 Global warp id = linear CTA index (x fastest) * warps_per_cta + warp within the CTA.
 Everything is vectorised over all warps of a step; `finish()` turns the recorded chunks into
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from isa.event_detail import EVENT_DETAILS
 from isa.memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from isa.operands import DImm
 from simulator.trace_tiles import TILE_OPS, TileRecorder
@@ -196,6 +198,8 @@ class TraceRecorder:
         elif ins.unit == "lsu" and ins.spec.latency == "mem":
             group = np.cumsum(new) - 1
             kind, detail, sstart = self._memory(m, ins, exec_lanes, lanes, group, gwarp, nw)
+        elif ins.opname in EVENT_DETAILS:
+            detail = EVENT_DETAILS[ins.opname](m, ins, exec_lanes)
         self._chunks.append((gwarp, ins.pc, active, kind, detail, sstart))
 
     def _tile(self, m, ins, lanes, starts, nw):
