@@ -18,6 +18,17 @@ Tile heuristic (`choose_tiles`), the same for every shape — no per-shape facto
 * persistent when the output has more tiles than the compute SMs (`sm.count -
   sm.comm_count`), so the stage ring keeps running across tiles.
 
+Grouped GEMM (MoE): `groups` > 1 with `layout` "contiguous" | "masked" and `ragged`
+"m" | "k" (DeepGEMM's layouts, `templates.gemm_groups`); `m` is then the rows per group
+(masked: the max rows per group), `m_total` / `valid_m` / `k_total` the totals split over
+the groups. FLOPs 2·ΣM_g·N·K_g (= 2·G·M·N·K for equal groups); the tile heuristic counts
+the grouped tiles. `dtype="e4m3"` is fp8; `out_dtype` "bf16" | "f32" (default bf16, f32
+for tf32).
+
+Sampled fidelity: the plan carries the reduced launches of `workloads.ops.gemm_sampling`
+(1 and 2 rounds of tiles, two K depths, bilinear extrapolation); `simulate_op` times those
+instead of the whole persistent launch.
+
 Arguments: below `FUNCTIONAL_ELEMENTS` elements of A, B and C together the GEMM runs with
 real random data (functional + timing); above, in timing mode with `isa.ShapeOnly`
 tensors (tensor-core data skipped; control flow, addresses and traffic still execute).
@@ -29,6 +40,7 @@ Units: elements, bytes, FLOP.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import ml_dtypes
 import numpy as np
@@ -37,6 +49,8 @@ import isa
 from isa.errors import InputError
 from isa.tensor_map import make_tensor_map
 from workloads.kernels.templates.gemm import ELEM, MAX_SHARED, OUT_BYTES, gemm_kernel
+from workloads.kernels.templates.gemm_groups import LAYOUTS, GroupedShape, grouped_shape
+from workloads.ops.gemm_sampling import mean_k_tiles, reduced_k, sample_points
 from workloads.ops.registry import Flag, Launch, OpPlan, positive, register
 
 DTYPES = tuple(ELEM)                       # bf16, fp16, fp8, tf32
@@ -48,6 +62,7 @@ NUMPY = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16, "fp8": ml_dtypes.float8
          "tf32": np.float32}
 NUMPY_OUT = {"bf16": ml_dtypes.bfloat16, "f32": np.float32}
 SCALINGS = ("none", "deepseek")
+DTYPE_ALIASES = {"e4m3": "fp8"}           # workload graphs name FP8 GEMMs by the format
 
 
 def compute_sms(config) -> int:
@@ -55,8 +70,11 @@ def compute_sms(config) -> int:
 
 
 def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
-                 rule: str = DEFAULT_RULE) -> dict:
-    """Template arguments for an M x N x K GEMM by the heuristic of the module docstring."""
+                 rule: str = DEFAULT_RULE, row_blocks=None) -> dict:
+    """Template arguments for an M x N x K GEMM by the heuristic of the module docstring;
+    `row_blocks(m_tile)` counts the m-blocks when they are not ceil(M / m_tile) (grouped
+    GEMMs: M is then the rows per group)."""
+    blocks = row_blocks or (lambda mt: math.ceil(m / mt))
     if rule not in TILE_RULES:
         raise InputError(f"--rule {rule!r}: accepted {', '.join(TILE_RULES)}")
     m_tile, consumers = (64, 1) if m <= 64 else (128, 2)
@@ -66,87 +84,174 @@ def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
         n_tile = 256
     else:
         def cost(nt: int) -> int:
-            tiles = math.ceil(m / m_tile) * math.ceil(n / nt)
+            tiles = blocks(m_tile) * math.ceil(n / nt)
             return math.ceil(tiles / sm_count) * nt
         n_tile = 256 if cost(256) <= cost(128) else 128
     k_tile = 128 // ELEM[dtype]
     stage_bytes = (m_tile + n_tile) * 128
     stages = max(2, min(MAX_STAGES, MAX_SHARED // (stage_bytes + 16)))
-    tiles = math.ceil(m / m_tile) * math.ceil(n / n_tile)
+    tiles = blocks(m_tile) * math.ceil(n / n_tile)
     return {"m_tile": m_tile, "n_tile": n_tile, "k_tile": k_tile, "stages": stages,
             "consumers": consumers, "persistent": tiles > sm_count}
 
 
-def _check(m, n, k, dtype, scaling) -> None:
-    for flag, v in (("--m", m), ("--n", n), ("--k", k)):
+def _check(m, n, k, dtype, scaling, groups, out_dtype) -> str:
+    """Validate sizes and names; the canonical dtype (aliases resolved)."""
+    for flag, v in (("--m", m), ("--n", n), ("--k", k), ("--groups", groups)):
         positive(flag, v)
+    dtype = DTYPE_ALIASES.get(dtype, dtype)
     if dtype not in DTYPES:
-        raise InputError(f"--dtype {dtype!r}: accepted {', '.join(DTYPES)}")
+        raise InputError(f"--dtype {dtype!r}: accepted {', '.join(DTYPES)} "
+                         f"(or {', '.join(DTYPE_ALIASES)} for fp8)")
     if scaling not in SCALINGS:
         raise InputError(f"--scaling {scaling!r}: accepted {', '.join(SCALINGS)}")
     if scaling == "deepseek" and dtype != "fp8":
         raise InputError(f"--scaling deepseek needs --dtype fp8, got --dtype {dtype}")
+    if out_dtype is not None and out_dtype not in NUMPY_OUT:
+        raise InputError(f"out_dtype {out_dtype!r}: accepted {', '.join(NUMPY_OUT)}")
     if (k * ELEM[dtype]) % 16:
         raise InputError(f"--k {k}: rows of A and B must be a multiple of 16 bytes "
                          f"(K a multiple of {16 // ELEM[dtype]} for {dtype})")
+    return dtype
 
 
-def _args(kernel, m, n, k, dtype, out_dtype, scaling, shape_only, rng) -> list:
-    """Kernel arguments: random arrays, or ShapeOnly tensors with tensor maps over them."""
+@dataclass(frozen=True)
+class Operands:
+    """Shapes of one launch's operands: rows of A, B, C, the K columns, the output columns,
+    and for a grouped GEMM its schedule table."""
+    a_rows: int
+    b_rows: int
+    c_rows: int
+    k: int
+    n: int
+    schedule: np.ndarray | None = None
+
+
+def _args(kernel, ops: Operands, dtype, out_dtype, scaling, shape_only, rng,
+          k_arg: int | None = None) -> list:
+    """Kernel arguments: random arrays, or ShapeOnly tensors with tensor maps over them;
+    `k_arg` replaces the K argument (a sampled launch cut in K, addresses unchanged)."""
     cfg = kernel.config
-    ks = math.ceil(k / 128)
-    scale_shapes = (((m, ks), (math.ceil(n / 128), ks)) if scaling == "deepseek" else ())
+    ks = math.ceil(ops.k / 128)
+    n_scale_rows = math.ceil(ops.n / 128) * (ops.b_rows // ops.n if cfg.grouped else 1)
+    scale_shapes = ((ops.a_rows, ks), (n_scale_rows, ks)) if scaling == "deepseek" else ()
+    extra = [] if ops.schedule is None else [ops.schedule]
     if not shape_only:
-        a = rng.uniform(-1, 1, (m, k)).astype(NUMPY[dtype])
-        b = rng.uniform(-1, 1, (n, k)).astype(NUMPY[dtype])
-        c = np.zeros((m, n), NUMPY_OUT[out_dtype])
+        a = rng.uniform(-1, 1, (ops.a_rows, ops.k)).astype(NUMPY[dtype])
+        b = rng.uniform(-1, 1, (ops.b_rows, ops.k)).astype(NUMPY[dtype])
+        c = np.zeros((ops.c_rows, ops.n), NUMPY_OUT[out_dtype])
         scales = [rng.uniform(0.5, 2, s).astype(np.float32) for s in scale_shapes]
-        return kernel.args(a, b, c, *scales)
-    ta = make_tensor_map(0, (cfg.m_tile, cfg.atom), swizzle=128, arg=2, shape=(m, k),
-                         dtype=NUMPY[dtype])
-    tb = make_tensor_map(0, (cfg.n_tile, cfg.atom), swizzle=128, arg=3, shape=(n, k),
-                         dtype=NUMPY[dtype])
-    out = [ta, tb, isa.ShapeOnly((m, k), NUMPY[dtype]), isa.ShapeOnly((n, k), NUMPY[dtype]),
-           isa.ShapeOnly((m, n), NUMPY_OUT[out_dtype])]
-    out += [isa.ShapeOnly(s, np.float32) for s in scale_shapes]
-    return out + [m, n, k]
+        if len(scales) < 2:
+            scales += [None] * (2 - len(scales))
+        return kernel.args(a, b, c, *scales, schedule=ops.schedule)
+    ta = make_tensor_map(0, (cfg.m_tile, cfg.atom), swizzle=128, arg=2,
+                         shape=(ops.a_rows, ops.k), dtype=NUMPY[dtype])
+    tb = make_tensor_map(0, (cfg.n_tile, cfg.atom), swizzle=128, arg=3,
+                         shape=(ops.b_rows, ops.k), dtype=NUMPY[dtype])
+    out = [ta, tb, isa.ShapeOnly((ops.a_rows, ops.k), NUMPY[dtype]),
+           isa.ShapeOnly((ops.b_rows, ops.k), NUMPY[dtype]),
+           isa.ShapeOnly((ops.c_rows, ops.n), NUMPY_OUT[out_dtype])]
+    out += [isa.ShapeOnly(s, np.float32) for s in scale_shapes] + extra
+    out += [ops.a_rows, ops.n, ops.k if k_arg is None else k_arg]
+    return out + ([len(ops.schedule)] if ops.schedule is not None else [])
 
 
 GEMM_FLAGS = (
-    Flag("--m", "rows of A and C", required=True),
+    Flag("--m", "rows of A and C (grouped: rows per group; masked: max rows per group)",
+         required=True),
     Flag("--n", "rows of B, columns of C", required=True),
     Flag("--k", "reduction length", required=True),
-    Flag("--dtype", "bf16, fp16, fp8 or tf32 (default bf16)", kind="str", default="bf16"),
+    Flag("--dtype", "bf16, fp16, fp8 (alias e4m3) or tf32 (default bf16)", kind="str",
+         default="bf16"),
     Flag("--scaling", "fp8 scaling: none (per tensor) or deepseek (1x128/128x128 blocks)",
          kind="str", default="none"),
+    Flag("--groups", "grouped GEMM (MoE): number of groups (default 1)", default=1),
+    Flag("--layout", "grouped layout: contiguous (rows concatenated, padded to the tile) or "
+         "masked ([groups, max_m, K] with valid rows per group)", kind="str",
+         default="contiguous", choices=LAYOUTS),
     Flag("--rule", "GEMM tile rule: n128, n256 or waves (default: the one chosen on the "
          "calibration fit subset)", kind="str"),
 )
 
 
+def _grouped(groups, layout, ragged, m, n, k, choice, m_total, valid_m, k_total):
+    return grouped_shape(groups, layout, ragged, m, n, k, choice["m_tile"], choice["k_tile"],
+                         m_total=m_total, valid_m=valid_m, k_total=k_total)
+
+
 @register("gemm", GEMM_FLAGS, "C[M,N] = A[M,K] B[N,K]^T (warp-specialized TMA+wgmma)")
 def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = "none",
-            rule: str = DEFAULT_RULE, seed: int = 0, shape_only: bool | None = None,
-            **tiles) -> OpPlan:
-    """The plan of one GEMM: one template launch; `tiles` override `choose_tiles` keys."""
-    _check(m, n, k, dtype, scaling)
+            groups: int = 1, layout: str = "contiguous", ragged: str = "m",
+            out_dtype: str | None = None, rule: str | None = None, seed: int = 0,
+            shape_only: bool | None = None, m_total: int | None = None,
+            valid_m: int | None = None, k_total: int | None = None, **tiles) -> OpPlan:
+    """The plan of one GEMM (or grouped GEMM): one template launch plus, for sampled
+    fidelity, the reduced launches of `workloads.ops.gemm_sampling`; `tiles` override
+    `choose_tiles` keys. Grouped sizes (`m_total`, `valid_m`, `k_total`) as in
+    `templates.gemm_groups`."""
+    dtype = _check(m, n, k, dtype, scaling, groups, out_dtype)
+    rule = rule or DEFAULT_RULE
     sms = compute_sms(config)
-    choice = {**choose_tiles(m, n, k, dtype, sms, rule), **tiles}
-    out_dtype = "f32" if dtype == "tf32" else "bf16"
-    kernel = gemm_kernel(dtype=dtype, out_dtype=out_dtype, sm_count=sms,
-                         fp8_scaling="deepseek" if scaling == "deepseek" else None, **choice)
+    out_dtype = out_dtype or ("f32" if dtype == "tf32" else "bf16")
+    shape: GroupedShape | None = None
+    row_blocks = None
+    if groups > 1 or (layout, ragged) != ("contiguous", "m") or m_total or valid_m or k_total:
+        probe = {**choose_tiles(m, n, k, dtype, sms, rule), **tiles}
+        _grouped(groups, layout, ragged, m, n, k, probe, m_total, valid_m, k_total)
+
+        def row_blocks(mt: int) -> int:
+            return len(_grouped(groups, layout, ragged, m, n, k, {**probe, "m_tile": mt},
+                                m_total, valid_m, k_total).schedule(probe["k_tile"]))
+    choice = {**choose_tiles(m, n, k, dtype, sms, rule, row_blocks), **tiles}
+    make = dict(dtype=dtype, out_dtype=out_dtype, sm_count=sms, grouped=row_blocks is not None,
+                fp8_scaling="deepseek" if scaling == "deepseek" else None, **choice)
+    kernel = gemm_kernel(**make)
+    if row_blocks is not None:
+        shape = _grouped(groups, layout, ragged, m, n, k, choice, m_total, valid_m, k_total)
+        ops = Operands(*shape.a_shape[:1], shape.b_shape[0], shape.c_rows, shape.k_cols, n,
+                       shape.schedule(choice["k_tile"]))
+        flops, nbytes = shape.flops, shape.min_bytes(ELEM[dtype], OUT_BYTES[out_dtype])
+        blocks = len(ops.schedule)
+        k_tiles = mean_k_tiles(shape.k_sizes, choice["k_tile"])
+    else:
+        ops = Operands(m, n, m, k, n)
+        flops = 2.0 * m * n * k
+        nbytes = (m * k + n * k) * ELEM[dtype] + m * n * OUT_BYTES[out_dtype]
+        blocks, k_tiles = None, math.ceil(k / choice["k_tile"])
+    if scaling == "deepseek":
+        nbytes += 4 * math.ceil(ops.k / 128) * (ops.a_rows + math.ceil(ops.b_rows / 128))
     if shape_only is None:
-        shape_only = m * k + n * k + m * n > FUNCTIONAL_ELEMENTS
-    args = _args(kernel, m, n, k, dtype, out_dtype, scaling, shape_only,
-                 np.random.default_rng(seed))
-    e = ELEM[dtype]
-    scale_bytes = 4 * math.ceil(k / 128) * (m + math.ceil(n / 128)) if scaling == "deepseek" \
-        else 0
-    nbytes = (m * k + n * k) * e + m * n * OUT_BYTES[out_dtype] + scale_bytes
-    launch = Launch("gemm", kernel.ptx, kernel.entry, kernel.grid(m, n), kernel.block, args,
-                    kernel.shared_bytes, timing_only=shape_only,
-                    detail={"tiles": choice, "rule": rule, "uses_wgmma": True},
-                    regs_per_thread=min(255, config.sm.registers_per_sm
-                                        // kernel.block[0] // 8 * 8))
-    return OpPlan("gemm", {"m": m, "n": n, "k": k, "dtype": dtype, "scaling": scaling},
-                  (launch,), 2.0 * m * n * k, float(nbytes), f"tensor_{dtype}_tflops")
+        shape_only = ops.a_rows * ops.k + ops.b_rows * ops.k + ops.c_rows * n \
+            > FUNCTIONAL_ELEMENTS
+    rng = np.random.default_rng(seed)
+    regs = min(255, config.sm.registers_per_sm // kernel.block[0] // 8 * 8)
+    detail = {"tiles": choice, "rule": rule, "uses_wgmma": True}
+
+    def launch(kern, args, timing_only) -> Launch:
+        return Launch("gemm", kern.ptx, kern.entry, kern.grid(ops.a_rows, n, blocks),
+                      kern.block, args, kern.shared_bytes, timing_only=timing_only,
+                      detail=detail, regs_per_thread=regs)
+
+    main = launch(kernel, _args(kernel, ops, dtype, out_dtype, scaling, shape_only, rng),
+                  shape_only)
+    tm, tn = kernel.tiles(ops.a_rows, n, blocks)
+    points, note = sample_points(tm * tn, main.grid[0] * main.grid[1], k_tiles,
+                                 choice["stages"], kernel.config.persistent)
+    samples = []
+    for p in points:
+        kern = gemm_kernel(**{**make, "tile_limit": p.tile_limit}) if p.tile_limit else kernel
+        cut = ops
+        if p.k_tiles and ops.schedule is not None:
+            table = ops.schedule.copy()
+            table[:, 5] = np.minimum(table[:, 5], p.k_tiles)
+            cut = Operands(ops.a_rows, ops.b_rows, ops.c_rows, ops.k, n, table)
+        k_arg = reduced_k(ops.k, choice["k_tile"], p.k_tiles) if ops.schedule is None else None
+        samples.append((p.weight, launch(kern, _args(kern, cut, dtype, out_dtype, scaling,
+                                                     True, rng, k_arg), True)))
+    sizes = {"m": m, "n": n, "k": k, "dtype": dtype, "scaling": scaling}
+    if shape is not None:
+        sizes.update(groups=groups, layout=layout, ragged=ragged,
+                     m_sizes_total=sum(shape.m_sizes), k_total=shape.k_cols
+                     if ragged == "k" else k)
+    return OpPlan("gemm", sizes, (main,), flops, float(nbytes), f"tensor_{dtype}_tflops",
+                  samples=tuple(samples), sample_note=note)

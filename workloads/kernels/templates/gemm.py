@@ -29,6 +29,14 @@ Kernel structure (`block` = 128 x (consumers + 1) threads):
 * `persistent=True`: grid = min(#tiles, sm_count); producer and consumers walk tiles
   t = ctaid.x, ctaid.x + nctaid.x, ... (tile_m = t % tiles_m) keeping the stage ring
   and phases running across tiles. Otherwise grid = (tiles_m, tiles_n).
+* `grouped=True`: a grouped GEMM for MoE (`templates.gemm_groups`: contiguous, masked
+  and ragged-K layouts). An extra `schedule` argument (int32 [blocks, 8]) and `blocks`
+  parameter; each tile reads its schedule row (A row, B row, C row, valid rows, k0,
+  k-tiles, scale_b block row) with two 16-byte loads per warp, TMA reads A at that row
+  and B at the group's rows, the k loop starts at k0 and the epilogue masks to the
+  valid rows. The tiles of all groups are one persistent round-robin.
+* `tile_limit=L` (persistent only): only the first L tiles are walked (op-level sampling,
+  `workloads.ops.gemm_sampling`); the grid is min(L, tiles, sm_count) CTAs.
 * `fp8_scaling="deepseek"` (fp8 only): DeepSeek-V3's fine-grained scaling. Each
   128-K chunk (4 k32 wgmmas) accumulates into a fresh wgmma accumulator, which is then
   promoted on the CUDA cores: acc += chunk * (scale_a[row, kc] * scale_b[n // 128, kc])
@@ -75,6 +83,8 @@ class Config:
     persistent: bool
     fp8_scaling: str | None
     sm_count: int
+    grouped: bool = False
+    tile_limit: int = 0
 
     ptx_type = property(lambda s: PTX_TYPE[s.dtype])
     kshape = property(lambda s: KSHAPE[s.dtype])
@@ -98,7 +108,8 @@ class Config:
         name = (f"gemm_{self.dtype}_{self.out_dtype}_m{self.m_tile}n{self.n_tile}k{self.k_tile}"
                 f"_s{self.stages}_c{self.consumers}")
         return name + ("_persistent" if self.persistent else "") + \
-            ("_deepseek" if self.fp8_scaling else "")
+            ("_deepseek" if self.fp8_scaling else "") + ("_grouped" if self.grouped else "") + \
+            (f"_t{self.tile_limit}" if self.tile_limit else "")
 
 
 @dataclass(frozen=True)
@@ -111,23 +122,39 @@ class GemmKernel:
     shared_bytes: int
     config: Config
 
-    def tiles(self, m: int, n: int) -> tuple[int, int]:
-        return math.ceil(m / self.config.m_tile), math.ceil(n / self.config.n_tile)
+    def tiles(self, m: int, n: int, blocks: int | None = None) -> tuple[int, int]:
+        """(m-blocks, n-blocks) of the tile grid; a grouped kernel has `blocks` m-blocks
+        (rows of its schedule table)."""
+        tm = blocks if self.config.grouped else math.ceil(m / self.config.m_tile)
+        if tm is None:
+            raise InputError("a grouped kernel's tiles need blocks= (schedule rows)")
+        return tm, math.ceil(n / self.config.n_tile)
 
-    def grid(self, m: int, n: int) -> tuple[int, int, int]:
-        tm, tn = self.tiles(m, n)
+    def grid(self, m: int, n: int, blocks: int | None = None) -> tuple[int, int, int]:
+        tm, tn = self.tiles(m, n, blocks)
         if self.config.persistent:
-            return (min(tm * tn, self.config.sm_count), 1, 1)
+            tiles = tm * tn
+            if self.config.tile_limit:
+                tiles = min(tiles, self.config.tile_limit)
+            return (max(1, min(tiles, self.config.sm_count)), 1, 1)
         return (tm, tn, 1)
 
     def args(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, scale_a=None,
-             scale_b=None) -> list:
-        """[tmap_a, tmap_b, a, b, c, (scale_a, scale_b,) M, N, K] for `isa.run_kernel`;
-        a [M, K], b [N, K] (K-major), c [M, N], all row-major numpy arrays."""
+             scale_b=None, schedule: np.ndarray | None = None) -> list:
+        """[tmap_a, tmap_b, a, b, c, (scale_a, scale_b,) (schedule,) M, N, K (, blocks)]
+        for `isa.run_kernel`; a [M, K], b [N, K] (K-major), c [M, N], all row-major numpy
+        arrays. A grouped kernel takes a, b, c of any row counts (the `schedule` table,
+        int32 [blocks, 8] from `templates.gemm_groups`, says which rows a tile uses); its
+        M is a's rows and N is c's columns."""
         cfg = self.config
         m, k = _shape2(a, "a")
         n, kb = _shape2(b, "b")
-        if kb != k or c.shape != (m, n):
+        if cfg.grouped:
+            n = _shape2(c, "c")[1]
+            if kb != k:
+                raise InputError(f"shapes a {a.shape}, b {b.shape}: accepted a [rows, K], "
+                                 "b [rows, K] (K-major) for a grouped kernel")
+        elif kb != k or c.shape != (m, n):
             raise InputError(f"shapes a {a.shape}, b {b.shape}, c {c.shape}: accepted "
                              "a [M, K], b [N, K] (K-major), c [M, N]")
         for name, arr, want in (("a", a, NUMPY_IN[cfg.dtype]), ("b", b, NUMPY_IN[cfg.dtype]),
@@ -144,8 +171,9 @@ class GemmKernel:
         out = [ta, tb, a, b, c]
         if cfg.fp8_scaling:
             ks = math.ceil(k / 128)
+            b_groups = n and b.shape[0] // n if cfg.grouped else 1
             for name, arr, shape in (("scale_a", scale_a, (m, ks)),
-                                     ("scale_b", scale_b, (math.ceil(n / 128), ks))):
+                                     ("scale_b", scale_b, (b_groups * math.ceil(n / 128), ks))):
                 if arr is None or arr.shape != shape or arr.dtype != np.float32:
                     got = None if arr is None else (arr.shape, arr.dtype.name)
                     raise InputError(f"{name}: got {got}; accepted a float32 array of "
@@ -154,7 +182,15 @@ class GemmKernel:
         elif scale_a is not None or scale_b is not None:
             raise InputError("scale_a/scale_b given to a kernel without fp8_scaling; "
                              "accepted: None")
-        return out + [m, n, k]
+        if not cfg.grouped:
+            if schedule is not None:
+                raise InputError("schedule given to a kernel without groups; accepted: None")
+            return out + [m, n, k]
+        if (not isinstance(schedule, np.ndarray) or schedule.dtype != np.int32
+                or schedule.ndim != 2 or schedule.shape[1] != 8 or not len(schedule)):
+            raise InputError("schedule: accepted an int32 array [blocks >= 1, 8] "
+                             "(templates.gemm_groups.schedule) for a grouped kernel")
+        return out + [np.ascontiguousarray(schedule), m, n, k, len(schedule)]
 
 
 def _shape2(arr, name) -> tuple[int, int]:
@@ -170,7 +206,8 @@ def _bad(arg: str, value, accepted: str) -> InputError:
 def gemm_kernel(m_tile: int = 128, n_tile: int = 128, k_tile: int = 64, stages: int = 4,
                 dtype: str = "bf16", out_dtype: str = "bf16", consumers: int = 1,
                 persistent: bool = False, fp8_scaling: str | None = None,
-                sm_count: int = SM_COUNT) -> GemmKernel:
+                sm_count: int = SM_COUNT, grouped: bool = False,
+                tile_limit: int = 0) -> GemmKernel:
     """Generate a warp-specialized TMA + wgmma GEMM kernel (see the module docstring)."""
     if dtype not in ELEM:
         raise _bad("dtype", dtype, ", ".join(ELEM))
@@ -199,8 +236,12 @@ def gemm_kernel(m_tile: int = 128, n_tile: int = 128, k_tile: int = 64, stages: 
                    "(one B scale block per 128 columns)")
     if not isinstance(sm_count, int) or sm_count < 1:
         raise _bad("sm_count", sm_count, "a positive integer")
+    if isinstance(tile_limit, bool) or not isinstance(tile_limit, int) or tile_limit < 0 \
+            or (tile_limit and not persistent):
+        raise _bad("tile_limit", tile_limit, "0 (all tiles) or, with persistent=True, "
+                   "a positive tile count")
     cfg = Config(m_tile, n_tile, k_tile, stages, dtype, out_dtype, consumers,
-                 bool(persistent), fp8_scaling, sm_count)
+                 bool(persistent), fp8_scaling, sm_count, bool(grouped), tile_limit)
     if cfg.shared_bytes > MAX_SHARED:
         raise _bad("stages", stages, f"a ring within {MAX_SHARED} bytes of shared memory "
                    f"(227 KiB): {stages} stages x {cfg.stage_bytes} B + barriers = "

@@ -26,6 +26,8 @@ def emit(cfg) -> str:
 def _head(cfg) -> list[str]:
     scale_params = ("    .param .u64 scale_a,\n    .param .u64 scale_b,\n"
                     if cfg.fp8_scaling else "")
+    if cfg.grouped:
+        scale_params += "    .param .u64 sched,\n"
     acc = cfg.acc_regs
     regs = [
         "    .reg .pred %p<8>;", f"    .reg .pred %pc<{cfg.n_tile // 4}>;",
@@ -36,6 +38,9 @@ def _head(cfg) -> list[str]:
         "    .reg .b64 %desc_a, %desc_b;", "    .reg .b32 %prev_empty;",
         "    .reg .pred %ptrue, %pfalse, %pacc;",
     ]
+    if cfg.grouped:
+        regs += ["    .reg .b32 %ent, %brow, %crow, %mrows, %k0, %sbrow, %kc0;",
+                 "    .reg .b64 %rdsch, %rdent;"]
     if cfg.fp8_scaling:
         regs += [f"    .reg .f32 %t<{acc}>;", f"    .reg .f32 %sa<{2 * cfg.m_sub}>;",
                  f"    .reg .f32 %sb<{cfg.n_blocks}>;",
@@ -49,14 +54,17 @@ def _head(cfg) -> list[str]:
         f".visible .entry {cfg.entry}(",
         "    .param .align 64 .b8 tmap_a[128],", "    .param .align 64 .b8 tmap_b[128],",
         "    .param .u64 a,", "    .param .u64 b,", "    .param .u64 c,",
-        scale_params + "    .param .u32 m,", "    .param .u32 n,", "    .param .u32 k", ")",
+        scale_params + "    .param .u32 m,", "    .param .u32 n,",
+        "    .param .u32 k" + (",\n    .param .u32 blocks" if cfg.grouped else ""), ")",
         f".maxntid {cfg.threads}, 1, 1", ".minnctapersm 1", "{", *regs,
         "    mov.u32 %thr, %tid.x;",
         f"    mov.u32 %bars, smem;\n    add.u32 %bars, %bars, {cfg.barrier_offset};",
         "    ld.param.u32 %M, [m];", "    ld.param.u32 %N, [n];", "    ld.param.u32 %K, [k];",
-        f"    add.u32 %tiles_m, %M, {tm};", f"    div.u32 %tiles_m, %tiles_m, {cfg.m_tile};",
+        *_tiles_m(cfg, tm),
         f"    add.u32 %tiles, %N, {tn};", f"    div.u32 %tiles, %tiles, {cfg.n_tile};",
         "    mul.lo.u32 %tiles, %tiles, %tiles_m;",
+        *([f"    min.u32 %tiles, %tiles, {cfg.tile_limit};   // sampled: first tiles only"]
+          if cfg.tile_limit else []),
         f"    add.u32 %ktiles, %K, {cfg.k_tile - 1};",
         f"    div.u32 %ktiles, %ktiles, {cfg.k_tile};",
         "    add.u32 %ksb, %K, 127;", "    shr.u32 %ksb, %ksb, 7;   // 128-K scale blocks",
@@ -73,8 +81,36 @@ def _head(cfg) -> list[str]:
     return lines
 
 
+def _tiles_m(cfg, tm: int) -> list[str]:
+    """%tiles_m: m-blocks of the tile grid (a grouped kernel's schedule rows)."""
+    if cfg.grouped:
+        return ["    ld.param.u32 %tiles_m, [blocks];", "    ld.param.u64 %rdsch, [sched];",
+                "    cvta.to.global.u64 %rdsch, %rdsch;"]
+    return [f"    add.u32 %tiles_m, %M, {tm};", f"    div.u32 %tiles_m, %tiles_m, {cfg.m_tile};"]
+
+
+def _schedule_row(cfg) -> list[str]:
+    """Grouped: row %ent of the schedule -> a row m0, B row, C row, valid rows, k0, k-tiles,
+    scale_b block row (layout of `templates.gemm_groups.schedule`)."""
+    lines = ["    mul.wide.u32 %rdent, %ent, 32;", "    add.s64 %rdent, %rdsch, %rdent;",
+             "    ld.global.v4.u32 {%m0, %brow, %crow, %mrows}, [%rdent];",
+             "    ld.global.v4.u32 {%k0, %ktiles, %sbrow, %ent}, [%rdent+16];",
+             "    add.u32 %brow, %brow, %n0;"]
+    if cfg.fp8_scaling:
+        lines.append("    shr.u32 %kc0, %k0, 7;")
+    return lines
+
+
 def _tile_start(cfg, side: str) -> list[str]:
     """Tile coordinates m0, n0 of tile %tile (persistent) or of this CTA's (x, y)."""
+    if cfg.grouped and cfg.persistent:
+        return [f"{side}_TILE:", "    setp.ge.u32 %p0, %tile, %tiles;",
+                f"    @%p0 bra {side}_END;",
+                "    rem.u32 %ent, %tile, %tiles_m;", "    div.u32 %n0, %tile, %tiles_m;",
+                f"    mul.lo.u32 %n0, %n0, {cfg.n_tile};", *_schedule_row(cfg)]
+    if cfg.grouped:
+        return ["    mov.u32 %ent, %ctaid.x;", "    mov.u32 %n0, %ctaid.y;",
+                f"    mul.lo.u32 %n0, %n0, {cfg.n_tile};", *_schedule_row(cfg)]
     if cfg.persistent:
         return [f"{side}_TILE:", "    setp.ge.u32 %p0, %tile, %tiles;",
                 f"    @%p0 bra {side}_END;",
@@ -119,7 +155,8 @@ def _producer(cfg) -> list[str]:
              "    @!%p1 bra P_WAIT;", "P_ISSUE:",
              f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd2, [%r3], {cfg.stage_bytes};",
              "    mov.u32 %r6, smem;", f"    mad.lo.u32 %r6, %stage, {cfg.stage_bytes}, %r6;",
-             f"    mul.lo.u32 %r7, %kt, {cfg.k_tile};"]
+             (f"    mad.lo.u32 %r7, %kt, {cfg.k_tile}, %k0;" if cfg.grouped else
+              f"    mul.lo.u32 %r7, %kt, {cfg.k_tile};")]
     tma = ("    cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx"
            "::bytes [%r8], [{map}, {{%r9, {row}}}], [%r3];")
     for j in range(cfg.k_atoms):
@@ -127,7 +164,7 @@ def _producer(cfg) -> list[str]:
                   f"    add.u32 %r8, %r6, {j * cfg.m_tile * 128};",
                   tma.format(map="%rd0", row="%m0"),
                   f"    add.u32 %r8, %r6, {cfg.a_bytes + j * cfg.n_tile * 128};",
-                  tma.format(map="%rd1", row="%n0")]
+                  tma.format(map="%rd1", row="%brow" if cfg.grouped else "%n0")]
     lines += [*_advance_stage(cfg), "    add.u32 %it, %it, 1;", "    add.u32 %kt, %kt, 1;",
               "    setp.lt.u32 %p0, %kt, %ktiles;", "    @%p0 bra P_K;",
               *_tile_end(cfg, "P"), "DONE:", "    ret;", "}"]
@@ -223,6 +260,7 @@ def _scale_rows(cfg) -> list[str]:
 def _promote(cfg, chunk: int) -> list[str]:
     """DeepSeek-V3 promotion: d += t * scale_a[row, kc] * scale_b[n_block, kc] (CUDA cores)."""
     lines = [f"    mad.lo.u32 %r19, %kt, {cfg.chunks_per_tile}, {chunk};   // 128-K chunk kc",
+             *(["    add.u32 %r19, %r19, %kc0;"] if cfg.grouped else []),
              "    mul.wide.u32 %rd8, %r19, 4;"]
     for r in range(2 * cfg.m_sub):
         lines += [f"    add.s64 %rd9, %pa{r}, %rd8;", f"    ld.global.f32 %sa{r}, [%rd9];"]
@@ -231,7 +269,9 @@ def _promote(cfg, chunk: int) -> list[str]:
               "    sub.u32 %r20, %r20, 1;            // last n block"]
     for b in range(cfg.n_blocks):
         lines += ["    shr.u32 %r21, %n0, 7;", f"    add.u32 %r21, %r21, {b};",
-                  "    min.u32 %r21, %r21, %r20;", "    mad.lo.u32 %r21, %r21, %ksb, %r19;",
+                  "    min.u32 %r21, %r21, %r20;",
+                  *(["    add.u32 %r21, %r21, %sbrow;"] if cfg.grouped else []),
+                  "    mad.lo.u32 %r21, %r21, %ksb, %r19;",
                   "    mul.wide.u32 %rd11, %r21, 4;", "    add.s64 %rd11, %rd10, %rd11;",
                   f"    ld.global.f32 %sb{b}, [%rd11];"]
         for r in range(2 * cfg.m_sub):
@@ -251,9 +291,11 @@ def _epilogue(cfg) -> list[str]:
     ob = cfg.out_bytes
     lines = ["    // ---- epilogue: fragment -> C, masked at the M and N edges ----",
              "    ld.param.u64 %rd12, [c];", "    cvta.to.global.u64 %rd12, %rd12;",
-             "    add.u32 %r17, %m0, %r14;             // row of element 0",
+             "    add.u32 %r17, %{}, %r14;             // row of element 0".format(
+                 "crow" if cfg.grouped else "m0"),
              "    add.u32 %r18, %n0, %r15;             // column of element 0",
-             "    sub.s32 %r19, %M, %r17;", "    sub.s32 %r20, %N, %r18;",
+             "    sub.s32 %r19, %mrows, %r14;" if cfg.grouped else "    sub.s32 %r19, %M, %r17;",
+             "    sub.s32 %r20, %N, %r18;",
              "    mul.wide.u32 %rd13, %r17, %N;", "    cvt.u64.u32 %rd14, %r18;",
              "    add.s64 %rd13, %rd13, %rd14;", f"    mul.lo.u64 %rd13, %rd13, {ob};",
              "    add.s64 %rd13, %rd12, %rd13;"]

@@ -1,0 +1,59 @@
+"""Op-level sampling of persistent GEMMs: the weights extrapolate a bilinear time model
+exactly, and sampled GEMM ops (plain and grouped) agree with full runs within 3 %."""
+
+from __future__ import annotations
+
+import pytest
+
+import models
+from workloads.ops import build_op, simulate_op
+from workloads.ops.gemm_sampling import sample_points
+
+TOLERANCE = 0.03
+
+# (dtype, m, n, k, compute SMs, grouped arguments): persistent grids with more tiles than
+# SMs and a partial last round, K long enough to be cut, both dtypes, each layout
+CASES = {
+    "fp8-uneven-rounds": ("fp8", 640, 768, 2048, 4, {}),
+    "bf16-k-only": ("bf16", 320, 512, 2048, 3, {}),
+    "bf16-8-rounds": ("bf16", 1024, 512, 1024, 3, {}),
+    "fp8-contiguous-groups": ("fp8", 128, 256, 1024, 4, dict(groups=6, m_total=700)),
+    "fp8-masked-groups": ("fp8", 128, 256, 1024, 4, dict(groups=6, layout="masked",
+                                                        valid_m=500)),
+    "bf16-ragged-k": ("bf16", 256, 256, 256, 4, dict(groups=6, ragged="k", k_total=6144)),
+}
+
+
+@pytest.mark.parametrize("tiles, ctas, k_tiles, stages", [(15, 4, 16, 4), (896, 132, 128, 4),
+                                                          (40, 8, 7.5, 3)])
+def test_sample_weights_reproduce_a_bilinear_time_exactly(tiles, ctas, k_tiles, stages):
+    """For time(j, κ) = a + b·j + c·κ + d·j·κ the weighted samples give time(F, Kt)."""
+    points, _ = sample_points(tiles, ctas, k_tiles, stages, persistent=True)
+    full_rounds, partial = divmod(tiles, ctas)
+
+    def time(j: float, kt: float) -> float:
+        return 7.0 + 3.0 * j + 0.5 * kt + 2.0 * j * kt
+
+    got = sum(p.weight * time((p.tile_limit - partial) / ctas if p.tile_limit else
+                              full_rounds, p.k_tiles or k_tiles) for p in points)
+    assert got == pytest.approx(time(full_rounds, k_tiles), rel=1e-12)
+    assert sum(p.weight for p in points) == pytest.approx(1.0)
+
+
+def test_small_gemm_has_no_samples():
+    """A GEMM with at most two rounds and a short K is simulated whole."""
+    assert sample_points(8, 4, 6, 4, persistent=True) == ((), "")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_sampled_gemm_agrees_with_full_within_3_percent(name):
+    """The sampled op time is within 3 % of the full simulation of the same launch."""
+    dtype, m, n, k, sms, grouped = CASES[name]
+    cfg = models.load_preset("h800_sxm", {"sm.count": sms})
+    plan = build_op("gemm", cfg, m=m, n=n, k=k, dtype=dtype, shape_only=True, **grouped)
+    assert plan.samples, "the case must exercise sampling"
+    full = simulate_op(plan, cfg, "full")
+    sampled = simulate_op(plan, cfg, "sampled")
+    error = sampled["time_us"] / full["time_us"] - 1
+    assert abs(error) <= TOLERANCE, (name, full["time_us"], sampled["time_us"])
+    assert sampled["kernel"]["sample_note"] == plan.sample_note
