@@ -1,0 +1,160 @@
+"""`ptxsim compare`: hold the simulator to a reference trace, kernel by kernel.
+
+    ptxsim compare --reference trace.json --model h800_sxm --out DIR
+    ptxsim compare --reference kernels.csv --model h100_sxm --json
+
+The reference is a PyTorch-profiler (Kineto) Chrome-trace JSON or the plain kernel CSV
+(`kernel, op, measured_us` + shape columns; see `workloads.traces.csv_trace`), chosen by
+`--format` or the file suffix. Its kernels are mapped to ops by the rules of
+`workloads.traces.mapping`, simulated as ops on `--model` where an op builder and the
+sizes exist (`workloads.traces.reference_ops`), and compared by `reports.compare`: a
+per-kernel table (measured, simulated, error %), MAPE, Pearson r, a per-category summary
+and the kernels not simulated with the reason; `--out DIR` also writes the CSVs,
+summary.json, scatter.png and compare.html. Bad flags or files are an `InputError`
+naming the flag (exit status 2). Units: microseconds, percent.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from pathlib import Path
+
+NAME = "compare"
+HELP = "simulate a reference trace's kernels as ops and report the error per kernel"
+FORMATS = ("auto", "kineto", "csv")
+NAME_CHARS = 60
+REASON_CHARS = 100
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """--reference, --format, --device, --model, --set, --fidelity, --top, --out, --json."""
+    parser.add_argument("--reference", required=True, metavar="FILE",
+                        help="Kineto trace (.json) or kernel CSV (.csv) with measured times")
+    parser.add_argument("--format", choices=FORMATS, default="auto",
+                        help="reference format (default: from the file suffix)")
+    parser.add_argument("--device", type=int, default=None, metavar="N",
+                        help="Kineto traces: keep the kernels of this GPU only")
+    parser.add_argument("--model", default="h100_sxm", metavar="PRESET",
+                        help="hardware preset (default h100_sxm; see ptxsim models)")
+    parser.add_argument("--set", dest="overrides", action="append", default=None,
+                        metavar="KEY=VALUE", help="override a preset value (repeatable)")
+    parser.add_argument("--fidelity", choices=("sampled", "full"), default=None,
+                        help="simulation fidelity of every op (default: sampled where "
+                        "available)")
+    parser.add_argument("--top", type=int, default=20, metavar="N",
+                        help="kernels printed in the text table, longest first (default 20)")
+    parser.add_argument("--out", default=None, metavar="DIR",
+                        help="write tables, summary.json, scatter.png and compare.html here")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def load_reference(path: str, fmt: str = "auto", device: int | None = None):
+    """The reference's kernel table, mapped to ops (an `InputError` names the flag)."""
+    from isa.errors import InputError
+    from workloads.traces import map_kernels, read_kernel_csv, read_kineto
+
+    file = Path(path)
+    if not file.is_file():
+        raise InputError(f"--reference {path}: no such file (expected a Kineto .json trace "
+                         "or a kernel .csv)")
+    if fmt == "auto":
+        fmt = {".json": "kineto", ".csv": "csv"}.get(file.suffix.lower(), "")
+        if not fmt:
+            raise InputError(f"--reference {path}: cannot tell the format from the suffix "
+                             f"{file.suffix!r}; give --format kineto or --format csv")
+    if fmt == "csv" and device is not None:
+        raise InputError("--device: only for Kineto traces (a kernel CSV has no devices)")
+    table = read_kineto(file, device) if fmt == "kineto" else read_kernel_csv(file)
+    if table.empty:
+        raise InputError(f"--reference {path}: no GPU kernels found"
+                         + (f" on device {device}" if device is not None else ""))
+    return map_kernels(table)
+
+
+def _config(args):
+    import models
+    from isa.errors import InputError
+    from simulator.commands.models import parse_overrides
+
+    try:
+        return models.load_preset(args.model, parse_overrides(args.overrides))
+    except InputError as exc:
+        flag = "--set" if args.overrides else "--model"
+        raise InputError(f"{flag}: {exc}") from None
+
+
+def _clean(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item"):
+        return _clean(value.item())
+    return value
+
+
+def _records(frame) -> list[dict]:
+    return [{k: _clean(v) for k, v in row.items()} for row in frame.to_dict("records")]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Import, map, simulate, compare, print (and write with --out)."""
+    from isa.errors import InputError
+    from reports import compare
+    from workloads.ops import available_fidelities
+    from workloads.traces.reference_ops import simulate_reference
+
+    if args.top < 0:
+        raise InputError(f"--top {args.top}: accepted an integer >= 0")
+    config = _config(args)
+    fidelity = args.fidelity or available_fidelities()[0]
+    mapped = load_reference(args.reference, args.format, args.device)
+    result = simulate_reference(mapped, config, fidelity)
+    about = {"reference": args.reference, "model": args.model, "fidelity": fidelity}
+    summary = {**about, **compare.error_summary(result)}
+    if args.out:
+        summary["out"] = str(compare.write_compare(
+            result, args.out, title=f"{Path(args.reference).name} on {args.model}",
+            about=about))
+    if args.json:
+        doc = {**{k: _clean(v) for k, v in summary.items()},
+               "categories": _records(compare.category_summary(result)),
+               "unsimulated": _records(compare.unsimulated(result)),
+               "per_kernel": _records(compare.kernel_errors(result))}
+        print(json.dumps(doc, indent=1))
+    else:
+        print(_text(result, summary, args.top))
+    return 0
+
+
+def _shorten(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _text(result, summary: dict, top: int) -> str:
+    import pandas as pd
+
+    from reports import compare
+
+    table = compare.kernel_errors(result).sort_values("measured_us", ascending=False,
+                                                      kind="stable").head(top)
+    missing = compare.unsimulated(result)
+    for frame, column, width in ((table, "name", NAME_CHARS), (missing, "name", NAME_CHARS),
+                                 (missing, "reason", REASON_CHARS)):
+        frame[column] = [_shorten(str(v), width) for v in frame[column]]
+    with pd.option_context("display.width", 200, "display.float_format", "{:.2f}".format):
+        kernels = table[["name", "category", "kind", "measured_us", "simulated_us",
+                         "error_pct", "status"]].to_string(index=False)
+        categories = compare.category_summary(result).to_string(index=False)
+        missing = missing[["name", "status", "count", "dur_us", "reason"]].to_string(
+            index=False, justify="left")
+    lines = [f"{summary['reference']} on {summary['model']} (fidelity {summary['fidelity']})",
+             f"kernels {summary['kernels']}, simulated {summary['simulated']} "
+             f"({summary['coverage']:.1%} of the measured time)",
+             f"MAPE {summary['mape_pct']:.1f} %   Pearson r {summary['pearson_r']:.3f}   "
+             f"summed error {summary['total_error_pct']:+.1f} %", "",
+             f"longest {len(table)} kernels:", kernels, "", "per category:", categories, "",
+             "not simulated:", missing]
+    if summary.get("out"):
+        lines += ["", f"written to {summary['out']}"]
+    return "\n".join(lines)
