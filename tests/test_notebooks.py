@@ -1,0 +1,73 @@
+"""The notebooks run top to bottom (nbclient) and their key numbers hold.
+
+Each notebook's last cell prints one JSON object of key numbers; the tests parse it and
+check relations that must hold whatever the model's calibration (sums agree, bounds are
+respected, every kernel is accounted for), not figures copied from a run.
+Only the notebooks named in `NOTEBOOKS` are run here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOK_DIR = Path(__file__).parents[1] / "notebooks"
+NOTEBOOKS = ("quickstart", "whatif_sweep", "reference_compare")
+
+
+def run_notebook(name: str) -> dict:
+    """Execute notebooks/<name>.ipynb in its folder; the JSON its last cell printed."""
+    nb = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(NOTEBOOK_DIR)}}).execute()
+    last = [c for c in nb.cells if c.cell_type == "code"][-1]
+    text = "".join(o.get("text", "") for o in last.outputs if o.output_type == "stream")
+    return json.loads(text.strip().splitlines()[-1])
+
+
+def test_every_listed_notebook_exists_and_has_no_stored_outputs():
+    """The notebooks are committed as sources: no outputs, no execution counts."""
+    for name in NOTEBOOKS:
+        nb = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
+        nbformat.validate(nb)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert code and all(not c.outputs and c.execution_count is None for c in code)
+
+
+def test_quickstart_op_report_and_timeline():
+    """The op is no faster than its roofline, the report has its files, and the timeline's
+    HBM bytes equal the stats table's."""
+    numbers = run_notebook("quickstart")
+    assert numbers["op_time_us"] >= numbers["op_roofline_us"] > 0
+    assert numbers["kernel_time_us"] > 0
+    assert {"report.html", "trace.json", "stats.parquet", "kernels.csv", "roofline.png",
+            "sm_utilization.png", "bandwidth.png"} <= set(numbers["files"])
+    assert numbers["timeline_hbm_bytes"] == pytest.approx(numbers["stats_hbm_bytes"])
+    assert numbers["stats_hbm_bytes"] > 0
+
+
+def test_whatif_sweep_runs_every_point_and_fewer_sms_are_not_faster():
+    """All six points finish; at the large size, reserving SMs never makes saxpy faster."""
+    numbers = run_notebook("whatif_sweep")
+    assert numbers["points"] == numbers["ok"] == 6
+    times = [numbers["time_us_big_by_comm_sms"][k] for k in ("0", "20", "66")]
+    assert times[0] <= times[1] <= times[2]
+    assert times[0] < times[2]
+
+
+def test_reference_compare_accounts_for_every_kernel():
+    """7 reference kernels: the embedding unmatched, the rest simulated or listed; MAPE and
+    coverage consistent with the counts."""
+    numbers = run_notebook("reference_compare")
+    assert numbers["kernels"] == 7
+    assert numbers["simulated"] + numbers["not_simulated"] == 7
+    assert sum(numbers["status_counts"].values()) == 7
+    assert numbers["status_counts"]["unmatched"] == 1
+    assert numbers["simulated"] >= 4
+    assert 0 < numbers["coverage"] < 1
+    assert numbers["mape_pct"] > 0 and numbers["simulated_sum_us"] > 0
+    assert numbers["pearson_r"] is None or -1 <= numbers["pearson_r"] <= 1
