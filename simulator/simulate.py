@@ -12,9 +12,10 @@ warp schedulers to units and the LSU (`models.sm`), memory answers through the s
 `KernelResult.stats` is the project's long table (`run_id, kernel, component, stat, value,
 unit`): kernel totals (cycles, time, warp-instructions, occupancy), per-unit issued
 instructions and busy cycles, scheduler stall cycles by reason, requests and bytes per memory
-level. Same inputs give the same stats, bit for bit. `KernelResult.timeline` holds the
-run's time series (per-SM utilization, bytes and bandwidth per memory level; the table of
-`models.timeline_tracer`).
+level, and whatever a memory with `attach_tracers(sheet)` adds (per-link bytes for
+`models.link_memory`). Same inputs give the same stats, bit for bit.
+`KernelResult.timeline` holds the run's time series (per-SM utilization, bytes and bandwidth
+per memory level; the table of `models.timeline_tracer`).
 
 Fidelity: `fidelity="full"` times every CTA; `"sampled"` times the first waves of CTAs only
 and extrapolates (`simulator.sampling`); `KernelResult.fidelity`, `waves_simulated` and
@@ -202,6 +203,7 @@ class Replay:
         cache_tracer = CachedMemoryTracer(sheet)
         mem_tracer.attach(system.memory.hooks)
         cache_tracer.attach(system.memory.hooks)
+        getattr(system.memory, "attach_tracers", lambda sheet: [])(sheet)
         ctas = kernel.trace.n_ctas if stop is None else stop
         dispatcher = CtaDispatcher(ctas)
         sms = [StreamingMultiprocessor(k, system.env, config, kernel, system.memory, dispatcher,

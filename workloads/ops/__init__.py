@@ -5,7 +5,7 @@
 bytes, roofline time and bound. `ptxsim op` is the command over these.
 """
 
-from workloads.ops import gemm, norms  # noqa: F401  (register the op builders)
+from workloads.ops import comm, gemm, norms  # noqa: F401  (register the op builders)
 from workloads.ops.registry import (
     OP_FLAGS,
     OP_HELP,

@@ -47,6 +47,8 @@ class Launch:
     timing_only: bool = False        # arguments are ShapeOnly / tensor-core data skipped
     detail: dict = field(default_factory=dict)   # e.g. the tile choice, for the report
     regs_per_thread: int | None = None   # launch register count (None: estimated)
+    overrides: dict = field(default_factory=dict)  # preset overrides it runs with (sm.comm_count)
+    options: dict = field(default_factory=dict)    # more simulate_kernel keywords (sms, memory)
 
     def describe(self) -> dict:
         return {"name": self.entry, "grid": list(self.grid), "block": list(self.block),
@@ -108,7 +110,7 @@ def register(kind: str, flags: tuple[Flag, ...] = (), help: str = "") \
     return wrap
 
 
-def build_op(kind: str, config, **sizes) -> OpPlan:
+def build_op(kind: str, config, /, **sizes) -> OpPlan:
     """The plan of op `kind` at `sizes` on `config` (an `InputError` for an unknown kind)."""
     if kind not in OPS:
         raise InputError(f"op {kind!r} is not known; accepted: {', '.join(sorted(OPS))}")
@@ -142,6 +144,9 @@ def _simulate_launch(launch: Launch, config, fidelity: str, params: set[str]):
         extra["timing_only"] = True
     if launch.regs_per_thread:
         extra["regs_per_thread"] = launch.regs_per_thread
+    extra.update(launch.options)
+    if launch.overrides:
+        config = config.with_overrides(launch.overrides)
     try:
         return simulator.simulate_kernel(launch.ptx, launch.entry, launch.grid, launch.block,
                                          list(launch.args), config=config,

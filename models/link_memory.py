@@ -1,0 +1,166 @@
+"""Link memory: peer-GPU address windows go over NVLink or InfiniBand, the rest to local memory.
+
+What it models
+--------------
+`LinkMemory` implements the synchronous `MemoryInterface` contract of `models.flat_memory`
+(`access(sm_id, kind, sectors, now_ps) -> done_ps`) around an inner memory (normally the
+cached hierarchy, so local reads and writes of a collective pass through L1/L2/HBM). A
+kernel running on rank 0 sees the other ranks' buffers as address windows (`LinkWindow`:
+a byte range, the link it is reached over, and whether it holds data or chunk signals).
+Rank 0 is simulated in detail; the peers are symmetric: whatever rank 0 sends, it receives
+the same amount at the same time (scaled by `ingress_scale` where a routing table makes
+the traffic uneven).
+
+* Data store into a window: its bytes queue on the link's egress pipe (first come, first
+  served, at the usable rate `links.nvlink_achieved_gbps` or `links.network_pipe_gbps`)
+  and land `latency` later. By symmetry the same bytes arrive from a peer into rank 0's
+  receive buffer (`mirror_start`): they are written into the inner memory (so they
+  occupy L2 and may evict a concurrent kernel's lines) and queue on the ingress pipe.
+* Signal store (the flag that ends a chunk): one message; it costs the per-message
+  overhead on the egress pipe (FIFO: it leaves after the chunk's data) plus the latency.
+* Signal load (waiting for a peer's chunk): by symmetry the peer's chunk and flag arrive
+  when rank 0's own chunk and flag have arrived, so it completes when everything queued
+  on the link's egress and ingress before it has landed, plus the latency.
+* Data load from a window (a remote read): a request leaves after the queued egress, the
+  data comes back over the ingress: two latencies plus the bytes.
+
+Each link fires `LINK_SEND` (size_bytes, start_ps, end_ps) on its own `Hooks`
+(`link.nvlink`, `link.network`), so `simulator.stats.LinkTracer` reports bytes, messages and
+busy time per link (`attach_tracers`).
+
+Left out: per-peer links and NVSwitch contention (all NVLink traffic of a GPU shares one
+pipe per direction: the switch is non-blocking), packet headers beyond the per-message
+overhead, NVLink SHARP, retransmission. The mirrored writes use the sending SM's crossbar
+port (they enter through the NVLink/NIC side in hardware). Units: ps (int), bytes, GB/s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from models.flat_memory import SECTOR_BYTES, BandwidthPipe
+from simulator.hooks import LINK_SEND, Hooks
+from simulator.stats import LinkTracer
+
+LINKS = ("nvlink", "network")
+
+
+@dataclass(frozen=True, slots=True)
+class LinkWindow:
+    """A peer buffer seen by rank 0: bytes [start, end) reached over `link`."""
+
+    start: int
+    end: int
+    link: str
+    signal: bool = False           # chunk flags rather than data
+    mirror_start: int | None = None    # rank 0's own buffer the symmetric peer writes into
+    ingress_scale: float = 1.0     # bytes received per byte sent (routing table; 1 = balanced)
+
+    def __post_init__(self) -> None:
+        if self.link not in LINKS:
+            raise ValueError(f"link {self.link!r}; accepted: {', '.join(LINKS)}")
+        if self.end <= self.start:
+            raise ValueError(f"window [{self.start:#x}, {self.end:#x}) is empty")
+
+
+class LinkPipes:
+    """Egress and ingress pipe, latency and per-message cost of one link of rank 0."""
+
+    def __init__(self, name: str, gbps: float, latency_ns: float, overhead_ns: float) -> None:
+        self.name = name
+        self.egress = BandwidthPipe(gbps * 1e9)
+        self.ingress = BandwidthPipe(gbps * 1e9)
+        self.latency_ps = round(latency_ns * 1000)
+        self.overhead_bytes = round(overhead_ns * gbps)     # ns x GB/s = bytes of pipe time
+        self.hooks = Hooks(f"link.{name}")
+
+    def send(self, now_ps: int, size_bytes: int, message: bool = False) -> int:
+        """Queue `size_bytes` (plus the per-message cost for a `message`) on the egress;
+        return when the last byte has landed."""
+        start = max(now_ps, -(-self.egress.free_fs // 1000))
+        left = self.egress.reserve(now_ps, size_bytes + (self.overhead_bytes if message else 0))
+        if self.hooks.listening:
+            self.hooks.fire(LINK_SEND, size_bytes=size_bytes, start_ps=start, end_ps=left)
+        return left + self.latency_ps
+
+    def receive(self, now_ps: int, size_bytes: int) -> int:
+        """Queue `size_bytes` arriving on the ingress; return when they are in."""
+        return self.ingress.reserve(now_ps, size_bytes)
+
+    def drained(self, now_ps: int) -> int:
+        """When everything queued so far on both directions has landed."""
+        last = max(self.egress.free_fs, self.ingress.free_fs)
+        return max(now_ps, -(-last // 1000)) + self.latency_ps
+
+
+class LinkMemory:
+    """`MemoryInterface` routing peer windows to link pipes (see the module docstring)."""
+
+    def __init__(self, config, inner, windows: tuple[LinkWindow, ...] | list[LinkWindow]) -> None:
+        links = config.links
+        self.inner = inner
+        self.hooks = inner.hooks
+        self.windows = tuple(sorted(windows, key=lambda w: w.start))
+        for a, b in zip(self.windows, self.windows[1:], strict=False):
+            if b.start < a.end:
+                raise ValueError(f"link windows overlap at {b.start:#x}")
+        self.pipes = {
+            "nvlink": LinkPipes("nvlink", links.nvlink_achieved_gbps, links.nvlink_latency_ns,
+                                links.nvlink_message_overhead_ns),
+            "network": LinkPipes("network", links.network_pipe_gbps, links.network_latency_ns,
+                                 links.network_message_overhead_ns),
+        }
+        self._starts = np.array([w.start // SECTOR_BYTES for w in self.windows], np.int64)
+        self._ends = np.array([-(-w.end // SECTOR_BYTES) for w in self.windows], np.int64)
+
+    @classmethod
+    def factory(cls, windows, inner: str = "cached"):
+        """A `build_system` memory factory: `(config, n_sms, carveout) -> LinkMemory`."""
+        def build(config, n_sms: int, carveout: int):
+            from simulator.system import MEMORY_MODELS
+            return cls(config, MEMORY_MODELS[inner](config, n_sms, carveout), windows)
+        return build
+
+    def attach_tracers(self, sheet) -> list:
+        """A `LinkTracer` on every link's hooks (bytes, transfers, busy ps per link)."""
+        tracer = LinkTracer(sheet)
+        for pipes in self.pipes.values():
+            tracer.attach(pipes.hooks)
+        return [tracer]
+
+    def access(self, sm_id: int, kind: str, sectors: np.ndarray, now_ps: int) -> int:
+        """Completion time in ps of one warp's access (see `models.flat_memory` Contract)."""
+        if not self.windows or sectors.size == 0:
+            return self.inner.access(sm_id, kind, sectors, now_ps)
+        which = np.searchsorted(self._starts, sectors, side="right") - 1
+        inside = (which >= 0) & (sectors < self._ends[np.maximum(which, 0)])
+        if not inside.any():
+            return self.inner.access(sm_id, kind, sectors, now_ps)
+        done = now_ps
+        local = sectors[~inside]
+        if local.size:
+            done = self.inner.access(sm_id, kind, local, now_ps)
+        for index in np.unique(which[inside]):
+            part = sectors[inside & (which == index)]
+            done = max(done, self._remote(sm_id, kind, self.windows[index], part, now_ps))
+        return done
+
+    def _remote(self, sm_id: int, kind: str, window: LinkWindow, sectors: np.ndarray,
+                now_ps: int) -> int:
+        pipes = self.pipes[window.link]
+        size = int(sectors.size) * SECTOR_BYTES
+        if window.signal:
+            if kind == "load":
+                return pipes.drained(now_ps)
+            return pipes.send(now_ps, size, message=True)
+        if kind == "load":
+            request_left = pipes.send(now_ps, 0)
+            return pipes.receive(request_left, size) + pipes.latency_ps
+        arrived = pipes.send(now_ps, size)
+        pipes.receive(now_ps, round(size * window.ingress_scale))
+        if window.mirror_start is not None:
+            offset = window.mirror_start // SECTOR_BYTES - window.start // SECTOR_BYTES
+            self.inner.access(sm_id, "store", sectors + offset, now_ps)
+        return arrived
