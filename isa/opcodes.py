@@ -179,6 +179,9 @@ EXTENSIONS: tuple[OpSpec, ...] = (
         doc="d = precision code (0 fp32, 1 tf32, 2 fp16, 3 bf16, 4 e4m3, 5 e5m2); checks it"),
     _op("vmma", 5, "tensor", "tensor", {"sync", "aligned", "row", "col", "dyn"},
         doc="D = A @ B + C with A/B read in the precision held by the last operand"),
+    # zero-compression engine (isa/semantics/zce.py, timed by models/zce.py)
+    _op("zmma", 4, "tensor", "tensor", {"sync", "aligned", "row", "col", "satfinite"},
+        doc="mma.sync that skips zero operands: dense result, time scaled by non-zeros"),
 )
 
 OPCODES: dict[str, OpSpec] = {op.name: op for op in TABLE + EXTENSIONS}

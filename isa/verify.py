@@ -37,7 +37,7 @@ from __future__ import annotations
 from isa.errors import PtxError, column_of
 from isa.opcodes import IROUND, ROUND
 from isa.operands import DAddr, DImm, DLabel, DNeg, DPipe, DReg, DSink, DSpecial, DSym, DVec
-from isa.semantics import vpcu
+from isa.semantics import vpcu, zce
 from isa.semantics.tensor import form_problem
 from isa.types import TYPES
 
@@ -99,7 +99,7 @@ NEEDS_TYPE = frozenset({"add", "sub", "mul", "mad", "fma", "div", "rem", "abs", 
                         "ex2", "lg2", "sin", "cos"})
 NEEDS_ADDRESS = frozenset({"ld", "ldu", "st", "atom", "red", "prefetch", "prefetchu"})
 VECTOR_MEMORY = frozenset({"ld", "ldu", "st"})
-EXTENSION_FORMS = {"vmma": vpcu.form_problem}
+EXTENSION_FORMS = {"vmma": vpcu.form_problem, "zmma": zce.form_problem}
 """Form checks of our ISA extensions (isa/opcodes.py EXTENSIONS), by table name."""
 
 # cvt: (destination class, source class) -> (required roundings, allowed roundings).

@@ -39,9 +39,10 @@ Hopper tile ops get their own actions, timed by the SM (`models.sm`) and the TMA
   fit).
 
 Co-design units (each off unless the config enables it): `vpcu.setprec` and `vmma` are timed
-by `models.vpcu` on the tensor unit; `vmma` (and every op in `DATA_TIMED`) depends on data the
-trace records per event (`detail`: the precision code), so `event_timings` gives each
-distinct detail its own timing entry. With `units.lut_exp.enabled`, `ex2` takes the LUT exp
+by `models.vpcu`, `zmma` (zero-skipping MMA) by `models.zce`, all on the tensor unit. `vmma`
+and `zmma` (the ops in `DATA_TIMED`) depend on data the trace records per event (`detail`:
+the precision code, the operands' zero statistics), so `event_timings` gives each distinct
+detail its own timing entry. With `units.lut_exp.enabled`, `ex2` takes the LUT exp
 latency and interval instead of the SFU's (other SFU ops keep theirs).
 
 Left out: dual issue, register-bank conflicts, operand collectors, per-opcode latencies
@@ -58,7 +59,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from isa.operands import DAddr, DNeg, DReg, DVec
-from models import vpcu
+from models import vpcu, zce
 
 UNIT_NAMES = ("fp32", "fp16", "fp64", "int32", "sfu", "conversion", "shuffle", "tensor", "lsu",
               "branch")
@@ -216,7 +217,7 @@ def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
     return timings, max(len(numbering.index), 1)
 
 
-DATA_TIMED = {"vmma": vpcu.vmma_timing}
+DATA_TIMED = {"vmma": vpcu.vmma_timing, "zmma": zce.zmma_timing}
 """Ops whose (latency, interval) depend on a per-event trace `detail` (precision code,
 non-zero count): opname -> fn(ins, config, detail)."""
 

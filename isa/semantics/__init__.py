@@ -19,6 +19,7 @@ from isa.semantics import (  # noqa: F401,E402  (modules register themselves)
     tensor,
     vpcu,
     warp,
+    zce,
 )
 from isa.semantics.registry import SEMANTICS, semantics
 
