@@ -48,3 +48,64 @@ def test_topk_routing_picks_by_biased_score_but_weights_unbiased():
     s0, s7 = 1 / (1 + np.exp(-1.0)), 0.5
     np.testing.assert_allclose(case.args[3][0], np.array([s7, s0]) / (s0 + s7) * 2.5,
                                rtol=1e-5)
+
+
+# -- the ops over these kernels (workloads.ops.elementwise / gating) ------------------------
+@pytest.fixture(scope="module")
+def h800():
+    import models
+    return models.load_preset("h800_sxm")
+
+
+@pytest.mark.parametrize(("kind", "sizes", "flag"), [
+    ("swiglu", dict(rows=4, cols=12), "--cols"),
+    ("rope", dict(rows=4, cols=96, rot_dim=64), "--cols"),
+    ("quantize", dict(rows=8, cols=256, transpose=True), "--rows"),
+    ("quantize", dict(rows=16, cols=256, block=64), "--block"),
+    ("residual-add", dict(rows=4, cols=64, inputs=0), "--inputs"),
+    ("moe-gating", dict(tokens=4, hidden=128, experts=512, topk=8), "--experts"),
+    ("moe-gating", dict(tokens=4, hidden=128, experts=16, topk=20), "--topk"),
+])
+def test_layer_op_rejects_bad_sizes_naming_the_flag(h800, kind, sizes, flag):
+    """A size the kernel cannot take raises InputError naming its flag."""
+    from isa.errors import InputError
+    from workloads.ops import build_op
+
+    with pytest.raises(InputError, match=flag):
+        build_op(kind, h800, **sizes)
+
+
+def test_transposed_quantize_adds_the_column_kernel_and_its_bytes(h800):
+    """--transpose launches the 128x1 kernel too and writes a second e4m3 copy + scales."""
+    from workloads.ops import build_op
+
+    one = build_op("quantize", h800, rows=256, cols=512)
+    two = build_op("quantize", h800, rows=256, cols=512, transpose=True)
+    assert [lau.entry for lau in two.launches] == ["quantize_e4m3_1x128",
+                                                   "quantize_e4m3_128x1_t"]
+    assert two.bytes - one.bytes == 256 * 512 + 4 * 512 * 2      # e4m3 copy + 2 strips/col
+
+
+def test_gating_forward_is_the_gate_gemm_then_topk(h800):
+    """moe-gating forward = a bf16 GEMM tokens x experts x hidden, then the top-k kernel;
+    backward = the two gradient GEMMs."""
+    from workloads.ops import build_op
+
+    fwd = build_op("moe-gating", h800, tokens=64, hidden=256, experts=64, topk=4)
+    assert fwd.launches[-1].entry == "moe_topk_sigmoid"
+    assert fwd.flops >= 2 * 64 * 256 * 64
+    bwd = build_op("moe-gating", h800, tokens=64, hidden=256, experts=64, topk=4,
+                   backward=True)
+    assert "moe_topk_sigmoid" not in [lau.entry for lau in bwd.launches]
+    assert bwd.flops == 2 * (2 * 64 * 256 * 64)
+
+
+def test_residual_add_op_time_grows_with_inputs(h800):
+    """Summing 4 tensors reads twice the bytes of summing 2 and takes longer."""
+    from workloads.ops import build_op, simulate_op
+
+    two = simulate_op(build_op("residual-add", h800, rows=64, cols=512, inputs=2), h800, "full")
+    four = simulate_op(build_op("residual-add", h800, rows=64, cols=512, inputs=4), h800,
+                       "full")
+    assert four["bytes"] == pytest.approx(two["bytes"] * 5 / 3)
+    assert four["time_us"] > two["time_us"]

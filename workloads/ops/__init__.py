@@ -5,7 +5,13 @@
 bytes, roofline time and bound. `ptxsim op` is the command over these.
 """
 
-from workloads.ops import comm, gemm, norms  # noqa: F401  (register the op builders)
+from workloads.ops import (  # noqa: F401  (register the op builders)
+    comm,
+    elementwise,
+    gating,
+    gemm,
+    norms,
+)
 from workloads.ops.registry import (
     OP_FLAGS,
     OP_HELP,

@@ -158,8 +158,10 @@ def _simulate_launch(launch: Launch, config, fidelity: str, params: set[str]):
         raise
 
 
-def simulate_op(plan: OpPlan, config, fidelity: str | None = None) -> dict:
-    """Time every launch of `plan` on `config`; a dict with the op's figures (see module)."""
+def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
+                stats: list | None = None) -> dict:
+    """Time every launch of `plan` on `config`; a dict with the op's figures (see module).
+    A `stats` list receives (weight, launch, stats DataFrame) per simulated launch."""
     from reports.roofline import chip_peaks, roofline_bound, roofline_time_us
 
     params = _supported()
@@ -174,8 +176,10 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None) -> dict:
     runs = plan.samples if use_samples else tuple((1.0, launch) for launch in plan.launches)
     for weight, launch in runs:
         res = _simulate_launch(launch, config, fidelity, params)
-        stats = res.stats
-        hbm = stats[stats.component.str.startswith("memory.hbm") & (stats.stat == "bytes")]
+        if stats is not None:
+            stats.append((weight, launch, res.stats))
+        frame = res.stats
+        hbm = frame[frame.component.str.startswith("memory.hbm") & (frame.stat == "bytes")]
         time_us += weight * float(res.time_us)
         cycles += weight * float(res.cycles)
         hbm_bytes += weight * float(hbm.value.sum())
