@@ -1,0 +1,139 @@
+"""The `attention` op: FlashAttention's FLOP/byte conventions, its launch choices (tiles,
+packed GQA heads, split-KV), input checks, and op-level sampling that agrees with the
+full simulation within 3 %."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import models
+from isa.errors import InputError
+from workloads.ops import attention_sampling as sampling
+from workloads.ops import build_op, simulate_op
+
+H100 = models.load_preset("h100_sxm")
+SMALL = models.load_preset("h100_sxm", {"sm.count": 4})
+
+
+def test_flops_and_bytes_follow_flashattention():
+    """flops = 4 B H Sq Sk D, halved when causal; with Dv != D 2 B H Sq Sk (D + Dv);
+    bytes = Q, K, V, O once."""
+    p = build_op("attention", H100, batch=2, heads=8, seqlen=1024, headdim=128, causal=True,
+                 shape_only=True)
+    assert p.flops == 4 * 2 * 8 * 1024 * 1024 * 128 / 2
+    assert p.bytes == 2 * (2 * 1024 * 8 * 128) * 4
+    p = build_op("attention", H100, batch=1, heads=4, kv_heads=2, seqlen=256, seqlen_k=512,
+                 headdim=192, headdim_v=128, shape_only=True)
+    assert p.flops == 2 * 4 * 256 * 512 * (192 + 128)
+    assert p.bytes == 2 * (256 * 4 * (192 + 128) + 512 * 2 * (192 + 128))
+    assert p.peak == "tensor_bf16_tflops"
+
+
+def test_seqlen_q_is_accepted_for_seqlen():
+    """Workload graphs pass seqlen_q / seqlen_k; the plan is the same as with --seqlen."""
+    a = build_op("attention", H100, batch=1, heads=2, seqlen=128, shape_only=True)
+    b = build_op("attention", H100, batch=1, heads=2, seqlen_q=128, seqlen_k=128,
+                 shape_only=True)
+    assert a.sizes == b.sizes and a.launches[0].grid == b.launches[0].grid
+    with pytest.raises(InputError, match="seqlen"):
+        build_op("attention", H100, batch=1, heads=2, seqlen=128, seqlen_q=64)
+
+
+def test_backward_is_refused():
+    """backward=True says it is not modeled and what is accepted."""
+    with pytest.raises(InputError, match="backward=False"):
+        build_op("attention", H100, batch=1, heads=2, seqlen=128, backward=True)
+
+
+@pytest.mark.parametrize("sizes, flag", [
+    (dict(batch=0), "--batch"), (dict(kv_heads=3), "--kv-heads"),
+    (dict(headdim=96), "--headdim"), (dict(headdim_v=320), "--headdim-v"),
+    (dict(dtype="fp8"), "--dtype"), (dict(causal=True, seqlen_k=64), "--causal"),
+])
+def test_bad_sizes_name_their_flag(sizes, flag):
+    """Each invalid size raises InputError naming the flag."""
+    base = dict(batch=1, heads=4, seqlen=128, headdim=64)
+    with pytest.raises(InputError, match=flag):
+        build_op("attention", H100, **{**base, **sizes})
+
+
+def test_prefill_uses_two_consumers_and_fa3_kv_blocks():
+    """Long queries: 128-row CTAs, no split; kv_block 128 up to D 192 / Dv 128, 80 at 256."""
+    p = build_op("attention", H100, batch=1, heads=128, seqlen=4096, headdim=192,
+                 headdim_v=128, causal=True)
+    assert len(p.launches) == 1 and p.launches[0].grid == (32, 128, 1)
+    assert p.launches[0].block == (384, 1, 1)
+    assert p.launches[0].detail["tiles"]["kv_block"] == 128
+    p = build_op("attention", H100, batch=1, heads=16, seqlen=2048, headdim=256)
+    assert p.launches[0].detail["tiles"]["kv_block"] == 80
+
+
+def test_decode_packs_gqa_heads_and_splits_kv():
+    """One query, 8 q heads per kv head, few CTAs: heads packed into one CTA's rows, the KV
+    length split over CTAs to fill the SMs, then a combine kernel per output row."""
+    p = build_op("attention", H100, batch=2, heads=32, kv_heads=4, seqlen=1, seqlen_k=8192)
+    fwd, combine = p.launches
+    tiles = fwd.detail["tiles"]
+    assert tiles["pack"] == 8 and tiles["m_tile"] == 64
+    ctas = 4 * 2
+    assert tiles["splits"] == H100.sm.count // ctas
+    assert fwd.grid == (1, 4, 2 * tiles["splits"])
+    assert combine.grid == (2 * 32, 1, 1)
+
+
+def test_simulated_time_is_not_below_the_roofline():
+    """A small functional attention takes at least its roofline time."""
+    p = build_op("attention", SMALL, batch=1, heads=2, seqlen=256, headdim=64, causal=True)
+    assert not p.launches[0].timing_only
+    r = simulate_op(p, SMALL, "full")
+    assert r["time_us"] >= r["roofline_us"] > 0
+    assert r["bound"] == "compute"
+
+
+def test_sample_weights_reproduce_the_linear_model():
+    """sum w_i (o + k_i (a + b n_i)) == o + A a + B b for any o, a, b."""
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        o, a, b = rng.uniform(1, 100, 3)
+        big_a, big_b = int(rng.integers(1, 40)), int(rng.integers(40, 400))
+        w = sampling.sample_weights(big_a, big_b)
+        got = sum(wi * (o + k * (a + b * n)) for wi, (k, n) in zip(w, sampling.SAMPLE_POINTS,
+                                                                   strict=True))
+        assert got == pytest.approx(o + big_a * a + big_b * b)
+
+
+def test_causal_blocks_per_cta_form_the_triangle():
+    """Causal, Sq = Sk = 1024, 128-row CTAs, 128-key blocks: CTA m does m + 1 blocks; with
+    Sk = Sq + 256 each CTA does two more."""
+    per = sampling.blocks_per_cta(8, 128, 0, 1024, 1024, 128, True, 1, 8)
+    assert per.tolist() == [[1, 2, 3, 4, 5, 6, 7, 8]]
+    per = sampling.blocks_per_cta(8, 128, 0, 1024, 1280, 128, True, 1, 10)
+    assert per.tolist() == [[3, 4, 5, 6, 7, 8, 9, 10]]
+    assert sampling.cta_blocks(per, 2, 3).sum() == 6 * 52
+
+
+def test_split_blocks_and_critical_slot_of_equal_ctas():
+    """Splits take consecutive block ranges (the last one shorter); 12 equal CTAs on 4
+    slots put 3 CTAs on every slot."""
+    per = sampling.blocks_per_cta(1, 64, 8, 1, 1000, 64, False, 3, 6)
+    assert per.tolist() == [[6], [6], [4]]
+    assert sampling.critical_slot(np.full(12, 5), 4) == (3, 15)
+
+
+SUITE = {
+    "causal-d64": dict(batch=1, heads=4, seqlen=1024, headdim=64, causal=True),
+    "noncausal-d128": dict(batch=1, heads=2, seqlen=1024, headdim=128),
+    "decode-gqa": dict(batch=8, heads=8, kv_heads=2, seqlen=1, seqlen_k=2048),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SUITE))
+def test_sampled_agrees_with_full_within_3_percent(name):
+    """Op-level sampling (three one/two-wave launches with 2 or 4 KV blocks per CTA) is
+    within 3 % of simulating every CTA, on 4 SMs so that the full run stays short."""
+    plan = build_op("attention", SMALL, shape_only=True, **SUITE[name])
+    assert plan.samples, "the suite's shapes are large enough to be sampled"
+    sampled = simulate_op(plan, SMALL, "sampled")["time_us"]
+    full = simulate_op(plan, SMALL, "full")["time_us"]
+    assert abs(sampled / full - 1) < 0.03, (sampled, full)

@@ -1,0 +1,241 @@
+"""Attention op: fused attention forward (FlashAttention-3 style) through the template
+`workloads.kernels.templates.attention`, with FlashAttention's launch heuristics.
+
+Choices, the same for every shape (no per-shape factors):
+
+* heads packed per CTA (`pack` = heads / kv_heads) when GQA groups heads and the queries
+  are few (seqlen_q <= `PACK_MAX_SEQLEN_Q`, decode), as FA3's PackGQA;
+* m_tile 64 (one consumer warpgroup) when a CTA's rows (seqlen_q, x group when packed)
+  are at most 64, else 128 (two);
+* kv_block: the largest multiple of 16, at most 128, for which Q plus two K/V stages fit
+  in 227 KiB (128 for head dims up to 192/128, 80 for 256/256, as FA3's tile table);
+* split-KV (FA's num_splits heuristic, simplified) when not causal (or one query) and
+  the CTAs fill less than 80 % of the compute SMs: splits = SMs / CTAs, at most the KV
+  blocks and 128, evened so that no split is empty; a combine kernel then merges them;
+* registers: what one CTA per SM leaves (as the GEMM op); `setmaxnreg` redistributes.
+
+Conventions: `flops` = 2 B H Sq Sk (D + Dv), halved when causal (FlashAttention's 4 B H
+Sq Sk D for D = Dv); `bytes` = Q, K, V and O once. Below `FUNCTIONAL_ELEMENTS` elements
+the op runs with random data, above in timing mode (`isa.ShapeOnly`). `fidelity=
+"sampled"` uses `attention_sampling` (two one-wave launches with fewer KV blocks).
+`backward=True` is refused (not modeled yet). Units: elements, bytes, FLOP.
+"""
+
+from __future__ import annotations
+
+import math
+
+import ml_dtypes
+import numpy as np
+
+import isa
+from isa.errors import InputError
+from models.cta_dispatch import occupancy
+from workloads.kernels.templates.attention import ELEM, MAX_SHARED, attention_kernel
+from workloads.ops import attention_sampling as sampling
+from workloads.ops.registry import Flag, Launch, OpPlan, positive, register
+
+DTYPES = tuple(ELEM)
+NUMPY = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}
+FUNCTIONAL_ELEMENTS = 1 << 20
+PACK_MAX_SEQLEN_Q = 64
+SPLIT_FILL = 0.8
+MAX_SPLITS = 128
+
+
+def compute_sms(config) -> int:
+    return int(config.sm.count - config.sm.comm_count)
+
+
+def launch_regs(config, threads: int) -> int:
+    return min(255, config.sm.registers_per_sm // threads // 8 * 8)
+
+
+def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_v,
+           causal, v_from_k=False) -> dict:
+    """Template arguments and launch split for one attention (module docstring)."""
+    group = heads // kv_heads
+    pack = group if group > 1 and seqlen_q <= PACK_MAX_SEQLEN_Q else 0
+    rows = seqlen_q * (pack or 1)
+    m_tile = 64 if rows <= 64 or v_from_k else 128      # MLA: 64 rows (FlashMLA)
+    if pack and pack % m_tile and m_tile % pack:
+        pack, rows = 0, seqlen_q
+        m_tile = 64 if rows <= 64 or v_from_k else 128
+    q_bytes = headdim * m_tile * 2
+    per_key = 2 * (headdim + (0 if v_from_k else headdim_v))
+    kv_block = min(128, (MAX_SHARED - 64 - q_bytes) // (2 * per_key) // 16 * 16)
+    m_blocks = math.ceil(rows / m_tile)
+    ctas = m_blocks * (kv_heads if pack else heads) * batch
+    nb = math.ceil(seqlen_k / kv_block)
+    splits = 1
+    sms = compute_sms(config)
+    if (not causal or seqlen_q == 1) and ctas < SPLIT_FILL * sms:
+        splits = max(1, min(nb, MAX_SPLITS, sms // ctas))
+    bps = math.ceil(nb / splits)
+    splits = math.ceil(nb / bps)
+    return {"m_tile": m_tile, "kv_block": kv_block, "stages": 2, "pack": pack,
+            "split": splits > 1, "splits": splits, "blocks_per_split": bps,
+            "m_blocks": m_blocks}
+
+
+def _tensors(shapes: dict, dtypes: dict, shape_only: bool, rng) -> dict:
+    out = {}
+    for name, shape in shapes.items():
+        dt = dtypes[name]
+        if shape is None:
+            out[name] = None
+        elif shape_only:
+            out[name] = isa.ShapeOnly(shape, dt)
+        elif name in ("q", "k", "v"):
+            out[name] = rng.standard_normal(shape).astype(dt)
+        else:
+            out[name] = np.zeros(shape, dt)
+    return out
+
+
+def _launches(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, shape_only, rng, scale,
+              tag) -> list[Launch]:
+    """The forward launch (and the combine launch when split) at these sizes."""
+    cfg = kernel.config
+    splits = choice["splits"]
+    dt = NUMPY[dtype]
+    shapes = {"q": (b, sq, h, cfg.headdim), "k": (b, sk, hkv, cfg.headdim),
+              "v": None if cfg.v_from_k else (b, sk, hkv, dv), "out": (b, sq, h, dv),
+              "part": (splits, b, sq, h, dv) if cfg.split else None,
+              "lse": (splits, b, sq, h)}
+    dtypes = {"q": dt, "k": dt, "v": dt, "out": dt, "part": np.float32, "lse": np.float32}
+    t = _tensors(shapes, dtypes, shape_only, rng)
+    o = t["part"] if cfg.split else t["out"]
+    bps = choice["blocks_per_split"]
+    args = kernel.args(t["q"], t["k"], t["v"], o, t["lse"], splits=splits,
+                       blocks_per_split=bps, softmax_scale=scale)
+    detail = {"tiles": {k: choice[k] for k in ("m_tile", "kv_block", "stages", "pack",
+                                               "splits")}, "uses_wgmma": True}
+    out = [Launch(tag, kernel.ptx, kernel.entry, kernel.grid(b, h, sq, splits, h // hkv),
+                  kernel.block, args, kernel.shared_bytes, timing_only=shape_only,
+                  detail=detail, regs_per_thread=launch_regs(config, kernel.block[0]))]
+    if cfg.split:
+        out.append(Launch(tag + "-combine", kernel.combine_ptx, cfg.combine_entry,
+                          kernel.combine_grid(b, h, sq), (dv, 1, 1),
+                          [t["part"], t["lse"], t["out"], splits, b * sq * h],
+                          timing_only=shape_only))
+    return out
+
+
+def _samples(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, causal, scale,
+             launches) -> tuple[tuple, str]:
+    """Weighted one-wave reduced launches (`attention_sampling`), or () when not worth it."""
+    cfg = kernel.config
+    regs = launch_regs(config, kernel.block[0])
+    per_sm = occupancy(config, kernel.block[0], regs, kernel.shared_bytes).ctas_per_sm
+    slots = compute_sms(config) * per_sm
+    group = h // hkv
+    y = hkv if cfg.pack else h
+    per_cta = sampling.blocks_per_cta(choice["m_blocks"], cfg.m_tile, cfg.pack, sq, sk,
+                                      cfg.kv_block, causal, choice["splits"],
+                                      choice["blocks_per_split"])
+    blocks = sampling.cta_blocks(per_cta, y, b)
+    if not sampling.worth_sampling(blocks, slots):
+        return (), ""
+    a_ctas, a_blocks = sampling.critical_slot(blocks, slots)
+    weights = sampling.sample_weights(a_ctas, a_blocks)
+    n_max = max(n for _, n in sampling.SAMPLE_POINTS)
+    one = {**choice, "splits": 1, "blocks_per_split": n_max}
+    out = []
+    for w, (waves, n) in zip(weights, sampling.SAMPLE_POINTS, strict=True):
+        if cfg.pack:           # the real m-blocks of a kv head, kv heads over the wave
+            s_hkv = waves * max(1, slots // choice["m_blocks"])
+            s_h, s_sq = s_hkv * group, sq
+        else:                  # one m-block per q head; as many per kv head as share K/V
+            share = max(1, min(slots, choice["m_blocks"] * group))
+            per_wave = 1 if causal else math.ceil(slots / share)
+            s_hkv = per_wave if causal else waves * per_wave
+            s_h, s_sq = waves * per_wave * max(1, slots // per_wave), cfg.m_tile
+        fwd = _launches(kernel, one, config, 1, s_h, s_hkv, s_sq, n * cfg.kv_block, dv,
+                        dtype, True, None, scale, f"sample-{waves}w-{n}b")[0]
+        out.append((w, fwd))
+    out += [(1.0, launch) for launch in launches[1:]]       # the combine, as it is
+    points = zip(weights, sampling.SAMPLE_POINTS, strict=True)
+    terms = " + ".join(f"{w:.3f} T({k}w,{n}b)" for w, (k, n) in points)
+    note = (f"T = {terms} (k waves of {slots} CTAs with n KV blocks); critical slot "
+            f"{a_ctas} CTAs, {a_blocks} KV blocks")
+    return tuple(out), note
+
+
+def plan(config, kind: str, sizes: dict, *, batch, heads, kv_heads, seqlen_q, seqlen_k,
+         headdim, headdim_v, causal, dtype, v_from_k, scale, seed, shape_only,
+         flops, nbytes) -> OpPlan:
+    """The OpPlan of one attention forward (shared by `attention` and `mla-decode`)."""
+    choice = choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_v,
+                    causal, v_from_k)
+    kernel = attention_kernel(headdim, headdim_v, choice["m_tile"], choice["kv_block"],
+                              choice["stages"], dtype, causal, choice["pack"],
+                              choice["split"], v_from_k)
+    if shape_only is None:
+        elements = (batch * seqlen_q * heads * (headdim + headdim_v)
+                    + batch * seqlen_k * kv_heads * (headdim + headdim_v))
+        shape_only = elements > FUNCTIONAL_ELEMENTS
+    launches = _launches(kernel, choice, config, batch, heads, kv_heads, seqlen_q, seqlen_k,
+                         headdim_v, dtype, shape_only, np.random.default_rng(seed), scale,
+                         kind)
+    samples, note = _samples(kernel, choice, config, batch, heads, kv_heads, seqlen_q,
+                             seqlen_k, headdim_v, dtype, causal, scale, launches)
+    return OpPlan(kind, sizes, tuple(launches), float(flops), float(nbytes),
+                  f"tensor_{dtype}_tflops", samples=samples, sample_note=note)
+
+
+ATTENTION_FLAGS = (
+    Flag("--batch", "sequences", required=True),
+    Flag("--heads", "query heads", required=True),
+    Flag("--kv-heads", "key/value heads (GQA; default: --heads)"),
+    Flag("--seqlen", "query length (and key length unless --seqlen-k)", required=True),
+    Flag("--seqlen-k", "key/value length (default: --seqlen)"),
+    Flag("--headdim", "head dimension of Q and K (multiple of 64)", default=128),
+    Flag("--headdim-v", "head dimension of V and O (default: --headdim)"),
+    Flag("--causal", "causal mask (bottom-right aligned)", kind="switch", default=False),
+    Flag("--dtype", "bf16 or fp16 (default bf16)", kind="str", default="bf16"),
+)
+
+
+@register("attention", ATTENTION_FLAGS,
+          "fused attention forward, FlashAttention-3 style (TMA + wgmma, online softmax)")
+def attention_op(config, batch, heads, seqlen=None, headdim=128, kv_heads=None, seqlen_k=None,
+                 headdim_v=None, causal=False, dtype="bf16", seed=0, shape_only=None,
+                 seqlen_q=None, backward=False) -> OpPlan:
+    """The plan of one attention forward: the template launch (+ combine when split)."""
+    if backward:
+        raise InputError("attention backward: not modeled yet; accepted backward=False")
+    if seqlen is not None and seqlen_q is not None and seqlen != seqlen_q:
+        raise InputError(f"--seqlen {seqlen} and seqlen_q {seqlen_q} disagree; give one")
+    sq = seqlen if seqlen is not None else seqlen_q
+    if sq is None:
+        raise InputError("--seqlen is required (or seqlen_q)")
+    kv_heads = heads if kv_heads is None else kv_heads
+    sk = sq if seqlen_k is None else seqlen_k
+    headdim_v = headdim if headdim_v is None else headdim_v
+    for flag, v in (("--batch", batch), ("--heads", heads), ("--kv-heads", kv_heads),
+                    ("--seqlen", sq), ("--seqlen-k", sk), ("--headdim", headdim),
+                    ("--headdim-v", headdim_v)):
+        positive(flag, v)
+    if dtype not in DTYPES:
+        raise InputError(f"--dtype {dtype!r}: accepted {', '.join(DTYPES)}")
+    if heads % kv_heads:
+        raise InputError(f"--heads {heads} is not a multiple of --kv-heads {kv_heads}")
+    for flag, d in (("--headdim", headdim), ("--headdim-v", headdim_v)):
+        if d % 64 or d > 256:
+            raise InputError(f"{flag} {d}: accepted a multiple of 64 up to 256")
+    if causal and sq > sk:
+        raise InputError(f"--causal with --seqlen {sq} > --seqlen-k {sk}: accepted "
+                         "seqlen <= seqlen-k (bottom-right aligned mask)")
+    e = ELEM[dtype]
+    flops = 2.0 * batch * heads * sq * sk * (headdim + headdim_v) / (2 if causal else 1)
+    nbytes = e * (batch * heads * sq * (headdim + headdim_v)
+                  + batch * kv_heads * sk * (headdim + headdim_v))
+    sizes = {"batch": batch, "heads": heads, "kv_heads": kv_heads, "seqlen_q": sq,
+             "seqlen_k": sk, "headdim": headdim, "headdim_v": headdim_v,
+             "causal": bool(causal), "dtype": dtype}
+    return plan(config, "attention", sizes, batch=batch, heads=heads, kv_heads=kv_heads,
+                seqlen_q=sq, seqlen_k=sk, headdim=headdim, headdim_v=headdim_v,
+                causal=bool(causal), dtype=dtype, v_from_k=False,
+                scale=1.0 / math.sqrt(headdim), seed=seed, shape_only=shape_only,
+                flops=flops, nbytes=nbytes)
