@@ -6,10 +6,12 @@ bytes, roofline time and bound. `ptxsim op` is the command over these.
 """
 
 from workloads.ops import (  # noqa: F401  (register the op builders)
+    attention,
     comm,
     elementwise,
     gating,
     gemm,
+    mla_decode,
     norms,
 )
 from workloads.ops.registry import (
