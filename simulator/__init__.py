@@ -31,6 +31,7 @@ from simulator.stats import (
 _LAZY: MappingProxyType[str, str] = MappingProxyType({
     "build_system": "simulator.system", "System": "simulator.system",
     "simulate_kernel": "simulator.simulate", "KernelResult": "simulator.simulate",
+    "simulate_workload": "simulator.workload", "WorkloadResult": "simulator.workload",
     "TraceRecorder": "simulator.trace", "WarpTrace": "simulator.trace",
 })
 """Public name -> module that defines it, for names that need `models` (filled as they land)."""
