@@ -26,12 +26,17 @@ unit), one row per bucket (from `start_us` to `time_us`) and series:
     memory.<l>  bytes           B         bytes moved at level l (l1, l2, l3, hbm)
     memory.<l>  bandwidth_gbps  GB/s      bytes / bucket duration
 
+and one row per CTA (not a bucket: `start_us`/`time_us` are its launch and completion on
+the SM), the first `MAX_CTA_ROWS` CTAs to complete:
+
+    sm.<id>     cta_span        index     the CTA's linear index in the grid
+
 Issued slots per SM are resident slots minus stalled slots, clipped to [0, 1] of the
 bucket; summed over SMs and buckets they equal the warp-instructions issued (each issue takes
 one scheduler slot), up to the even spreading of stalls inside a firing interval.
 
 Left out: the flat memory (its hook carries no time; no memory rows then), stall reasons
-over time (the stats table has them per kernel), per-unit series, CTA slices. A sampled
+over time (the stats table has them per kernel), per-unit series. A sampled
 run's timeline covers the simulated waves only. Units: SM cycles inside, microseconds,
 fractions, bytes and GB/s in the table.
 """
@@ -54,6 +59,7 @@ TIMELINE_COLUMNS = ("run_id", "kernel", "start_us", "time_us", "component", "sta
 INITIAL_BUCKET_CYCLES = 64
 CAPACITY_BUCKETS = 1024
 DEFAULT_MAX_BUCKETS = 100
+MAX_CTA_ROWS = 50_000
 LEVELS = ("l1", "l2", "l3", "hbm")
 _MEMORY_CHUNK = 4096
 _LEVEL_COUNTS = ((ck.C_SECTORS,), (ck.C_L1_MISS,), (ck.C_L3_HIT, ck.C_L3_MISS),
@@ -150,6 +156,8 @@ class TimelineTracer:
         self.window_start = [0] * n_sms
         self.pending_stall = [0] * n_sms
         self.mem_done_ps: list[int] = []
+        self.cta_launch: dict[int, int] = {}
+        self.cta_spans: list[tuple[int, int, int, int]] = []
         self.mem_counts: list[np.ndarray] = []
 
     # -- attaching ------------------------------------------------------------------
@@ -160,8 +168,14 @@ class TimelineTracer:
         def on_sm(owner: str, position: str, data: Mapping[str, Any]) -> None:
             if position == SM_STALL:
                 self._stall(row, data["cycle"], data["cycles"])
+            elif position == SM_CTA_LAUNCH:
+                self.cta_launch[data["cta"]] = data["cycle"]
+                self._residency(row, data["cycle"], 1)
             else:
-                self._residency(row, data["cycle"], 1 if position == SM_CTA_LAUNCH else -1)
+                if len(self.cta_spans) < MAX_CTA_ROWS:
+                    self.cta_spans.append((row, data["cta"], self.cta_launch.pop(data["cta"]),
+                                           data["cycle"]))
+                self._residency(row, data["cycle"], -1)
 
         hooks.attach(on_sm, (SM_STALL, SM_CTA_LAUNCH, SM_CTA_DONE))
 
@@ -234,7 +248,21 @@ class TimelineTracer:
                 series.append((f"memory.{level}", "bytes", "B", moved[k]))
                 series.append((f"memory.{level}", "bandwidth_gbps", "GB/s",
                                moved[k] / (duration_us * 1e3)))
-        return _long_table(run_id, kernel, edges_us, series)
+        buckets = _long_table(run_id, kernel, edges_us, series)
+        if not self.cta_spans:
+            return buckets
+        return pd.concat([buckets, self._cta_table(run_id, kernel)], ignore_index=True)
+
+    def _cta_table(self, run_id: str, kernel: str) -> pd.DataFrame:
+        spans = np.array(self.cta_spans, dtype=np.float64).reshape(-1, 4)
+        ids = np.array(self.sm_ids, dtype=np.int64)[spans[:, 0].astype(np.int64)]
+        return pd.DataFrame({
+            "run_id": run_id, "kernel": kernel,
+            "start_us": spans[:, 2] / self.cycles_per_us,
+            "time_us": spans[:, 3] / self.cycles_per_us,
+            "component": np.array([f"sm.{i}" for i in ids], dtype=object),
+            "stat": "cta_span", "value": spans[:, 1], "unit": "index",
+        }, columns=list(TIMELINE_COLUMNS))
 
 
 def _long_table(run_id: str, kernel: str, edges_us: np.ndarray, series: list) -> pd.DataFrame:

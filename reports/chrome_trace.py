@@ -10,8 +10,10 @@ back to back from 0 on a `default` stream. From a `timeline` table (see
 mean SM utilization (component `sm`), utilization and resident CTAs per SM (components
 `sm.<id>`, stats `utilization`, `ctas`); without one there are no counters. A counter holds
 its value until the next one, so each sample is placed at the start of its interval
-(`start_us`, or the previous sample's time).
-Left out: CTA/warp-level slices, flow events between dependent kernels.
+(`start_us`, or the previous sample's time). Timeline rows with stat `cta_span` (a CTA's launch
+`start_us` and completion `time_us` on SM `<id>`) become "X" slices, one thread per SM of a
+third process.
+Left out: warp-level slices, flow events between dependent kernels.
 Units: microseconds (the format's unit for `ts` and `dur`), GB/s, counts.
 """
 
@@ -26,6 +28,7 @@ from reports.plot_timeline import TIMELINE_COLUMNS, bandwidth_series
 
 GPU_PID = 1
 COUNTER_PID = 2
+SM_PID = 3
 KERNEL_ARGS = ("op", "flops", "achieved_tflops", "hbm_bytes", "bound", "roofline_time_us",
                "roofline_gap", "achieved_occupancy")
 
@@ -94,6 +97,23 @@ def _sample_starts(rows: pd.DataFrame) -> list[float]:
     return [float(t) for t in previous]
 
 
+def _cta_events(timeline) -> tuple[list[dict], list[dict]]:
+    """(thread-name metadata per SM, one X slice per CTA row of the timeline)."""
+    if not (isinstance(timeline, pd.DataFrame) and set(TIMELINE_COLUMNS) <= set(timeline)
+            and "start_us" in timeline.columns):
+        return [], []
+    rows = timeline[(timeline["stat"] == "cta_span")
+                    & timeline["component"].astype(str).str.fullmatch(r"sm\.\d+")]
+    sms = sorted({int(c.removeprefix("sm.")) for c in rows["component"]})
+    names = [_metadata(SM_PID, sm, "thread_name", f"SM {sm}") for sm in sms]
+    slices = [{"ph": "X", "name": f"CTA {int(value)}", "cat": "cta", "pid": SM_PID,
+               "tid": int(comp.removeprefix("sm.")), "ts": float(start),
+               "dur": max(float(end) - float(start), 0.0)}
+              for comp, start, end, value in zip(rows["component"], rows["start_us"],
+                                                 rows["time_us"], rows["value"], strict=True)]
+    return names, slices
+
+
 def chrome_trace(table: pd.DataFrame, timeline=None, *, title: str = "ptxsim") -> dict:
     """The trace as a JSON-ready dict (see the module docstring)."""
     kernels, streams = _kernel_events(table)
@@ -103,7 +123,10 @@ def chrome_trace(table: pd.DataFrame, timeline=None, *, title: str = "ptxsim") -
     counters = _counter_events(timeline)
     if counters:
         events.append(_metadata(COUNTER_PID, 0, "process_name", f"{title} counters"))
-    events += kernels + counters
+    sm_names, ctas = _cta_events(timeline)
+    if ctas:
+        events.append(_metadata(SM_PID, 0, "process_name", f"{title} SMs (CTAs)"))
+    events += sm_names + kernels + counters + ctas
     return {"traceEvents": events, "displayTimeUnit": "ns",
             "otherData": {"producer": "ptxsim reports", "kernels": len(kernels),
-                          "counters": len(counters)}}
+                          "counters": len(counters), "ctas": len(ctas)}}

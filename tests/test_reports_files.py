@@ -111,7 +111,7 @@ def test_kernel_trace_is_valid_trace_event_format(saxpy_report):
     trace = json.loads((saxpy_report / "trace.json").read_text())
     assert validate_trace_events(trace) == []
     kernels = pd.read_csv(saxpy_report / "kernels.csv")
-    (event,) = [e for e in trace["traceEvents"] if e["ph"] == "X"]
+    (event,) = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["cat"] == "kernel"]
     assert event["dur"] == pytest.approx(kernels["time_us"].item())
 
 

@@ -153,3 +153,34 @@ def test_kernel_report_draws_time_plots_and_exports_counters(run, tmp_path):
                 if ev["ph"] == "C" and ev["name"] == "SM utilization"]
     assert counters[0]["ts"] == 0.0
     assert max(ev["args"]["utilization"] for ev in counters) > 0
+
+
+def test_every_cta_has_one_span_inside_the_kernel_and_sms_respect_occupancy(run):
+    """One `cta_span` row per CTA of the grid, within [0, kernel end]; no SM ever holds more
+    CTAs at once than the occupancy limit."""
+    tl = run.timeline
+    spans = tl[tl["stat"] == "cta_span"]
+    assert sorted(spans["value"].astype(int)) == list(range(N // BLOCK))
+    assert (spans["start_us"] >= 0).all() and (spans["time_us"] <= run.time_us + 1e-9).all()
+    assert (spans["time_us"] > spans["start_us"]).all()
+    limit = run.stats.query("component == 'kernel' and stat == 'ctas_per_sm'")["value"].item()
+    for _, group in spans.groupby("component"):
+        edges = sorted([(t, 1) for t in group["start_us"]] + [(t, -1) for t in group["time_us"]],
+                       key=lambda e: (e[0], e[1]))
+        assert max(np.cumsum([step for _, step in edges])) <= limit
+
+
+def test_trace_has_one_slice_per_cta_on_its_sm_thread(run, tmp_path):
+    """chrome_trace: an X event of category `cta` per CTA, on the thread of its SM."""
+    from reports.chrome_trace import SM_PID, chrome_trace
+
+    table = pd.DataFrame({"kernel": ["saxpy"], "time_us": [run.time_us]})
+    trace = chrome_trace(table, run.timeline)
+    assert validate_trace_events(trace) == []
+    ctas = [ev for ev in trace["traceEvents"] if ev.get("cat") == "cta"]
+    assert len(ctas) == N // BLOCK == trace["otherData"]["ctas"]
+    spans = run.timeline[run.timeline["stat"] == "cta_span"]
+    first = spans.iloc[0]
+    (event,) = [ev for ev in ctas if ev["name"] == f"CTA {int(first['value'])}"]
+    assert event["pid"] == SM_PID and event["tid"] == int(first["component"][3:])
+    assert event["dur"] == pytest.approx(first["time_us"] - first["start_us"])
