@@ -14,13 +14,13 @@ TOLERANCE = 0.03
 # (dtype, m, n, k, compute SMs, grouped arguments): persistent grids with more tiles than
 # SMs and a partial last round, K long enough to be cut, both dtypes, each layout
 CASES = {
-    "fp8-uneven-rounds": ("fp8", 640, 768, 2048, 4, {}),
+    "fp8-uneven-rounds": ("fp8", 640, 768, 5120, 4, {}),
     "bf16-k-only": ("bf16", 320, 512, 2048, 3, {}),
-    "bf16-8-rounds": ("bf16", 1024, 512, 1024, 3, {}),
+    "bf16-5-rounds": ("bf16", 1024, 512, 2560, 3, {}),
     "fp8-contiguous-groups": ("fp8", 128, 256, 1024, 4, dict(groups=6, m_total=700)),
-    "fp8-masked-groups": ("fp8", 128, 256, 1024, 4, dict(groups=6, layout="masked",
+    "fp8-masked-groups": ("fp8", 128, 256, 5120, 4, dict(groups=6, layout="masked",
                                                         valid_m=500)),
-    "bf16-ragged-k": ("bf16", 256, 256, 256, 4, dict(groups=6, ragged="k", k_total=6144)),
+    "bf16-ragged-k": ("bf16", 256, 256, 256, 4, dict(groups=6, ragged="k", k_total=15360)),
 }
 
 

@@ -13,21 +13,24 @@ the partial round's imbalance is simulated, not estimated) and to κ k-tiles per
 (the K argument cut to κ·k_tile; tensor maps keep the full shape and strides, so the
 addresses are those of the real operands). The model is
 
-    time(j, κ) = a + b·j + c·κ + d·j·κ      (rounds add a steady per-round time, which
+    time(j, κ) = a + b·j + c·κ + d·j·κ      (each round adds a steady round time, which
                                              is linear in the k-tiles once the ring is full)
 
-so two round counts j ∈ {1, 2} and two depths κ ∈ {κ1, κ2} determine it, and the
-GEMM's time(F, Kt) is the bilinear extrapolation
+so two round counts j_a < j_b and two depths κ1 < κ2 determine it, and the GEMM's
+time(F, Kt) is the bilinear extrapolation
 
-    time(F, Kt) = Σ_j Σ_κ w_j · v_κ · S(j, κ),   w_1 = 2 - F, w_2 = F - 1,
-                                                v_κ1 = 1 - x, v_κ2 = x, x = (Kt - κ1)/(κ2 - κ1).
+    time(F, Kt) = Σ_j Σ_κ w_j · v_κ · S(j, κ),   w_ja = (j_b - F)/(j_b - j_a),
+                  w_jb = (F - j_a)/(j_b - j_a),  v_κ1 = (κ2 - Kt)/(κ2 - κ1), v_κ2 = 1 - v_κ1.
 
-Cycles and simulated HBM bytes are extrapolated with the same weights (`simulate_op`).
-κ1 = stages + 1 (the ring full and one k-tile beyond), κ2 = 2·κ1. A dimension that is
-already small is not cut: rounds when F <= 2 (or the kernel is not persistent), k-tiles
-when Kt <= κ2; with neither cut the plan has no samples and runs in full. Ragged-K grouped
-GEMMs (per-group K) cut every group to κ k-tiles and extrapolate to the mean k-tiles per
-group.
+j ∈ {0, 1} when there is a partial round (S(0, κ) is the partial round alone), else
+{1, 2}; κ1 = 2·(stages + 1), κ2 = 3·(stages + 1) (`K_DEPTHS`: below about twice the ring
+the producer's prefetch of the next tile still overlaps the previous tile's epilogue and
+a k-tile costs less than in the steady state). Cycles and simulated HBM bytes are
+extrapolated with the same weights (`simulate_op`); HBM bytes less well, because L2
+reuse between rounds is not linear in the rounds. A dimension that is already small is
+not cut: rounds when F <= j_b (or the kernel is not persistent), k-tiles when
+Kt < 1.5·κ2; with neither cut the plan has no samples and runs in full. Ragged-K grouped
+GEMMs cut every group to κ k-tiles and extrapolate to the mean k-tiles per group.
 
 Left out: effects that are not linear in rounds or k-tiles (L2 reuse that grows with the
 number of rounds resident, HBM refresh phase); `tests/test_gemm_sampling.py` measures the
@@ -39,6 +42,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+K_DEPTHS = (2, 3)
+"""κ1, κ2 in units of (stages + 1) k-tiles: past the ring's fill and the per-tile overlap
+of the producer with the previous tile's epilogue, where time grows linearly in k-tiles."""
+K_MIN_FACTOR = 1.5
+"""K is cut only when the GEMM has at least 1.5 x κ2 k-tiles (else the cut saves little)."""
+
 
 @dataclass(frozen=True)
 class SamplePoint:
@@ -48,26 +57,34 @@ class SamplePoint:
     weight: float
 
 
+def _line(at_a: float, at_b: float, target: float) -> tuple[float, float]:
+    """Weights of the values at `at_a` and `at_b` whose sum is the line through them at
+    `target` (linear extrapolation)."""
+    return (at_b - target) / (at_b - at_a), (target - at_a) / (at_b - at_a)
+
+
 def sample_points(tiles: int, ctas: int, k_tiles: float, stages: int,
                   persistent: bool) -> tuple[tuple[SamplePoint, ...], str]:
     """The reduced launches and weights of the module docstring, and a one-line note."""
     full_rounds, partial = divmod(tiles, ctas)
     rounds: list[tuple[int, float]] = [(0, 1.0)]
-    if persistent and full_rounds > 2:
-        rounds = [(ctas + partial, 2.0 - full_rounds), (2 * ctas + partial, full_rounds - 1.0)]
-    k1 = stages + 1
-    k2 = 2 * k1
+    j = (0, 1) if partial else (1, 2)
+    if persistent and full_rounds > j[1]:
+        w = _line(j[0], j[1], full_rounds)
+        rounds = [(j[0] * ctas + partial, w[0]), (j[1] * ctas + partial, w[1])]
+    k1, k2 = K_DEPTHS[0] * (stages + 1), K_DEPTHS[1] * (stages + 1)
     depths: list[tuple[int, float]] = [(0, 1.0)]
-    if k_tiles > k2:
-        x = (k_tiles - k1) / (k2 - k1)
-        depths = [(k1, 1.0 - x), (k2, x)]
+    if k_tiles >= K_MIN_FACTOR * k2:
+        v = _line(k1, k2, k_tiles)
+        depths = [(k1, v[0]), (k2, v[1])]
     if len(rounds) == 1 and len(depths) == 1:
         return (), ""
     points = tuple(SamplePoint(limit, kt, w * v) for limit, w in rounds for kt, v in depths)
     parts = []
     if len(rounds) > 1:
         parts.append(f"rounds: {full_rounds} full of {ctas} tiles + {partial} from "
-                     f"1 and 2 simulated (tile limits {rounds[0][0]}, {rounds[1][0]})")
+                     f"{j[0]} and {j[1]} simulated (tile limits {rounds[0][0]}, "
+                     f"{rounds[1][0]})")
     if len(depths) > 1:
         parts.append(f"k-tiles: {k_tiles:g} from {k1} and {k2} simulated")
     note = ("bilinear extrapolation (workloads.ops.gemm_sampling) of " + "; ".join(parts)

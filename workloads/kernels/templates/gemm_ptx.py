@@ -35,7 +35,7 @@ def _head(cfg) -> list[str]:
         f"    .reg .f32 %d<{acc}>;",
         "    .reg .b32 %thr, %bars, %stage, %phase, %it, %kt, %ktiles, %tile, %tiles;",
         "    .reg .b32 %tiles_m, %m0, %n0, %M, %N, %K, %ksb;",
-        "    .reg .b64 %desc_a, %desc_b;", "    .reg .b32 %prev_empty;",
+        "    .reg .b64 %desc_a, %desc_b, %desc_a0, %desc_b0;", "    .reg .b32 %prev_empty;",
         "    .reg .pred %ptrue, %pfalse, %pacc;",
     ]
     if cfg.grouped:
@@ -193,6 +193,13 @@ def _consumer(cfg) -> list[str]:
              f"    mad.lo.u32 %r14, %r10, {rows_wg}, %r14;  // row of fragment element 0",
              "    and.b32 %r15, %r13, 3;", "    shl.b32 %r15, %r15, 1;    // column of element 0",
              f"    mul.lo.u32 %r16, %r10, {rows_wg * 128};     // A byte offset of this group",
+             "    // stage-0 descriptors; stage s adds s * stage_bytes / 16 to the address field",
+             "    mov.u32 %r6, smem;", f"    add.u32 %r7, %r6, {cfg.a_bytes};",
+             "    add.u32 %r6, %r6, %r16;",
+             "    cvt.u64.u32 %desc_a0, %r6;", "    shr.u64 %desc_a0, %desc_a0, 4;",
+             f"    or.b64 %desc_a0, %desc_a0, {DESC_SWIZZLE128:#x};",
+             "    cvt.u64.u32 %desc_b0, %r7;", "    shr.u64 %desc_b0, %desc_b0, 4;",
+             f"    or.b64 %desc_b0, %desc_b0, {DESC_SWIZZLE128:#x};",
              "    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;",
              "    mov.u32 %tile, %ctaid.x;", *_tile_start(cfg, "C")]
     if cfg.fp8_scaling:
@@ -202,12 +209,8 @@ def _consumer(cfg) -> list[str]:
               "    shl.b32 %r2, %stage, 3;", "    add.u32 %r3, %bars, %r2;          // full[s]",
               "C_WAIT:", "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], %phase;",
               "    @!%p1 bra C_WAIT;",
-              "    mov.u32 %r6, smem;", f"    mad.lo.u32 %r6, %stage, {cfg.stage_bytes}, %r6;",
-              f"    add.u32 %r7, %r6, {cfg.a_bytes};", "    add.u32 %r6, %r6, %r16;",
-              "    cvt.u64.u32 %desc_a, %r6;", "    shr.u64 %desc_a, %desc_a, 4;",
-              f"    or.b64 %desc_a, %desc_a, {DESC_SWIZZLE128:#x};",
-              "    cvt.u64.u32 %desc_b, %r7;", "    shr.u64 %desc_b, %desc_b, 4;",
-              f"    or.b64 %desc_b, %desc_b, {DESC_SWIZZLE128:#x};",
+              f"    mul.wide.u32 %rd3, %stage, {cfg.stage_bytes >> 4};",
+              "    add.s64 %desc_a, %desc_a0, %rd3;", "    add.s64 %desc_b, %desc_b0, %rd3;",
               "    setp.ne.u32 %pacc, %kt, 0;   // first k-step of a tile overwrites D"]
     steps = [(j, q) for j in range(cfg.k_atoms) for q in range(128 // K_STEP_BYTES)]
     per_chunk = len(steps) // cfg.chunks_per_tile if cfg.fp8_scaling else len(steps)
@@ -299,6 +302,7 @@ def _epilogue(cfg) -> list[str]:
              "    mul.wide.u32 %rd13, %r17, %N;", "    cvt.u64.u32 %rd14, %r18;",
              "    add.s64 %rd13, %rd13, %rd14;", f"    mul.lo.u64 %rd13, %rd13, {ob};",
              "    add.s64 %rd13, %rd12, %rd13;"]
+    lines += _epilogue_packed(cfg)
     half = cfg.n_tile // 2
     for jj in range(cfg.n_tile // 8):
         for e in range(2):
@@ -319,4 +323,31 @@ def _epilogue(cfg) -> list[str]:
                                   f"    @%p3 st.global.b16 [%rd15+{off}], %h;"]
                     else:
                         lines.append(f"    @%p3 st.global.f32 [%rd15+{off}], %d{x};")
-    return lines
+    return lines + ["C_EPI_DONE:"]
+
+
+def _epilogue_packed(cfg) -> list[str]:
+    """Threads whose fragment lies inside C (and N even, so pairs are aligned) store each
+    pair of neighbouring columns with one unpredicated 4-byte (bf16x2) or 8-byte (f32 x2)
+    store, as nvcc's vectorized epilogues do; the others take the masked path after it."""
+    ob = cfg.out_bytes
+    half = cfg.n_tile // 2
+    lines = [f"    setp.gt.s32 %p4, %r19, {64 * (cfg.m_sub - 1) + 8};   // all rows inside",
+             f"    setp.gt.s32 %p5, %r20, {cfg.n_tile - 7};   // all columns inside",
+             "    and.pred %p4, %p4, %p5;", "    and.b32 %r21, %N, 1;",
+             "    setp.eq.u32 %p5, %r21, 0;", "    and.pred %p4, %p4, %p5;",
+             "    @!%p4 bra C_EPI_EDGE;"]
+    for sub in range(cfg.m_sub):
+        for h in range(2):
+            dr = 64 * sub + 8 * h
+            lines += [f"    mul.wide.u32 %rd15, %N, {dr * ob};",
+                      "    add.s64 %rd15, %rd13, %rd15;"]
+            for jj in range(cfg.n_tile // 8):
+                x = sub * half + 4 * jj + 2 * h
+                off = 8 * jj * ob
+                if cfg.out_dtype == "bf16":
+                    lines += [f"    cvt.rn.bf16x2.f32 %r22, %d{x + 1}, %d{x};",
+                              f"    st.global.b32 [%rd15+{off}], %r22;"]
+                else:
+                    lines.append(f"    st.global.v2.f32 [%rd15+{off}], {{%d{x}, %d{x + 1}}};")
+    return lines + ["    bra.uni C_EPI_DONE;", "C_EPI_EDGE:"]
