@@ -1,67 +1,143 @@
-"""`ptxsim run`: the main job.
+"""`ptxsim run`: the main job — one transformer layer simulated kernel by kernel.
 
-Until the timing core and the workload graphs land, the main job runs a bundled
-example kernel from `workloads/kernels` functionally on seeded inputs, checks its
-outputs against numpy and prints the instruction counts per unit and opcode.
+With no arguments it runs the built-in default: a DeepSeek-V3 MoE layer (the first MoE
+layer, `workloads.layer`'s default index), prefill of 4096 tokens, on `h800_sxm`, sampled
+fidelity. Every node of the layer's kernel graph is timed as an op
+(`simulator.simulate_workload`); the command prints one line per kernel (name, op, stream,
+start, time, TFLOP/s, bound, share of the summed kernel time) and the layer's time, and
+writes a run directory (`runs/<workload>-<phase>-<tokens>/` or `--out DIR`) through
+`reports.write_report`: config.json (the resolved hardware config), kernels.csv/.parquet,
+stats.csv/.parquet, report.html, trace.json, plots, plus run.json (the workload and the
+printed summary). Communication nodes are timed by link bandwidth alone and streams do
+not contend (see `simulator.workload`). Single kernels: `ptxsim kernel FILE.ptx`; single
+ops: `ptxsim op KIND`.
+Bad flags (unknown model, preset or `--set` key, impossible sizes) are an `InputError`
+naming the flag: one line, exit status 2.
+Units: microseconds, TFLOP/s, fractions.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-
-import numpy as np
-
-from isa.errors import InputError
+from pathlib import Path
 
 NAME = "run"
-HELP = "run the default job (a bundled example kernel, checked against numpy)"
-DEFAULT_KERNEL = "saxpy"
+HELP = "simulate a transformer layer (default: DeepSeek-V3 MoE layer, prefill 4096 tokens)"
+DEFAULT_PRESET = "h800_sxm"
+DEFAULT_WORKLOAD = "deepseek-v3"
+REPORT_PRECISION = {"e4m3": "fp8", "e5m2": "fp8", "bf16": "bf16", "f16": "fp16",
+                    "f32": "tf32"}
 
 
-def add_arguments(parser) -> None:
-    parser.add_argument("--kernel", default=DEFAULT_KERNEL,
-                        help="bundled kernel entry to run (see workloads/kernels/catalog.py; "
-                        f"default {DEFAULT_KERNEL})")
-    parser.add_argument("--variant", type=int, default=0,
-                        help="problem-size variant of that kernel (default 0)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the input generator")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """--model, --workload, --phase, --tokens, --batch, --seqlen, --kv-len, --ep, --tp,
+    --layer-index, --fidelity, --out, --set, --json."""
+    parser.add_argument("--model", default=DEFAULT_PRESET, metavar="PRESET",
+                        help=f"hardware preset (see ptxsim models; default {DEFAULT_PRESET})")
+    parser.add_argument("--workload", default=DEFAULT_WORKLOAD, metavar="MODEL",
+                        help="model config: deepseek-v3, llama3-8b, llama3-70b, gpt3-175b, "
+                        f"bert-base (default {DEFAULT_WORKLOAD})")
+    parser.add_argument("--phase", default="prefill", choices=("prefill", "decode", "train"),
+                        help="prefill (default), decode or train (forward + backward)")
+    parser.add_argument("--tokens", type=int, metavar="N",
+                        help="tokens per rank (default: batch x seqlen, or 4096 per sequence "
+                        "capped at the model's positions; decode: = batch)")
+    parser.add_argument("--batch", type=int, default=1, metavar="B",
+                        help="sequences (default 1)")
+    parser.add_argument("--seqlen", type=int, metavar="S", help="tokens per sequence")
+    parser.add_argument("--kv-len", type=int, metavar="L",
+                        help="cached keys per sequence (decode default 4096)")
+    parser.add_argument("--ep", type=int, default=1, metavar="N",
+                        help="expert-parallel ranks (default 1)")
+    parser.add_argument("--tp", type=int, default=1, metavar="N",
+                        help="tensor-parallel ranks (default 1)")
+    parser.add_argument("--layer-index", type=int, metavar="I",
+                        help="layer of the model (default: the first MoE layer, else 0)")
+    parser.add_argument("--fidelity", choices=("sampled", "full"), default="sampled",
+                        help="sampled (default): steady-state waves extrapolated; full: "
+                        "every CTA")
+    parser.add_argument("--out", metavar="DIR",
+                        help="run directory (default runs/<workload>-<phase>-<tokens>)")
+    parser.add_argument("--set", dest="overrides", action="append", default=None,
+                        metavar="KEY=VALUE", help="override a preset value (repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
-def run(args) -> int:
-    from workloads.kernels.catalog import KERNELS
+def _config(args):
+    import models
+    from isa.errors import InputError
+    from simulator.commands.models import parse_overrides
 
-    spec = KERNELS.get(args.kernel)
-    if spec is None:
-        raise InputError(f"unknown kernel '{args.kernel}'; choose one of: "
-                         + ", ".join(sorted(KERNELS)))
-    if not 0 <= args.variant < len(spec.variants):
-        raise InputError(f"--variant {args.variant} out of range 0..{len(spec.variants) - 1}")
-    size = spec.variants[args.variant]
-    case = spec.build(np.random.default_rng(args.seed), **size)
-    result = case.run()
     try:
-        case.check()
-        verdict = "ok"
-    except AssertionError as exc:
-        verdict = str(exc)
-    report = {
-        "kernel": spec.entry, "file": spec.file, "size": size,
-        "grid": list(result.launch.grid), "block": list(result.launch.block),
-        "matches_numpy": verdict == "ok", "check": verdict,
-        "warp_instructions": result.warp_instructions,
-        "thread_instructions": result.thread_instructions,
-        "by_unit": result.by_unit(), "by_opcode": result.by_opcode(),
-    }
-    if args.json:
-        print(json.dumps(report, indent=2))
-        return 0 if report["matches_numpy"] else 1
-    print(f"kernel {spec.entry} ({spec.file}) size {size} grid {report['grid']} "
-          f"block {report['block']}")
-    print(f"matches numpy: {report['matches_numpy']} ({verdict})")
-    print(f"warp-instructions: {result.warp_instructions}  "
-          f"thread-instructions: {result.thread_instructions}")
-    print("per unit: " + ", ".join(f"{k} {v}" for k, v in report["by_unit"].items()))
-    for op, n in report["by_opcode"].items():
-        print(f"  {op:<40} {n}")
-    return 0 if report["matches_numpy"] else 1
+        return models.load_preset(args.model, parse_overrides(args.overrides))
+    except InputError as exc:
+        flag = "--set" if args.overrides else "--model"
+        raise InputError(f"{flag}: {exc}") from None
+
+
+def _graph(args):
+    import workloads
+    from isa.errors import InputError
+
+    try:
+        return workloads.layer(args.workload, phase=args.phase, tokens=args.tokens,
+                               batch=args.batch, seqlen=args.seqlen,
+                               layer_index=args.layer_index, ep=args.ep, tp=args.tp,
+                               kv_len=args.kv_len)
+    except InputError as exc:
+        raise InputError(f"--workload {args.workload}: {exc}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """Build the layer graph, simulate it, write the run directory, print the summary."""
+    import reports
+    import simulator
+
+    config = _config(args)
+    graph = _graph(args)
+    result = simulator.simulate_workload(graph, config=config, fidelity=args.fidelity)
+    meta = graph.meta
+    out = Path(args.out or Path("runs") / f"{meta['model']}-{meta['phase']}-{meta['tokens']}")
+    precision = REPORT_PRECISION.get(meta.get("gemm_dtype", "bf16"), "bf16")
+    reports.write_report(result, out, title=f"ptxsim run: {graph.name} on {args.model}",
+                         precision=precision)
+    report = _report(args, result, out)
+    (out / "run.json").write_text(json.dumps(report, indent=1, default=str))
+    print(json.dumps(report, indent=1, default=str) if args.json else _text(report))
+    return 0
+
+
+def _report(args, result, out: Path) -> dict:
+    summary = result.summary()
+    kernels = [{"name": r.name, "op": r.op, "stream": r.stream, "start_us": r.start_us,
+                "time_us": r.time_us, "tflops": r.tflops, "bound": r.bound,
+                "share": r.share, "model": r.model} for r in summary.itertuples()]
+    return {"model": args.model, "workload": result.meta.get("model"),
+            "graph": result.graph, "layer": result.meta, "fidelity": result.fidelity,
+            "time_us": result.time_us, "kernel_time_us": float(summary["time_us"].sum()),
+            "by_op": {op: float(t) for op, t in result.by_op()["time_us"].items()},
+            "kernels": kernels, "out": str(out),
+            "left_out": "communication timed by link bandwidth alone; no contention "
+                        "between streams"}
+
+
+def _text(r: dict) -> str:
+    layer = r["layer"]
+    lines = [f"{r['graph']} ({layer['layer_kind']} layer, {layer['tokens']} tokens, "
+             f"ep {layer['ep']}, tp {layer['tp']}) on {r['model']}, fidelity {r['fidelity']}",
+             f"{'kernel':<36} {'op':<18} {'stream':<8} {'start_us':>10} {'time_us':>10} "
+             f"{'TFLOP/s':>8} {'bound':<7} {'share':>6}"]
+    for k in r["kernels"]:
+        tflops = f"{k['tflops']:8.1f}" if k["tflops"] == k["tflops"] else f"{'-':>8}"
+        bound = "link" if k["model"] == "link bandwidth" else k["bound"]
+        lines.append(f"{k['name']:<36} {k['op']:<18} {k['stream']:<8} {k['start_us']:10.1f} "
+                     f"{k['time_us']:10.1f} {tflops} {bound:<7} {100 * k['share']:5.1f}%")
+    top = ", ".join(f"{op} {100 * t / r['kernel_time_us']:.0f}%"
+                    for op, t in list(r["by_op"].items())[:4]) if r["kernel_time_us"] else ""
+    lines += [f"layer time {r['time_us']:.1f} us (kernels summed {r['kernel_time_us']:.1f} us; "
+              f"largest: {top})",
+              f"note: {r['left_out']}",
+              f"wrote {r['out']}/ (report.html, kernels.csv, stats.csv, config.json, "
+              "trace.json)"]
+    return "\n".join(lines)

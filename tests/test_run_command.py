@@ -1,0 +1,75 @@
+"""`ptxsim run`: a layer simulated kernel by kernel, summary printed, run directory written.
+
+The default (DeepSeek-V3 prefill of 4096 tokens) is measured by benchmarks/workload_speed.py;
+here a BERT-base layer of 32 tokens keeps the run to seconds.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simulator.cli import main
+
+
+def _needs(*kinds):
+    from workloads.ops import OPS
+
+    missing = [k for k in kinds if k not in OPS]
+    if missing:
+        pytest.skip(f"op(s) {', '.join(missing)} not registered in workloads.ops yet")
+
+
+@pytest.fixture(scope="module")
+def bert_run(tmp_path_factory):
+    _needs("gemm", "attention", "layernorm", "gelu", "residual-add")
+    out = tmp_path_factory.mktemp("runs") / "bert"
+    import contextlib
+    import io
+
+    buffer = io.StringIO()
+    with contextlib.redirect_stdout(buffer):
+        code = main(["run", "--workload", "bert-base", "--tokens", "32", "--out", str(out),
+                     "--json"])
+    return code, json.loads(buffer.getvalue()), out
+
+
+def test_run_prints_every_kernel_and_the_layer_time(bert_run):
+    """--json: one entry per graph node, shares summing to 1, layer time = last end."""
+    import workloads
+
+    code, report, _ = bert_run
+    assert code == 0
+    names = [k["name"] for k in report["kernels"]]
+    assert names == list(workloads.layer("bert-base", "prefill", tokens=32).names())
+    assert sum(k["share"] for k in report["kernels"]) == pytest.approx(1.0)
+    assert report["time_us"] == pytest.approx(max(k["start_us"] + k["time_us"]
+                                                  for k in report["kernels"]))
+    assert report["fidelity"] == "sampled" and report["model"] == "h800_sxm"
+
+
+def test_run_writes_the_run_directory(bert_run):
+    """The run directory holds the resolved config, kernel table, stats, HTML and trace."""
+    _, report, out = bert_run
+    for name in ("config.json", "kernels.csv", "kernels.parquet", "stats.csv", "report.html",
+                 "trace.json", "run.json"):
+        assert (out / name).is_file(), name
+    config = json.loads((out / "config.json").read_text())
+    assert config["sm"]["count"] == 132
+    assert json.loads((out / "run.json").read_text())["time_us"] == report["time_us"]
+
+
+@pytest.mark.parametrize(("argv", "flag"), [
+    (["--set", "sm.bogus=3"], "--set"),
+    (["--model", "no_such_chip"], "--model"),
+    (["--workload", "gpt-5"], "--workload"),
+    (["--workload", "bert-base", "--phase", "decode"], "--workload"),
+    (["--tokens", "0"], "--workload"),
+])
+def test_run_bad_flags_exit_2_naming_the_flag(argv, flag, capsys, tmp_path):
+    """A bad preset, override, model or size: one error line naming the flag, status 2."""
+    assert main(["run", "--out", str(tmp_path / "x"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert flag in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
