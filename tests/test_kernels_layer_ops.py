@@ -100,12 +100,12 @@ def test_gating_forward_is_the_gate_gemm_then_topk(h800):
     assert bwd.flops == 2 * (2 * 64 * 256 * 64)
 
 
-def test_residual_add_op_time_grows_with_inputs(h800):
-    """Summing 4 tensors reads twice the bytes of summing 2 and takes longer."""
+def test_residual_add_op_reads_more_with_more_inputs(h800):
+    """Summing 4 tensors moves 5/3 the bytes of summing 2; the simulated HBM bytes grow."""
     from workloads.ops import build_op, simulate_op
 
     two = simulate_op(build_op("residual-add", h800, rows=64, cols=512, inputs=2), h800, "full")
     four = simulate_op(build_op("residual-add", h800, rows=64, cols=512, inputs=4), h800,
                        "full")
     assert four["bytes"] == pytest.approx(two["bytes"] * 5 / 3)
-    assert four["time_us"] > two["time_us"]
+    assert four["hbm_bytes"] > two["hbm_bytes"] > 0

@@ -44,7 +44,8 @@ def quantize_rows_launch(rows: int, cols: int):
 
 
 def quantize_cols_launch(rows: int, cols: int):
-    return (ceil_div(cols, 32), ceil_div(rows, STRIP_ELEMS), 1), (32, 8, 1)
+    """quantize_e4m3_128x1_t: a CTA per 128-row x 64-column tile (a column pair per lane)."""
+    return (ceil_div(cols, 64), ceil_div(rows, STRIP_ELEMS), 1), (32, 8, 1)
 
 
 def rows_launch(rows: int, rows_per_block: int = 4):

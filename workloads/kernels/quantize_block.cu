@@ -5,9 +5,11 @@
 // quantize_e4m3_1x128: a warp per strip, 4 elements (8 bytes) per lane, block (32, 4);
 //   grid x = row, y = group of 4 strips; cols a multiple of 4 (a last partial strip is
 //   masked).
-// quantize_e4m3_128x1_t: a CTA per 128-row x 32-column tile, block (32, 8): lane = column,
-//   threadIdx.y = 16 consecutive rows; amax over the 128 rows through shared memory; each
-//   thread stores its 16 quantized rows as one 16-byte vector; rows a multiple of 16.
+// quantize_e4m3_128x1_t: a CTA per 128-row x 64-column tile, block (32, 8): lane = a column
+//   pair (bf16x2 loads, 128 bytes per warp row), threadIdx.y = 16 consecutive rows, all 16
+//   loads issued before their use; amax over the 128 rows through shared memory; each
+//   thread stores its 16 quantized rows of each column as one 16-byte vector; rows a
+//   multiple of 16, cols even.
 // ptx: nvcc -ptx -O3 -arch=sm_90 quantize_block.cu -o quantize_block.ptx
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -51,31 +53,52 @@ extern "C" __global__ void quantize_e4m3_128x1_t(const __nv_bfloat16* __restrict
                                                  unsigned char* __restrict__ qt,
                                                  float* __restrict__ scales_t, int rows,
                                                  int cols) {
-    __shared__ float partial[8][32];
-    int c = blockIdx.x * 32 + threadIdx.x;
+    __shared__ float2 partial[8][32];
+    int c = blockIdx.x * 64 + threadIdx.x * 2;
     int r0 = blockIdx.y * 128 + threadIdx.y * 16;
     bool in = c < cols && r0 < rows;
-    float v[16];
-    float amax = 0.0f;
+    __nv_bfloat162 raw[16];
+    const __nv_bfloat162* src = reinterpret_cast<const __nv_bfloat162*>(x + (long long)r0 * cols + c);
+    if (in) {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) raw[i] = src[(long long)i * (cols / 2)];
+    } else {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) raw[i] = __floats2bfloat162_rn(0.0f, 0.0f);
+    }
+    float2 v[16];
+    float2 amax = make_float2(0.0f, 0.0f);
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
-        v[i] = in ? __bfloat162float(x[(long long)(r0 + i) * cols + c]) : 0.0f;
-        amax = fmaxf(amax, fabsf(v[i]));
+        v[i] = __bfloat1622float2(raw[i]);
+        amax.x = fmaxf(amax.x, fabsf(v[i].x));
+        amax.y = fmaxf(amax.y, fabsf(v[i].y));
     }
     partial[threadIdx.y][threadIdx.x] = amax;
     __syncthreads();
-    amax = partial[0][threadIdx.x];
 #pragma unroll
-    for (int j = 1; j < 8; ++j) amax = fmaxf(amax, partial[j][threadIdx.x]);
-    float scale = fmaxf(amax, AMAX_FLOOR) / E4M3_MAX;
-    float inv = 1.0f / scale;
+    for (int j = 0; j < 8; ++j) {
+        amax.x = fmaxf(amax.x, partial[j][threadIdx.x].x);
+        amax.y = fmaxf(amax.y, partial[j][threadIdx.x].y);
+    }
+    float2 scale = make_float2(fmaxf(amax.x, AMAX_FLOOR) / E4M3_MAX,
+                               fmaxf(amax.y, AMAX_FLOOR) / E4M3_MAX);
+    float2 inv = make_float2(1.0f / scale.x, 1.0f / scale.y);
     if (!in) return;
-    uint4 out;
-    out.x = pack4(v[0] * inv, v[1] * inv, v[2] * inv, v[3] * inv);
-    out.y = pack4(v[4] * inv, v[5] * inv, v[6] * inv, v[7] * inv);
-    out.z = pack4(v[8] * inv, v[9] * inv, v[10] * inv, v[11] * inv);
-    out.w = pack4(v[12] * inv, v[13] * inv, v[14] * inv, v[15] * inv);
-    *reinterpret_cast<uint4*>(qt + (long long)c * rows + r0) = out;
-    int strips = (rows + 127) / 128;
-    if (threadIdx.y == 0) scales_t[(long long)c * strips + blockIdx.y] = scale;
+    uint4 lo, hi;
+    lo.x = pack4(v[0].x * inv.x, v[1].x * inv.x, v[2].x * inv.x, v[3].x * inv.x);
+    lo.y = pack4(v[4].x * inv.x, v[5].x * inv.x, v[6].x * inv.x, v[7].x * inv.x);
+    lo.z = pack4(v[8].x * inv.x, v[9].x * inv.x, v[10].x * inv.x, v[11].x * inv.x);
+    lo.w = pack4(v[12].x * inv.x, v[13].x * inv.x, v[14].x * inv.x, v[15].x * inv.x);
+    hi.x = pack4(v[0].y * inv.y, v[1].y * inv.y, v[2].y * inv.y, v[3].y * inv.y);
+    hi.y = pack4(v[4].y * inv.y, v[5].y * inv.y, v[6].y * inv.y, v[7].y * inv.y);
+    hi.z = pack4(v[8].y * inv.y, v[9].y * inv.y, v[10].y * inv.y, v[11].y * inv.y);
+    hi.w = pack4(v[12].y * inv.y, v[13].y * inv.y, v[14].y * inv.y, v[15].y * inv.y);
+    *reinterpret_cast<uint4*>(qt + (long long)c * rows + r0) = lo;
+    *reinterpret_cast<uint4*>(qt + (long long)(c + 1) * rows + r0) = hi;
+    if (threadIdx.y == 0) {
+        int strips = (rows + 127) / 128;
+        scales_t[(long long)c * strips + blockIdx.y] = scale.x;
+        scales_t[(long long)(c + 1) * strips + blockIdx.y] = scale.y;
+    }
 }

@@ -1,7 +1,8 @@
 // Sum of `inputs` bf16 tensors [rows, cols] stacked `stride` elements apart in one buffer
 // (a residual add, the MoE combine of top-k expert outputs plus the shared expert, or the
 // accumulation of gradients), f32 accumulation, bf16 out. Each thread moves 8 elements
-// (16 bytes) per access; cols a multiple of 8. Grid: x = row, y = chunk of vectors.
+// (16 bytes) per access, four inputs at a time; cols a multiple of 8. Grid: x = row,
+// y = chunk of vectors.
 // ptx: nvcc -ptx -O3 -arch=sm_90 residual_add.cu -o residual_add.ptx
 #include <cuda_bf16.h>
 
@@ -18,14 +19,21 @@ extern "C" __global__ void add_n_bf16(const __nv_bfloat16* __restrict__ x, int i
     if (r >= rows || v * 8 >= cols) return;
     float acc[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     const __nv_bfloat16* src = x + r * cols;
-    for (int i = 0; i < inputs; ++i) {
-        Pack8 a;
-        a.u = reinterpret_cast<const uint4*>(src + (long long)i * stride)[v];
+    for (int i = 0; i < inputs; i += 4) {  // up to four loads in flight before their use
+        Pack8 a[4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-            float2 f = __bfloat1622float2(a.h[j]);
-            acc[2 * j] += f.x;
-            acc[2 * j + 1] += f.y;
+        for (int k = 0; k < 4; ++k)
+            a[k].u = i + k < inputs
+                         ? reinterpret_cast<const uint4*>(src + (long long)(i + k) * stride)[v]
+                         : make_uint4(0u, 0u, 0u, 0u);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                float2 f = __bfloat1622float2(a[k].h[j]);
+                acc[2 * j] += f.x;
+                acc[2 * j + 1] += f.y;
+            }
         }
     }
     Pack8 o;

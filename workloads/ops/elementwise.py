@@ -194,6 +194,7 @@ def quantize_op(config, rows: int, cols: int, block: int = QUANT_BLOCK,
     out = rows * cols + SCALE_BYTES * rows * strips
     if transpose:
         _multiple("--rows", rows, 16, "16-byte transposed stores")
+        _multiple("--cols", cols, 2, "column pairs of the transposed kernel")
         col_strips = geo.ceil_div(rows, QUANT_BLOCK)
         col_args = [x, t((cols, rows), E4M3, zeros=True),
                     t((cols, col_strips), np.float32, True), rows, cols]

@@ -1,0 +1,80 @@
+"""Wall seconds of `simulate_workload` on a layer (default: the `ptxsim run` default,
+DeepSeek-V3 MoE prefill of 4096 tokens on h800_sxm, sampled), and of each distinct op.
+
+    python benchmarks/workload_speed.py [--workload deepseek-v3 --phase prefill
+        --tokens 4096 --ep 1 --model h800_sxm --fidelity sampled] [--per-op]
+
+Prints the wall seconds of the whole simulation beside the goal (sampled <= 60 s on one
+core), the simulated layer time, and with `--per-op` the wall seconds and simulated time
+of every distinct op (each simulated once, as `simulate_workload` does), largest first,
+so the nodes that dominate the run time are named. The numba JIT of the memory model is
+warmed up first (a tiny op) so it is not counted.
+Units: wall seconds, simulated microseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+GOAL_S = {"sampled": 60.0}
+
+
+def _warm_up(config) -> None:
+    from workloads.ops import build_op, simulate_op
+
+    simulate_op(build_op("residual-add", config, rows=8, cols=64), config, "full")
+
+
+def per_op(graph, config, fidelity: str) -> list[tuple[float, str, dict, float]]:
+    """(wall s, op kind, keywords, simulated us) per distinct op of `graph`."""
+    from workloads.node_ops import LINK, node_op
+    from workloads.ops import build_op, simulate_op
+
+    seen, rows = set(), []
+    for node in graph.nodes:
+        op = node_op(node, dict(graph.meta))
+        if op.kind == LINK or op.key in seen:
+            continue
+        seen.add(op.key)
+        start = time.perf_counter()
+        res = simulate_op(build_op(op.kind, config, **op.kwargs), config, fidelity)
+        rows.append((time.perf_counter() - start, op.kind, op.kwargs, res["time_us"]))
+    return sorted(rows, key=lambda r: -r[0])
+
+
+def main(argv: list[str] | None = None) -> int:
+    import models
+    import simulator
+    import workloads
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workload", default="deepseek-v3")
+    p.add_argument("--phase", default="prefill")
+    p.add_argument("--tokens", type=int, default=None)
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--ep", type=int, default=1)
+    p.add_argument("--model", default="h800_sxm")
+    p.add_argument("--fidelity", default="sampled", choices=("sampled", "full"))
+    p.add_argument("--per-op", action="store_true", help="also time each distinct op")
+    a = p.parse_args(argv)
+    config = models.load_preset(a.model)
+    graph = workloads.layer(a.workload, phase=a.phase, tokens=a.tokens, batch=a.batch,
+                            ep=a.ep)
+    _warm_up(config)
+    start = time.perf_counter()
+    res = simulator.simulate_workload(graph, config=config, fidelity=a.fidelity)
+    wall = time.perf_counter() - start
+    goal = GOAL_S.get(a.fidelity)
+    print(f"{graph.name} on {a.model}, {len(graph)} nodes, fidelity {a.fidelity}: "
+          f"{wall:.1f} s wall" + (f" (goal <= {goal:.0f} s)" if goal else "")
+          + f", simulated layer {res.time_us:.1f} us")
+    if a.per_op:
+        for op_wall, kind, kwargs, sim_us in per_op(graph, config, a.fidelity):
+            sizes = ", ".join(f"{k}={v}" for k, v in kwargs.items())
+            print(f"  {op_wall:7.1f} s  {kind:<14} {sim_us:10.1f} us  {sizes}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
