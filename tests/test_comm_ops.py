@@ -1,12 +1,19 @@
 """Communication ops: all-to-all and all-reduce as kernels on the comm SMs (small shapes)."""
 
+import shutil
+import subprocess
+from pathlib import Path
+
 import pytest
 
 import models
 import simulator
 from isa.errors import InputError
+from tests.test_ptx_current import header_command
 from workloads.ops import build_op, simulate_op
 from workloads.ops.comm import expected_distinct
+
+COMM_DIR = Path(__file__).resolve().parents[1] / "workloads" / "kernels" / "comm"
 
 H800 = models.load_preset("h800_sxm")
 
@@ -93,3 +100,14 @@ def test_bad_comm_flags_name_the_flag(kind, kwargs, flag):
     """Bad sizes are an InputError naming the flag or key and what is accepted."""
     with pytest.raises(InputError, match=flag):
         build_op(kind, H800, **kwargs)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH")
+def test_comm_pipeline_ptx_is_what_nvcc_makes(tmp_path):
+    """Recompiling comm_pipeline.cu with its header command reproduces the committed PTX."""
+    source = COMM_DIR / "comm_pipeline.cu"
+    argv = header_command(source)
+    argv[-1] = str(tmp_path / argv[-1])
+    subprocess.run(argv, cwd=COMM_DIR, check=True, capture_output=True, timeout=300)
+    fresh = (tmp_path / "comm_pipeline.ptx").read_text()
+    assert fresh == (COMM_DIR / "comm_pipeline.ptx").read_text()

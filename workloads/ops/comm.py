@@ -250,7 +250,8 @@ def allreduce_op(config, ranks: int, bytes: int, algo: str = "ring",
     channels = _channels(config, comm_sms, channels_per_sm, warps)
     chunk_bytes = check_chunk_bytes(chunk_bytes)
     shape = allreduce_shape(ranks, bytes, algo, chunk_bytes, channels.ctas)
-    sizes = {"ranks": ranks, "bytes": bytes, "algo": algo, "comm_sms": channels.comm_sms,
+    sizes = {"ranks": ranks, "message_bytes": bytes, "algo": algo,
+             "comm_sms": channels.comm_sms,
              "chunk_bytes": shape.chunk_bytes, "warps": warps,
              "channels_per_sm": channels.per_sm}
     return _plan("allreduce", sizes, shape, channels, 2 * (ranks - 1) / ranks * bytes,
