@@ -92,14 +92,15 @@ def test_simulated_time_is_not_below_the_roofline():
 
 
 def test_sample_weights_reproduce_the_linear_model():
-    """sum w_i (o + k_i (a + b n_i)) == o + A a + B b for any o, a, b."""
+    """For samples of k waves of n-block CTAs (critical slot k CTAs, k n blocks),
+    sum w_i (o + A_i a + B_i b) == o + A a + B b for any o, a, b."""
     rng = np.random.default_rng(1)
+    basis = [(k, k * n) for k, n in sampling.SAMPLE_POINTS]
     for _ in range(5):
         o, a, b = rng.uniform(1, 100, 3)
         big_a, big_b = int(rng.integers(1, 40)), int(rng.integers(40, 400))
-        w = sampling.sample_weights(big_a, big_b)
-        got = sum(wi * (o + k * (a + b * n)) for wi, (k, n) in zip(w, sampling.SAMPLE_POINTS,
-                                                                   strict=True))
+        w = sampling.sample_weights(basis, (big_a, big_b))
+        got = sum(wi * (o + ka * a + kb * b) for wi, (ka, kb) in zip(w, basis, strict=True))
         assert got == pytest.approx(o + big_a * a + big_b * b)
 
 
@@ -125,13 +126,15 @@ SUITE = {
     "causal-d64": dict(batch=1, heads=4, seqlen=1024, headdim=64, causal=True),
     "noncausal-d128": dict(batch=1, heads=2, seqlen=1024, headdim=128),
     "decode-gqa": dict(batch=8, heads=8, kv_heads=2, seqlen=1, seqlen_k=2048),
+    "causal-d192v128": dict(batch=1, heads=4, seqlen=1024, headdim=192, headdim_v=128,
+                            causal=True),
 }
 
 
 @pytest.mark.parametrize("name", sorted(SUITE))
 def test_sampled_agrees_with_full_within_3_percent(name):
-    """Op-level sampling (three one/two-wave launches with 2 or 4 KV blocks per CTA) is
-    within 3 % of simulating every CTA, on 4 SMs so that the full run stays short."""
+    """Op-level sampling (three one/two-wave reduced launches) is within 3 % of
+    simulating every CTA, on 4 SMs so that the full run stays short."""
     plan = build_op("attention", SMALL, shape_only=True, **SUITE[name])
     assert plan.samples, "the suite's shapes are large enough to be sampled"
     sampled = simulate_op(plan, SMALL, "sampled")["time_us"]

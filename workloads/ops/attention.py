@@ -122,43 +122,62 @@ def _launches(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, shape_only, 
     return out
 
 
+def _sample_sizes(cfg, choice, slots, group, sq, causal, waves, n) -> dict:
+    """Sizes of one reduced launch (`attention_sampling`): batch 1, heads over the wave."""
+    if cfg.pack:               # the real m-blocks of a kv head, kv heads over the wave
+        hkv = waves * max(1, slots // choice["m_blocks"])
+        return {"h": hkv * group, "hkv": hkv, "sq": sq, "sk": n * cfg.kv_block}
+    if causal:                 # a causal attention of n m-blocks per head (rows = keys)
+        rows = n * cfg.m_tile
+        h = waves * max(1, slots // n)
+        return {"h": h, "hkv": h // math.gcd(group, h), "sq": rows, "sk": rows}
+    share = max(1, min(slots, choice["m_blocks"] * group))   # CTAs reading one kv head
+    per_wave = math.ceil(slots / share)
+    return {"h": waves * per_wave * max(1, slots // per_wave), "hkv": waves * per_wave,
+            "sq": cfg.m_tile, "sk": n * cfg.kv_block}
+
+
+def _cta_list(cfg, choice, b, y, sq, sk, causal, splits, bps):
+    m_blocks = math.ceil(sq * (cfg.pack or 1) / cfg.m_tile)
+    per_cta = sampling.blocks_per_cta(m_blocks, cfg.m_tile, cfg.pack, sq, sk, cfg.kv_block,
+                                      causal, splits, bps)
+    return sampling.cta_blocks(per_cta, y, b)
+
+
 def _samples(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, causal, scale,
              launches) -> tuple[tuple, str]:
-    """Weighted one-wave reduced launches (`attention_sampling`), or () when not worth it."""
+    """Weighted reduced launches (`attention_sampling`), or () when not worth it."""
     cfg = kernel.config
     regs = launch_regs(config, kernel.block[0])
     per_sm = occupancy(config, kernel.block[0], regs, kernel.shared_bytes).ctas_per_sm
     slots = compute_sms(config) * per_sm
     group = h // hkv
-    y = hkv if cfg.pack else h
-    per_cta = sampling.blocks_per_cta(choice["m_blocks"], cfg.m_tile, cfg.pack, sq, sk,
-                                      cfg.kv_block, causal, choice["splits"],
-                                      choice["blocks_per_split"])
-    blocks = sampling.cta_blocks(per_cta, y, b)
+    blocks = _cta_list(cfg, choice, b, hkv if cfg.pack else h, sq, sk, causal,
+                       choice["splits"], choice["blocks_per_split"])
     if not sampling.worth_sampling(blocks, slots):
         return (), ""
-    a_ctas, a_blocks = sampling.critical_slot(blocks, slots)
-    weights = sampling.sample_weights(a_ctas, a_blocks)
-    n_max = max(n for _, n in sampling.SAMPLE_POINTS)
-    one = {**choice, "splits": 1, "blocks_per_split": n_max}
+    target = sampling.critical_slot(blocks, slots)
+    sizes, basis = [], []
+    for waves, n in sampling.SAMPLE_POINTS:
+        z = _sample_sizes(cfg, choice, slots, group, sq, causal, waves, n)
+        nb = math.ceil(z["sk"] / cfg.kv_block)
+        own = _cta_list(cfg, choice, 1, z["hkv"] if cfg.pack else z["h"], z["sq"], z["sk"],
+                        causal, 1, nb)
+        sizes.append((z, nb))
+        basis.append(sampling.critical_slot(own, slots))
+    weights = sampling.sample_weights(basis, target)
     out = []
-    for w, (waves, n) in zip(weights, sampling.SAMPLE_POINTS, strict=True):
-        if cfg.pack:           # the real m-blocks of a kv head, kv heads over the wave
-            s_hkv = waves * max(1, slots // choice["m_blocks"])
-            s_h, s_sq = s_hkv * group, sq
-        else:                  # one m-block per q head; as many per kv head as share K/V
-            share = max(1, min(slots, choice["m_blocks"] * group))
-            per_wave = 1 if causal else math.ceil(slots / share)
-            s_hkv = per_wave if causal else waves * per_wave
-            s_h, s_sq = waves * per_wave * max(1, slots // per_wave), cfg.m_tile
-        fwd = _launches(kernel, one, config, 1, s_h, s_hkv, s_sq, n * cfg.kv_block, dv,
-                        dtype, True, None, scale, f"sample-{waves}w-{n}b")[0]
+    for w, (z, nb), (waves, n) in zip(weights, sizes, sampling.SAMPLE_POINTS, strict=True):
+        one = {**choice, "splits": 1, "blocks_per_split": nb}
+        fwd = _launches(kernel, one, config, 1, z["h"], z["hkv"], z["sq"], z["sk"], dv,
+                        dtype, True, None, scale, f"sample-{waves}w-{n}")[0]
         out.append((w, fwd))
     out += [(1.0, launch) for launch in launches[1:]]       # the combine, as it is
-    points = zip(weights, sampling.SAMPLE_POINTS, strict=True)
-    terms = " + ".join(f"{w:.3f} T({k}w,{n}b)" for w, (k, n) in points)
-    note = (f"T = {terms} (k waves of {slots} CTAs with n KV blocks); critical slot "
-            f"{a_ctas} CTAs, {a_blocks} KV blocks")
+    points = zip(weights, sampling.SAMPLE_POINTS, basis, strict=True)
+    terms = " + ".join(f"{w:.3f} T({k}w,{n}: {ab[0]} CTAs {ab[1]} blocks)"
+                       for w, (k, n), ab in points)
+    note = (f"T = {terms} on {slots} CTA slots; critical slot {target[0]} CTAs, "
+            f"{target[1]} KV blocks")
     return tuple(out), note
 
 

@@ -32,7 +32,7 @@ import heapq
 
 import numpy as np
 
-SAMPLE_POINTS = ((1, 2), (2, 2), (1, 4))   # (waves, KV blocks per CTA) per launch
+SAMPLE_POINTS = ((1, 2), (2, 2), (1, 6))   # (waves, KV blocks per CTA) per launch
 NOMINAL_PROLOGUE_BLOCKS = 2.0     # a / b used only to assign CTAs to slots
 MIN_GAIN = 2.0                    # sample only when the op has this many times the work
 
@@ -84,7 +84,8 @@ def worth_sampling(blocks: np.ndarray, slots: int) -> bool:
     return float(blocks.sum()) >= MIN_GAIN * slots * sample
 
 
-def sample_weights(ctas: int, blocks: int) -> tuple[float, ...]:
-    """Weights of the SAMPLE_POINTS launches for a critical slot of `ctas`, `blocks`."""
-    basis = np.array([[1.0, k, k * n] for k, n in SAMPLE_POINTS]).T
-    return tuple(float(w) for w in np.linalg.solve(basis, [1.0, ctas, blocks]))
+def sample_weights(basis: list[tuple[int, int]], target: tuple[int, int]) -> tuple:
+    """Weights w with sum w_i [1, A_i, B_i] = [1, A, B]: `basis` the critical slots (A_i,
+    B_i) of the SAMPLE_POINTS launches, `target` (A, B) the op's."""
+    m = np.array([[1.0, a, b] for a, b in basis]).T
+    return tuple(float(w) for w in np.linalg.solve(m, [1.0, *target]))

@@ -191,7 +191,8 @@ def _consumer(cfg) -> list[str]:
     lines += [f"    mov.f32 %mx{h}, {NEG_INF};\n    mov.f32 %l{h}, {ZERO};" for h in range(2)]
     lines += ["    mov.u32 %r18, smem;", "    shl.b32 %r19, %r10, 13;   // 64 rows x 128 B",
               "    add.u32 %r18, %r18, %r19;", *_desc("%desc_q", "%r18", DESC_SWIZZLE128),
-              "C_QWAIT:", "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%bars], 0;",
+              "    mov.u32 %phase, 0;",
+              "C_QWAIT:", "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%bars], %phase;",
               "    @!%p1 bra C_QWAIT;",
               "    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;", "    mov.u32 %n, %nbeg;",
               "    setp.ge.u32 %p0, %n, %nend;", "    @%p0 bra C_END;",
