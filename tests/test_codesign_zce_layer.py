@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import models
@@ -58,3 +59,13 @@ def test_needs_the_zce(bert):
     """On the stock part the what-if refuses, naming the key."""
     with pytest.raises(InputError, match="units.zce.enabled"):
         zce_layer(bert, models.load_preset("h800_sxm"), 0.5, 0.5)
+
+
+def test_real_tensors_can_be_bound(bert):
+    """Operands given as arrays decide the share: an all-zero half of K skips half the MACs."""
+    a = np.ones((64, 64), np.float32)
+    a[:, 32:] = 0
+    w = np.ones((64, 64), np.float32)
+    _, totals = zce_layer(bert, CONFIG, 0.0, 0.0, operands=(a, w))
+    assert totals["share"] == 0.5
+    assert totals["macs_skipped"] == totals["macs"] / 2

@@ -7,7 +7,8 @@ tile (`zce_format.relu_activations`) and a weight tile (`zce_format.magnitude_pr
 normal weights) at the given zero ratios, measures on them the share of MMA work the engine
 still issues at `units.zce.granularity` (`zce_format.active_fraction`, floored at
 `units.zce.min_issue_fraction`) and the compressed/dense byte ratio of each operand in the
-ZCE format (128-element blocks, in each GEMM's dtype), and applies both to every GEMM of the graph:
+ZCE format (128-element blocks, in each GEMM's dtype), and applies both to every GEMM of the
+graph (or measures them on real tensors bound with `operands=(activations, weights)`):
 
 * dense (the stock part): `max(flops / peak, bytes_min / hbm)`;
 * zce: `max(flops * share / peak, (A * ratio_a + B * ratio_w + C) / hbm)`, C (the output)
@@ -52,6 +53,12 @@ def sample_operands(activation_sparsity: float, weight_sparsity: float, config,
     a = Z.relu_activations((SAMPLE, SAMPLE), activation_sparsity, rng)
     w = Z.magnitude_pruned(rng.standard_normal((SAMPLE, SAMPLE)).astype(np.float32),
                            weight_sparsity)
+    return measure_operands(a, w, config)
+
+
+def measure_operands(a: np.ndarray, w: np.ndarray, config) -> dict:
+    """Share and compressed byte ratios measured on real tensors: activations `a` [M, K] and
+    weights `w` [K, N] (M, K multiples of 16, N of 8)."""
     zce = config.units.zce
     share = Z.active_fraction(a, w, zce.granularity, kblock=zce.kblock_elements)
     ratios = {name: tuple(Z.compress(x.astype(dtype), BLOCK_ELEMS).ratio for x in (a, w))
@@ -76,12 +83,17 @@ def _operand_bytes(node) -> tuple[float, float, float]:
 
 
 def zce_layer(graph, config, activation_sparsity: float, weight_sparsity: float,
-              seed: int = 0) -> tuple[pd.DataFrame, dict]:
-    """(per-GEMM table, totals) of dense, ZCE and 2:4 times (module docstring)."""
+              seed: int = 0, operands: tuple[np.ndarray, np.ndarray] | None = None
+              ) -> tuple[pd.DataFrame, dict]:
+    """(per-GEMM table, totals) of dense, ZCE and 2:4 times (module docstring); with
+    `operands` = (activations, weights) the share and ratios come from those tensors."""
     if not config.units.zce.enabled:
         raise InputError("zce_layer needs a config with units.zce.enabled = true (accepted: "
                          "deepseek_codesign, or h800_sxm with that override)")
-    sample = sample_operands(activation_sparsity, weight_sparsity, config, seed)
+    if operands is not None:
+        sample = measure_operands(*operands, config)
+    else:
+        sample = sample_operands(activation_sparsity, weight_sparsity, config, seed)
     hbm = config.hbm.peak_bandwidth_gbps * 1e3           # bytes per microsecond
     multiplier = config.units.tensor.sparse_rate_multiplier
     rows = []
