@@ -10,20 +10,26 @@ dispatched in grid order onto W = compute SMs x CTAs/SM slots, each taking the s
 frees first (`critical_slot`): with A CTAs and B KV blocks on the critical slot,
 T = o + A a + B b.
 
-Three reduced launches of the same kernel measure o, a and b: k waves of W CTAs (the
-rows of one m-block, heads spread over the wave) whose KV length is n blocks, seeing the
-same masks as a real CTA's last block(s) (causal: the diagonal), at (k, n) = (1, n1),
-(2, n1), (1, n2), so T(k, n) = o + k (a + b n). The weights w solve
-w . [1, k_i, k_i n_i] = [1, A, B] (`sample_weights`), and T = sum w_i T_i.
+Three reduced launches of the same kernel measure o, a and b, at SAMPLE_POINTS (k, n) =
+(1, 2), (2, 2), (1, 6): batch 1, heads spread over k waves of W CTA slots, and
+* non-causal (and packed decode): CTAs of the real m-blocks with n KV blocks each (the
+  real CTAs' masks at the KV edge aside), as many sharing one kv head as real CTAs read
+  at once (m-blocks x q heads per kv head), so T(k, n) = o + k (a + b n);
+* causal: a causal attention of n m-blocks per head (seqlen = n m_tile), whose CTAs end
+  at their diagonals and drift apart like the real ones, and read K/V that earlier
+  m-blocks of their head brought into L2 (lock-step samples reading cold K/V were some
+  5 % slow).
+Each sample's own critical slot (A_i, B_i) gives T_i = o + A_i a + B_i b; the weights w
+solve sum w_i [1, A_i, B_i] = [1, A, B] (`sample_weights`) and T = sum w_i T_i. The
+largest sample has 6 blocks per CTA because the per-block cost falls along a CTA (the
+two-stage K/V ring starts cold): CTAs of at most 4 blocks read 5-10 % high for long
+causal CTAs.
 
 The assignment of CTAs to slots is computed with a nominal a = `NOMINAL_PROLOGUE_BLOCKS`
-blocks (the makespan's dependence on a / b is weak once there are several waves). K/V
-reuse through L2 is kept: as many sample CTAs share one kv head as real CTAs read at once
-(m-blocks x q heads per kv head); causal samples share one kv head in all (a causal CTA
-after the first wave finds most of its blocks in L2, read by the earlier m-blocks of its
-head; cold reads in the samples made them some 5 % slow). Left out: the sample CTAs start
-in step where the real ones drift apart; launches too small to gain (`worth_sampling`)
-are simulated whole. Units: cycles, KV blocks, CTAs.
+blocks (the makespan's dependence on a / b is weak once there are several waves). Left
+out: the remaining fall of the per-block cost beyond 6 blocks (long sequences may read a
+few per cent high); launches too small to gain (`worth_sampling`) are simulated whole.
+Units: cycles, KV blocks, CTAs.
 """
 
 from __future__ import annotations
