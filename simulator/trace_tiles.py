@@ -96,11 +96,15 @@ class TileRecorder:
         self.slot_events: list[int] = []
 
     def _key(self, m, ins, op, lane: np.ndarray, cta_linear: np.ndarray) -> int:
-        addr = int(op.address(m, lane)[0])
-        if SHARED_WINDOW <= addr < SHARED_WINDOW + WINDOW_SIZE:
-            addr -= SHARED_WINDOW
-        cta = int(cta_linear[int(m.cta_of[int(lane[0])])])
-        return (cta << 32) | addr
+        return int(self._keys(m, op, lane, cta_linear)[0])
+
+    @staticmethod
+    def _keys(m, op, lanes: np.ndarray, cta_linear: np.ndarray) -> np.ndarray:
+        """Barrier key (CTA linear index << 32 | CTA-relative shared address) per lane."""
+        addr = op.address(m, lanes).astype(np.int64)
+        inside = (addr >= SHARED_WINDOW) & (addr < SHARED_WINDOW + WINDOW_SIZE)
+        addr = np.where(inside, addr - SHARED_WINDOW, addr)
+        return (cta_linear[m.cta_of[lanes]].astype(np.int64) << 32) | addr
 
     def _slot(self, key: int, phase: int) -> int:
         slot = self.slots.get((key, phase))
@@ -109,16 +113,24 @@ class TileRecorder:
             self.slot_events.append(0)
         return slot
 
-    def _contribute(self, m, ins, op, lane, key: int) -> int:
-        """Slot of the phase an event that may have changed barrier `key` belongs to."""
-        words, idx = barrier_words(m, ins, op, lane)
-        parity = int(words[idx[0]] >> np.uint64(63))
-        done = self.completed.get(key, 0)
-        if parity != done & 1:
-            self.completed[key] = done + 1
-        slot = self._slot(key, done)
-        self.slot_events[slot] += 1
-        return slot
+    def _contribute(self, m, ins, op, firsts: np.ndarray, cta_linear: np.ndarray) -> np.ndarray:
+        """Slots of the phases that the events of one step (one per warp, `firsts` = each
+        warp's first lane) belong to: all events of a step on one barrier belong to the
+        phase that was current before the step (the interpreter applies a step's arrivals
+        together), which then completed if the barrier's parity changed."""
+        keys = self._keys(m, op, firsts, cta_linear)
+        words, idx = barrier_words(m, ins, op, firsts)
+        parity = (words[idx] >> np.uint64(63)).astype(np.int64)
+        unique, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        counts = np.bincount(inverse, minlength=unique.size)
+        slot_of = np.empty(unique.size, np.int32)
+        for u, key in enumerate(unique.tolist()):
+            done = self.completed.get(key, 0)
+            if int(parity[first[u]]) != done & 1:
+                self.completed[key] = done + 1
+            slot_of[u] = slot = self._slot(key, done)
+            self.slot_events[slot] += int(counts[u])
+        return slot_of[inverse]
 
     def record(self, m, ins, warp_lanes: list[np.ndarray], cta_linear: np.ndarray):
         """(kind, per-warp sectors or None, per-warp slot) for one step; kind as in trace."""
@@ -139,36 +151,28 @@ class TileRecorder:
                     done = self.completed.get(key, -2)
                     self.completed[key] = done + 2 - (done & 1)
             return KIND_SHARED, None, slots
+        firsts = np.array([lanes[0] for lanes in warp_lanes], np.int64)
         if name in ARRIVALS:
             op = ins.ops[1] if name.startswith("mbarrier.arrive") else ins.ops[0]
-            for w, lanes in enumerate(warp_lanes):
-                one = lanes[:1]
-                key = self._key(m, ins, op, one, cta_linear)
-                slots[w] = self._contribute(m, ins, op, one, key)
-            return KIND_MBARRIER, None, slots
+            return KIND_MBARRIER, None, self._contribute(m, ins, op, firsts, cta_linear)
         if name in WAITS:
-            for w, lanes in enumerate(warp_lanes):
-                one = lanes[:1]
-                key = self._key(m, ins, ins.ops[1], one, cta_linear)
-                if "parity" in ins.flags:
-                    want = _scalar(ins.ops[2], m, one, _U32) & 1
-                else:
-                    want = (_scalar(ins.ops[2], m, one, _U64) >> 63) & 1
+            keys = self._keys(m, ins.ops[1], firsts, cta_linear)
+            want = np.asarray(ins.ops[2].read(m, _U32 if "parity" in ins.flags else _U64,
+                                              firsts)).astype(np.uint64).reshape(-1)
+            want = (want if "parity" in ins.flags else want >> np.uint64(63)) & np.uint64(1)
+            for w, key in enumerate(keys.tolist()):
                 done = self.completed.get(key, 0)
-                phase = done - 1 + int((done & 1) == want)
+                phase = done - 1 + int((done & 1) == int(want[w]))
                 slots[w] = self._slot(key, phase) if phase >= 0 else -1
             return KIND_MBARRIER_WAIT, None, slots
         load = _LOAD_FLAG in ins.flags
         sectors = []
-        for w, lanes in enumerate(warp_lanes):
+        for lanes in warp_lanes:
             parts = [self._copy_sectors(m, ins, np.array([lane]), load) for lane in
                      lanes.tolist()]
             sectors.append(np.unique(np.concatenate(parts)) if len(parts) > 1 else parts[0])
-            if load:
-                one = lanes[:1]
-                bar = ins.ops[3]
-                slots[w] = self._contribute(m, ins, bar, one,
-                                            self._key(m, ins, bar, one, cta_linear))
+        if load:
+            slots = self._contribute(m, ins, ins.ops[3], firsts, cta_linear)
         return (KIND_BULK_LOAD if load else KIND_BULK_STORE), sectors, slots
 
     @staticmethod
