@@ -17,7 +17,7 @@ Choices, the same for every shape (no per-shape factors):
 Conventions: `flops` = 2 B H Sq Sk (D + Dv), halved when causal (FlashAttention's 4 B H
 Sq Sk D for D = Dv); `bytes` = Q, K, V and O once. Below `FUNCTIONAL_ELEMENTS` elements
 the op runs with random data, above in timing mode (`isa.ShapeOnly`). `fidelity=
-"sampled"` uses `attention_sampling` (two one-wave launches with fewer KV blocks).
+"sampled"` uses `attention_sampling` (three reduced launches, fitted per CTA).
 `backward=True` is refused (not modeled yet). Units: elements, bytes, FLOP.
 """
 
