@@ -172,16 +172,25 @@ class TimelineTracer:
                 self.cta_launch[data["cta"]] = data["cycle"]
                 self._residency(row, data["cycle"], 1)
             else:
+                launched = self.cta_launch.pop(data["cta"])
                 if len(self.cta_spans) < MAX_CTA_ROWS:
-                    self.cta_spans.append((row, data["cta"], self.cta_launch.pop(data["cta"]),
-                                           data["cycle"]))
+                    self.cta_spans.append((row, data["cta"], launched, data["cycle"]))
                 self._residency(row, data["cycle"], -1)
 
         hooks.attach(on_sm, (SM_STALL, SM_CTA_LAUNCH, SM_CTA_DONE))
 
     def attach_memory(self, hooks) -> None:
-        """Observe the cached memory's requests."""
-        hooks.attach(self._memory, (CACHED_MEMORY_ACCESS,))
+        """Observe the cached memory's requests (kept in chunks, summed per chunk)."""
+        done, keep_done, keep_counts = self.mem_done_ps, self.mem_done_ps.append, \
+            self.mem_counts.append
+
+        def on_memory(owner: str, position: str, data: Mapping[str, Any]) -> None:
+            keep_done(data["done_ps"])
+            keep_counts(data["counts"])
+            if len(done) >= _MEMORY_CHUNK:
+                self._drain_memory()
+
+        hooks.attach(on_memory, (CACHED_MEMORY_ACCESS,))
 
     # -- events ---------------------------------------------------------------------
     def _residency(self, s: int, cycle: int, step: int) -> None:
@@ -206,12 +215,6 @@ class TimelineTracer:
                                   self.pending_stall[s])
             self.pending_stall[s] = 0
 
-    def _memory(self, owner: str, position: str, data: Mapping[str, Any]) -> None:
-        self.mem_done_ps.append(data["done_ps"])
-        self.mem_counts.append(data["counts"])
-        if len(self.mem_done_ps) >= _MEMORY_CHUNK:
-            self._drain_memory()
-
     def _drain_memory(self) -> None:
         if not self.mem_done_ps:
             return
@@ -221,7 +224,8 @@ class TimelineTracer:
             sectors = counts[:, list(columns)].sum(axis=1)
             self.buckets.add_at(3 * self.n_sms + k, cycles,
                                 sectors.astype(np.float64) * ck.SECTOR_BYTES_ASSUMED)
-        self.mem_done_ps, self.mem_counts = [], []
+        self.mem_done_ps.clear()
+        self.mem_counts.clear()
 
     # -- the table ------------------------------------------------------------------
     def frame(self, run_id: str, kernel: str, cycles: int) -> pd.DataFrame:
