@@ -2,6 +2,8 @@
 
 `load_sweep(DIR)` reads a sweep folder written by `ptxsim sweep` into one DataFrame;
 `reports.sweep_plots` draws sweep line plots and heatmaps as matplotlib figures (Agg).
+`write_report(result, DIR)` writes a run's tables, plots, HTML page and Chrome trace;
+`reports.compare` (`write_compare`) holds simulated times against a reference trace.
 Importing starts nothing and writes nothing.
 """
 
@@ -10,9 +12,10 @@ from reports.sweep_loading import load_sweep
 __all__ = ["load_sweep"]
 
 from reports.chrome_trace import chrome_trace  # noqa: E402
+from reports.compare import write_compare  # noqa: E402
 from reports.kernel_table import KERNEL_COLUMNS, kernel_table  # noqa: E402
 from reports.roofline import chip_peaks, roofline_time_us  # noqa: E402
 from reports.writer import write_report  # noqa: E402
 
 __all__ += ["KERNEL_COLUMNS", "chip_peaks", "chrome_trace", "kernel_table",
-            "roofline_time_us", "write_report"]
+            "roofline_time_us", "write_compare", "write_report"]
