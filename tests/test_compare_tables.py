@@ -134,3 +134,34 @@ def test_missing_required_sizes_are_named():
     flags = (Flag("--rows", "rows", required=True), Flag("--cols", "cols", required=True))
     sizes, missing = row_sizes({"input_shapes": None, "cpu_op": None}, "rmsnorm", flags)
     assert sizes == {} and missing == ["--rows", "--cols"]
+
+
+def test_kineto_trace_with_input_dims_is_simulated_from_its_cpu_ops(stubbed, tmp_path):
+    """A Kineto trace whose kernels were launched inside aten::mm / rms_norm CPU ops with
+    recorded "Input Dims": both kernels get their sizes from those dims."""
+    from workloads.traces import read_kineto
+
+    def op(name, ts, shapes):
+        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts,
+                "dur": 10, "args": {"Input Dims": shapes}}
+
+    def launch(corr, ts):
+        return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+                "tid": 1, "ts": ts, "dur": 1, "args": {"correlation": corr}}
+
+    def kernel(corr, name, ts):
+        return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7, "ts": ts,
+                "dur": 5, "args": {"stream": 7, "correlation": corr, "device": 0,
+                                   "grid": [1, 1, 1], "block": [128, 1, 1]}}
+
+    gemm_name = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_kernel"
+    events = [op("aten::mm", 0, [[128, 256], [256, 64]]), launch(1, 5),
+              op("rms_norm", 20, [[64, 1024], [1024]]), launch(2, 25),
+              kernel(1, gemm_name, 100), kernel(2, "rms_norm_kernel<float>", 110)]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    result = simulate_reference(map_kernels(read_kineto(path)),
+                                models.load_preset("h100_sxm"), "sampled")
+    assert list(result["status"]) == ["simulated", "simulated"]
+    assert [json.loads(s) for s in result["sizes"]] == [{"k": 256, "m": 128, "n": 64},
+                                                        {"cols": 1024, "rows": 64}]
