@@ -108,3 +108,19 @@ def test_gradient_norm_policy_switches_precision_with_the_layer_norms():
     assert set(gemms[gemms.layer == 0].precision) == {"e4m3"}
     assert set(gemms[gemms.layer == 1].precision) == {"fp32"}
     assert totals["precision_switches"] >= 1
+
+
+def test_vpcu_operand_bytes_set_the_gemm_traffic():
+    """With fp32 operands packed in 3 bytes, each GEMM moves one byte less per A/B element."""
+    rates = {"fp32": 1024, "tf32": 2048, "fp16": 4096, "bf16": 4096, "e4m3": 8192, "e5m2": 8192}
+    base = {"units.vpcu.enabled": True} | {f"units.vpcu.{p}_flop_per_clk_per_sm": r
+                                           for p, r in rates.items()}
+    policy = P.make_policy("static", precision="fp32")
+    wide, _ = train_step("llama3-8b", policy, models.load_preset("h800_sxm", base), 512,
+                         range(1))
+    packed, _ = train_step("llama3-8b", policy, models.load_preset(
+        "h800_sxm", base | {"units.vpcu.fp32_operand_bytes": 3}), 512, range(1))
+    graph = P.apply_policy(workloads.layer("llama3-8b", "train", tokens=512), policy)
+    gemms = [n for n in graph.nodes if n.op == "gemm"]
+    saved = wide.hbm_bytes.sum() - packed.hbm_bytes.sum()
+    assert saved == sum(sum(P.operand_elements(n)) for n in gemms)

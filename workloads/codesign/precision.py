@@ -178,6 +178,16 @@ class GradientNorms:
         return cls(tuple(float(v) for v in frame.grad_norm))
 
 
+def operand_elements(node: KernelNode) -> tuple[int, int]:
+    """(A, B) elements a GEMM node reads (B = the weights), all groups together."""
+    a = node.args
+    if node.op == "gemm":
+        return a["groups"] * a["m"] * a["k"], a["groups"] * a["k"] * a["n"]
+    if a["ragged"] == "m":
+        return a["m_total"] * a["k"], a["groups"] * a["k"] * a["n"]
+    return a["m"] * a["k_total"], a["n"] * a["k_total"]
+
+
 def retyped(node: KernelNode, precision: str) -> KernelNode:
     """A GEMM node rebuilt with operands stored in `precision` (flops unchanged)."""
     a = node.args

@@ -11,7 +11,9 @@ otherwise the stock tensor core's for that precision (fp32 has none: it runs at 
 vector rate); attention kernels likewise at their own dtype (policies here choose GEMM
 precisions only). Other kernels are bounded by the FP32 vector peak and HBM. Each change of
 precision between consecutive tensor kernels costs `units.vpcu.switch_cycles` (all SMs switch in
-parallel). Communication kernels are counted at their bytes over HBM only.
+parallel). With the VPCU, a GEMM's A and B operands move `units.vpcu.<p>_operand_bytes` per
+element (the graph stores them at the dtype's width). Communication kernels are counted at
+their bytes over HBM only.
 
 This is the analytic bound every report puts beside simulated numbers, not a simulation: it
 answers how much compute and HBM traffic a policy saves, with perfect overlap assumed inside
@@ -24,9 +26,10 @@ from __future__ import annotations
 import pandas as pd
 
 from models.gpu_spec import FLOP_PER_FMA
-from workloads.codesign.precision import GEMM_OPS, GradientNorms, apply_policy
+from workloads.codesign.precision import GEMM_OPS, GradientNorms, apply_policy, operand_elements
 from workloads.graph import COMM_OPS
 from workloads.layer import layer
+from workloads.layers import ops
 
 TENSOR_OPS = GEMM_OPS + ("attention", "mla_decode")
 _STOCK_TENSOR = {"tf32": "tf32", "fp16": "fp16", "bf16": "bf16", "e4m3": "fp8", "e5m2": "fp8"}
@@ -55,12 +58,22 @@ def _node_rows(graph, config, layer_index: int) -> list[dict]:
         else:
             peak = config.peak_vector_tflops("fp32")
         compute_us = 0.0 if node.op in COMM_OPS else node.flops / (peak * 1e6)
-        memory_us = node.bytes_min / hbm_bytes_per_us
+        hbm_bytes = _hbm_bytes(node, precision, config)
+        memory_us = hbm_bytes / hbm_bytes_per_us
         rows.append({"layer": layer_index, "name": node.name, "op": node.op, "role": node.role,
-                     "precision": precision, "flops": node.flops, "hbm_bytes": node.bytes_min,
+                     "precision": precision, "flops": node.flops, "hbm_bytes": hbm_bytes,
                      "time_us": max(compute_us, memory_us),
                      "bound": "compute" if compute_us >= memory_us else "memory"})
     return rows
+
+
+def _hbm_bytes(node, precision: str | None, config) -> float:
+    """Compulsory bytes; a GEMM's operands at the VPCU's operand bytes of its precision."""
+    if node.op not in GEMM_OPS or not config.units.vpcu.enabled:
+        return float(node.bytes_min)
+    stored = ops.nbytes(node.args["dtype"])
+    extra = config.units.vpcu.operand_bytes(precision) - stored
+    return float(node.bytes_min + sum(operand_elements(node)) * extra)
 
 
 def _switch_count(rows: list[dict]) -> int:

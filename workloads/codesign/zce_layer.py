@@ -34,7 +34,7 @@ import pandas as pd
 
 from isa.errors import InputError
 from workloads.codesign import zce_format as Z
-from workloads.codesign.precision import GEMM_OPS
+from workloads.codesign.precision import GEMM_OPS, operand_elements
 from workloads.codesign.train_step import gemm_peak_tflops
 from workloads.layers import ops
 
@@ -70,15 +70,9 @@ def measure_operands(a: np.ndarray, w: np.ndarray, config) -> dict:
 
 def _operand_bytes(node) -> tuple[float, float, float]:
     """(A, B, C) bytes of a GEMM node (B = the weights)."""
-    a = node.args
-    nb = ops.nbytes(a["dtype"])
-    if node.op == "gemm":
-        a_bytes = a["groups"] * a["m"] * a["k"] * nb
-        b_bytes = a["groups"] * a["k"] * a["n"] * nb
-    elif a["ragged"] == "m":
-        a_bytes, b_bytes = a["m_total"] * a["k"] * nb, a["groups"] * a["k"] * a["n"] * nb
-    else:
-        a_bytes, b_bytes = a["m"] * a["k_total"] * nb, a["n"] * a["k_total"] * nb
+    nb = ops.nbytes(node.args["dtype"])
+    a_elems, b_elems = operand_elements(node)
+    a_bytes, b_bytes = a_elems * nb, b_elems * nb
     return a_bytes, b_bytes, max(node.bytes_min - a_bytes - b_bytes, 0)
 
 
