@@ -8,6 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import isa
 import models
 import simulator
 from isa.errors import InputError
@@ -167,3 +168,12 @@ def test_timing_a_zmma_without_the_zce_is_an_input_error():
     a_list, b_list = _tiles(4)
     with pytest.raises(InputError, match="units.zce.enabled"):
         _run(models.load_preset("h800_sxm"), a_list, b_list, 1)
+
+
+def test_verifier_rejects_an_f64_zmma():
+    """zmma has every mma form but .f64: the error names the accepted inputs."""
+    ptx = zk.zmma_loop_kernel(SHAPE, DTYPE).replace(
+        f"zmma.sync.aligned.{SHAPE}.row.col.f32.bf16.bf16.f32",
+        "zmma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64")
+    with pytest.raises(isa.PtxError, match="zmma has no .f64 form"):
+        isa.compile_kernel(ptx, "zmma_loop")
