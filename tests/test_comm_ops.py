@@ -111,3 +111,17 @@ def test_comm_pipeline_ptx_is_what_nvcc_makes(tmp_path):
     subprocess.run(argv, cwd=COMM_DIR, check=True, capture_output=True, timeout=300)
     fresh = (tmp_path / "comm_pipeline.ptx").read_text()
     assert fresh == (COMM_DIR / "comm_pipeline.ptx").read_text()
+
+
+def test_routing_table_sets_the_bytes_per_path():
+    """A routing table's counts decide the NVLink and RDMA bytes (token = hidden + scales)."""
+    token = 1024 + 4 * 8                                   # fp8 values + one f32 per 128
+    counts = [0, 10, 0, 0, 0, 0, 0, 0] + [3, 5, 0, 0, 0, 0, 0, 0]
+    plan = build_op("alltoall", H800, ranks=16, tokens=16, hidden=1024, routing=counts,
+                    comm_sms=2, channels_per_sm=1)
+    detail = plan.launches[0].detail
+    assert detail["ib_bytes"] == 5 * token                # once per node: the largest count
+    assert detail["nvlink_bytes"] == pytest.approx(10 * token + 8 * token * 7 / 8)
+    assert plan.bytes == 5 * token                        # RDMA bytes across nodes
+    with pytest.raises(InputError, match="routing"):
+        build_op("alltoall", H800, ranks=16, tokens=16, hidden=1024, routing=[1, 2])
