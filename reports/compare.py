@@ -14,6 +14,8 @@ builds:
 * `category_summary(df)`: the same sums and MAPE per category (`unmatched` for kernels
   no rule matched);
 * `unsimulated(df)`: the kernels not simulated, grouped by name and reason, longest first;
+* `stream_summary(df)`: the measured busy time per stream, their union, overlap and span
+  (`workloads.traces.overlap`; how much communication hid behind compute in the trace);
 * `plot_scatter(df)`: log-log simulated vs measured, coloured by category, with y = x and
   a +-25 % band; `write_compare(df, DIR)` writes all of them (CSV, summary.json,
   scatter.png, compare.html) into a fresh folder that replaces DIR when complete.
@@ -109,6 +111,15 @@ def unsimulated(df: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("dur_us", ascending=False, kind="stable").reset_index(drop=True)
 
 
+def stream_summary(df: pd.DataFrame) -> pd.DataFrame:
+    """Measured busy time per stream, union, overlap and span: columns `what`, `us`."""
+    from workloads.traces.overlap import stream_overlap
+
+    if not {"stream", "start_us", "dur_us"} <= set(df.columns) or df.empty:
+        return pd.DataFrame(columns=["what", "us"])
+    return stream_overlap(df).table()
+
+
 def plot_scatter(df: pd.DataFrame, title: str = "Simulated vs measured"):
     """Log-log scatter of the simulated kernels (None when there are none)."""
     table = kernel_errors(df)
@@ -152,11 +163,12 @@ def _summary_notes(summary: dict, about: dict) -> tuple[str, ...]:
 
 def write_compare(df: pd.DataFrame, out_dir: str | Path, *, title: str = "ptxsim compare",
                   about: dict | None = None) -> Path:
-    """Write kernels.csv, categories.csv, unsimulated.csv, summary.json, scatter.png (when
-    something was simulated) and compare.html into `out_dir`; returns its path."""
+    """Write kernels.csv, categories.csv, unsimulated.csv, streams.csv, summary.json,
+    scatter.png (when something was simulated) and compare.html into `out_dir`; returns its
+    path."""
     about = dict(about or {})
     table, summary = kernel_errors(df), error_summary(df)
-    categories, missing = category_summary(df), unsimulated(df)
+    categories, missing, streams = category_summary(df), unsimulated(df), stream_summary(df)
     target = Path(out_dir)
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
@@ -165,6 +177,7 @@ def write_compare(df: pd.DataFrame, out_dir: str | Path, *, title: str = "ptxsim
         table.to_csv(staging / "kernels.csv", index=False)
         categories.to_csv(staging / "categories.csv", index=False)
         missing.to_csv(staging / "unsimulated.csv", index=False)
+        streams.to_csv(staging / "streams.csv", index=False)
         (staging / "summary.json").write_text(json.dumps({**about, **summary}, indent=1,
                                                          default=str))
         fig = plot_scatter(df, title)
@@ -176,6 +189,8 @@ def write_compare(df: pd.DataFrame, out_dir: str | Path, *, title: str = "ptxsim
                     Section("Per category", (), {"categories": categories}, units=UNITS),
                     Section("Scatter", (), figures=figures),
                     Section("Not simulated", (), {"unsimulated": missing}, units=UNITS),
+                    Section("Streams (measured)", (), {"streams": streams},
+                            units={"us": "us"}),
                     Section("Per kernel", (), {"kernels": table}, units=UNITS)]
         (staging / "compare.html").write_text(render_html(title, sections), encoding="utf-8")
         if target.exists():

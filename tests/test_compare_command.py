@@ -71,6 +71,18 @@ def test_kineto_excerpt_lists_every_kernel_with_a_reason(capsys):
     assert all(u["reason"] for u in doc["unsimulated"])
 
 
+def test_kineto_streams_show_measured_busy_time_and_overlap(capsys):
+    """The excerpt's compute (7), communication (27) and weight-gradient (23) streams: the
+    union is at most the span and the summed busy time; overlapped time is at most what
+    the busy times exceed the union by (equal without three-way overlap)."""
+    assert main(["compare", "--reference", str(EXCERPT), "--model", "h800_sxm", "--json"]) == 0
+    rows = {r["what"]: r["us"] for r in json.loads(capsys.readouterr().out)["streams"]}
+    busy = sum(us for what, us in rows.items() if what.startswith("stream "))
+    assert {"stream 7", "stream 23", "stream 27"} <= set(rows)
+    assert 0 < rows["union"] <= min(busy, rows["span"])
+    assert 0 <= rows["overlap"] <= busy - rows["union"] + 1e-9
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["--reference", "missing.csv"], "--reference missing.csv: no such file"),
     (["--reference", str(Path(__file__))], "cannot tell the format"),

@@ -8,8 +8,9 @@ The reference is a PyTorch-profiler (Kineto) Chrome-trace JSON or the plain kern
 `--format` or the file suffix. Its kernels are mapped to ops by the rules of
 `workloads.traces.mapping`, simulated as ops on `--model` where an op builder and the
 sizes exist (`workloads.traces.reference_ops`), and compared by `reports.compare`: a
-per-kernel table (measured, simulated, error %), MAPE, Pearson r, a per-category summary
-and the kernels not simulated with the reason; `--out DIR` also writes the CSVs,
+per-kernel table (measured, simulated, error %), MAPE, Pearson r, a per-category summary,
+the kernels not simulated with the reason and the measured busy time and overlap of the
+trace's streams; `--out DIR` also writes the CSVs,
 summary.json, scatter.png and compare.html. Bad flags or files are an `InputError`
 naming the flag (exit status 2). Units: microseconds, percent.
 """
@@ -120,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
         doc = {**{k: _clean(v) for k, v in summary.items()},
                "categories": _records(compare.category_summary(result)),
                "unsimulated": _records(compare.unsimulated(result)),
+               "streams": _records(compare.stream_summary(result)),
                "per_kernel": _records(compare.kernel_errors(result))}
         print(json.dumps(doc, indent=1))
     else:
@@ -148,13 +150,14 @@ def _text(result, summary: dict, top: int) -> str:
         categories = compare.category_summary(result).to_string(index=False)
         missing = missing[["name", "status", "count", "dur_us", "reason"]].to_string(
             index=False, justify="left")
+        streams = compare.stream_summary(result).to_string(index=False)
     lines = [f"{summary['reference']} on {summary['model']} (fidelity {summary['fidelity']})",
              f"kernels {summary['kernels']}, simulated {summary['simulated']} "
              f"({summary['coverage']:.1%} of the measured time)",
              f"MAPE {summary['mape_pct']:.1f} %   Pearson r {summary['pearson_r']:.3f}   "
              f"summed error {summary['total_error_pct']:+.1f} %", "",
              f"longest {len(table)} kernels:", kernels, "", "per category:", categories, "",
-             "not simulated:", missing]
+             "not simulated:", missing, "", "streams (measured, us):", streams]
     if summary.get("out"):
         lines += ["", f"written to {summary['out']}"]
     return "\n".join(lines)
