@@ -7,6 +7,7 @@ dict, or an object with `to_dict()`), `timeline` (a long time-series table, see
 
     stats.csv, stats.parquet      the long stats table as given
     kernels.csv, kernels.parquet  the per-kernel table (`reports.kernel_table`)
+    timeline.csv, timeline.parquet  the time series as given (when the result has one)
     config.json                   the resolved config
     roofline.png, stalls.png, utilization.png, and when their data exist
     sm_utilization.png, bandwidth.png, gantt.png
@@ -121,6 +122,9 @@ def _write_files(folder: Path, tables: dict, table: pd.DataFrame, title: str,
     _storable(stats).to_parquet(folder / "stats.parquet", index=False)
     table.to_csv(folder / "kernels.csv", index=False)
     _storable(table).to_parquet(folder / "kernels.parquet", index=False)
+    if tables["timeline"] is not None:
+        tables["timeline"].to_csv(folder / "timeline.csv", index=False)
+        _storable(tables["timeline"]).to_parquet(folder / "timeline.parquet", index=False)
     (folder / "config.json").write_text(json.dumps(tables["config"], indent=1, default=str))
     pngs, notes = {}, []
     for stem, caption, fig, note in _figures(table, tables["timeline"], peaks):

@@ -143,6 +143,7 @@ def test_kernel_report_draws_time_plots_and_exports_counters(run, tmp_path):
     out = reports.write_report(run, tmp_path / "saxpy")
     for name in ("sm_utilization.png", "bandwidth.png", "stalls.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    pd.testing.assert_frame_equal(pd.read_parquet(out / "timeline.parquet"), run.timeline)
     html = (out / "report.html").read_text()
     assert "Per-SM utilization over time" in html and "Bandwidth per level over time" in html
     trace = json.loads((out / "trace.json").read_text())
