@@ -4,6 +4,8 @@ full simulation within 3 %."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -76,8 +78,10 @@ def test_decode_packs_gqa_heads_and_splits_kv():
     fwd, combine = p.launches
     tiles = fwd.detail["tiles"]
     assert tiles["pack"] == 8 and tiles["m_tile"] == 64
-    ctas = 4 * 2
-    assert tiles["splits"] == H100.sm.count // ctas
+    assert tiles["kv_block"] == 128
+    blocks = 8192 // 128
+    per_split = math.ceil(blocks / (H100.sm.count // (4 * 2)))
+    assert tiles["splits"] == math.ceil(blocks / per_split)
     assert fwd.grid == (1, 4, 2 * tiles["splits"])
     assert combine.grid == (2 * 32, 1, 1)
 

@@ -28,6 +28,10 @@ VARIANTS = {
                          1, 1, 1),
     "decode-pack4-split3": (dict(headdim=128, m_tile=64, kv_block=64, pack=4, split=True),
                             2, 1, 300, 8, 2, 3),
+    "decode-pack12-two-blocks": (dict(headdim=64, m_tile=64, kv_block=64, pack=12,
+                                      consumer_regs=232), 1, 7, 150, 24, 2, 1),
+    "pack6-causal": (dict(headdim=64, m_tile=64, kv_block=32, pack=6, causal=True),
+                     1, 13, 80, 6, 1, 1),
     "mla-pack16-split2": (dict(headdim=576, headdim_v=512, m_tile=64, kv_block=64, pack=16,
                                split=True, v_from_k=True), 1, 2, 150, 16, 1, 2),
 }
@@ -102,7 +106,7 @@ def test_shared_memory_layout_and_block():
 
 @pytest.mark.parametrize("arg, value", [("headdim", 96), ("headdim_v", 320), ("m_tile", 256),
                                         ("kv_block", 72), ("dtype", "fp8"), ("stages", 0),
-                                        ("pack", 48)])
+                                        ("pack", 192), ("consumer_regs", 200)])
 def test_bad_arguments_are_refused_with_the_accepted_values(arg, value):
     """Each invalid generator argument raises InputError naming it."""
     with pytest.raises(InputError, match=arg):
@@ -117,7 +121,8 @@ def test_layout_that_does_not_fit_is_refused():
 
 PTXAS = [dict(headdim=128), dict(headdim=192, headdim_v=128, causal=True),
          dict(headdim=256, kv_block=80), dict(headdim=64, m_tile=64, pack=8, split=True),
-         dict(headdim=128, dtype="fp16", causal=True)]
+         dict(headdim=128, dtype="fp16", causal=True),
+         dict(headdim=128, m_tile=64, kv_block=96, pack=12, consumer_regs=232)]
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not installed")

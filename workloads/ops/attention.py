@@ -4,7 +4,10 @@
 Choices, the same for every shape (no per-shape factors):
 
 * heads packed per CTA (`pack` = heads / kv_heads) when GQA groups heads and the queries
-  are few (seqlen_q <= `PACK_MAX_SEQLEN_Q`, decode), as FA3's PackGQA;
+  are few (seqlen_q <= `PACK_MAX_SEQLEN_Q`, decode), as FA3's PackGQA (a CTA holds whole
+  groups of up to m_tile heads, or a slice of a group that is a multiple of m_tile);
+* one CTA per SM (two consumer warpgroups or 160-216 KiB of shared memory; decode kernels
+  of one warpgroup could hold two per SM, which the op does not choose yet);
 * m_tile 64 (one consumer warpgroup) when a CTA's rows (seqlen_q, x group when packed)
   are at most 64, else 128 (two);
 * kv_block: the largest multiple of 16, at most 128, for which Q plus two K/V stages fit
@@ -51,6 +54,11 @@ def launch_regs(config, threads: int) -> int:
     return min(255, config.sm.registers_per_sm // threads // 8 * 8)
 
 
+def _kv_block(budget_bytes: int, q_bytes: int, per_key: int) -> int:
+    """Largest multiple of 16 keys, at most 128, with Q + two K/V stages in the budget."""
+    return min(128, (budget_bytes - 64 - q_bytes) // (2 * per_key) // 16 * 16)
+
+
 def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_v,
            causal, v_from_k=False) -> dict:
     """Template arguments and launch split for one attention (module docstring)."""
@@ -58,19 +66,20 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
     pack = group if group > 1 and seqlen_q <= PACK_MAX_SEQLEN_Q else 0
     rows = seqlen_q * (pack or 1)
     m_tile = 64 if rows <= 64 or v_from_k else 128      # MLA: 64 rows (FlashMLA)
-    if pack and pack % m_tile and m_tile % pack:
+    if pack > m_tile and pack % m_tile:
         pack, rows = 0, seqlen_q
         m_tile = 64 if rows <= 64 or v_from_k else 128
+    block_rows = m_tile // pack * pack if 0 < pack < m_tile else m_tile
     q_bytes = headdim * m_tile * 2
     per_key = 2 * (headdim + (0 if v_from_k else headdim_v))
-    kv_block = min(128, (MAX_SHARED - 64 - q_bytes) // (2 * per_key) // 16 * 16)
-    m_blocks = math.ceil(rows / m_tile)
+    kv_block = _kv_block(MAX_SHARED, q_bytes, per_key)
+    m_blocks = math.ceil(rows / block_rows)
     ctas = m_blocks * (kv_heads if pack else heads) * batch
     nb = math.ceil(seqlen_k / kv_block)
     splits = 1
-    sms = compute_sms(config)
-    if (not causal or seqlen_q == 1) and ctas < SPLIT_FILL * sms:
-        splits = max(1, min(nb, MAX_SPLITS, sms // ctas))
+    slots = compute_sms(config)                        # one CTA per SM (smem, registers)
+    if (not causal or seqlen_q == 1) and ctas < SPLIT_FILL * slots:
+        splits = max(1, min(nb, MAX_SPLITS, slots // ctas))
     bps = math.ceil(nb / splits)
     splits = math.ceil(nb / bps)
     return {"m_tile": m_tile, "kv_block": kv_block, "stages": 2, "pack": pack,
@@ -138,8 +147,8 @@ def _sample_sizes(cfg, choice, slots, group, sq, causal, waves, n) -> dict:
 
 
 def _cta_list(cfg, choice, b, y, sq, sk, causal, splits, bps):
-    m_blocks = math.ceil(sq * (cfg.pack or 1) / cfg.m_tile)
-    per_cta = sampling.blocks_per_cta(m_blocks, cfg.m_tile, cfg.pack, sq, sk, cfg.kv_block,
+    m_blocks = math.ceil(sq * (cfg.pack or 1) / cfg.block_rows)
+    per_cta = sampling.blocks_per_cta(m_blocks, cfg.block_rows, cfg.pack, sq, sk, cfg.kv_block,
                                       causal, splits, bps)
     return sampling.cta_blocks(per_cta, y, b)
 

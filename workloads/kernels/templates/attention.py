@@ -13,14 +13,17 @@ Kernel structure (`block` = 128 x (consumers + 1) threads, one CTA per m_tile ro
 
 * rows: normally m_tile consecutive queries of one q head (grid (ceil(Sq / m_tile), H,
   B x splits)); with `pack` = group (decode), the rows are (query, q head) pairs of one
-  kv head, R = s x group + g (grid (ceil(Sq x group / m_tile), Hkv, B x splits)), so the
-  q heads that share K/V share one CTA (FA3's PackGQA, FlashMLA's head packing).
+  kv head, R = s x group + g (grid (ceil(Sq x group / block_rows), Hkv, B x splits)), so
+  the q heads that share K/V share one CTA (FA3's PackGQA, FlashMLA's head packing); a
+  CTA holds whole groups (block_rows = m_tile // group x group rows when group < m_tile,
+  e.g. 60 of 64 rows for 12 heads) or a 64/128-head slice of a larger group.
 * producer warp (one elected lane, `setmaxnreg.dec` to 24): TMA of the Q block (5-D map,
   box 1 x m_tile x 64 elements per 128-byte atom), then for each KV block of `kv_block`
   keys the K and V boxes (4-D maps) into a ring of `stages` buffers with full/empty
   mbarriers. With `v_from_k` (MLA) V is the first Dv columns of K: no V copies, the P.V
   wgmma reads the K tile.
-* consumer warpgroups (64 rows each, `setmaxnreg.inc` to 240), per KV block: S = Q K^T
+* consumer warpgroups (64 rows each, `setmaxnreg.inc` to `consumer_regs`: 240, or 232
+  for two CTAs per SM), per KV block: S = Q K^T
   (SS wgmma m64 n kv_block k16, 128B-swizzled K-major descriptors), then wait; mask
   (-inf past seqlen_k and, causal, above the diagonal; only in blocks that need it);
   online softmax (row max over the 4 lanes by `shfl.bfly`, exponent by `ex2.approx` of
@@ -69,6 +72,7 @@ class Config:
     pack: int             # 0: one q head per CTA; G: rows are (query, head) of G heads
     split: bool
     v_from_k: bool
+    consumer_regs: int = 240   # setmaxnreg.inc of the consumers (232: two CTAs per SM)
 
     ptx_type = property(lambda s: PTX_TYPE[s.dtype])
     consumers = property(lambda s: s.m_tile // 64)
@@ -76,6 +80,15 @@ class Config:
     d_atoms = property(lambda s: s.headdim // 64)
     v_atoms = property(lambda s: s.headdim_v // 64)
     q_bytes = property(lambda s: s.d_atoms * s.m_tile * 128)
+    q_tx_bytes = property(lambda s: s.d_atoms * s.block_rows * 128)
+
+    @property
+    def block_rows(self) -> int:
+        """Rows a CTA computes: m_tile, or whole (query, head) groups when packing fewer
+        than m_tile heads (the Q box holds m_tile // pack queries of pack heads)."""
+        if self.pack and self.pack < self.m_tile:
+            return self.m_tile // self.pack * self.pack
+        return self.m_tile
     k_bytes = property(lambda s: s.d_atoms * s.kv_block * 128)
     v_bytes = property(lambda s: 0 if s.v_from_k else s.v_atoms * s.kv_block * 128)
     stage_bytes = property(lambda s: s.k_bytes + s.v_bytes)
@@ -99,7 +112,8 @@ class Config:
                 f"n{self.kv_block}_s{self.stages}")
         return name + ("_causal" if self.causal else "") + \
             (f"_pack{self.pack}" if self.pack else "") + ("_split" if self.split else "") + \
-            ("_vk" if self.v_from_k else "")
+            ("_vk" if self.v_from_k else "") + \
+            (f"_r{self.consumer_regs}" if self.consumer_regs != 240 else "")
 
     @property
     def combine_entry(self) -> str:
@@ -123,7 +137,7 @@ class AttentionKernel:
              group: int = 1) -> tuple[int, int, int]:
         cfg = self.config
         y = heads // group if cfg.pack else heads
-        return (math.ceil(self.rows(seqlen_q) / cfg.m_tile), y, batch * splits)
+        return (math.ceil(self.rows(seqlen_q) / cfg.block_rows), y, batch * splits)
 
     def combine_grid(self, batch: int, heads: int, seqlen_q: int) -> tuple[int, int, int]:
         return (batch * seqlen_q * heads, 1, 1)
@@ -161,7 +175,7 @@ class AttentionKernel:
         nb = math.ceil(sk / cfg.kv_block)
         bps = blocks_per_split or math.ceil(nb / splits)
         scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(cfg.headdim)
-        rows_box = (max(1, cfg.m_tile // group), min(group, cfg.m_tile)) if cfg.pack \
+        rows_box = (max(1, cfg.block_rows // group), min(group, cfg.m_tile)) if cfg.pack \
             else (cfg.m_tile, 1)
         tq = _map(q, (b, sq, hkv, group, d), (1, rows_box[0], 1, rows_box[1], 64), 3)
         tk = _map(k, (b, sk, hkv, cfg.headdim), (1, cfg.kv_block, 1, 64), 4)
@@ -192,7 +206,7 @@ def _bad(arg: str, value, accepted: str) -> InputError:
 def attention_kernel(headdim: int = 128, headdim_v: int | None = None, m_tile: int = 128,
                      kv_block: int = 128, stages: int = 2, dtype: str = "bf16",
                      causal: bool = False, pack: int = 0, split: bool = False,
-                     v_from_k: bool = False) -> AttentionKernel:
+                     v_from_k: bool = False, consumer_regs: int = 240) -> AttentionKernel:
     """Generate the warp-specialized TMA + wgmma attention forward (module docstring)."""
     headdim_v = headdim if headdim_v is None else headdim_v
     if dtype not in ELEM:
@@ -210,10 +224,12 @@ def attention_kernel(headdim: int = 128, headdim_v: int | None = None, m_tile: i
         raise _bad("kv_block", kv_block, "a multiple of 16 from 16 to 256")
     if not isinstance(stages, int) or stages < 1:
         raise _bad("stages", stages, "a positive integer")
-    if not isinstance(pack, int) or pack < 0 or (pack and pack % m_tile and m_tile % pack):
-        raise _bad("pack", pack, f"0 or a divisor or multiple of m_tile={m_tile}")
+    if not isinstance(pack, int) or pack < 0 or (pack > m_tile and pack % m_tile):
+        raise _bad("pack", pack, f"0, at most m_tile={m_tile}, or a multiple of m_tile")
+    if consumer_regs not in (232, 240):
+        raise _bad("consumer_regs", consumer_regs, "240 (one CTA per SM) or 232 (two)")
     cfg = Config(headdim, headdim_v, m_tile, kv_block, stages, dtype, bool(causal), pack,
-                 bool(split), bool(v_from_k))
+                 bool(split), bool(v_from_k), consumer_regs)
     if cfg.shared_bytes > MAX_SHARED:
         raise _bad("stages", stages, f"a layout within {MAX_SHARED} bytes of shared memory: "
                    f"Q {cfg.q_bytes} B + {stages} x {cfg.stage_bytes} B = {cfg.shared_bytes} B")

@@ -65,11 +65,11 @@ def _head(cfg) -> list[str]:
         "    ld.param.u32 %G, [group];", "    ld.param.u32 %nsplit, [splits];",
         "    ld.param.u32 %bps, [blocks_per_split];", "    ld.param.f32 %sl2, [scale_log2];",
         "    neg.f32 %nsl2, %sl2;",
-        "    mov.u32 %m0, %ctaid.x;", f"    mul.lo.u32 %m0, %m0, {cfg.m_tile};",
+        "    mov.u32 %m0, %ctaid.x;", f"    mul.lo.u32 %m0, %m0, {cfg.block_rows};",
         "    mov.u32 %y, %ctaid.y;", "    mov.u32 %r0, %ctaid.z;",
         "    div.u32 %b, %r0, %nsplit;", "    rem.u32 %split, %r0, %nsplit;",
     ]
-    last = cfg.m_tile - 1
+    last = cfg.block_rows - 1
     if cfg.pack:
         g = cfg.pack
         lines += ["    // packed GQA: CTA row R is (query s = R / G, head hkv * G + R % G)",
@@ -119,7 +119,7 @@ def _producer(cfg) -> list[str]:
              "    setp.ge.u32 %p0, %r0, 32;", "    @%p0 bra DONE;",
              "    elect.sync %r1|%p0, 0xffffffff;", "    @!%p0 bra DONE;",
              "    mov.u64 %rd0, tmap_q;", "    mov.u64 %rd1, tmap_k;", "    mov.u64 %rd2, tmap_v;",
-             f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%bars], {cfg.q_bytes};",
+             f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%bars], {cfg.q_tx_bytes};",
              "    mov.u32 %r6, smem;"]
     for j in range(cfg.d_atoms):
         lines += [f"    add.u32 %r8, %r6, {j * qbox};",
@@ -171,6 +171,9 @@ def _rows(cfg) -> list[str]:
         else:
             lines += [f"    mov.u32 %sq{h}, %r16;", f"    mov.u32 %hd{h}, %y;"]
         lines += [f"    setp.lt.u32 %pv{h}, %sq{h}, %Sq;", f"    mov.u32 %lim{h}, %Sk;"]
+        if cfg.block_rows < cfg.m_tile:      # rows past the packed (query, head) pairs
+            lines += [f"    add.u32 %r17, %row0, {8 * h};",
+                      f"    setp.lt.and.u32 %pv{h}, %r17, {cfg.block_rows}, %pv{h};"]
         if cfg.causal:
             lines += [f"    add.u32 %r17, %sq{h}, %r15;", "    add.u32 %r17, %r17, 1;",
                       f"    min.u32 %lim{h}, %lim{h}, %r17;"]
@@ -186,7 +189,7 @@ def _consumer(cfg) -> list[str]:
     kvb = cfg.kv_block
     v_desc = (1 << 62) | ((1024 >> 4) << 32) | (((kvb * 128) >> 4) << 16)   # MN-major V
     lines = ["", "    // ---- consumer warpgroups: S = Q K^T, online softmax, O += P V ----",
-             "    setmaxnreg.inc.sync.aligned.u32 240;", *_rows(cfg)]
+             f"    setmaxnreg.inc.sync.aligned.u32 {cfg.consumer_regs};", *_rows(cfg)]
     lines += [f"    mov.f32 %o{i}, {ZERO};" for i in range(cfg.headdim_v // 2)]
     lines += [f"    mov.f32 %mx{h}, {NEG_INF};\n    mov.f32 %l{h}, {ZERO};" for h in range(2)]
     lines += ["    mov.u32 %r18, smem;", "    shl.b32 %r19, %r10, 13;   // 64 rows x 128 B",
