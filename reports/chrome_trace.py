@@ -11,8 +11,9 @@ mean SM utilization (component `sm`), utilization and resident CTAs per SM (comp
 `sm.<id>`, stats `utilization`, `ctas`); without one there are no counters. A counter holds
 its value until the next one, so each sample is placed at the start of its interval
 (`start_us`, or the previous sample's time). Timeline rows with stat `cta_span` (a CTA's launch
-`start_us` and completion `time_us` on SM `<id>`) become "X" slices, one thread per SM of a
-third process.
+`start_us` and completion `time_us` on SM `<id>`) become "X" slices in a third process,
+on one thread per CTA slot of each SM (CTAs resident at once get different slots, so the
+slices of a thread never overlap).
 Left out: warp-level slices, flow events between dependent kernels.
 Units: microseconds (the format's unit for `ts` and `dur`), GB/s, counts.
 """
@@ -29,6 +30,7 @@ from reports.plot_timeline import TIMELINE_COLUMNS, bandwidth_series
 GPU_PID = 1
 COUNTER_PID = 2
 SM_PID = 3
+SLOTS_PER_SM = 1000   # thread id of an SM's CTA slot: sm * SLOTS_PER_SM + slot
 KERNEL_ARGS = ("op", "flops", "achieved_tflops", "hbm_bytes", "bound", "roofline_time_us",
                "roofline_gap", "achieved_occupancy")
 
@@ -98,19 +100,31 @@ def _sample_starts(rows: pd.DataFrame) -> list[float]:
 
 
 def _cta_events(timeline) -> tuple[list[dict], list[dict]]:
-    """(thread-name metadata per SM, one X slice per CTA row of the timeline)."""
+    """(thread-name metadata, one X slice per CTA row of the timeline). CTAs resident at
+    once on an SM go to separate slot threads (first free slot), so slices on one thread
+    never overlap."""
     if not (isinstance(timeline, pd.DataFrame) and set(TIMELINE_COLUMNS) <= set(timeline)
             and "start_us" in timeline.columns):
         return [], []
     rows = timeline[(timeline["stat"] == "cta_span")
                     & timeline["component"].astype(str).str.fullmatch(r"sm\.\d+")]
-    sms = sorted({int(c.removeprefix("sm.")) for c in rows["component"]})
-    names = [_metadata(SM_PID, sm, "thread_name", f"SM {sm}") for sm in sms]
-    slices = [{"ph": "X", "name": f"CTA {int(value)}", "cat": "cta", "pid": SM_PID,
-               "tid": int(comp.removeprefix("sm.")), "ts": float(start),
-               "dur": max(float(end) - float(start), 0.0)}
-              for comp, start, end, value in zip(rows["component"], rows["start_us"],
-                                                 rows["time_us"], rows["value"], strict=True)]
+    rows = rows.assign(sm=rows["component"].str.removeprefix("sm.").astype(int))
+    names, slices = [], []
+    for sm, group in rows.sort_values(["sm", "start_us", "value"], kind="stable").groupby("sm"):
+        slot_free: list[float] = []
+        for start, end, cta in zip(group["start_us"], group["time_us"], group["value"],
+                                   strict=True):
+            start, end = float(start), max(float(end), float(start))
+            slot = next((k for k, free in enumerate(slot_free) if free <= start), None)
+            if slot is None:
+                slot = len(slot_free)
+                slot_free.append(end)
+                names.append(_metadata(SM_PID, sm * SLOTS_PER_SM + slot, "thread_name",
+                                       f"SM {sm} slot {slot}"))
+            slot_free[slot] = end
+            slices.append({"ph": "X", "name": f"CTA {int(cta)}", "cat": "cta", "pid": SM_PID,
+                           "tid": sm * SLOTS_PER_SM + slot, "ts": start, "dur": end - start,
+                           "args": {"sm": sm, "slot": slot}})
     return names, slices
 
 

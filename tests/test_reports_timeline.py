@@ -171,9 +171,10 @@ def test_every_cta_has_one_span_inside_the_kernel_and_sms_respect_occupancy(run)
         assert max(np.cumsum([step for _, step in edges])) <= limit
 
 
-def test_trace_has_one_slice_per_cta_on_its_sm_thread(run, tmp_path):
-    """chrome_trace: an X event of category `cta` per CTA, on the thread of its SM."""
-    from reports.chrome_trace import SM_PID, chrome_trace
+def test_trace_has_one_slice_per_cta_on_slot_threads_that_never_overlap(run):
+    """chrome_trace: an X event of category `cta` per CTA on a slot thread of its SM; the
+    slices of one thread are disjoint, and an SM has at most its occupancy limit of slots."""
+    from reports.chrome_trace import SLOTS_PER_SM, SM_PID, chrome_trace
 
     table = pd.DataFrame({"kernel": ["saxpy"], "time_us": [run.time_us]})
     trace = chrome_trace(table, run.timeline)
@@ -183,5 +184,13 @@ def test_trace_has_one_slice_per_cta_on_its_sm_thread(run, tmp_path):
     spans = run.timeline[run.timeline["stat"] == "cta_span"]
     first = spans.iloc[0]
     (event,) = [ev for ev in ctas if ev["name"] == f"CTA {int(first['value'])}"]
-    assert event["pid"] == SM_PID and event["tid"] == int(first["component"][3:])
+    assert event["pid"] == SM_PID and event["tid"] // SLOTS_PER_SM == int(first["component"][3:])
     assert event["dur"] == pytest.approx(first["time_us"] - first["start_us"])
+    by_thread: dict[int, list] = {}
+    for ev in ctas:
+        by_thread.setdefault(ev["tid"], []).append((ev["ts"], ev["ts"] + ev["dur"]))
+    for slices in by_thread.values():
+        slices.sort()
+        assert all(a[1] <= b[0] + 1e-9 for a, b in zip(slices, slices[1:], strict=False))
+    limit = run.stats.query("component == 'kernel' and stat == 'ctas_per_sm'")["value"].item()
+    assert max(tid % SLOTS_PER_SM for tid in by_thread) < limit
