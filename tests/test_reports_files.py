@@ -43,6 +43,26 @@ def validate_trace_events(trace) -> list[str]:
             problems.append(f"event {k}: counter args must be numbers")
         if ev["ph"] == "M" and "name" not in ev.get("args", {}):
             problems.append(f"event {k}: metadata without args.name")
+    return problems + _crossing_slices(events)
+
+
+def _crossing_slices(events) -> list[str]:
+    """X slices of one thread must be disjoint or nested (viewers drop crossing ones)."""
+    by_thread: dict[tuple, list] = {}
+    for ev in events:
+        if ev.get("ph") == "X" and isinstance(ev.get("dur"), (int, float)):
+            by_thread.setdefault((ev["pid"], ev["tid"]), []).append(
+                (ev["ts"], -(ev["ts"] + ev["dur"]), ev["name"]))
+    problems = []
+    for thread, slices in by_thread.items():
+        open_ends: list[float] = []
+        for start, neg_end, name in sorted(slices):
+            while open_ends and open_ends[-1] <= start + 1e-9:
+                open_ends.pop()
+            if open_ends and -neg_end > open_ends[-1] + 1e-9:
+                problems.append(f"thread {thread}: slice {name!r} crosses the end of the "
+                                "slice it starts in")
+            open_ends.append(-neg_end)
     return problems
 
 
@@ -166,6 +186,15 @@ def test_rewriting_a_report_replaces_it_whole(tmp_path):
     reports.write_report(_workload(), out)
     assert not (out / "stale.txt").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["wl"]
+
+
+def test_validator_rejects_crossing_slices_on_one_thread():
+    """Two X slices of one thread that overlap without nesting are reported."""
+    events = [{"ph": "X", "name": n, "pid": 1, "tid": 1, "ts": ts, "dur": 10}
+              for n, ts in (("a", 0), ("b", 5))]
+    assert any("crosses" in p for p in validate_trace_events({"traceEvents": events}))
+    nested = [{**events[0], "dur": 20}, events[1]]
+    assert validate_trace_events({"traceEvents": nested}) == []
 
 
 def test_validator_rejects_events_without_required_keys():
