@@ -5,10 +5,10 @@ DeepSeek-V3 MoE prefill of 4096 tokens on h800_sxm, sampled), and of each distin
         --tokens 4096 --ep 1 --model h800_sxm --fidelity sampled] [--per-op]
 
 Prints the wall seconds of the whole simulation beside the goal (sampled <= 60 s on one
-core), the simulated layer time, and with `--per-op` the wall seconds and simulated time
-of every distinct op (each simulated once, as `simulate_workload` does), largest first,
-so the nodes that dominate the run time are named. The numba JIT of the memory model is
-warmed up first (a tiny op) so it is not counted.
+core) and the simulated layer time; with `--per-op` instead the wall seconds and simulated
+time of every distinct op (each simulated once, as `simulate_workload` does, whose cost is
+their sum), largest first, so the nodes that dominate the run time are named. The numba
+JIT of the memory model is warmed up first (a tiny op) so it is not counted.
 Units: wall seconds, simulated microseconds.
 """
 
@@ -40,6 +40,7 @@ def per_op(graph, config, fidelity: str) -> list[tuple[float, str, dict, float]]
         start = time.perf_counter()
         res = simulate_op(build_op(op.kind, config, **op.kwargs), config, fidelity)
         rows.append((time.perf_counter() - start, op.kind, op.kwargs, res["time_us"]))
+        print(f"  ... {rows[-1][0]:7.1f} s  {node.name}", flush=True)
     return sorted(rows, key=lambda r: -r[0])
 
 
@@ -62,6 +63,15 @@ def main(argv: list[str] | None = None) -> int:
     graph = workloads.layer(a.workload, phase=a.phase, tokens=a.tokens, batch=a.batch,
                             ep=a.ep)
     _warm_up(config)
+    if a.per_op:
+        rows = per_op(graph, config, a.fidelity)
+        wall = sum(r[0] for r in rows)
+        print(f"{graph.name} on {a.model}, {len(graph)} nodes, {len(rows)} distinct ops, "
+              f"fidelity {a.fidelity}: {wall:.1f} s wall summed over the ops")
+        for op_wall, kind, kwargs, sim_us in rows:
+            sizes = ", ".join(f"{k}={v}" for k, v in kwargs.items())
+            print(f"  {op_wall:7.1f} s  {kind:<14} {sim_us:10.1f} us  {sizes}", flush=True)
+        return 0
     start = time.perf_counter()
     res = simulator.simulate_workload(graph, config=config, fidelity=a.fidelity)
     wall = time.perf_counter() - start
@@ -69,10 +79,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{graph.name} on {a.model}, {len(graph)} nodes, fidelity {a.fidelity}: "
           f"{wall:.1f} s wall" + (f" (goal <= {goal:.0f} s)" if goal else "")
           + f", simulated layer {res.time_us:.1f} us")
-    if a.per_op:
-        for op_wall, kind, kwargs, sim_us in per_op(graph, config, a.fidelity):
-            sizes = ", ".join(f"{k}={v}" for k, v in kwargs.items())
-            print(f"  {op_wall:7.1f} s  {kind:<14} {sim_us:10.1f} us  {sizes}")
     return 0
 
 
