@@ -14,18 +14,18 @@ TOLERANCE = 0.03
 # (dtype, m, n, k, compute SMs, grouped arguments): persistent grids with more tiles than
 # SMs and a partial last round, K long enough to be cut, both dtypes, each layout
 CASES = {
-    "fp8-uneven-rounds": ("fp8", 640, 768, 5120, 4, {}),
+    "fp8-uneven-rounds": ("fp8", 896, 768, 5120, 4, {}),
     "bf16-k-only": ("bf16", 320, 512, 2048, 3, {}),
     "bf16-5-rounds": ("bf16", 1024, 512, 2560, 3, {}),
-    "fp8-contiguous-groups": ("fp8", 128, 256, 1024, 4, dict(groups=6, m_total=700)),
-    "fp8-masked-groups": ("fp8", 128, 256, 5120, 4, dict(groups=6, layout="masked",
+    "fp8-contiguous-groups": ("fp8", 128, 256, 1024, 2, dict(groups=12, m_total=1400)),
+    "fp8-masked-groups": ("fp8", 128, 256, 8192, 4, dict(groups=6, layout="masked",
                                                         valid_m=500)),
-    "bf16-ragged-k": ("bf16", 256, 256, 256, 4, dict(groups=6, ragged="k", k_total=15360)),
+    "bf16-ragged-k": ("bf16", 256, 256, 256, 2, dict(groups=6, ragged="k", k_total=15360)),
 }
 
 
-@pytest.mark.parametrize("tiles, ctas, k_tiles, stages", [(15, 4, 16, 4), (896, 132, 128, 4),
-                                                          (40, 8, 7.5, 3)])
+@pytest.mark.parametrize("tiles, ctas, k_tiles, stages", [(42, 4, 40, 4), (896, 132, 128, 4),
+                                                          (40, 8, 37.5, 3), (12, 2, 8, 4)])
 def test_sample_weights_reproduce_a_bilinear_time_exactly(tiles, ctas, k_tiles, stages):
     """For time(j, κ) = a + b·j + c·κ + d·j·κ the weighted samples give time(F, Kt)."""
     points, _ = sample_points(tiles, ctas, k_tiles, stages, persistent=True)
@@ -41,8 +41,9 @@ def test_sample_weights_reproduce_a_bilinear_time_exactly(tiles, ctas, k_tiles, 
 
 
 def test_small_gemm_has_no_samples():
-    """A GEMM with at most two rounds and a short K is simulated whole."""
-    assert sample_points(8, 4, 6, 4, persistent=True) == ((), "")
+    """A GEMM with few rounds and a short K is simulated whole."""
+    assert sample_points(15, 4, 16, 4, persistent=True) == ((), "")
+    assert sample_points(16, 4, 29, 4, persistent=True) == ((), "")
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -23,12 +23,14 @@ time(F, Kt) is the bilinear extrapolation
                   w_jb = (F - j_a)/(j_b - j_a),  v_κ1 = (κ2 - Kt)/(κ2 - κ1), v_κ2 = 1 - v_κ1.
 
 j ∈ {0, 1} when there is a partial round (S(0, κ) is the partial round alone), else
-{1, 2}; κ1 = 2·(stages + 1), κ2 = 3·(stages + 1) (`K_DEPTHS`: below about twice the ring
+{1, 2}; κ1 = 2·(stages + 1), κ2 = 4·(stages + 1) (`K_DEPTHS`: below about twice the ring
 the producer's prefetch of the next tile still overlaps the previous tile's epilogue and
-a k-tile costs less than in the steady state). Cycles and simulated HBM bytes are
+a k-tile costs less than in the steady state; the slope between them spans 2·(stages+1)
+k-tiles, so the drift of the memory system's k-tile cost over a long K is averaged over
+more than one ring). Cycles and simulated HBM bytes are
 extrapolated with the same weights (`simulate_op`); HBM bytes less well, because L2
 reuse between rounds is not linear in the rounds. A dimension that is already small is
-not cut: rounds when F <= j_b (or the kernel is not persistent), k-tiles when
+not cut: rounds when F < j_b + 3 (or the kernel is not persistent), k-tiles when
 Kt < 1.5·κ2; with neither cut the plan has no samples and runs in full. Ragged-K grouped
 GEMMs cut every group to κ k-tiles and extrapolate to the mean k-tiles per group.
 
@@ -42,11 +44,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-K_DEPTHS = (2, 3)
+K_DEPTHS = (2, 4)
 """κ1, κ2 in units of (stages + 1) k-tiles: past the ring's fill and the per-tile overlap
-of the producer with the previous tile's epilogue, where time grows linearly in k-tiles."""
+of the producer with the previous tile's epilogue, where time grows linearly in k-tiles,
+and far enough apart that the k-tile slope is measured over many k-tiles."""
 K_MIN_FACTOR = 1.5
 """K is cut only when the GEMM has at least 1.5 x κ2 k-tiles (else the cut saves little)."""
+MIN_EXTRA_ROUNDS = 3
+"""Rounds are cut only when the GEMM has at least j_b + 3 full rounds (else the cut saves
+little and the extrapolation leans on the first rounds' start-up)."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +75,7 @@ def sample_points(tiles: int, ctas: int, k_tiles: float, stages: int,
     full_rounds, partial = divmod(tiles, ctas)
     rounds: list[tuple[int, float]] = [(0, 1.0)]
     j = (0, 1) if partial else (1, 2)
-    if persistent and full_rounds > j[1]:
+    if persistent and full_rounds >= j[1] + MIN_EXTRA_ROUNDS:
         w = _line(j[0], j[1], full_rounds)
         rounds = [(j[0] * ctas + partial, w[0]), (j[1] * ctas + partial, w[1])]
     k1, k2 = K_DEPTHS[0] * (stages + 1), K_DEPTHS[1] * (stages + 1)
