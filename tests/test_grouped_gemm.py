@@ -127,3 +127,28 @@ def test_grouped_kernel_assembles_with_ptxas(tmp_path, params):
     done = subprocess.run(["ptxas", "-arch=sm_90a", str(path), "-o", str(tmp_path / "g.o")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_grouped_deepseek_scaling_uses_each_groups_scale_blocks():
+    """With DeepSeek scaling, group g's tiles read scale_b rows g·ceil(N/128) .. and
+    scale_a rows of their own A rows: C_g = Σ_kc (A_g,kc B_g,kcᵀ) · sa[row, kc] · sb[g, n, kc]."""
+    kernel = gemm_kernel(grouped=True, m_tile=64, n_tile=128, k_tile=128, stages=2,
+                         dtype="fp8", fp8_scaling="deepseek", out_dtype="bf16")
+    shape = grouped_shape(2, "contiguous", "m", 64, 128, 256, 64, 128, m_total=100)
+    rng = np.random.default_rng(1)
+    ks = 2
+    sa = rng.uniform(0.5, 2, (shape.a_rows, ks)).astype(np.float32)
+    sb = rng.uniform(0.5, 2, (2, ks)).astype(np.float32)
+    a, b, c = run_grouped(kernel, shape, seed=2, scales=(sa, sb))
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    want = np.zeros(shape.c_shape)
+    for row in shape.schedule(128):
+        a0, b0, c0, valid, _, _, sbrow, _ = (int(v) for v in row)
+        rows = slice(a0, a0 + min(valid, 64))
+        for kc in range(ks):
+            cols = slice(128 * kc, 128 * (kc + 1))
+            part = a64[rows, cols] @ b64[b0:b0 + 128, cols].T
+            want[rows] += part * sa[rows, kc:kc + 1] * sb[sbrow, kc]
+    got = c.astype(np.float64)
+    bound = 2.0 ** -7 * np.abs(want) + 1e-3
+    assert np.all(np.abs(got - want) <= bound), np.max(np.abs(got - want) - bound)
