@@ -62,7 +62,9 @@ def result_tables(result: Any) -> dict[str, Any]:
             "kernels": kernels if isinstance(kernels, pd.DataFrame) else None,
             "timeline": timeline if isinstance(timeline, pd.DataFrame) else None,
             "config": dict(config or {}),
-            "cycles": _read(result, "cycles"), "time_us": _read(result, "time_us")}
+            "cycles": _read(result, "cycles"), "time_us": _read(result, "time_us"),
+            "fidelity": _read(result, "fidelity"),
+            "extrapolated_fraction": _read(result, "extrapolated_fraction")}
 
 
 def _storable(frame: pd.DataFrame) -> pd.DataFrame:
@@ -105,6 +107,10 @@ def _summary_notes(tables: dict, table: pd.DataFrame) -> list[str]:
     notes = []
     if tables["cycles"] is not None or tables["time_us"] is not None:
         notes.append(f"Simulated: {tables['cycles']} cycles, {tables['time_us']} us.")
+    if tables["fidelity"] == "sampled" and tables["extrapolated_fraction"]:
+        notes.append(f"Sampled fidelity: {tables['extrapolated_fraction']:.0%} of the time is "
+                     "extrapolated; the time plots and the trace's CTAs and counters cover the "
+                     "simulated waves only.")
     chip = tables["config"].get("chip", {})
     if chip:
         notes.append(f"Chip: {chip.get('name', '?')} at {chip.get('clock_ghz', '?')} GHz.")

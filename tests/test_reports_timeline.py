@@ -194,3 +194,16 @@ def test_trace_has_one_slice_per_cta_on_slot_threads_that_never_overlap(run):
         assert all(a[1] <= b[0] + 1e-9 for a, b in zip(slices, slices[1:], strict=False))
     limit = run.stats.query("component == 'kernel' and stat == 'ctas_per_sm'")["value"].item()
     assert max(tid % SLOTS_PER_SM for tid in by_thread) < limit
+
+
+def test_sampled_report_says_its_time_plots_cover_the_simulated_waves(run, tmp_path):
+    """A result marked sampled with an extrapolated share gets a note saying so."""
+    import dataclasses
+
+    import reports
+
+    sampled = dataclasses.replace(run, fidelity="sampled", extrapolated_fraction=0.4)
+    page = (reports.write_report(sampled, tmp_path / "s") / "report.html").read_text()
+    assert "40% of the time is extrapolated" in page
+    full = (reports.write_report(run, tmp_path / "f") / "report.html").read_text()
+    assert "extrapolated" not in full
