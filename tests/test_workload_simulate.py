@@ -177,3 +177,13 @@ def test_bert_layer_full_and_sampled_agree(h800):
     assert (full.kernels["time_us"] > 0).all()
     assert math.isclose(sampled.time_us, full.time_us, rel_tol=0.03)
     assert (sampled.fidelity, full.fidelity) == ("sampled", "full")
+
+
+def test_same_graph_same_config_gives_identical_tables(tiny, h800):
+    """Simulating the same graph again reproduces the kernels and stats tables exactly."""
+    import pandas as pd
+
+    again = simulator.simulate_workload(tiny_graph(), config=h800, fidelity="sampled")
+    pd.testing.assert_frame_equal(again.kernels, tiny.kernels)
+    pd.testing.assert_frame_equal(again.stats.reset_index(drop=True),
+                                  tiny.stats.reset_index(drop=True))
