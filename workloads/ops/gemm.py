@@ -250,8 +250,9 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
                                                      True, rng, k_arg), True)))
     sizes = {"m": m, "n": n, "k": k, "dtype": dtype, "scaling": scaling}
     if shape is not None:
-        sizes.update(groups=groups, layout=layout, ragged=ragged,
-                     m_sizes_total=sum(shape.m_sizes), k_total=shape.k_cols
-                     if ragged == "k" else k)
+        rows_key = "valid_m" if layout == "masked" else "m_total"
+        sizes.update({"groups": groups, "layout": layout, "ragged": ragged,
+                      rows_key: sum(shape.m_sizes),
+                      "k_total": shape.k_cols if ragged == "k" else k})
     return OpPlan("gemm", sizes, (main,), flops, float(nbytes), f"tensor_{dtype}_tflops",
                   samples=tuple(samples), sample_note=note)
