@@ -144,3 +144,19 @@ def test_sampled_agrees_with_full_within_3_percent(name):
     sampled = simulate_op(plan, SMALL, "sampled")["time_us"]
     full = simulate_op(plan, SMALL, "full")["time_us"]
     assert abs(sampled / full - 1) < 0.03, (sampled, full)
+
+
+def test_decode_accuracy_is_not_worse_than_the_baseline():
+    """The three cheapest held-back rows of the stored calibration run: each row's
+    absolute error against the measured H100 latency grows by at most 2 points."""
+    from workloads.calibration import attention_accuracy as acc
+
+    if not acc.BASELINE.exists():
+        pytest.skip("no baseline: python -m workloads.calibration.attention_accuracy "
+                    "--limit 3 --write-baseline")
+    rows = sorted(acc.load_baseline()["rows"],
+                  key=lambda r: r["batch"] * r["heads"] * r["kv_len"])[:3]
+    for r in rows:
+        sim = acc.simulate_row(r["batch"], r["heads"], r["kv_heads"], r["kv_len"])
+        err = 100 * abs(sim - r["measured_us"]) / r["measured_us"]
+        assert err <= abs(r["error_pct"]) + 2, (r, sim)

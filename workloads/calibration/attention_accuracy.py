@@ -18,8 +18,13 @@ on the held-back rows. The measured times include what the simulator does not mo
 (kernel launch, TensorRT-LLM's own decode kernel rather than the FA3-style template), so
 small rows carry a floor of a few microseconds that the figures show.
 
-    python -m workloads.calibration.attention_accuracy --limit 4     # 4 held rows/family
-    python -m workloads.calibration.attention_accuracy --subset fit --limit 4
+    python -m workloads.calibration.attention_accuracy --limit 3     # 3 held rows/family
+    python -m workloads.calibration.attention_accuracy --subset fit --limit 3
+    python -m workloads.calibration.attention_accuracy --limit 3 --write-baseline
+
+`BASELINE` (`attention_accuracy_baseline.json`) stores what was measured (date, preset,
+fidelity, per-row simulated times, MAPE and r); the tests recompute a few held-back rows
+and hold their absolute errors to the stored ones + 2 points.
 
 Units: microseconds, percent.
 """
@@ -27,6 +32,8 @@ Units: microseconds, percent.
 from __future__ import annotations
 
 import argparse
+import datetime
+import json
 import math
 from pathlib import Path
 
@@ -35,6 +42,7 @@ import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "aiconfigurator_h100_sxm_generation_attention.csv"
+BASELINE = HERE / "attention_accuracy_baseline.json"
 PRESET = "h100_sxm"
 HEAD_DIM = 128
 
@@ -122,14 +130,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--subset", choices=("held", "fit"), default="held")
     p.add_argument("--fidelity", default=None, help="sampled or full (default: best available)")
     p.add_argument("--limit", type=int, default=None, help="rows per family")
+    p.add_argument("--write-baseline", action="store_true", help=f"write {BASELINE.name}")
     a = p.parse_args(argv)
     fidelity = a.fidelity or available_fidelities()[0]
     df = simulate(pick(a.subset, a.limit), fidelity, progress=True)
     print(_table(df))
-    for family, v in metrics(df).items():
+    m = metrics(df)
+    for family, v in m.items():
         print(f"{a.subset} {family}: {v['rows']} rows, MAPE {v['mape_pct']:.1f}%, "
               f"Pearson r {v['pearson_r']:.3f}")
+    if a.write_baseline:
+        BASELINE.write_text(json.dumps({
+            "date": datetime.date.today().isoformat(), "preset": PRESET,
+            "fidelity": fidelity, "subset": a.subset, "metrics": m,
+            "rows": [{"family": r.family, "batch": int(r.batch_size),
+                      "heads": int(r.num_heads), "kv_heads": int(r.num_key_value_heads),
+                      "kv_len": int(r.kv_len), "measured_us": float(r.measured_us),
+                      "simulated_us": float(r.simulated_us),
+                      "error_pct": float(r.error_pct)} for r in df.itertuples()],
+        }, indent=1) + "\n")
+        print(f"wrote {BASELINE}")
     return 0
+
+
+def load_baseline() -> dict:
+    return json.loads(BASELINE.read_text())
 
 
 if __name__ == "__main__":
