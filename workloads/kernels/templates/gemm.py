@@ -24,8 +24,11 @@ Kernel structure (`block` = 128 x (consumers + 1) threads):
   empty[] of the previous k-tile's stage; `wait_group 0` and the last release after
   the k loop (all consumer threads arrive: empty[s] expects 128 x consumers). With 2
   consumers each warpgroup owns m_tile / 2 rows of the tile (cooperative); a
-  warpgroup with 128 rows issues two m64 wgmmas per k step. Epilogue: f32 fragment
-  -> (cvt.rn.bf16) -> `st.global`, predicated off outside M x N.
+  warpgroup with 128 rows issues two m64 wgmmas per k step. Epilogue: a thread whose
+  fragment lies inside C (and N even) stores each pair of neighbouring columns with one
+  `cvt.rn.bf16x2.f32` + `st.global.b32` (f32: `st.global.v2.f32`); at the M and N edges
+  each element goes alone (`cvt.rn.bf16`, `st.global`) predicated off outside M x N.
+  Descriptors: the stage-0 pair is built once, stage s adds s * stage_bytes / 16.
 * `persistent=True`: grid = min(#tiles, sm_count); producer and consumers walk tiles
   t = ctaid.x, ctaid.x + nctaid.x, ... (tile_m = t % tiles_m) keeping the stage ring
   and phases running across tiles. Otherwise grid = (tiles_m, tiles_n).
