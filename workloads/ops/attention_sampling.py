@@ -26,9 +26,12 @@ two-stage K/V ring starts cold): CTAs of at most 4 blocks read 5-10 % high for l
 causal CTAs.
 
 The assignment of CTAs to slots is computed with a nominal a = `NOMINAL_PROLOGUE_BLOCKS`
-blocks (the makespan's dependence on a / b is weak once there are several waves). Left
-out: the remaining fall of the per-block cost beyond 6 blocks (long sequences may read a
-few per cent high); launches too small to gain (`worth_sampling`) are simulated whole.
+blocks (the makespan's dependence on a / b is weak once there are several waves). Measured
+against full runs: within 1 % on the tests' 4-SM suite; DeepSeek-V3 dims (192/128,
+causal, 8 heads x 2048 tokens) on 16 SMs +4.3 %, causal with seqlen_k = 2 x seqlen_q on 4
+SMs -3.2 %, MLA decode on 16 SMs -0.1 %. Left out: what moves causal CTAs' cost beyond
+this model (the per-block cost still falls past 6 blocks; a 12-block sample did not
+remove the +4 %); launches too small to gain (`worth_sampling`) are simulated whole.
 Units: cycles, KV blocks, CTAs.
 """
 
