@@ -134,3 +134,18 @@ def test_set_override_reaches_the_preset(capsys):
     slow = run_json(capsys, "softmax", "--rows", "8", "--cols", "64", "--set",
                     f"hbm.channel_bandwidth_gbps={half}")
     assert slow["roofline_us"] == pytest.approx(2 * base["roofline_us"])
+
+
+def test_rmsnorm_rows_kernel_streams_near_hbm_bandwidth():
+    """Rows whose width is a multiple of 8 go to the block-per-row kernel with 16-byte loads,
+    which moves a large RMSNorm at more than half the HBM peak (the warp-per-row kernel is
+    latency-bound there); other widths keep the warp-per-row kernel."""
+    import models
+    from workloads.ops import build_op, simulate_op
+
+    cfg = models.load_preset("h100_sxm")
+    wide = simulate_op(build_op("rmsnorm", cfg, rows=2048, cols=4096), cfg)
+    assert wide["kernel"]["name"] == "rmsnorm_bf16_rows"
+    assert wide["gbps"] > 0.5 * cfg.hbm.peak_bandwidth_gbps, wide["gbps"]
+    odd = build_op("rmsnorm", cfg, rows=4, cols=130)
+    assert odd.launches[0].entry == "rmsnorm_bf16"

@@ -101,6 +101,20 @@ def rmsnorm_bf16(rng: np.random.Generator, rows: int, cols: int, rows_per_block:
                      {2: Expected(want, atol=0.0, rtol=2.0**-7)})
 
 
+def rmsnorm_bf16_rows(rng: np.random.Generator, rows: int, cols: int, block: int):
+    bf16 = ml_dtypes.bfloat16
+    x = rng.standard_normal((rows, cols)).astype(bf16)
+    w = rng.uniform(0.5, 1.5, cols).astype(bf16)
+    eps = np.float32(1e-6)
+    v = x.astype(np.float64)
+    rstd = 1.0 / np.sqrt((v * v).mean(axis=1, keepdims=True) + float(eps))
+    want = (v * rstd * w.astype(np.float64)).astype(bf16).astype(np.float64)
+    # As rmsnorm_bf16: f32 sums in another order, one bf16 ulp (2^-7 relative) at most.
+    return make_case("rmsnorm_rows.cu", "rmsnorm_bf16_rows", rows, block,
+                     [x, w, np.zeros_like(x), cols // 8, eps],
+                     {2: Expected(want, atol=0.0, rtol=2.0**-7)})
+
+
 def scan_inclusive_block(rng: np.random.Generator, n: int, block: int):
     x = rng.integers(-50, 51, n).astype(np.int32)
     grid = ceil_div(n, block)

@@ -1,7 +1,10 @@
 """Row-wise ops through the catalog's real CUDA kernels (nvcc PTX) at the requested shape.
 
 * softmax   `softmax_rows` (f32 in/out): a warp per row, 4 rows per 128-thread block.
-* rmsnorm   `rmsnorm_bf16` (bf16 x, w, y): a warp per row, 4 rows per block.
+* rmsnorm   `rmsnorm_bf16_rows` (bf16 x, w, y) when the columns are a multiple of 8: a block
+  per row as production kernels do it, 16-byte loads held in registers between the passes,
+  `rmsnorm_block_threads(cols)` threads (up to 4 vectors of 8 each); other widths use
+  `rmsnorm_bf16`, a warp per row, 4 rows per block.
 * layernorm `layernorm_rows` (f32 x, gamma, beta, y): a block per row, 128 threads for
   rows up to 2048 columns, 256 above (one block-stride pass per 128/256 columns).
 
@@ -26,6 +29,8 @@ from workloads.ops.registry import Flag, Launch, OpPlan, positive, register
 
 FUNCTIONAL_ELEMENTS = 1 << 20
 ROWS_PER_BLOCK = 4
+RMSNORM_VECTOR = 8   # bf16 per 16-byte load
+RMSNORM_HELD = 4     # vectors a thread keeps in registers (VECS in rmsnorm_rows.cu)
 FLOPS_PER_ELEMENT = {"softmax": 5, "rmsnorm": 4, "layernorm": 8}
 ROW_FLAGS = (Flag("--rows", "rows (tokens)", required=True),
              Flag("--cols", "columns (hidden size)", required=True))
@@ -75,10 +80,23 @@ def rmsnorm_op(config, rows: int, cols: int, seed: int = 0,
     x = _tensor((rows, cols), bf16, shape_only, rng)
     w = _tensor((cols,), bf16, shape_only, rng)
     y = _tensor((rows, cols), bf16, shape_only, rng)
+    nbytes = 2 * (2 * rows * cols + cols)
+    if cols % RMSNORM_VECTOR == 0:
+        return _plan("rmsnorm", "rmsnorm_rows.cu", "rmsnorm_bf16_rows", (rows, 1, 1),
+                     (rmsnorm_block_threads(cols), 1, 1),
+                     [x, w, y, cols // RMSNORM_VECTOR, np.float32(1e-6)], rows, cols, nbytes,
+                     shape_only)
     grid = (-(-rows // ROWS_PER_BLOCK), 1, 1)
     return _plan("rmsnorm", "rmsnorm.cu", "rmsnorm_bf16", grid, (32, ROWS_PER_BLOCK, 1),
-                 [x, w, y, rows, cols, np.float32(1e-6)], rows, cols,
-                 2 * (2 * rows * cols + cols), shape_only)
+                 [x, w, y, rows, cols, np.float32(1e-6)], rows, cols, nbytes, shape_only)
+
+
+def rmsnorm_block_threads(cols: int) -> int:
+    """Threads per row of `rmsnorm_bf16_rows`: enough for 4 held 8-element vectors each,
+    whole warps, 32 to 1024 (wider rows loop over the rest)."""
+    vectors = -(-cols // RMSNORM_VECTOR)
+    threads = -(-vectors // RMSNORM_HELD)
+    return min(1024, max(32, -(-threads // 32) * 32))
 
 
 @register("layernorm", ROW_FLAGS, "LayerNorm, f32 (catalog CUDA kernel)")
