@@ -185,8 +185,8 @@ def _ops(graph) -> list:
 
 
 def simulate_workload(graph, config=None, fidelity: str = "sampled") -> WorkloadResult:
-    """Time every node of `graph` (a `workloads.KernelGraph`) on `config` and schedule
-    them on their streams; see the module docstring."""
+    """Time every node of `graph` (a `workloads.KernelGraph`) on `config` (a loaded preset;
+    None: `h800_sxm`) and schedule them on their streams; see the module docstring."""
     import models
     from workloads.graph import KernelGraph
     from workloads.node_ops import LINK
