@@ -32,9 +32,11 @@ MAX_EXPERTS = 256     # moe_topk_sigmoid: 8 experts per lane
 
 
 def row_vector_launch(rows: int, cols: int, threads: int = 256):
-    """Grid and block of the vector kernels: x = row, y = chunks of `threads` vectors."""
+    """Grid and block of the vector kernels: x = row, y = chunks of at most `threads`
+    vectors, the row split evenly over the chunks (whole warps)."""
     vectors = ceil_div(cols, VECTOR_ELEMS)
-    block = min(threads, 32 * ceil_div(vectors, 32))
+    chunks = ceil_div(vectors, threads)
+    block = 32 * ceil_div(ceil_div(vectors, chunks), 32)
     return (rows, ceil_div(vectors, block), 1), (block, 1, 1)
 
 
