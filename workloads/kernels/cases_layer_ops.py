@@ -26,7 +26,7 @@ AMAX_FLOOR = np.float32(1e-4)
 BF16_RTOL = 2.0**-7
 VECTOR_ELEMS = 8      # bf16 elements per 16-byte vector access
 STRIP_ELEMS = 128     # DeepSeek-V3 FP8 block: 1 x 128 activations, 128 x 1 transposed
-STRIPS_PER_CTA = 4    # quantize_e4m3_1x128: block (32, 4)
+STRIPS_PER_CTA = 8    # quantize_e4m3_1x128: block (32, 4), a half-warp per strip
 TOKENS_PER_CTA = 4    # moe_topk_sigmoid: block (32, 4)
 MAX_EXPERTS = 256     # moe_topk_sigmoid: 8 experts per lane
 
@@ -42,7 +42,7 @@ def row_vector_launch(rows: int, cols: int, threads: int = 256):
 
 def quantize_rows_launch(rows: int, cols: int):
     strips = ceil_div(cols, STRIP_ELEMS)
-    return (rows, ceil_div(strips, STRIPS_PER_CTA), 1), (32, STRIPS_PER_CTA, 1)
+    return (rows, ceil_div(strips, STRIPS_PER_CTA), 1), (32, STRIPS_PER_CTA // 2, 1)
 
 
 def quantize_cols_launch(rows: int, cols: int):

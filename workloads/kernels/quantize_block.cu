@@ -2,9 +2,9 @@
 // of a row (scale = max(amax, 1e-4) / 448, q = x / scale, round to nearest, saturate), and
 // the transposed copy a wgrad GEMM reads K-major: qt[c, r] with one scale per 128 x 1
 // strip of a column (scales_t[c, r / 128]).
-// quantize_e4m3_1x128: a warp per strip, 4 elements (8 bytes) per lane, block (32, 4);
-//   grid x = row, y = group of 4 strips; cols a multiple of 4 (a last partial strip is
-//   masked).
+// quantize_e4m3_1x128: a half-warp per strip, 8 elements (16 bytes) per lane, block (32, 4)
+//   = 8 strips; grid x = row, y = group of 8 strips; cols a multiple of 8 (a last partial
+//   strip is masked).
 // quantize_e4m3_128x1_t: a CTA per 128-row x 64-column tile, block (32, 8): lane = a column
 //   pair (bf16x2 loads, 128 bytes per warp row), threadIdx.y = 16 consecutive rows, all 16
 //   loads issued before their use; amax over the 128 rows through shared memory; each
@@ -27,26 +27,30 @@ extern "C" __global__ void quantize_e4m3_1x128(const __nv_bfloat16* __restrict__
                                                unsigned char* __restrict__ q,
                                                float* __restrict__ scales, int rows, int cols) {
     long long r = blockIdx.x;
-    int strip = blockIdx.y * blockDim.y + threadIdx.y;
+    int half = threadIdx.x >> 4, lane = threadIdx.x & 15;
+    int strip = (blockIdx.y * blockDim.y + threadIdx.y) * 2 + half;
     int strips = (cols + 127) / 128;
-    if (r >= rows || strip >= strips) return;
-    int col = strip * 128 + threadIdx.x * 4;
-    bool in = col < cols;
-    float2 a = make_float2(0.0f, 0.0f), b = a;
-    if (in) {
-        uint2 raw = *reinterpret_cast<const uint2*>(x + r * cols + col);
-        a = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&raw.x));
-        b = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&raw.y));
-    }
-    float amax = fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(b.x), fabsf(b.y)));
-    for (int mask = 16; mask > 0; mask >>= 1)
+    if (r >= rows || blockIdx.y * blockDim.y + threadIdx.y >= (strips + 1) / 2) return;
+    int col = strip * 128 + lane * 8;
+    bool in = strip < strips && col < cols;
+    uint4 raw = make_uint4(0u, 0u, 0u, 0u);
+    if (in) raw = *reinterpret_cast<const uint4*>(x + r * cols + col);
+    float2 a = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&raw.x));
+    float2 b = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&raw.y));
+    float2 c = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&raw.z));
+    float2 d = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&raw.w));
+    float amax = fmaxf(fmaxf(fmaxf(fabsf(a.x), fabsf(a.y)), fmaxf(fabsf(b.x), fabsf(b.y))),
+                       fmaxf(fmaxf(fabsf(c.x), fabsf(c.y)), fmaxf(fabsf(d.x), fabsf(d.y))));
+    for (int mask = 8; mask > 0; mask >>= 1)  // within each half-warp (one strip)
         amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, mask));
     float scale = fmaxf(amax, AMAX_FLOOR) / E4M3_MAX;
     float inv = 1.0f / scale;
-    if (in)
-        *reinterpret_cast<unsigned*>(q + r * cols + col) =
-            pack4(a.x * inv, a.y * inv, b.x * inv, b.y * inv);
-    if (threadIdx.x == 0) scales[r * strips + strip] = scale;
+    if (!in) return;
+    uint2 out;
+    out.x = pack4(a.x * inv, a.y * inv, b.x * inv, b.y * inv);
+    out.y = pack4(c.x * inv, c.y * inv, d.x * inv, d.y * inv);
+    *reinterpret_cast<uint2*>(q + r * cols + col) = out;
+    if (lane == 0) scales[r * strips + strip] = scale;
 }
 
 extern "C" __global__ void quantize_e4m3_128x1_t(const __nv_bfloat16* __restrict__ x,

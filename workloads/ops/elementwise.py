@@ -184,7 +184,7 @@ def quantize_op(config, rows: int, cols: int, block: int = QUANT_BLOCK,
     t = _tensors(rows, cols, seed, shape_only)
     if block != QUANT_BLOCK:
         raise InputError(f"--block {block}: accepted {QUANT_BLOCK} (the kernels' strip)")
-    _multiple("--cols", cols, 4, "four elements per lane")
+    _multiple("--cols", cols, geo.VECTOR_ELEMS, "16-byte bf16 vectors")
     x = t((rows, cols))
     strips = geo.ceil_div(cols, QUANT_BLOCK)
     row_args = [x, t((rows, cols), E4M3, zeros=True), t((rows, strips), np.float32, True),
