@@ -60,6 +60,18 @@ def test_run_writes_the_run_directory(bert_run):
     assert json.loads((out / "run.json").read_text())["time_us"] == report["time_us"]
 
 
+def test_run_text_summary_has_a_line_per_kernel_and_the_total(bert_run):
+    """The printed summary names every kernel with its share and ends with the layer time."""
+    from simulator.commands.run import _text
+
+    _, report, out = bert_run
+    text = _text(report)
+    for k in report["kernels"]:
+        assert any(line.startswith(k["name"] + " ") for line in text.splitlines()), k["name"]
+    assert f"layer time {report['time_us']:.1f} us" in text
+    assert str(out) in text
+
+
 @pytest.mark.parametrize(("argv", "flag"), [
     (["--set", "sm.bogus=3"], "--set"),
     (["--model", "no_such_chip"], "--model"),
