@@ -71,7 +71,7 @@ KERNEL_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("peak_hbm_gbps", "GB/s", "HBM peak used by the roofline"),
     ("intensity_flops_per_byte", "FLOP/B", "flops / HBM bytes"),
     ("roofline_time_us", "us", "max(flops / peak, HBM bytes / HBM peak)"),
-    ("bound", "", "compute or memory: the larger roofline term"),
+    ("bound", "", "compute or memory: the larger roofline term (none: no FLOPs, no HBM bytes)"),
     ("roofline_gap", "x", "simulated time / roofline time"),
 )
 
@@ -220,6 +220,8 @@ def _derive(table: pd.DataFrame, chip: dict, precision: str) -> pd.DataFrame:
                                                  table["peak_tflops"], table["peak_hbm_gbps"])
     table["bound"] = roofline_bound(table["flops"].fillna(0.0), hbm, table["peak_tflops"],
                                     table["peak_hbm_gbps"])
+    # No FLOPs and no HBM bytes (a communication kernel timed by its links): no roofline.
+    table["bound"] = table["bound"].where(table["roofline_time_us"] > 0, "none")
     roof = table["roofline_time_us"].where(table["roofline_time_us"] > 0)
     table["roofline_gap"] = time_us / roof
     return table.drop(columns=[c for c in table.columns if c.startswith("_")])
