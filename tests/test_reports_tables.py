@@ -143,3 +143,12 @@ def test_one_row_per_kernel_of_a_multi_kernel_stats_table():
     table = kernel_table(stats, _config())
     assert list(table["kernel"]) == ["a", "b"]
     assert list(table["flops"]) == [32_000, 640]
+
+
+def test_a_kernel_with_no_flops_and_no_hbm_bytes_has_no_roofline_bound():
+    """A link-timed communication node (no FLOPs, no HBM bytes, no stats) is bound 'none'."""
+    kernels = pd.DataFrame({"name": ["k", "dispatch"], "flops": [1e9, 0.0],
+                            "stream": ["compute", "comm"], "time_us": [TIME_US, 50.0]})
+    table = kernel_table(_stats(), _config(), kernels).set_index("kernel")
+    assert table.loc["dispatch", "bound"] == "none"
+    assert table.loc["k", "bound"] in ("compute", "memory")
