@@ -46,6 +46,19 @@ def summary(name: str, config: models.GpuConfig) -> dict:
     }
 
 
+def config_from_args(args):
+    """The preset `args.model` with the `--set` overrides `args.overrides`; a bad preset or
+    key is an `InputError` naming the flag (`--model` or `--set`)."""
+    import models
+    from isa.errors import InputError
+
+    try:
+        return models.load_preset(args.model, parse_overrides(args.overrides))
+    except InputError as exc:
+        flag = "--set" if args.overrides else "--model"
+        raise InputError(f"{flag}: {exc}") from None
+
+
 def parse_overrides(items: list[str] | None) -> dict:
     """`["sm.count=112", ...]` -> `{"sm.count": 112}` (values parsed as TOML scalars)."""
     overrides = {}

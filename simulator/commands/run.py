@@ -65,15 +65,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _config(args):
-    import models
-    from isa.errors import InputError
-    from simulator.commands.models import parse_overrides
+    from simulator.commands.models import config_from_args
 
-    try:
-        return models.load_preset(args.model, parse_overrides(args.overrides))
-    except InputError as exc:
-        flag = "--set" if args.overrides else "--model"
-        raise InputError(f"{flag}: {exc}") from None
+    return config_from_args(args)
 
 
 def _graph(args):

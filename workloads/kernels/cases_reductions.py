@@ -86,7 +86,8 @@ def layernorm_rows(rng: np.random.Generator, rows: int, cols: int, block: int):
                      {3: Expected(want, atol=2e-5, rtol=1e-5)})
 
 
-def rmsnorm_bf16(rng: np.random.Generator, rows: int, cols: int, rows_per_block: int):
+def _rmsnorm_inputs(rng: np.random.Generator, rows: int, cols: int):
+    """bf16 x [rows, cols], weight w [cols], eps and the exact result rounded to bf16."""
     bf16 = ml_dtypes.bfloat16
     x = rng.standard_normal((rows, cols)).astype(bf16)
     w = rng.uniform(0.5, 1.5, cols).astype(bf16)
@@ -94,6 +95,11 @@ def rmsnorm_bf16(rng: np.random.Generator, rows: int, cols: int, rows_per_block:
     v = x.astype(np.float64)
     rstd = 1.0 / np.sqrt((v * v).mean(axis=1, keepdims=True) + float(eps))
     want = (v * rstd * w.astype(np.float64)).astype(bf16).astype(np.float64)
+    return x, w, eps, want
+
+
+def rmsnorm_bf16(rng: np.random.Generator, rows: int, cols: int, rows_per_block: int):
+    x, w, eps, want = _rmsnorm_inputs(rng, rows, cols)
     # The f32 result is within ~1e-6 relative of the exact one, which can move the final
     # rounding to bf16 (8 significant bits) by one ulp: at most 2^-7 relative.
     return make_case("rmsnorm.cu", "rmsnorm_bf16", ceil_div(rows, rows_per_block),
@@ -102,13 +108,7 @@ def rmsnorm_bf16(rng: np.random.Generator, rows: int, cols: int, rows_per_block:
 
 
 def rmsnorm_bf16_rows(rng: np.random.Generator, rows: int, cols: int, block: int):
-    bf16 = ml_dtypes.bfloat16
-    x = rng.standard_normal((rows, cols)).astype(bf16)
-    w = rng.uniform(0.5, 1.5, cols).astype(bf16)
-    eps = np.float32(1e-6)
-    v = x.astype(np.float64)
-    rstd = 1.0 / np.sqrt((v * v).mean(axis=1, keepdims=True) + float(eps))
-    want = (v * rstd * w.astype(np.float64)).astype(bf16).astype(np.float64)
+    x, w, eps, want = _rmsnorm_inputs(rng, rows, cols)
     # As rmsnorm_bf16: f32 sums in another order, one bf16 ulp (2^-7 relative) at most.
     return make_case("rmsnorm_rows.cu", "rmsnorm_bf16_rows", rows, block,
                      [x, w, np.zeros_like(x), cols // 8, eps],
