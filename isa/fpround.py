@@ -213,7 +213,7 @@ def fix_overflow(r: np.ndarray, exact_finite, mode: str | None) -> np.ndarray:
     return np.where(over, directed(r, r > 0, r < 0, mode), r)
 
 
-@numba.vectorize(cache=False)
+@numba.vectorize(cache=True)
 def fma_rn_f32(a, b, c):  # pragma: no cover - compiled
     """fma.rn.f32: a*b is exact in float64; the sum is TwoSum'ed and rounded once.
 
@@ -240,7 +240,7 @@ def fma_rn_f32(a, b, c):  # pragma: no cover - compiled
     return r
 
 
-@numba.njit(cache=False, inline="always")
+@numba.njit(cache=True, inline="always")
 def _odd_sum(x, y):  # pragma: no cover - compiled
     """Round-to-odd of x + y in float64 (TwoSum, then an odd last bit when inexact)."""
     s = x + y
@@ -254,7 +254,7 @@ def _odd_sum(x, y):  # pragma: no cover - compiled
     return np.int64(bits | 1).view(np.float64)
 
 
-@numba.njit(cache=False, inline="always")
+@numba.njit(cache=True, inline="always")
 def _dekker(a, b):  # pragma: no cover - compiled
     p = a * b
     c1 = a * 134217729.0
@@ -265,7 +265,7 @@ def _dekker(a, b):  # pragma: no cover - compiled
     return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
 
 
-@numba.vectorize(cache=False)
+@numba.vectorize(cache=True)
 def fma_rn_f64(a, b, c):  # pragma: no cover - compiled
     """fma.rn.f64 by round-to-odd emulation (Boldo & Melquiond): exact product as a
     pair, TwoSum with c, the low parts summed to odd, one final nearest rounding."""
@@ -286,7 +286,7 @@ def fma_rn_f64(a, b, c):  # pragma: no cover - compiled
     return th + _odd_sum(tl, ul)
 
 
-@numba.vectorize(cache=False)
+@numba.vectorize(cache=True)
 def fma_odd_f64(a, b, c):  # pragma: no cover - compiled
     """a*b + c rounded to odd in float64, for a*b exact in float64 (operands of at most
     26 significand bits: f16, bf16, fp8). Any later rounding to those formats is exact."""
@@ -300,7 +300,7 @@ def _directed_fma_kernel(mode: int):
     value; the exact sign of (exact - nearest) from the TwoSum pair picks the directed
     one. Overflow and the sign of an exact zero follow IEEE 754.
     """
-    @numba.vectorize(cache=False)
+    @numba.vectorize(cache=True)
     def kernel(a, b, c):  # pragma: no cover - compiled
         p = np.float64(a) * np.float64(b)
         cc = np.float64(c)

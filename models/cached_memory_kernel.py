@@ -54,29 +54,29 @@ _TAG, _STAMP, _READY = 0, 1, 2
 _VALID, _DIRTY = 0, 1
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _ceil_ps(fs):
     return -(-fs // 1000)
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _fold(ids, a, b, c):
     return ids ^ (ids >> a) ^ (ids >> b) ^ (ids >> c)
 
 
-@numba.njit(cache=False)
+@numba.njit(cache=True)
 def l2_slice_of_line(line, slices):
     """`AddressMap.l2_slice` for a line number."""
     return _fold(line, 7, 13, 19) % slices
 
 
-@numba.njit(cache=False)
+@numba.njit(cache=True)
 def hbm_channel_of_line(line, channels):
     """`AddressMap.hbm_channel` for a line number."""
     return _fold(line, 5, 11, 17) % channels
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _book(free_fs, pipe, at_ps, size_bytes, fs_per_byte):
     """Reserve `size_bytes` on a FCFS pipe from `at_ps` on; returns the start in ps."""
     start = max(at_ps * 1000, free_fs[pipe])
@@ -84,7 +84,7 @@ def _book(free_fs, pipe, at_ps, size_bytes, fs_per_byte):
     return _ceil_ps(start)
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _find(meta, unit, s, line):
     for w in range(meta.shape[2]):
         if meta[unit, s, w, _TAG] == line:
@@ -92,7 +92,7 @@ def _find(meta, unit, s, line):
     return -1
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _victim(meta, unit, s):
     way = 0
     for w in range(meta.shape[2]):
@@ -103,7 +103,7 @@ def _victim(meta, unit, s):
     return way
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _popcount(mask):
     n = 0
     while mask:
@@ -112,19 +112,19 @@ def _popcount(mask):
     return n
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _refresh_offset_fs(p, channel):
     """Phase of the channel's refresh windows (channels staggered over one interval)."""
     return channel * p[P_REFRESH_INTERVAL_FS] // p[P_CHANNELS]
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _refresh_index(p, channel, t_fs):
     """Number of the last refresh window of the channel starting at or before `t_fs`."""
     return (t_fs - _refresh_offset_fs(p, channel)) // p[P_REFRESH_INTERVAL_FS]
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _outside_refresh(p, channel, start_fs, duration_fs):
     """The earliest time >= `start_fs` at which `duration_fs` of channel work overlaps no
     all-bank refresh window ([offset + k * tREFI, + tRFC))."""
@@ -137,7 +137,7 @@ def _outside_refresh(p, channel, start_fs, duration_fs):
     return start_fs
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _book_channel(p, free_fs, banks, channel, at_ps, size_bytes, write):
     """Book `size_bytes` on the channel's data bus from `at_ps` on, after the turnaround gap
     if the bus last moved data the other way and outside refresh; the start in ps."""
@@ -154,7 +154,7 @@ def _book_channel(p, free_fs, banks, channel, at_ps, size_bytes, write):
     return _ceil_ps(start)
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _hbm(p, free_fs, banks, counts, line, size_bytes, at_ps, write):
     """Open the line's row; a read moves its bytes over the channel at once and returns the
     ps they are back at the level above; a write joins the channel's write-back buffer, which
@@ -190,7 +190,7 @@ def _hbm(p, free_fs, banks, counts, line, size_bytes, at_ps, write):
     return at_ps
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _install(meta, flags, lru, unit, s, line, mask, ready_ps, dirty):
     """Allocate (if absent) and mark `mask` valid with data at `ready_ps`; returns the evicted
     line and its dirty mask (line -1 when nothing dirty was evicted)."""
@@ -218,7 +218,7 @@ def _install(meta, flags, lru, unit, s, line, mask, ready_ps, dirty):
     return evicted, evicted_mask
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _hbm_write(p, free_fs, banks, counts, line, mask, at_ps):
     """Write `mask` of `line` to HBM from `at_ps` on; returns the ps from which the request
     that caused the write-back may complete: when the channel's backlog (the work booked on
@@ -229,7 +229,7 @@ def _hbm_write(p, free_fs, banks, counts, line, mask, at_ps):
     return _ceil_ps(free_fs[p[P_PIPE_CHANNEL] + channel] - p[P_WRITEBACK_BOUND_FS])
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _write_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_ps):
     """A dirty L2 line's sectors leave for the L3 (write-allocate) or HBM; returns the ps from
     which the request that evicted it may complete (see `_hbm_write`)."""
@@ -247,7 +247,7 @@ def _write_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_
     return _hbm_write(p, free_fs, banks, counts, line, mask, at_ps)
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_ps):
     """Missing L2 sectors come from the L3 (if any) or HBM; the ps they are at the slice."""
     if not p[P_L3_ENABLED]:
@@ -287,7 +287,7 @@ def _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_p
     return data + p[P_L3_PS]
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _present(meta, flags, unit, s, line, mask):
     """The sectors of `mask` the slice holds, their latest ready ps (0 if none) and the way."""
     way = _find(meta, unit, s, line)
@@ -301,7 +301,7 @@ def _present(meta, flags, unit, s, line, mask):
     return present, ready, way
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _evict_to(p, meta, flags, free_fs, banks, lru, counts, evicted, evicted_mask, at_ps):
     """Write back a dirty victim (line -1: none); the ps from which the requester may complete."""
     if evicted < 0:
@@ -311,7 +311,7 @@ def _evict_to(p, meta, flags, free_fs, banks, lru, counts, evicted, evicted_mask
                            at_ps)
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line, mask, at_ps):
     """The line's home slice serves `mask` from `at_ps` on (stores write it, loads and atomics
     read it, fetching what is missing); the ps its answer leaves the slice."""
@@ -338,14 +338,14 @@ def _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line, 
                                evicted_mask, t))
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _copy_slice(p, home, partition):
     """The slice of `partition` that keeps copies of lines homed at slice `home`."""
     per = p[P_SLICES] // p[P_PARTITIONS]
     return partition * per + home % per
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _write_copies(p, l2m, l2f, home, line, mask, at_ps, writer):
     """A write of `mask` reached the home: the writer partition's copy (if held) takes the
     new data, every other partition's copy drops those sectors (at once, no messages)."""
@@ -368,7 +368,7 @@ def _write_copies(p, l2m, l2f, home, line, mask, at_ps, writer):
             l2m[c, s, way, _TAG] = -1
 
 
-@numba.njit(cache=False, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, at_ps):
     """One L2 line of a request reaching the SM's partition at `at_ps`; the ps its answer is
     at the SM. Loads of a far-homed line look in the SM partition's copy first."""
@@ -414,7 +414,7 @@ def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, 
     return done + back
 
 
-@numba.njit(cache=False)
+@numba.njit(cache=True)
 def serve_request(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, counts):
     """Run one warp request through the hierarchy; returns its completion time in ps."""
     counts[:] = 0

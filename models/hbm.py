@@ -39,7 +39,7 @@ HBM_ACCESS = "HBM_ACCESS"
 """A request was scheduled on a channel's banks. data: kind, lines, row_hits, bytes, ready_ps."""
 
 
-@numba.njit(cache=False)
+@numba.njit(cache=True)
 def _open_rows(banks, rows, open_row, bank_ready, now, activate_ps, precharge_ps):
     ready = now
     row_hits = 0

@@ -28,7 +28,7 @@ import numpy as np
 EMPTY_TAG = -1
 
 
-@numba.njit(cache=False)
+@numba.njit(cache=True)
 def _lookup(tags, valid, stamps, line_ids, masks, clock):
     sets, ways = tags.shape
     missing = masks.copy()
@@ -43,7 +43,7 @@ def _lookup(tags, valid, stamps, line_ids, masks, clock):
     return missing, clock
 
 
-@numba.njit(cache=False)
+@numba.njit(cache=True)
 def _fill(tags, valid, dirty, stamps, line_ids, masks, mark_dirty, clock):
     sets, ways = tags.shape
     evicted = np.full(line_ids.size, -1, np.int64)
@@ -77,7 +77,7 @@ def _fill(tags, valid, dirty, stamps, line_ids, masks, mark_dirty, clock):
     return evicted, evicted_masks, clock
 
 
-@numba.njit(cache=False)
+@numba.njit(cache=True)
 def _update(tags, valid, line_ids, masks):
     sets, ways = tags.shape
     for i in range(line_ids.size):

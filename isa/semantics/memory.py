@@ -75,7 +75,7 @@ _INT_OPS = {"add": 0, "min": 1, "max": 2, "and": 3, "or": 4, "xor": 5, "exch": 6
             "inc": 8, "dec": 9}
 
 
-@numba.njit(cache=False)
+@numba.njit(cache=True)
 def _atomic_int(mem, idx, vals, cmps, op, old):  # pragma: no cover - compiled
     for i in range(idx.size):
         j = idx[i]
@@ -105,7 +105,7 @@ def _atomic_int(mem, idx, vals, cmps, op, old):  # pragma: no cover - compiled
             mem[j] = v if (o == 0 or o > v) else o - 1
 
 
-@numba.njit(cache=False)
+@numba.njit(cache=True)
 def _atomic_float(mem, idx, vals, cmps, op, old):  # pragma: no cover - compiled
     for i in range(idx.size):
         j = idx[i]
