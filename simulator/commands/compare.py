@@ -22,6 +22,8 @@ import json
 import math
 from pathlib import Path
 
+from simulator.commands.models import add_config_arguments, config_from_args
+
 NAME = "compare"
 HELP = "simulate a reference trace's kernels as ops and report the error per kernel"
 FORMATS = ("auto", "kineto", "csv")
@@ -37,10 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="reference format (default: from the file suffix)")
     parser.add_argument("--device", type=int, default=None, metavar="N",
                         help="Kineto traces: keep the kernels of this GPU only")
-    parser.add_argument("--model", default="h100_sxm", metavar="PRESET",
-                        help="hardware preset (default h100_sxm; see ptxsim models)")
-    parser.add_argument("--set", dest="overrides", action="append", default=None,
-                        metavar="KEY=VALUE", help="override a preset value (repeatable)")
+    add_config_arguments(parser, "h100_sxm")
     parser.add_argument("--fidelity", choices=("sampled", "full"), default=None,
                         help="simulation fidelity of every op (default: sampled where "
                         "available)")
@@ -74,12 +73,6 @@ def load_reference(path: str, fmt: str = "auto", device: int | None = None):
     return map_kernels(table)
 
 
-def _config(args):
-    from simulator.commands.models import config_from_args
-
-    return config_from_args(args)
-
-
 def _clean(value):
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -101,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.top < 0:
         raise InputError(f"--top {args.top}: accepted an integer >= 0")
-    config = _config(args)
+    config = config_from_args(args)
     fidelity = args.fidelity or available_fidelities()[0]
     mapped = load_reference(args.reference, args.format, args.device)
     result = simulate_reference(mapped, config, fidelity)

@@ -46,10 +46,18 @@ def summary(name: str, config: models.GpuConfig) -> dict:
     }
 
 
+def add_config_arguments(parser, default: str) -> None:
+    """`--model PRESET` (default `default`) and repeatable `--set KEY=VALUE`, the flags
+    `config_from_args` reads."""
+    parser.add_argument("--model", default=default, metavar="PRESET",
+                        help=f"hardware preset (see ptxsim models; default {default})")
+    parser.add_argument("--set", dest="overrides", action="append", default=None,
+                        metavar="KEY=VALUE", help="override a preset value (repeatable)")
+
+
 def config_from_args(args):
     """The preset `args.model` with the `--set` overrides `args.overrides`; a bad preset or
     key is an `InputError` naming the flag (`--model` or `--set`)."""
-    import models
     from isa.errors import InputError
 
     try:

@@ -19,15 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 
+from simulator.commands.models import add_config_arguments, config_from_args
+
 NAME = "op"
 HELP = "time one op (gemm, attention, softmax, rmsnorm, ...) on a hardware preset"
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="h100_sxm", metavar="PRESET",
-                        help="hardware preset (see ptxsim models; default h100_sxm)")
-    parser.add_argument("--set", dest="overrides", action="append", default=None,
-                        metavar="KEY=VALUE", help="override a preset value (repeatable)")
+    add_config_arguments(parser, "h100_sxm")
     parser.add_argument("--fidelity", choices=("sampled", "full"), default=None,
                         help="sampled: enough waves of CTAs for a steady state, "
                         "extrapolated; full: every CTA (default: sampled where available)")
@@ -55,17 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         _common(p)
 
 
-def _config(args):
-    from simulator.commands.models import config_from_args
-
-    return config_from_args(args)
-
-
 def run(args: argparse.Namespace) -> int:
     """Build the op, time it, print."""
     from workloads.ops import OP_FLAGS, build_op, simulate_op
 
-    config = _config(args)
+    config = config_from_args(args)
     sizes = {f.dest: getattr(args, f.dest) for f in OP_FLAGS[args.op]
              if getattr(args, f.dest) is not None}
     plan = build_op(args.op, config, seed=args.seed, **sizes)

@@ -22,6 +22,8 @@ import argparse
 import json
 from pathlib import Path
 
+from simulator.commands.models import add_config_arguments, config_from_args
+
 NAME = "run"
 HELP = "simulate a transformer layer (default: DeepSeek-V3 MoE layer, prefill 4096 tokens)"
 DEFAULT_PRESET = "h800_sxm"
@@ -33,8 +35,7 @@ REPORT_PRECISION = {"e4m3": "fp8", "e5m2": "fp8", "bf16": "bf16", "f16": "fp16",
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """--model, --workload, --phase, --tokens, --batch, --seqlen, --kv-len, --ep, --tp,
     --layer-index, --fidelity, --out, --set, --json."""
-    parser.add_argument("--model", default=DEFAULT_PRESET, metavar="PRESET",
-                        help=f"hardware preset (see ptxsim models; default {DEFAULT_PRESET})")
+    add_config_arguments(parser, DEFAULT_PRESET)
     parser.add_argument("--workload", default=DEFAULT_WORKLOAD, metavar="MODEL",
                         help="model config: deepseek-v3, llama3-8b, llama3-70b, gpt3-175b, "
                         f"bert-base (default {DEFAULT_WORKLOAD})")
@@ -59,15 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "every CTA")
     parser.add_argument("--out", metavar="DIR",
                         help="run directory (default runs/<workload>-<phase>-<tokens>)")
-    parser.add_argument("--set", dest="overrides", action="append", default=None,
-                        metavar="KEY=VALUE", help="override a preset value (repeatable)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-def _config(args):
-    from simulator.commands.models import config_from_args
-
-    return config_from_args(args)
 
 
 def _graph(args):
@@ -88,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     import reports
     import simulator
 
-    config = _config(args)
+    config = config_from_args(args)
     graph = _graph(args)
     result = simulator.simulate_workload(graph, config=config, fidelity=args.fidelity)
     meta = graph.meta
