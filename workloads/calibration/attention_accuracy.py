@@ -34,11 +34,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from workloads.calibration.scoring import group_metrics, with_errors
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "aiconfigurator_h100_sxm_generation_attention.csv"
@@ -83,22 +84,12 @@ def simulate(rows: pd.DataFrame, fidelity: str | None = None,
         if progress:
             print(f"  {r.family} b{r.batch_size} kv{r.kv_len}: {times[-1]:.2f} us "
                   f"(measured {r.measured_us:.2f})", flush=True)
-    out = rows.copy()
-    out["simulated_us"] = times
-    out["error_pct"] = 100.0 * (out.simulated_us - out.measured_us) / out.measured_us
-    return out
+    return with_errors(rows, times)
 
 
 def metrics(df: pd.DataFrame) -> dict:
     """Per family and over all rows: rows, MAPE (%), Pearson r (simulated vs measured)."""
-    groups = [(family, g) for family, g in df.groupby("family")] + [("all", df)]
-    result = {}
-    for family, g in groups:
-        r = float(np.corrcoef(g.simulated_us, g.measured_us)[0, 1]) if len(g) > 1 \
-            else math.nan
-        result[family] = {"rows": len(g), "mape_pct": float(g.error_pct.abs().mean()),
-                          "pearson_r": r}
-    return result
+    return group_metrics(df, "family", overall=True)
 
 
 def pick(subset: str, limit: int | None = None) -> pd.DataFrame:

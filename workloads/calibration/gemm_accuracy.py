@@ -28,11 +28,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
+
+from workloads.calibration.scoring import group_metrics, with_errors
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "aiconfigurator_h100_sxm_gemm_subset.csv"
@@ -70,27 +70,18 @@ def simulate(rows: pd.DataFrame, rule: str | None = None, fidelity: str | None =
     import models
 
     config = models.load_preset(PRESET)
-    out = rows.copy()
     times = []
-    for r in out.itertuples():
+    for r in rows.itertuples():
         times.append(simulate_row(r.m, r.n, r.k, r.dtype, rule, fidelity, config))
         if progress:
             print(f"  {r.dtype} {r.m}x{r.n}x{r.k}: {times[-1]:.2f} us "
                   f"(measured {r.measured_us:.2f})", flush=True)
-    out["simulated_us"] = times
-    out["error_pct"] = 100.0 * (out.simulated_us - out.measured_us) / out.measured_us
-    return out
+    return with_errors(rows, times)
 
 
 def metrics(df: pd.DataFrame) -> dict:
     """Per dtype: rows, MAPE (%), Pearson r of simulated vs measured time."""
-    result = {}
-    for dtype, g in df.groupby("dtype"):
-        r = float(np.corrcoef(g.simulated_us, g.measured_us)[0, 1]) if len(g) > 1 \
-            else math.nan
-        result[dtype] = {"rows": len(g), "mape_pct": float(g.error_pct.abs().mean()),
-                         "pearson_r": r}
-    return result
+    return group_metrics(df, "dtype")
 
 
 def fit_rule(fidelity: str | None = None, progress: bool = False) -> tuple[str, dict]:

@@ -1,0 +1,34 @@
+"""Scores shared by the accuracy scripts: signed error per row and MAPE / Pearson r per group.
+
+`with_errors(rows, simulated_us)` adds `simulated_us` and `error_pct` = 100 (simulated -
+measured) / measured; `group_metrics(df, by, overall)` gives, per value of column `by` (and
+over all rows when `overall`), the row count, MAPE (%) and Pearson r of simulated vs
+measured (NaN for a single row). Units: microseconds, percent.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+
+def with_errors(rows: pd.DataFrame, simulated_us: list[float]) -> pd.DataFrame:
+    """A copy of `rows` with `simulated_us` and the signed `error_pct` against `measured_us`."""
+    out = rows.copy()
+    out["simulated_us"] = simulated_us
+    out["error_pct"] = 100.0 * (out.simulated_us - out.measured_us) / out.measured_us
+    return out
+
+
+def group_metrics(df: pd.DataFrame, by: str, overall: bool = False) -> dict:
+    """{group: {"rows", "mape_pct", "pearson_r"}} per value of `by` (plus "all")."""
+    groups = list(df.groupby(by)) + ([("all", df)] if overall else [])
+    result = {}
+    for name, g in groups:
+        r = float(np.corrcoef(g.simulated_us, g.measured_us)[0, 1]) if len(g) > 1 \
+            else math.nan
+        result[name] = {"rows": len(g), "mape_pct": float(g.error_pct.abs().mean()),
+                        "pearson_r": r}
+    return result
