@@ -140,6 +140,10 @@ class TensorUnitSpec(SpecMixin):
     int8_fma_per_clk_per_sm: int = spec_field("Dense INT8 MACs per clock per SM.", minimum=0)
     sparse_rate_multiplier: float = spec_field(
         "Math-rate multiplier of 2:4 structured sparsity over dense.", minimum=1)
+    sparse_2_4: bool = spec_field(
+        "GEMM weights pruned 2:4 and run on the sparse tensor path (mma.sp / sparse wgmma: "
+        "sparse_rate_multiplier x the dense rate, half the weights plus metadata moved); "
+        "a workload choice, off by default.", default=False)
 
     def fma_per_clk_per_sm(self, precision: str) -> int:
         """Dense FMAs per clock per SM for `precision` (one of TENSOR_PRECISIONS)."""
@@ -178,6 +182,14 @@ class VpcuSpec(SpecMixin):
     switch_cycles: int = spec_field(
         "Cycles the sub-partition's tensor pipe is held by one precision switch (an executed "
         "vpcu.setprec), and its latency to the next vmma.", default=0, minimum=0)
+    policy: Literal["dtype", "static", "per_kernel", "gradient_norm"] = spec_field(
+        "Precision policy of the GEMM/attention ops (workloads.codesign.precision): 'dtype' "
+        "keeps each kernel's own dtype.", default="dtype")
+    static_precision: str = spec_field("Precision of every GEMM under policy 'static'.",
+                                       default="bf16")
+    grad_norm: float = spec_field(
+        "The layer's gradient L2 norm under policy 'gradient_norm' (a train driver sets it "
+        "per layer).", default=1e-2, minimum=0)
 
     def flop_per_clk_per_sm(self, precision: str) -> float:
         """Dense FLOP per clock per SM of `precision` (one of VPCU_PRECISIONS)."""
@@ -193,11 +205,14 @@ class VpcuSpec(SpecMixin):
 
     def problems(self) -> tuple[Problem, ...]:
         """An enabled VPCU needs a rate for every precision."""
+        bad = () if self.static_precision in VPCU_PRECISIONS else (
+            ("static_precision", self.static_precision, ", ".join(VPCU_PRECISIONS),
+             "not a VPCU precision"),)
         if not self.enabled:
-            return ()
-        return tuple((f"{p}_flop_per_clk_per_sm", 0.0, "> 0 when enabled",
-                      "an enabled VPCU needs a rate for every precision")
-                     for p in VPCU_PRECISIONS if self.flop_per_clk_per_sm(p) <= 0)
+            return bad
+        return bad + tuple((f"{p}_flop_per_clk_per_sm", 0.0, "> 0 when enabled",
+                            "an enabled VPCU needs a rate for every precision")
+                           for p in VPCU_PRECISIONS if self.flop_per_clk_per_sm(p) <= 0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -235,6 +250,19 @@ class ZceSpec(SpecMixin):
         "Dense bytes per clock per SM the compressor consumes.", default=64.0, above=0)
     decompress_bytes_per_clk_per_sm: float = spec_field(
         "Dense bytes per clock per SM the decompressor produces.", default=64.0, above=0)
+    activation_sparsity: float = spec_field(
+        "Zero fraction of GEMM activations (ReLU-like, seeded) in workload simulations.",
+        default=0.0, minimum=0)
+    weight_sparsity: float = spec_field(
+        "Zero fraction of GEMM weights (magnitude-pruned, seeded) in workload simulations.",
+        default=0.0, minimum=0)
+    seed: int = spec_field("Seed of the sampled sparse operand tiles.", default=0, minimum=0)
+
+    def problems(self) -> tuple[Problem, ...]:
+        """Zero fractions lie in [0, 1]."""
+        return tuple((name, getattr(self, name), "<= 1", "a zero fraction")
+                     for name in ("activation_sparsity", "weight_sparsity")
+                     if getattr(self, name) > 1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
