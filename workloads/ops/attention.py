@@ -34,6 +34,7 @@ import numpy as np
 import isa
 from isa.errors import InputError
 from models.cta_dispatch import occupancy
+from workloads.codesign.codesign_ops import attention_hook
 from workloads.kernels.templates.attention import ELEM, MAX_SHARED, attention_kernel
 from workloads.ops import attention_sampling as sampling
 from workloads.ops.registry import Flag, Launch, OpPlan, positive, register
@@ -227,6 +228,7 @@ ATTENTION_FLAGS = (
 
 @register("attention", ATTENTION_FLAGS,
           "fused attention forward, FlashAttention-3 style (TMA + wgmma, online softmax)")
+@attention_hook      # co-design units when the config enables them (workloads/codesign)
 def attention_op(config, batch, heads, seqlen=None, headdim=128, kv_heads=None, seqlen_k=None,
                  headdim_v=None, causal=False, dtype="bf16", seed=0, shape_only=None,
                  seqlen_q=None, backward=False) -> OpPlan:

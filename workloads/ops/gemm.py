@@ -48,6 +48,7 @@ import numpy as np
 import isa
 from isa.errors import InputError
 from isa.tensor_map import make_tensor_map
+from workloads.codesign.codesign_ops import gemm_hook
 from workloads.kernels.templates.gemm import ELEM, MAX_SHARED, OUT_BYTES, gemm_kernel
 from workloads.kernels.templates.gemm_groups import LAYOUTS, GroupedShape, grouped_shape
 from workloads.ops.gemm_sampling import mean_k_tiles, reduced_k, sample_points
@@ -180,6 +181,7 @@ def _grouped(groups, layout, ragged, m, n, k, choice, m_total, valid_m, k_total)
 
 
 @register("gemm", GEMM_FLAGS, "C[M,N] = A[M,K] B[N,K]^T (warp-specialized TMA+wgmma)")
+@gemm_hook      # co-design units when the config enables them (workloads/codesign)
 def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = "none",
             groups: int = 1, layout: str = "contiguous", ragged: str = "m",
             out_dtype: str | None = None, rule: str | None = None, seed: int = 0,
