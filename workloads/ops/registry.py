@@ -159,9 +159,10 @@ def _simulate_launch(launch: Launch, config, fidelity: str, params: set[str]):
 
 
 def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
-                stats: list | None = None) -> dict:
+                stats: list | None = None, timelines: list | None = None) -> dict:
     """Time every launch of `plan` on `config`; a dict with the op's figures (see module).
-    A `stats` list receives (weight, launch, stats DataFrame) per simulated launch."""
+    A `stats` list receives (weight, launch, stats DataFrame) per simulated launch, a
+    `timelines` list (weight, launch, `KernelResult.timeline`)."""
     from reports.roofline import chip_peaks, roofline_bound, roofline_time_us
 
     params = _supported()
@@ -178,6 +179,8 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
         res = _simulate_launch(launch, config, fidelity, params)
         if stats is not None:
             stats.append((weight, launch, res.stats))
+        if timelines is not None:
+            timelines.append((weight, launch, res.timeline))
         frame = res.stats
         hbm = frame[frame.component.str.startswith("memory.hbm") & (frame.stat == "bytes")]
         time_us += weight * float(res.time_us)
