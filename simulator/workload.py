@@ -21,7 +21,10 @@ table of the simulated launches, one run_id, kernel = node name; for ops timed t
 reduced sample launches these are the samples' stats, while the kernels table carries the
 extrapolated time and bytes), `timeline` (per interval between node boundaries: HBM and
 link bandwidth summed over the nodes running, as rates averaged over each node),
-`time_us` (makespan), `cycles`, `config`, `fidelity`. `reports.write_report` reads it.
+`time_us` (makespan), `cycles`, `config`, `fidelity`, `kernel_timelines` (node name -> the
+`KernelResult.timeline` tables of its simulated launches, concatenated, with `launch` (index)
+and `weight` columns; times from each launch's own start; reused nodes share their op's table;
+empty with `timeline=False` or for link-timed nodes). `reports.write_report` reads it.
 Units: microseconds, bytes, FLOP, TFLOP/s, GB/s.
 """
 
@@ -56,6 +59,7 @@ class WorkloadResult:
     config: Any = field(repr=False)
     fidelity: str
     meta: dict = field(default_factory=dict, repr=False)
+    kernel_timelines: dict = field(default_factory=dict, repr=False)
 
     @property
     def run_id(self) -> str:
@@ -130,17 +134,22 @@ def _plans(graph, ops, config) -> dict[tuple, Any]:
     return plans
 
 
-def _time_op(plan, config, fidelity: str) -> tuple[dict, pd.DataFrame]:
+def _time_op(plan, config, fidelity: str, timeline: bool) -> tuple[dict, pd.DataFrame,
+                                                                   pd.DataFrame | None]:
     from workloads.ops import simulate_op
 
     runs: list = []
-    res = simulate_op(plan, config, fidelity, stats=runs)
+    series: list | None = [] if timeline else None
+    res = simulate_op(plan, config, fidelity, stats=runs, timelines=series)
     frames = [frame for _, _, frame in runs]
     stats = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    parts = [frame.assign(launch=k, weight=weight)
+             for k, (weight, _, frame) in enumerate(series or []) if frame is not None]
+    timelines = pd.concat(parts, ignore_index=True) if parts else None
     return {"time_us": float(res["time_us"]), "flops": float(plan.flops),
             "bytes": float(plan.bytes), "hbm_bytes": float(res["hbm_bytes"]),
             "l2_bytes": _level_bytes(runs, "l2"), "roofline_us": float(res["roofline_us"]),
-            "bound": res["bound"], "link_bytes": 0}, stats
+            "bound": res["bound"], "link_bytes": 0}, stats, timelines
 
 
 def _schedule(order, durations: dict[str, float]) -> dict[str, tuple[float, float]]:
@@ -184,9 +193,11 @@ def _ops(graph) -> list:
     return ops
 
 
-def simulate_workload(graph, config=None, fidelity: str = "sampled") -> WorkloadResult:
+def simulate_workload(graph, config=None, fidelity: str = "sampled",
+                      timeline: bool = True) -> WorkloadResult:
     """Time every node of `graph` (a `workloads.KernelGraph`) on `config` (a loaded preset;
-    None: `h800_sxm`) and schedule them on their streams; see the module docstring."""
+    None: `h800_sxm`) and schedule them on their streams; see the module docstring.
+    `timeline=False` keeps no per-launch time series (`kernel_timelines` stays empty)."""
     import models
     from workloads.graph import KernelGraph
     from workloads.node_ops import LINK
@@ -199,23 +210,26 @@ def simulate_workload(graph, config=None, fidelity: str = "sampled") -> Workload
     config = models.load_preset("h800_sxm") if config is None else config
     ops = _ops(graph)
     plans = _plans(graph, ops, config)
-    cache: dict[tuple, tuple[dict, pd.DataFrame]] = {}
-    timed, reused, frames = {}, {}, []
+    cache: dict[tuple, tuple[dict, pd.DataFrame, pd.DataFrame | None]] = {}
+    timed, reused, frames, series = {}, {}, [], {}
     for node, op in zip(graph.nodes, ops, strict=True):
         reused[node.name] = op.key in cache
         if op.key not in cache:
-            cache[op.key] = ((_time_link(node, op, config), pd.DataFrame()) if op.kind == LINK
-                             else _time_op(plans[op.key], config, fidelity))
-        timed[node.name], stats = cache[op.key]
+            cache[op.key] = ((_time_link(node, op, config), pd.DataFrame(), None)
+                             if op.kind == LINK
+                             else _time_op(plans[op.key], config, fidelity, timeline))
+        timed[node.name], stats, node_series = cache[op.key]
         if len(stats):
             frames.append(stats.assign(run_id=graph.name, kernel=node.name))
+        if node_series is not None:
+            series[node.name] = node_series
     span = _schedule(graph.topological_order(), {n: t["time_us"] for n, t in timed.items()})
     table = _table(graph, ops, timed, span, reused)
     stats = (pd.concat(frames, ignore_index=True) if frames else
              pd.DataFrame(columns=["run_id", "kernel", "component", "stat", "value", "unit"]))
     makespan = float(table["end_us"].max()) if len(table) else 0.0
     return WorkloadResult(graph.name, table, stats, _timeline(table, graph.name), makespan,
-                          config, fidelity, dict(graph.meta))
+                          config, fidelity, dict(graph.meta), series)
 
 
 def _table(graph, ops, timed, span, reused) -> pd.DataFrame:
