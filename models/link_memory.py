@@ -116,12 +116,10 @@ class LinkMemory:
         self._ends = np.array([-(-w.end // SECTOR_BYTES) for w in self.windows], np.int64)
 
     @classmethod
-    def factory(cls, windows, inner: str = "cached"):
-        """A `build_system` memory factory: `(config, n_sms, carveout) -> LinkMemory`."""
-        def build(config, n_sms: int, carveout: int):
-            from simulator.system import MEMORY_MODELS
-            return cls(config, MEMORY_MODELS[inner](config, n_sms, carveout), windows)
-        return build
+    def factory(cls, windows, inner: str = "cached") -> LinkMemoryFactory:
+        """A `build_system` memory factory: `(config, n_sms, carveout) -> LinkMemory`; its
+        `windows` stay readable (`simulator.concurrent` merges them)."""
+        return LinkMemoryFactory(tuple(windows), inner)
 
     def attach_tracers(self, sheet) -> list:
         """A `LinkTracer` on every link's hooks (bytes, transfers, busy ps per link)."""
@@ -164,3 +162,16 @@ class LinkMemory:
             offset = window.mirror_start // SECTOR_BYTES - window.start // SECTOR_BYTES
             self.inner.access(sm_id, "store", sectors + offset, now_ps)
         return arrived
+
+
+@dataclass(frozen=True)
+class LinkMemoryFactory:
+    """Builds a `LinkMemory` with `windows` around the memory model named `inner`."""
+
+    windows: tuple[LinkWindow, ...]
+    inner: str = "cached"
+
+    def __call__(self, config, n_sms: int, carveout: int) -> LinkMemory:
+        from simulator.system import MEMORY_MODELS
+        return LinkMemory(config, MEMORY_MODELS[self.inner](config, n_sms, carveout),
+                          self.windows)
