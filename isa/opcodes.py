@@ -167,6 +167,11 @@ TABLE: tuple[OpSpec, ...] = (
     _op("wgmma.wait_group", 1, "tensor", "sync", {"sync", "aligned"}),
     _op("elect", 2, "int", "alu", {"sync"}),
     _op("setmaxnreg", 1, "misc", "ctrl", {"inc", "dec", "sync", "aligned"}),
+    # 2:4 structured-sparse mma (isa/semantics/tensor_mma_sp.py)
+    _op("mma.sp", 6, "tensor", "tensor", {"sync", "aligned", "row", "col"},
+        doc="D = expand(A, metadata e, selector f) @ B + C, A 2:4 sparse (K/2 stored)"),
+    _op("mma.sp::ordered_metadata", 6, "tensor", "tensor", {"sync", "aligned", "row", "col"},
+        doc="mma.sp with increasing metadata indices per group (the sm_90 spelling)"),
 )
 
 # Our own ops, spelled like PTX. An extension is one row here plus one function in
