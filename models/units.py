@@ -142,6 +142,8 @@ def _tensor_timing(ins, config) -> tuple[int, int]:
     shape = _SHAPE.search(ins.shape or "") or _SHAPE.search(ins.text)
     fmas = math.prod(int(v) for v in shape.groups()) if shape else 16 * 8 * 16
     per_sub = max(tensor.fma_per_clk_per_sm(precision), 1) / config.sm.subpartitions
+    if ins.opname.startswith("mma.sp"):      # 2:4 sparse: dense-equivalent FMAs, faster
+        per_sub *= tensor.sparse_rate_multiplier
     if ins.opname == "wgmma.mma_async":
         interval = max(1, math.ceil(fmas / 4 / per_sub))
         return max(tensor.wgmma_latency_cycles, interval), interval

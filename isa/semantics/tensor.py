@@ -9,10 +9,19 @@ anything runs, with the accepted forms in the message.
 
 from __future__ import annotations
 
-from isa.semantics import hopper_tma, hopper_wgmma, tensor_ldmatrix, tensor_mma, tensor_wmma
+from isa.semantics import (
+    hopper_tma,
+    hopper_wgmma,
+    tensor_ldmatrix,
+    tensor_mma,
+    tensor_mma_sp,
+    tensor_wmma,
+)
 
 _FORM_CHECKS = {
     "mma": tensor_mma.form_problem,
+    "mma.sp": tensor_mma_sp.form_problem,
+    "mma.sp::ordered_metadata": tensor_mma_sp.form_problem,
     "ldmatrix": tensor_ldmatrix.form_problem,
     "stmatrix": tensor_ldmatrix.form_problem,
     "wmma.load": tensor_wmma.form_problem,
