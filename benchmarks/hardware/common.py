@@ -126,6 +126,25 @@ class _Window:
         self.stats = self._sampler.stats_between(self._t0, t1)
 
 
+SPIN_SOURCE = r"""
+extern "C" __global__ void spin(long long cycles) {
+    long long t0 = clock64();
+    while (clock64() - t0 < cycles) { }
+}
+"""
+
+
+def gpu_spin(cycles: int = 40_000):
+    """A callable that launches one thread spinning `cycles` SM cycles (about 20 us): run
+    before a timed launch, it lets the host queue the launch while the GPU is busy, so the
+    events time the kernel and not the host's launch latency; it touches no memory."""
+    import cupy
+    import numpy as np
+
+    kernel = cupy.RawKernel(SPIN_SOURCE, "spin")
+    return lambda: kernel((1,), (1,), (np.int64(cycles),))
+
+
 def summarize_ms(times_ms: list[float]) -> dict:
     """median/min/max of per-launch times, in microseconds."""
     return {"median_us": round(1e3 * statistics.median(times_ms), 3),
@@ -134,7 +153,8 @@ def summarize_ms(times_ms: list[float]) -> dict:
 
 def time_cupy(launch, warmup: int, reps: int, flush=None) -> list[float]:
     """Per-launch milliseconds from CUDA events around each of `reps` launches of `launch`
-    (after `warmup` untimed ones); `flush()` (if given) runs before each, outside the events."""
+    (after `warmup` untimed ones); `flush()` (if given: an L2 flush or `gpu_spin`) runs
+    before each, outside the events."""
     import cupy
 
     for _ in range(warmup):

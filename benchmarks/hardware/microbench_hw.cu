@@ -11,6 +11,9 @@
 // descriptors; with all-ones data the result does not depend on the layout), commit, wait.
 // Every accumulator ends at iters * UNROLL * K. out[2 * thread] = min, [2 * thread + 1] = max
 // over the thread's 64 accumulators.
+// shared_volatile: as workloads/kernels/microbench/shared_bandwidth.cu, but the loads are
+// ld.volatile.shared.u32, which ptxas must keep: each iteration issues UNROLL loads per thread
+// of word (lane * stride) % 1024.
 #include <cstdint>
 
 #define UNROLL 8
@@ -35,6 +38,25 @@ extern "C" __global__ void NAME(const unsigned long long* __restrict__ chain, in
 
 CHASE(chase_ca, "ld.global.ca.u64")
 CHASE(chase_cg, "ld.global.cg.u64")
+
+extern "C" __global__ void shared_volatile(unsigned* __restrict__ out, int stride, int iters) {
+    __shared__ unsigned words[1024];
+    for (int w = threadIdx.x; w < 1024; w += blockDim.x) words[w] = w;
+    __syncthreads();
+    unsigned addr = static_cast<unsigned>(
+        __cvta_generic_to_shared(&words[((threadIdx.x & 31) * stride) % 1024]));
+    unsigned sum = 0;
+#pragma unroll 1
+    for (int i = 0; i < iters; ++i) {
+#pragma unroll
+        for (int u = 0; u < 16; ++u) {
+            unsigned v;
+            asm volatile("ld.volatile.shared.u32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+            sum += v;
+        }
+    }
+    out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
+}
 
 __device__ __forceinline__ uint64_t smem_desc(const void* p) {
     uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(p));

@@ -8,7 +8,9 @@ outputs are checked against the case's expected arrays (`check` column), then `w
 untimed and `reps` timed launches, each between two CUDA events, once back to back (L2
 warm, `l2_flush` false) and once with a 256 MiB buffer written before every launch
 (`l2_flush` true). Timed launches reuse the outputs of the previous ones (atomics keep
-accumulating; in-place kernels keep updating their data): times only.
+accumulating; in-place kernels keep updating their data): times only. Without the flush a
+20 us single-thread spin kernel runs before each timed launch (no memory touched), so the
+host has queued the launch when the events start and they time the kernel, not the host.
 
     python benchmarks/hardware/own_kernels.py --out DIR [--quick] [--only NAME ...]
     python benchmarks/hardware/own_kernels.py --ncu-launches [--quick]   # one launch each
@@ -32,7 +34,16 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import FLUSH_BYTES, ClockSampler, Table, environment, reps_for, summarize_ms, time_cupy  # noqa: E402
+from common import (  # noqa: E402
+    FLUSH_BYTES,
+    ClockSampler,
+    Table,
+    environment,
+    gpu_spin,
+    reps_for,
+    summarize_ms,
+    time_cupy,
+)
 from fast_reference import patch_fma_exact  # noqa: E402
 
 M20, M24 = 1 << 20, 1 << 24
@@ -199,12 +210,15 @@ def main(argv=None) -> int:
     env = environment()
     flush_buf = cupy.empty(FLUSH_BYTES, dtype=cupy.uint8)
     flush = lambda: flush_buf.fill(1)  # noqa: E731
+    spin = gpu_spin()
     modules: dict = {}
     with ClockSampler() as clocks:
         method = ("CUDA events around each launch; committed PTX loaded with CuPy RawModule "
                   f"(driver JIT); warm-up {warmup}, up to {reps_cap} repeats (about 60 ms per "
                   "row); l2_flush true: a 256 MiB buffer written (cupy fill) before every "
-                  "launch, outside the events; false: launches back to back. check: outputs "
+                  "launch, outside the events; false: a 20 us one-thread spin kernel (no memory) "
+                  "before every launch instead, so L2 stays warm and the host's launch latency "
+                  "stays out of the events. check: outputs "
                   "of the first launch on fresh inputs against the case's expected arrays.")
         table = None if args.ncu_launches else Table(args.out, "own_kernels", method, env,
                                                        clocks)
@@ -222,11 +236,11 @@ def main(argv=None) -> int:
                     if args.ncu_launches:
                         print(f"{name} {sizes} check={check}", flush=True)
                         continue
-                    probe = time_cupy(launch, 1, 3)
+                    probe = time_cupy(launch, 1, 3, spin)
                     reps = min(reps_cap, reps_for(min(probe)))
                     for flushed in (False, True):
                         with clocks.window() as w:
-                            times = time_cupy(launch, warmup, reps, flush if flushed else None)
+                            times = time_cupy(launch, warmup, reps, flush if flushed else spin)
                         table.add({"kernel": name, "file": spec.file, "size_index": index,
                                    "sizes": json.dumps(sizes, sort_keys=True),
                                    "grid_x": case.grid[0], "grid_y": case.grid[1],

@@ -2,7 +2,8 @@
 # Run the whole hardware harness, each stage under its own time limit, logs beside results.
 # Usage: benchmarks/hardware/run_all.sh OUTDIR [--quick]
 #   STAGES="env microbench own_kernels operators trace ncu" (default: all, in this order)
-#   T_<STAGE>=seconds overrides a stage's limit (e.g. T_OWN_KERNELS=300).
+#   T_<STAGE>=seconds overrides a stage's limit (e.g. T_OWN_KERNELS=300);
+#   DEADLINE=seconds caps the whole run: a stage gets at most what is left (less 10 s).
 # A stage that fails or runs out of time leaves what it wrote (tables are rewritten row by
 # row) and the next stage runs; OUTDIR/stages.txt lists each stage's exit status.
 set -u
@@ -23,6 +24,11 @@ launch__registers_per_thread,launch__occupancy_limit_registers,launch__waves_per
 run_stage() {
     local name=$1 limit=$2; shift 2
     local t0=$SECONDS
+    if [ -n "${DEADLINE:-}" ]; then
+        local left=$((DEADLINE - SECONDS - 10))
+        if [ "$left" -lt 20 ]; then echo "$name skipped: deadline" | tee -a "$out/stages.txt"; return; fi
+        if [ "$left" -lt "$limit" ]; then limit=$left; fi
+    fi
     echo "=== $name (limit ${limit}s)"
     timeout -k 10 "$limit" "$@" >"$out/$name.log" 2>&1
     local rc=$?
