@@ -221,7 +221,7 @@ class Table:
         for r in self.rows:
             columns += [c for c in r if c not in columns]
         with self.path.open("w", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=columns)
+            writer = csv.DictWriter(fh, fieldnames=columns, lineterminator="\n")
             writer.writeheader()
             writer.writerows(self.rows)
         print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)

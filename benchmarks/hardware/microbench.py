@@ -165,7 +165,8 @@ def throughput(cp, mods, out: Path, env, clocks, sms: int, quick: bool) -> None:
                     (grid,), (block,), (sh_out, np.int32(s), np.int32(it))), iters, reps,
                     clocks)
                 nbytes = grid * block * 16 * iters * 4
-                bpc = nbytes / (dt * st["sm_clock_mhz_median"] * 1e6 * sms)
+                bpc = (nbytes / (dt * st["sm_clock_mhz_median"] * 1e6 * sms) if dt > 0
+                       else float("nan"))
                 note = ("time does not grow with iters: ptxas removed the repeated loads"
                         if t2 < 1.2 * t1 else "")
                 row("shared", f"{kname} ld.shared.u32, word stride {stride}", bpc,

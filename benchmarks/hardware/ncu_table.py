@@ -104,7 +104,7 @@ def main(argv=None) -> int:
     for r in rows:
         columns += [c for c in r if c not in columns]
     with args.out.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=columns)
+        w = csv.DictWriter(fh, fieldnames=columns, lineterminator="\n")
         w.writeheader()
         w.writerows(rows)
     meta_in = args.raw.parent / "own_kernels.meta.json"
