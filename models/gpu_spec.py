@@ -3,7 +3,7 @@
 What it models
 --------------
 `GpuConfig` groups the blocks (`chip`, `sm`, `units`, `l1`, `shared_memory`, `l2`, `noc`,
-`hbm`, `l3`, `links`), checks what spans blocks (the latency order of the levels) and
+`hbm`, `l3`, `links`, `launch`), checks what spans blocks (the latency order of the levels) and
 computes closed-form peaks (tensor and vector FLOP/s, HBM bandwidth) that reports put
 beside simulated numbers.
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from models.chip_spec import ChipSpec, SmSpec, UnitsSpec
+from models.chip_spec import ChipSpec, LaunchSpec, SmSpec, UnitsSpec
 from models.link_spec import LinksSpec
 from models.memory_spec import HbmSpec, L1Spec, L2Spec, L3Spec, NocSpec, SharedMemorySpec
 from simulator.config import Problem, SpecMixin, spec_field
@@ -41,6 +41,8 @@ class GpuConfig(SpecMixin):
     l3: L3Spec = spec_field("Optional memory-side cache (disabled by default).",
                             default_factory=L3Spec)
     links: LinksSpec = spec_field("Off-chip links.")
+    launch: LaunchSpec = spec_field("Fixed cost per kernel launch (0 when absent).",
+                                    default_factory=LaunchSpec)
 
     def problems(self) -> tuple[Problem, ...]:
         """Checks that span blocks, with full dotted keys."""
