@@ -8,7 +8,8 @@ precision), and the co-design units, each off unless a preset enables it: `VpcuS
 (variable-precision tensor unit: FLOP/clk/SM and operand bytes per precision, switch cost),
 `LutExpSpec` (lookup-table ex2 latency and throughput), `ZceSpec` (zero-skipping MMA
 granularity, compression throughput). Values come from a preset (`models/presets/*.toml`)
-where each carries its source.
+where each carries its source. `LaunchSpec` holds the fixed cost of one kernel launch, added
+to a kernel's simulated duration (`simulator.simulate.KernelResult.time_us`).
 
 Throughputs are given as the CUDA Programming Guide gives them: results per clock per SM.
 The issue interval of one warp instruction on one sub-partition follows from it
@@ -37,6 +38,19 @@ class ChipSpec(SpecMixin):
         "SM clock used for the whole run, in GHz. Presets use the clock the tensor-core peak "
         "is specified at (sustained under load), not the maximum boost clock.", above=0)
     clock_basis: str = spec_field("Why this clock was chosen (free text).", default="")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LaunchSpec(SpecMixin):
+    """The fixed cost of one kernel launch, outside the simulated kernel: the launch
+    latency of a (graph-replayed) launch and what CUDA events around one operator see
+    beyond its kernel (the front end, the teardown). The simulator adds it once per
+    launch to `KernelResult.time_us`; the kernel's cycles leave it out. 0 (the default)
+    times the kernel alone."""
+
+    kernel_overhead_us: float = spec_field(
+        "Microseconds added to every simulated kernel launch (0: the kernel alone).",
+        default=0.0, minimum=0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -26,8 +26,12 @@ pointer arguments may then be `isa.ShapeOnly`. A sampled run also leaves them un
 SMs: `sms="compute"` (the default) runs the CTAs on the `sm.count - sm.comm_count` compute
 SMs, `sms="comm"` on the `sm.comm_count` SMs reserved for communication kernels.
 
-Left out: kernel launch overhead, concurrent kernels. Units: SM cycles, microseconds,
-counts, bytes.
+Launch overhead: `KernelResult.time_us` = `kernel_time_us` (the simulated kernel, `cycles`
+at the SM clock) + `launch_overhead_us` (the config's `launch.kernel_overhead_us`, a fixed
+cost per launch outside the kernel; 0 gives the kernel alone). Cycles, goldens and the
+stats' `time_us` row are the kernel's; the stats carry `launch_overhead_us` beside it.
+
+Left out: concurrent kernels. Units: SM cycles, microseconds, counts, bytes.
 """
 
 from __future__ import annotations
@@ -51,7 +55,8 @@ from simulator.trace import TraceRecorder
 
 KERNEL_STATS = (
     Stat("cycles", "cycles", "kernel duration in SM cycles"),
-    Stat("time_us", "us", "kernel duration"),
+    Stat("time_us", "us", "kernel duration (cycles at the SM clock, launch overhead excluded)"),
+    Stat("launch_overhead_us", "us", "fixed launch cost added to KernelResult.time_us"),
     Stat("warp_instructions", "count", "warp-instructions executed"),
     Stat("thread_instructions", "count", "thread-instructions executed"),
     Stat("ctas_per_sm", "count", "CTAs resident per SM (occupancy limit)"),
@@ -63,10 +68,13 @@ KERNEL_STATS = (
 
 @dataclass
 class KernelResult:
-    """Timing of one kernel launch (the functional outputs are in the caller's arrays)."""
+    """Timing of one kernel launch (the functional outputs are in the caller's arrays).
+
+    `time_us` = `kernel_time_us` + `launch_overhead_us` (taken from `config` when not
+    given); assigning `time_us` sets the kernel part (the sampled extrapolation does)."""
 
     cycles: int
-    time_us: float
+    kernel_time_us: float
     instructions: int
     stats: pd.DataFrame = field(repr=False)
     config: dict[str, Any] = field(repr=False)
@@ -75,6 +83,28 @@ class KernelResult:
     waves_simulated: float = 0.0
     extrapolated_fraction: float = 0.0
     timeline: pd.DataFrame | None = field(default=None, repr=False)
+    launch_overhead_us: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.launch_overhead_us is None:
+            self.launch_overhead_us = launch_overhead_us(self.config)
+
+    @property
+    def time_us(self) -> float:
+        """Kernel duration plus the fixed launch overhead, microseconds."""
+        return self.kernel_time_us + self.launch_overhead_us
+
+    @time_us.setter
+    def time_us(self, kernel_us: float) -> None:
+        self.kernel_time_us = kernel_us
+
+
+def launch_overhead_us(config) -> float:
+    """`launch.kernel_overhead_us` of a config object or its `to_dict()` (0 when absent)."""
+    if isinstance(config, dict):
+        return float(config.get("launch", {}).get("kernel_overhead_us", 0.0))
+    launch = getattr(config, "launch", None)
+    return float(launch.kernel_overhead_us) if launch is not None else 0.0
 
 
 def _resolve_config(config):
@@ -249,6 +279,7 @@ def _kernel_stats(sheet, config, occ, warp_instructions, thread_instructions, cy
     max_warps = config.sm.max_warps_per_sm
     values = {
         "cycles": cycles, "time_us": time_us,
+        "launch_overhead_us": launch_overhead_us(config),
         "warp_instructions": warp_instructions,
         "thread_instructions": thread_instructions,
         "ctas_per_sm": occ.ctas_per_sm,
