@@ -192,6 +192,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path("hw_out"))
     ap.add_argument("--quick", action="store_true", help="catalog test sizes, few repeats")
     ap.add_argument("--only", nargs="*", help="entry names to run (default: all)")
+    ap.add_argument("--deadline-s", type=float, default=None,
+                    help="start no new kernel after this many seconds (ends cleanly under ncu)")
     ap.add_argument("--ncu-launches", action="store_true",
                     help="one checked launch per kernel and size, nothing timed (under ncu)")
     args = ap.parse_args(argv)
@@ -222,7 +224,11 @@ def main(argv=None) -> int:
                   "of the first launch on fresh inputs against the case's expected arrays.")
         table = None if args.ncu_launches else Table(args.out, "own_kernels", method, env,
                                                        clocks)
+        started = time.monotonic()
         for name in names:
+            if args.deadline_s is not None and time.monotonic() - started > args.deadline_s:
+                print(f"own_kernels: deadline reached before {name}; stopping", flush=True)
+                break
             spec = KERNELS[name]
             for index, sizes in enumerate(sizes_for(name, spec, args.quick)):
                 try:

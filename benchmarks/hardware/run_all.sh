@@ -55,7 +55,8 @@ for s in $stages; do
             regex=$(python3 -c 'import sys; sys.path.insert(0, "."); from workloads.kernels.catalog import KERNELS; print("|".join(KERNELS))')
             run_stage ncu "${T_NCU:-240}" ncu --clock-control none --csv --page raw \
                 --metrics "$NCU_METRICS" -k "regex:^(${regex})$" --log-file "$out/ncu_raw.csv" \
-                python3 "$here/own_kernels.py" --ncu-launches "${quick[@]}" ;;
+                python3 "$here/own_kernels.py" --ncu-launches --deadline-s "${NCU_DEADLINE:-200}" \
+                "${quick[@]}" ;;
         *) echo "unknown stage $s" ;;
     esac
 done
