@@ -3,7 +3,10 @@
 `result` is a `KernelResult`/`WorkloadResult`-like object or a mapping; only these are read:
 `stats` (long table), `kernels` (a workload's per-kernel table), `config` (resolved config
 dict, or an object with `to_dict()`), `timeline` (a long time-series table, see
-`reports.plot_timeline`), `cycles` and `time_us`. The folder gets:
+`reports.plot_timeline`), `cycles` and `time_us`; a workload result's `kernel_timelines`
+(per-node launch series), when present, replace `timeline` by the layer-wide series of
+`reports.workload_timeline` (per-SM utilization, bytes per level and link bytes on one time
+axis). The folder gets:
 
     stats.csv, stats.parquet      the long stats table as given
     kernels.csv, kernels.parquet  the per-kernel table (`reports.kernel_table`)
@@ -39,6 +42,7 @@ from reports.kernel_table import column_units, kernel_table
 from reports.plot_kernels import plot_roofline, plot_stall_stacks, plot_unit_utilization
 from reports.plot_timeline import missing_reason, plot_bandwidth, plot_gantt, plot_sm_heatmap
 from reports.roofline import chip_peaks
+from reports.workload_timeline import workload_timeline
 
 SUMMARY_COLUMNS = ("kernel", "time_us", "achieved_tflops", "hbm_gbps", "bound",
                    "roofline_time_us", "roofline_gap", "achieved_occupancy")
@@ -58,6 +62,8 @@ def result_tables(result: Any) -> dict[str, Any]:
     stats = _read(result, "stats")
     kernels = _read(result, "kernels")
     timeline = _read(result, "timeline")
+    if _read(result, "kernel_timelines") and isinstance(kernels, pd.DataFrame):
+        timeline = workload_timeline(result)
     return {"stats": stats if isinstance(stats, pd.DataFrame) else None,
             "kernels": kernels if isinstance(kernels, pd.DataFrame) else None,
             "timeline": timeline if isinstance(timeline, pd.DataFrame) else None,
