@@ -4,17 +4,32 @@ and schedule the nodes on their streams.
 Steps: each node becomes an op (`workloads.node_ops.node_op`); every op is checked to be
 registered before anything runs (a `MissingOpError` names the node and what is missing);
 identical ops (same kind and keywords) are simulated once through `workloads.ops`
-(`build_op` + `simulate_op` at the given fidelity) and the result is reused. Communication
-nodes (alltoall dispatch/combine, allreduce) take link_bytes / link bandwidth (+ the
-preset's `links.latency_us` when it has one): NVLink's achieved bandwidth within
-`NVLINK_DOMAIN_GPUS` ranks, the network's beyond; the table marks them "link bandwidth".
+(`build_op` + `simulate_op` at the given fidelity) and the result is reused.
+Communication nodes are collective kernels (`workloads.ops.comm`: all-to-all dispatch /
+combine, all-reduce) simulated on the `sm.comm_count` reserved SMs (`comm_sms=` sets it;
+`chunk_bytes=` their message size); compute kernels run on the other SMs. With no SM
+reserved (`sm.comm_count` 0) a collective still runs as a kernel (on
+`DEFAULT_COMM_SMS` SMs' worth of channels) but takes the compute SMs, so it is scheduled
+on the compute stream. The cluster gets as many nodes as the collectives span
+(`links.nodes` raised to ranks / `links.gpus_per_node` where the preset has fewer). What
+no collective kernel models (an all-reduce across nodes) takes
+link_bytes / link bandwidth (+ the preset's `links.latency_us` when it has one): NVLink's
+achieved bandwidth within `NVLINK_DOMAIN_GPUS` ranks, the network's beyond; the table marks
+those "link bandwidth".
 
-Schedule: nodes are taken in topological order (ties in issue order); a node starts when
-all its dependencies have ended and its stream is free, so streams (compute, comm, wgrad)
-run concurrently. Left out: contention between concurrent streams (a kernel runs as fast
-beside a communication kernel as alone; the compute SMs are `sm.count - sm.comm_count`
-for every compute kernel), launch overheads, and the communication model itself (it comes
-with the communication issue).
+Schedule: each stream (compute, comm, wgrad) runs its nodes one at a time in topological
+order (ties in issue order); a node starts when all its dependencies have ended and its
+stream is free, so the streams run concurrently. A graph of micro-batches
+(`workloads.layers.dualpipe.dualpipe_pair`: names `mb0/...`, `mb1/...`) keeps each
+micro-batch's order per stream, and a free stream takes whichever micro-batch's next node
+can start first: DualPipe's overlap of one micro-batch's communication with the other's
+computation. Contention (`contention=True`, the default, when SMs are reserved): where a
+collective overlaps compute nodes, a reduced launch of each is run together on one chip
+(`simulator.contention`), both get stretched by the measured slowdown over their overlap,
+and the graph is scheduled again; `meta["contention"]` lists the measured pairs (times
+alone and beside, stretch factors, the compute launch's L2 misses alone and beside).
+Left out: contention between the compute and wgrad streams (they share the compute SMs
+without slowing each other), launch overheads.
 
 `WorkloadResult`: `kernels` (one row per node, `KERNEL_COLUMNS`), `stats` (the long stats
 table of the simulated launches, one run_id, kernel = node name; for ops timed through
@@ -41,6 +56,8 @@ from isa.errors import InputError
 FIDELITIES = ("sampled", "full")
 NVLINK_DOMAIN_GPUS = 8   # source: HGX H100/H800 8-GPU baseboard (one NVLink/NVSwitch domain)
 LINK_MODEL = "link bandwidth"
+LINK_KIND = "link"                        # workloads.node_ops.LINK
+COLLECTIVES = ("alltoall", "allreduce")   # op kinds of collective kernels (comm SMs)
 SIMULATED = "simulated"
 KERNEL_COLUMNS = ("name", "op", "kind", "stream", "role", "deps", "start_us", "end_us",
                   "time_us", "flops", "tflops", "bytes", "gbps", "hbm_bytes", "l2_bytes",
@@ -118,6 +135,15 @@ def _level_bytes(runs: list, level: str) -> float:
     return total
 
 
+def _link_bytes(runs: list) -> float:
+    """Bytes sent over NVLink and the network, weighted as the op's time."""
+    total = 0.0
+    for weight, _launch, frame in runs:
+        rows = frame[frame["component"].str.startswith("link.") & (frame["stat"] == "bytes")]
+        total += weight * float(rows["value"].sum())
+    return total
+
+
 def _plans(graph, ops, config) -> dict[tuple, Any]:
     """Every distinct op's plan, built before anything runs; errors name the node."""
     from workloads.node_ops import LINK
@@ -149,19 +175,38 @@ def _time_op(plan, config, fidelity: str, timeline: bool) -> tuple[dict, pd.Data
     return {"time_us": float(res["time_us"]), "flops": float(plan.flops),
             "bytes": float(plan.bytes), "hbm_bytes": float(res["hbm_bytes"]),
             "l2_bytes": _level_bytes(runs, "l2"), "roofline_us": float(res["roofline_us"]),
-            "bound": res["bound"], "link_bytes": 0}, stats, timelines
+            "bound": res["bound"], "link_bytes": _link_bytes(runs)}, stats, timelines
 
 
-def _schedule(order, durations: dict[str, float]) -> dict[str, tuple[float, float]]:
-    """(start, end) per node: after its dependencies, once its stream is free."""
-    stream_free: dict[str, float] = {}
-    span: dict[str, tuple[float, float]] = {}
+def _schedule(order, durations: dict[str, float],
+              lane_of: dict[str, str]) -> dict[str, tuple[float, float]]:
+    """(start, end) per node: after its dependencies, once its stream is free; each
+    micro-batch keeps `order` per stream, a free stream takes the micro-batch whose next
+    node can start first (ties: earlier in `order`)."""
+    from collections import deque
+
+    from workloads.layers.dualpipe import micro_batch
+
+    rank = {node.name: i for i, node in enumerate(order)}
+    queues: dict[tuple[str, str], deque] = {}
     for node in order:
-        ready = max((span[d][1] for d in node.deps), default=0.0)
-        start = max(ready, stream_free.get(node.stream, 0.0))
-        end = start + durations[node.name]
-        span[node.name] = (start, end)
-        stream_free[node.stream] = end
+        queues.setdefault((micro_batch(node.name), lane_of[node.name]), deque()).append(node)
+    lane_free: dict[str, float] = {}
+    span: dict[str, tuple[float, float]] = {}
+    for _ in order:
+        best = None
+        for (_mb, lane), queue in queues.items():
+            if not queue or any(d not in span for d in queue[0].deps):
+                continue
+            node = queue[0]
+            ready = max((span[d][1] for d in node.deps), default=0.0)
+            key = (max(ready, lane_free.get(lane, 0.0)), rank[node.name])
+            if best is None or key < best[0]:
+                best = (key, queue, lane)
+        (start, _), queue, lane = best
+        node = queue.popleft()
+        span[node.name] = (start, start + durations[node.name])
+        lane_free[lane] = span[node.name][1]
     return span
 
 
@@ -181,10 +226,9 @@ def _timeline(table: pd.DataFrame, run_id: str) -> pd.DataFrame:
                                        "value", "kernels"])
 
 
-def _ops(graph) -> list:
+def _ops(graph, meta: dict) -> list:
     from workloads.node_ops import check_available, node_op
 
-    meta = dict(graph.meta)
     ops = []
     for node in graph.nodes:
         op = node_op(node, meta)
@@ -193,11 +237,62 @@ def _ops(graph) -> list:
     return ops
 
 
+def _comm_setup(config, graph, comm_sms, chunk_bytes) -> tuple[Any, dict]:
+    """The config with `comm_sms` reserved (when given) and as many nodes as the graph's
+    collectives span (`links.nodes` raised to ceil(ranks / gpus_per_node)), and the meta
+    the node ops read."""
+    if comm_sms is not None:
+        if isinstance(comm_sms, bool) or not isinstance(comm_sms, int) or not \
+                0 <= comm_sms < config.sm.count:
+            raise InputError(f"comm_sms={comm_sms!r}: accepted 0 .. {config.sm.count - 1}")
+        config = config.with_overrides({"sm.comm_count": comm_sms})
+    nodes = max((-(-int(n.args.get("ep", n.args.get("ranks", 1))) // config.links.gpus_per_node)
+                 for n in graph.nodes if n.stream == "comm"), default=1)
+    if nodes > config.links.nodes:
+        config = config.with_overrides({"links.nodes": nodes})
+    meta = {**graph.meta, "gpus_per_node": config.links.gpus_per_node,
+            "comm_sms": config.sm.comm_count or None, "chunk_bytes": chunk_bytes}
+    return config, meta
+
+
+def _lanes(graph, ops, config) -> dict[str, str]:
+    """The stream each node runs on: collectives without reserved SMs take the compute
+    stream (they run on the compute SMs)."""
+    shared = config.sm.comm_count == 0
+    return {node.name: "compute" if shared and op.kind in COLLECTIVES else node.stream
+            for node, op in zip(graph.nodes, ops, strict=True)}
+
+
+def _contention(graph, ops, plans, config, span, lanes) -> tuple[dict, pd.DataFrame]:
+    """Extra time per node from running beside a collective (`simulator.contention`)."""
+    from simulator.contention import measure_pair, representative_launch, stretch_schedule
+
+    op_of = {node.name: op for node, op in zip(graph.nodes, ops, strict=True)}
+    comm = {name for name, op in op_of.items() if op.kind in COLLECTIVES
+            and lanes[name] == "comm" and span[name][1] > span[name][0]}
+    measured: dict[tuple, Any] = {}
+
+    def measure(compute_node, comm_node):
+        c, m = op_of[compute_node.name], op_of[comm_node.name]
+        if (c.key, m.key) not in measured:
+            measured[c.key, m.key] = measure_pair(
+                representative_launch(plans[c.key]), representative_launch(plans[m.key]),
+                config, c.kind, m.kind)
+        return measured[c.key, m.key]
+
+    timed_nodes = [n for n in graph.nodes if op_of[n.name].kind != LINK_KIND]
+    return stretch_schedule(timed_nodes, span, lanes, comm, measure)
+
+
 def simulate_workload(graph, config=None, fidelity: str = "sampled",
-                      timeline: bool = True) -> WorkloadResult:
+                      timeline: bool = True, *, comm_sms: int | None = None,
+                      chunk_bytes: int | None = None,
+                      contention: bool = True) -> WorkloadResult:
     """Time every node of `graph` (a `workloads.KernelGraph`) on `config` (a loaded preset;
     None: `h800_sxm`) and schedule them on their streams; see the module docstring.
-    `timeline=False` keeps no per-launch time series (`kernel_timelines` stays empty)."""
+    `timeline=False` keeps no per-launch time series (`kernel_timelines` stays empty).
+    `comm_sms` overrides `sm.comm_count`, `chunk_bytes` the collectives' message size;
+    `contention=False` leaves overlapping kernels at their alone times."""
     import models
     from workloads.graph import KernelGraph
     from workloads.node_ops import LINK
@@ -208,7 +303,8 @@ def simulate_workload(graph, config=None, fidelity: str = "sampled",
     if fidelity not in FIDELITIES:
         raise InputError(f"fidelity={fidelity!r}: accepted {', '.join(FIDELITIES)}")
     config = models.load_preset("h800_sxm") if config is None else config
-    ops = _ops(graph)
+    config, meta = _comm_setup(config, graph, comm_sms, chunk_bytes)
+    ops = _ops(graph, meta)
     plans = _plans(graph, ops, config)
     cache: dict[tuple, tuple[dict, pd.DataFrame, pd.DataFrame | None]] = {}
     timed, reused, frames, series = {}, {}, [], {}
@@ -223,16 +319,31 @@ def simulate_workload(graph, config=None, fidelity: str = "sampled",
             frames.append(stats.assign(run_id=graph.name, kernel=node.name))
         if node_series is not None:
             series[node.name] = node_series
-    span = _schedule(graph.topological_order(), {n: t["time_us"] for n, t in timed.items()})
-    table = _table(graph, ops, timed, span, reused)
+    order, lanes = graph.topological_order(), _lanes(graph, ops, config)
+    durations = {n: t["time_us"] for n, t in timed.items()}
+    span = _schedule(order, durations, lanes)
+    pairs = pd.DataFrame()
+    if contention and config.sm.comm_count > 0:
+        extra, pairs = _contention(graph, ops, plans, config, span, lanes)
+        if extra:
+            timed = {n: _stretched(t, extra.get(n, 0.0)) for n, t in timed.items()}
+            span = _schedule(order, {n: t["time_us"] for n, t in timed.items()}, lanes)
+    table = _table(graph, ops, timed, span, reused, lanes)
     stats = (pd.concat(frames, ignore_index=True) if frames else
              pd.DataFrame(columns=["run_id", "kernel", "component", "stat", "value", "unit"]))
     makespan = float(table["end_us"].max()) if len(table) else 0.0
     return WorkloadResult(graph.name, table, stats, _timeline(table, graph.name), makespan,
-                          config, fidelity, dict(graph.meta), series)
+                          config, fidelity, {**meta, "contention": pairs}, series)
 
 
-def _table(graph, ops, timed, span, reused) -> pd.DataFrame:
+def _stretched(t: dict, extra_us: float) -> dict:
+    if not extra_us:
+        return t
+    return {**t, "time_us": t["time_us"] + extra_us, "alone_us": t["time_us"],
+            "contention_us": extra_us}
+
+
+def _table(graph, ops, timed, span, reused, lanes) -> pd.DataFrame:
     from workloads.node_ops import LINK
 
     rows = []
@@ -243,7 +354,7 @@ def _table(graph, ops, timed, span, reused) -> pd.DataFrame:
         nbytes = t.get("bytes", float(node.bytes_min))
         roof = t.get("roofline_us", np.nan)
         rows.append({
-            "name": node.name, "op": node.op, "kind": op.kind, "stream": node.stream,
+            "name": node.name, "op": node.op, "kind": op.kind, "stream": lanes[node.name],
             "role": node.role, "deps": ",".join(node.deps),
             "start_us": span[node.name][0], "end_us": span[node.name][1], "time_us": time_us,
             "flops": flops, "tflops": flops / (time_us * 1e6) if time_us else np.nan,
@@ -253,6 +364,18 @@ def _table(graph, ops, timed, span, reused) -> pd.DataFrame:
             "bound": t.get("bound", "link" if op.kind == LINK else ""),
             "gap": time_us / roof if roof and np.isfinite(roof) else np.nan,
             "model": LINK_MODEL if op.kind == LINK else SIMULATED,
-            "reused": reused[node.name], "note": op.note or node.note,
+            "reused": reused[node.name], "note": _note(node, op, t, lanes[node.name]),
         })
     return pd.DataFrame(rows, columns=list(KERNEL_COLUMNS))
+
+
+def _note(node, op, t: dict, lane: str) -> str:
+    parts = [op.note or ("" if op.kind in COLLECTIVES else node.note)]
+    if op.kind in COLLECTIVES:
+        parts.append("collective kernel on the comm SMs" if lane == "comm" else
+                     "collective kernel on the compute SMs (sm.comm_count = 0)")
+    if t.get("contention_us"):
+        parts.append(f"contention +{t['contention_us']:.2f} us beside a collective"
+                     if op.kind not in COLLECTIVES else
+                     f"contention +{t['contention_us']:.2f} us beside compute kernels")
+    return "; ".join(p for p in parts if p)

@@ -1,8 +1,9 @@
 """`simulator.simulate_workload`: nodes become ops, scheduled on streams after their deps.
 
 A tiny hand-built graph (RMSNorm -> GEMM -> SwiGLU twice -> residual add, with an
-all-to-all on the comm stream) keeps the tests to seconds; a whole layer runs only where
-every op it needs is registered (else the test is skipped naming the missing op).
+all-to-all on the comm stream, simulated as a collective kernel) keeps the tests to
+seconds; a whole layer runs only where every op it needs is registered (else the test is
+skipped naming the missing op).
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ def h800():
 
 @pytest.fixture(scope="module")
 def tiny(h800):
-    return simulator.simulate_workload(tiny_graph(), config=h800, fidelity="sampled")
+    """The tiny graph with 20 SMs reserved for communication."""
+    return simulator.simulate_workload(tiny_graph(), config=h800, fidelity="sampled",
+                                       comm_sms=20)
 
 
 def test_node_starts_when_its_deps_end_and_its_stream_is_free(tiny):
@@ -65,18 +68,58 @@ def test_node_starts_when_its_deps_end_and_its_stream_is_free(tiny):
 def test_comm_stream_runs_beside_compute(tiny):
     """The all-to-all overlaps the GEMM (both wait only for the norm): makespan < sum."""
     k = tiny.kernels.set_index("name")
+    assert k.loc["dispatch", "stream"] == "comm"
     assert k.loc["dispatch", "start_us"] == pytest.approx(k.loc["up", "start_us"])
     assert k.loc["dispatch", "time_us"] > 0 and k.loc["up", "time_us"] > 0
     assert tiny.time_us < k["time_us"].sum()
 
 
-def test_link_node_time_is_link_bytes_over_nvlink_bandwidth(tiny, h800):
-    """Within 8 ranks a dispatch takes link_bytes / the preset's achieved NVLink GB/s."""
-    row = tiny.kernels.set_index("name").loc["dispatch"]
-    gbps = h800.to_dict()["links"]["nvlink_achieved_gbps"]
-    assert row["link_bytes"] == ROWS * 8 * HIDDEN * 2 * 7 // 8
-    assert row["time_us"] == pytest.approx(row["link_bytes"] / (gbps * 1e3))
+def test_dispatch_node_is_the_simulated_alltoall_kernel(h800):
+    """Without contention a dispatch node takes exactly the alltoall op's simulated time
+    (ranks = the node's ep, bf16, 256 experts for a model without MoE)."""
+    from workloads.ops import build_op, simulate_op
+
+    res = simulator.simulate_workload(tiny_graph(), config=h800, comm_sms=20,
+                                      contention=False)
+    row = res.kernels.set_index("name").loc["dispatch"]
+    plan = build_op("alltoall", h800.with_overrides({"sm.comm_count": 20}), kind="dispatch",
+                    ranks=8, tokens=ROWS, hidden=HIDDEN, topk=8, experts=256, dtype="bf16",
+                    comm_sms=20)
+    assert row["time_us"] == pytest.approx(simulate_op(plan, h800, "sampled")["time_us"])
+    assert row["model"] == "simulated" and row["link_bytes"] > 0
+
+
+def test_no_reserved_sms_put_collectives_on_the_compute_stream(h800):
+    """With sm.comm_count = 0 the dispatch kernel takes the compute SMs: no overlap."""
+    res = simulator.simulate_workload(tiny_graph(), config=h800, fidelity="sampled")
+    k = res.kernels.set_index("name")
+    assert set(k["stream"]) == {"compute"}
+    assert res.time_us == pytest.approx(k["time_us"].sum())
+    assert len(res.meta["contention"]) == 0
+
+
+def test_overlapping_collective_is_stretched_by_the_measured_contention(tiny):
+    """The dispatch beside the GEMM gets (comm_stretch - 1) x its overlap added, as the
+    concurrent measurement of the pair says."""
+    pairs = tiny.meta["contention"]
+    assert list(pairs["comm_node"]) == ["dispatch"] and list(pairs["partner"]) == ["up"]
+    pair = pairs.iloc[0]
+    assert pair["comm_beside_us"] > pair["comm_alone_us"]
+    k = tiny.kernels.set_index("name")
+    expected = pair["comm_alone_us"] + (pair["comm_stretch"] - 1) * pair["overlap_us"]
+    assert k.loc["dispatch", "time_us"] == pytest.approx(expected)
+    assert "contention" in k.loc["dispatch", "note"]
+
+
+def test_allreduce_across_nodes_is_timed_by_link_bandwidth(h800):
+    """No collective kernel spans nodes for an all-reduce: link_bytes / network GB/s."""
+    graph = KernelGraph("ar", (L.allreduce("grad", elements=1 << 20, dtype="bf16",
+                                           ranks=16),), {"phase": "train"})
+    res = simulator.simulate_workload(graph, config=h800)
+    row = res.kernels.iloc[0]
+    gbps = h800.to_dict()["links"]["network_achieved_gbps"]
     assert row["model"] == "link bandwidth"
+    assert row["time_us"] == pytest.approx(row["link_bytes"] / (gbps * 1e3))
 
 
 def test_identical_nodes_are_simulated_once(h800, monkeypatch):
@@ -88,7 +131,7 @@ def test_identical_nodes_are_simulated_once(h800, monkeypatch):
     monkeypatch.setattr(ops_pkg, "simulate_op",
                         lambda plan, *a, **kw: calls.append(plan.kind) or real(plan, *a, **kw))
     res = simulator.simulate_workload(tiny_graph(), config=h800, fidelity="full")
-    assert sorted(calls) == ["gemm", "residual-add", "rmsnorm", "swiglu"]
+    assert sorted(calls) == ["alltoall", "gemm", "residual-add", "rmsnorm", "swiglu"]
     k = res.kernels.set_index("name")
     assert k.loc["act_again", "reused"] and not k.loc["act", "reused"]
     assert k.loc["act_again", "time_us"] == k.loc["act", "time_us"]
@@ -100,7 +143,7 @@ def test_result_carries_stats_per_node_and_a_bandwidth_timeline(tiny):
     """One run_id; stats for every simulated node; link GB/s in the timeline while the
     dispatch runs."""
     assert set(tiny.stats["run_id"]) == {"tiny"}
-    assert set(tiny.stats["kernel"]) == {"norm", "up", "act", "act_again", "res"}
+    assert set(tiny.stats["kernel"]) == {"norm", "up", "dispatch", "act", "act_again", "res"}
     link = tiny.timeline[tiny.timeline["component"] == "memory.link"]
     k = tiny.kernels.set_index("name")
     during = link[(link["start_us"] >= k.loc["dispatch", "start_us"])
@@ -183,7 +226,8 @@ def test_same_graph_same_config_gives_identical_tables(tiny, h800):
     """Simulating the same graph again reproduces the kernels and stats tables exactly."""
     import pandas as pd
 
-    again = simulator.simulate_workload(tiny_graph(), config=h800, fidelity="sampled")
+    again = simulator.simulate_workload(tiny_graph(), config=h800, fidelity="sampled",
+                                        comm_sms=20)
     pd.testing.assert_frame_equal(again.kernels, tiny.kernels)
     pd.testing.assert_frame_equal(again.stats.reset_index(drop=True),
                                   tiny.stats.reset_index(drop=True))

@@ -1,10 +1,17 @@
 """Kernel-graph node -> simulated op: which registered op (`workloads.ops`) times a node,
 with which builder keywords.
 
-`node_op(node, meta)` returns a `NodeOp`: the op kind and its keyword arguments, or the
-kind `LINK` for communication nodes (alltoall dispatch/combine, allreduce), which carry
-`link_bytes` and are timed by link bandwidth alone (see `simulator.workload`). `meta` is
-the graph's meta dict (`workloads.layer` fills model, phase, seqlen_k).
+`node_op(node, meta)` returns a `NodeOp`: the op kind and its keyword arguments. `meta` is
+the graph's meta dict (`workloads.layer` fills model, phase, seqlen_k; `simulate_workload`
+adds `comm_sms` and `chunk_bytes` when the caller sets them).
+
+Communication nodes are the collective kernels of `workloads.ops.comm`, simulated on the
+communication SMs: alltoall_dispatch / alltoall_combine -> "alltoall" (kind dispatch or
+combine, ranks = the node's `ep`, its tokens, hidden, top-k, the model's routed experts
+(256 for a model without MoE), dtype e4m3 -> fp8, else bf16); allreduce -> "allreduce"
+(ranks, bytes = elements x dtype bytes). What no collective kernel models is the kind
+`LINK`, timed by link bandwidth alone (see `simulator.workload`): an all-reduce across
+nodes, and a node with no link bytes (one rank).
 
 Mapping (node op -> op kind):
 * gemm -> "gemm": dtype e4m3 -> fp8 (scaling "deepseek", 1x128 / 128x128 blocks, when the
@@ -36,8 +43,12 @@ from typing import Any
 
 from isa.errors import InputError
 from workloads.graph import COMM_OPS, KernelNode
+from workloads.layers.ops import DTYPE_BYTES
 
 LINK = "link"
+COMM_OPTIONS = ("comm_sms", "chunk_bytes")   # meta keys passed to the collective ops
+DEFAULT_EXPERTS = 256       # DeepSeek-V3's routed experts, for graphs of non-MoE models
+NODE_GPUS = 8               # source: HGX H100/H800 8-GPU baseboard (meta gpus_per_node wins)
 GEMM_DTYPES = {"e4m3": "fp8", "bf16": "bf16", "f16": "fp16", "f32": "tf32"}
 ATTENTION_DTYPES = {"bf16": "bf16", "f16": "fp16", "e4m3": "fp8"}
 SIMPLE = {"softmax": "softmax", "swiglu": "swiglu", "gelu": "gelu",
@@ -154,12 +165,45 @@ def _rowwise(node: KernelNode, meta: dict) -> NodeOp:
     return NodeOp(SIMPLE[node.op], {"rows": rows, "cols": a["cols"]})
 
 
+def _link(node: KernelNode, why: str) -> NodeOp:
+    return NodeOp(LINK, {"link_bytes": int(node.args.get("link_bytes", 0))},
+                  f"modeled by link bandwidth alone ({why})")
+
+
+def _comm_options(meta: dict) -> dict[str, Any]:
+    return {key: meta[key] for key in COMM_OPTIONS if meta.get(key) is not None}
+
+
+def _collective(node: KernelNode, meta: dict) -> NodeOp:
+    a = node.args
+    if int(a.get("link_bytes", 0)) == 0:
+        return _link(node, "one rank: nothing crosses a link")
+    if node.op == "allreduce":
+        ranks = int(a["ranks"])
+        if ranks > int(meta.get("gpus_per_node", NODE_GPUS)):
+            return _link(node, "all-reduce across nodes has no collective kernel")
+        size = int(a["elements"]) * DTYPE_BYTES[a["dtype"]]
+        return NodeOp("allreduce", {"ranks": ranks, "bytes": size, **_comm_options(meta)})
+    return NodeOp("alltoall", {
+        "kind": "dispatch" if node.op == "alltoall_dispatch" else "combine",
+        "ranks": int(a["ep"]), "tokens": int(a["tokens"]), "hidden": int(a["hidden"]),
+        "topk": int(a["topk"]), "experts": _routed_experts(meta),
+        "dtype": "fp8" if a["dtype"] == "e4m3" else "bf16", **_comm_options(meta)})
+
+
+def _routed_experts(meta: dict) -> int:
+    from workloads.models import get_model
+
+    model = meta.get("model")
+    moe = get_model(model).moe if model is not None else None
+    return moe.routed_experts if moe is not None else DEFAULT_EXPERTS
+
+
 def node_op(node: KernelNode, meta: dict | None = None) -> NodeOp:
     """The op (kind and keywords) that times `node`; see the module docstring."""
     meta = meta or {}
     if node.op in COMM_OPS:
-        return NodeOp(LINK, {"link_bytes": int(node.args.get("link_bytes", 0))},
-                      "modeled by link bandwidth alone")
+        return _collective(node, meta)
     if node.op in ("gemm", "grouped_gemm"):
         return _gemm(node, meta)
     if node.op == "attention":
