@@ -263,15 +263,24 @@ def _lanes(graph, ops, config) -> dict[str, str]:
             for node, op in zip(graph.nodes, ops, strict=True)}
 
 
-def _contention(graph, ops, plans, config, span, lanes) -> tuple[dict, pd.DataFrame]:
+def _shared_cache(op_cache: dict | None, config, fidelity: str, timeline: bool) -> dict:
+    """The part of the caller's cache for this config, fidelity and timeline setting."""
+    if op_cache is None:
+        return {}
+    import json
+
+    key = (json.dumps(config.to_dict(), sort_keys=True, default=str), fidelity, timeline)
+    return op_cache.setdefault(key, {})
+
+
+def _contention(graph, ops, plans, config, span, lanes,
+                measured: dict) -> tuple[dict, pd.DataFrame]:
     """Extra time per node from running beside a collective (`simulator.contention`)."""
     from simulator.contention import measure_pair, representative_launch, stretch_schedule
 
     op_of = {node.name: op for node, op in zip(graph.nodes, ops, strict=True)}
     comm = {name for name, op in op_of.items() if op.kind in COLLECTIVES
             and lanes[name] == "comm" and span[name][1] > span[name][0]}
-    measured: dict[tuple, Any] = {}
-
     def measure(compute_node, comm_node):
         c, m = op_of[compute_node.name], op_of[comm_node.name]
         if (c.key, m.key) not in measured:
@@ -286,13 +295,15 @@ def _contention(graph, ops, plans, config, span, lanes) -> tuple[dict, pd.DataFr
 
 def simulate_workload(graph, config=None, fidelity: str = "sampled",
                       timeline: bool = True, *, comm_sms: int | None = None,
-                      chunk_bytes: int | None = None,
-                      contention: bool = True) -> WorkloadResult:
+                      chunk_bytes: int | None = None, contention: bool = True,
+                      op_cache: dict | None = None) -> WorkloadResult:
     """Time every node of `graph` (a `workloads.KernelGraph`) on `config` (a loaded preset;
     None: `h800_sxm`) and schedule them on their streams; see the module docstring.
     `timeline=False` keeps no per-launch time series (`kernel_timelines` stays empty).
     `comm_sms` overrides `sm.comm_count`, `chunk_bytes` the collectives' message size;
-    `contention=False` leaves overlapping kernels at their alone times."""
+    `contention=False` leaves overlapping kernels at their alone times. `op_cache` (a dict
+    the caller keeps) shares op results and pair measurements between calls (a sweep),
+    keyed by the resolved config, fidelity, timeline and op."""
     import models
     from workloads.graph import KernelGraph
     from workloads.node_ops import LINK
@@ -307,13 +318,18 @@ def simulate_workload(graph, config=None, fidelity: str = "sampled",
     ops = _ops(graph, meta)
     plans = _plans(graph, ops, config)
     cache: dict[tuple, tuple[dict, pd.DataFrame, pd.DataFrame | None]] = {}
+    shared = _shared_cache(op_cache, config, fidelity, timeline)
     timed, reused, frames, series = {}, {}, [], {}
     for node, op in zip(graph.nodes, ops, strict=True):
         reused[node.name] = op.key in cache
         if op.key not in cache:
-            cache[op.key] = ((_time_link(node, op, config), pd.DataFrame(), None)
-                             if op.kind == LINK
-                             else _time_op(plans[op.key], config, fidelity, timeline))
+            if op.kind == LINK:
+                cache[op.key] = (_time_link(node, op, config), pd.DataFrame(), None)
+            elif op.key in shared:
+                cache[op.key] = shared[op.key]
+            else:
+                cache[op.key] = _time_op(plans[op.key], config, fidelity, timeline)
+                shared[op.key] = cache[op.key]
         timed[node.name], stats, node_series = cache[op.key]
         if len(stats):
             frames.append(stats.assign(run_id=graph.name, kernel=node.name))
@@ -324,7 +340,8 @@ def simulate_workload(graph, config=None, fidelity: str = "sampled",
     span = _schedule(order, durations, lanes)
     pairs = pd.DataFrame()
     if contention and config.sm.comm_count > 0:
-        extra, pairs = _contention(graph, ops, plans, config, span, lanes)
+        extra, pairs = _contention(graph, ops, plans, config, span, lanes,
+                                   shared.setdefault("pairs", {}))
         if extra:
             timed = {n: _stretched(t, extra.get(n, 0.0)) for n, t in timed.items()}
             span = _schedule(order, {n: t["time_us"] for n, t in timed.items()}, lanes)

@@ -139,6 +139,29 @@ def test_identical_nodes_are_simulated_once(h800, monkeypatch):
     assert per_kernel["act_again"] == per_kernel["act"]
 
 
+def test_op_cache_shares_results_between_calls(h800, monkeypatch):
+    """A second call with the same op_cache and config simulates nothing and gives the same
+    table; another comm_sms is another config and simulates again."""
+    import pandas as pd
+
+    import workloads.ops as ops_pkg
+
+    cache: dict = {}
+    first = simulator.simulate_workload(tiny_graph(), config=h800, comm_sms=20,
+                                        contention=False, op_cache=cache)
+    calls = []
+    real = ops_pkg.simulate_op
+    monkeypatch.setattr(ops_pkg, "simulate_op",
+                        lambda plan, *a, **kw: calls.append(plan.kind) or real(plan, *a, **kw))
+    again = simulator.simulate_workload(tiny_graph(), config=h800, comm_sms=20,
+                                        contention=False, op_cache=cache)
+    assert calls == []
+    pd.testing.assert_frame_equal(again.kernels, first.kernels)
+    simulator.simulate_workload(tiny_graph(), config=h800, comm_sms=8, contention=False,
+                                op_cache=cache)
+    assert "alltoall" in calls
+
+
 def test_result_carries_stats_per_node_and_a_bandwidth_timeline(tiny):
     """One run_id; stats for every simulated node; link GB/s in the timeline while the
     dispatch runs."""
