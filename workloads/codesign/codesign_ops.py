@@ -140,7 +140,7 @@ def codesign_info(config, op: str, dtype: str) -> dict:
                          "(accepted: a policy giving attention bf16/fp16)")
     rate = (u.vpcu.flop_per_clk_per_sm(precision) / 2 if u.vpcu.enabled
             else u.tensor.fma_per_clk_per_sm(template))
-    info = {"precision": precision, "template": template, "share": 1.0,
+    info = {"precision": precision, "template": template, "share": 1.0, "raw_share": 1.0,
             "a_atom_bytes": ATOM_BYTES, "b_atom_bytes": ATOM_BYTES, "rate_multiplier": 1.0}
     if op == "gemm" and _zce_on(config):
         z = u.zce

@@ -8,7 +8,8 @@ attention ops' hooks (`codesign_ops`) and the timing model (LUT `ex2`, L3), exac
 
 * `layer_row(model, tokens, config)`: one prefill layer; time (makespan), achieved TFLOPS
   (the graph's flops over the makespan), GEMM time and TFLOPS, MACs and MACs skipped
-  (GEMM MACs x (1 - issued share) of each GEMM's ZCE sample), HBM and L2 bytes (the
+  (GEMM MACs x (1 - share of non-zero products) of each GEMM's ZCE sample; the time
+  reflects the issued share, floored at `units.zce.min_issue_fraction`), HBM and L2 bytes (the
   workload table's, weighted like its times), L1/L3 bytes and the L3 hit rate (summed over
   the simulated launches' stats: for sampled ops those are the reduced launches, unweighted).
 * `train_row(model, tokens, config, norms)`: the `train` graph of every layer at the
@@ -77,7 +78,7 @@ def macs_skipped(graph: KernelGraph, cfg) -> tuple[float, float]:
         macs += m
         if co.active(cfg):
             skipped += m * (1 - co.codesign_info(cfg, "gemm",
-                                                 GEMM_DTYPES[node.args["dtype"]])["share"])
+                                                 GEMM_DTYPES[node.args["dtype"]])["raw_share"])
     return macs, skipped
 
 
@@ -100,18 +101,23 @@ def _row(result, graph, cfg) -> dict:
                             / l3_sectors if l3_sectors else np.nan)}
 
 
-def layer_row(model: str, tokens: int, cfg, fidelity: str = "sampled") -> dict:
-    """One prefill layer of `model` at `tokens` on `cfg` (module docstring)."""
+def layer_row(model: str, tokens: int, cfg, fidelity: str = "sampled",
+              gemms_only: bool = False) -> dict:
+    """One prefill layer of `model` at `tokens` on `cfg` (module docstring); `gemms_only`
+    simulates only its GEMM nodes (what the ZCE changes), in their dependency order."""
     from simulator.workload import simulate_workload
 
     graph = workloads.layer(model, "prefill", tokens=tokens)
-    return {"model": model, "tokens": tokens,
+    if gemms_only:
+        graph = without(graph, lambda n: n.op not in GEMM_OPS)[0]
+    return {"model": model, "tokens": tokens, "nodes": "gemms" if gemms_only else "all",
             **_row(simulate_workload(graph, cfg, fidelity), graph, cfg)}
 
 
-def without_attention_backward(graph: KernelGraph) -> tuple[KernelGraph, list]:
-    """(`graph` less its attention-backward nodes, their dependencies passed on; the nodes)."""
-    gone = {n.name: n for n in graph.nodes if n.op == "attention" and n.args.get("backward")}
+def without(graph: KernelGraph, drop) -> tuple[KernelGraph, list]:
+    """(`graph` less the nodes `drop(node)` selects, their dependencies passed on to the
+    nodes that waited for them; the dropped nodes)."""
+    gone = {n.name: n for n in graph.nodes if drop(n)}
     deps = {name: n.deps for name, n in gone.items()}
 
     def resolve(names) -> tuple[str, ...]:
@@ -123,6 +129,11 @@ def without_attention_backward(graph: KernelGraph) -> tuple[KernelGraph, list]:
     kept = [dataclasses.replace(n, deps=resolve(n.deps)) for n in graph.nodes
             if n.name not in gone]
     return KernelGraph(graph.name, tuple(kept), dict(graph.meta)), list(gone.values())
+
+
+def without_attention_backward(graph: KernelGraph) -> tuple[KernelGraph, list]:
+    """`without(graph, attention-backward nodes)` (the attention op refuses backward)."""
+    return without(graph, lambda n: n.op == "attention" and bool(n.args.get("backward")))
 
 
 def train_row(model: str, tokens: int, cfg, norms: GradientNorms | None = None,
@@ -176,13 +187,14 @@ def exp_rows(cfg_pairs: dict, softmax: dict, attention: dict,
 
 
 def layer_table(model: str, tokens: int, sparsities=(0.0, 0.25, 0.5, 0.75),
-                fidelity: str = "sampled") -> pd.DataFrame:
+                fidelity: str = "sampled", gemms_only: bool = False) -> pd.DataFrame:
     """`layer_row` on h800_sxm, its 2:4 baseline, deepseek_codesign with the units off, and
     deepseek_codesign at each ZCE sparsity (activations and weights alike)."""
     runs = [("h800_sxm", config("h800_sxm")), ("h800_sxm + 2:4", config("h800_2:4")),
             ("codesign, units off", config("codesign_off"))]
     runs += [(f"codesign, sparsity {s:g}", zce(s)) for s in sparsities]
-    return pd.DataFrame([{"config": label, **layer_row(model, tokens, c, fidelity)}
+    return pd.DataFrame([{"config": label, **layer_row(model, tokens, c, fidelity,
+                                                       gemms_only)}
                          for label, c in runs])
 
 
@@ -214,10 +226,13 @@ def main(argv=None) -> None:
     parser.add_argument("--layers", type=int, default=None)
     parser.add_argument("--sparsity", type=float, nargs="+", default=[0.0, 0.25, 0.5, 0.75])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--gemms-only", action="store_true",
+                        help="layers: simulate only the GEMM nodes")
     parser.add_argument("--csv", default=None)
     args = parser.parse_args(argv)
     if args.table == "layers":
-        table = layer_table(args.model, args.tokens, tuple(args.sparsity))
+        table = layer_table(args.model, args.tokens, tuple(args.sparsity),
+                            gemms_only=args.gemms_only)
     elif args.table == "train":
         table = train_table(args.model, args.tokens, args.layers, args.seed)
     else:
