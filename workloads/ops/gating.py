@@ -73,14 +73,19 @@ def _topk_launch(tokens: int, experts: int, topk: int, seed: int,
 
 def _combine(kind, sizes, parts, extra: tuple[Launch, ...], flops, nbytes) -> OpPlan:
     launches = tuple(lau for p in parts for lau in p.launches) + extra
-    samples = ()
+    samples: tuple = ()
+    byte_weights: tuple[float, ...] = ()
     if any(p.samples for p in parts):
         samples = tuple(s for p in parts
                         for s in (p.samples or tuple((1.0, lau) for lau in p.launches)))
         samples += tuple((1.0, lau) for lau in extra)
+    if any(p.sample_byte_weights for p in parts):
+        byte_weights = tuple(w for p in parts for w in (
+            p.sample_byte_weights or tuple(s[0] for s in p.samples)
+            or (1.0,) * len(p.launches))) + (1.0,) * len(extra)
     note = "; ".join(p.sample_note for p in parts if p.sample_note)
     return OpPlan(kind, sizes, launches, float(flops), float(nbytes), "tensor_bf16_tflops",
-                  samples, note)
+                  samples, note, byte_weights)
 
 
 @register("moe-gating", GATING_FLAGS, "MoE router: gate GEMM (bf16) + sigmoid top-k kernel")

@@ -27,12 +27,19 @@ j ∈ {0, 1} when there is a partial round (S(0, κ) is the partial round alone)
 the producer's prefetch of the next tile still overlaps the previous tile's epilogue and
 a k-tile costs less than in the steady state; the slope between them spans 2·(stages+1)
 k-tiles, so the drift of the memory system's k-tile cost over a long K is averaged over
-more than one ring). Cycles and simulated HBM bytes are
-extrapolated with the same weights (`simulate_op`); HBM bytes less well, because L2
-reuse between rounds is not linear in the rounds. A dimension that is already small is
-not cut: rounds when F < j_b + 3 (or the kernel is not persistent), k-tiles when
-Kt < 1.5·κ2; with neither cut the plan has no samples and runs in full. Ragged-K grouped
-GEMMs cut every group to κ k-tiles and extrapolate to the mean k-tiles per group.
+more than one ring). Cycles are extrapolated with the same weights (`simulate_op`). HBM
+bytes are not linear in the rounds (operand panels read by an earlier round are L2 hits in
+a later one), so a plan that cuts rounds gives its samples their own byte weights
+(`SamplePoint.byte_weight`, `byte_weights`): the same linear extrapolation, in the
+footprint model's bytes instead of in rounds. The model `panel_bytes` reads the operand
+panels of the first tiles in the kernel's order (m-block t % tiles_m, n-block t //
+tiles_m) through an LRU of the L2's capacity holding whole panels; for each K depth κ the
+two round samples (M_a, S_a), (M_b, S_b) are extrapolated to the whole grid's M_F along
+the line through them, then the depths as above. Grouped GEMMs (panels per group) keep the
+time weights. A dimension that is already small is not cut: rounds when F < j_b + 3 (or
+the kernel is not persistent), k-tiles when Kt < 1.5·κ2; with neither cut the plan has no
+samples and runs in full. Ragged-K grouped GEMMs cut every group to κ k-tiles and
+extrapolate to the mean k-tiles per group.
 
 Left out: effects that are not linear in rounds or k-tiles (L2 reuse that grows with the
 number of rounds resident, HBM refresh phase); `tests/test_gemm_sampling.py` measures the
@@ -42,7 +49,8 @@ error against full runs. Units: tiles, k-tiles, rounds.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, replace
 
 K_DEPTHS = (2, 4)
 """κ1, κ2 in units of (stages + 1) k-tiles: past the ring's fill and the per-tile overlap
@@ -61,6 +69,44 @@ class SamplePoint:
     tile_limit: int
     k_tiles: int
     weight: float
+    byte_weight: float | None = None   # weight of its HBM bytes (None: `weight`)
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What the byte model needs of a plain GEMM: m-blocks of the tile grid, bytes of one
+    A m-block and one B n-block per k-tile, L2 capacity."""
+    tiles_m: int
+    a_block_bytes: float
+    b_block_bytes: float
+    l2_bytes: float
+
+
+def plain_footprint(tiles_m: int, choice: dict, elem_bytes: float, config) -> Footprint:
+    """The `Footprint` of a plain GEMM with tile `choice` (m_tile, n_tile, k_tile) and
+    operands of `elem_bytes` on `config`'s L2."""
+    block = choice["k_tile"] * elem_bytes
+    return Footprint(tiles_m, choice["m_tile"] * block, choice["n_tile"] * block,
+                     config.l2.size_bytes)
+
+
+def panel_bytes(tiles: int, tiles_m: int, a_panel: float, b_panel: float,
+                l2_bytes: float) -> float:
+    """HBM bytes of reading the A and B panels of tiles 0 .. tiles-1 in the kernel's
+    order through an LRU cache of `l2_bytes` holding whole panels."""
+    cache: OrderedDict = OrderedDict()
+    held = read = 0.0
+    for t in range(tiles):
+        for key, size in ((("a", t % tiles_m), a_panel), (("b", t // tiles_m), b_panel)):
+            if key in cache:
+                cache.move_to_end(key)
+                continue
+            read += size
+            cache[key] = size
+            held += size
+            while held > l2_bytes and len(cache) > 1:
+                held -= cache.popitem(last=False)[1]
+    return read
 
 
 def _line(at_a: float, at_b: float, target: float) -> tuple[float, float]:
@@ -69,9 +115,36 @@ def _line(at_a: float, at_b: float, target: float) -> tuple[float, float]:
     return (at_b - target) / (at_b - at_a), (target - at_a) / (at_b - at_a)
 
 
+def byte_weights(points: tuple[SamplePoint, ...], tiles: int, k_tiles: float,
+                 footprint: Footprint) -> tuple[SamplePoint, ...]:
+    """`points` with byte weights: per K depth, the line through the round samples'
+    (model bytes, simulated bytes) at the whole grid's model bytes (module docstring)."""
+    limits = sorted({p.tile_limit for p in points})
+    if len(limits) != 2 or 0 in limits:
+        return points
+    out = []
+    for depth in sorted({p.k_tiles for p in points}):
+        kt = depth or k_tiles
+        a, b = footprint.a_block_bytes * kt, footprint.b_block_bytes * kt
+        model = {limit: panel_bytes(limit, footprint.tiles_m, a, b, footprint.l2_bytes)
+                 for limit in (*limits, tiles)}
+        pair = [p for p in points if p.k_tiles == depth]
+        if model[limits[1]] == model[limits[0]]:
+            out += [replace(p, byte_weight=p.weight) for p in pair]
+            continue
+        w = _line(model[limits[0]], model[limits[1]], model[tiles])
+        depth_weight = sum(p.weight for p in pair)
+        for p in pair:
+            out.append(replace(p, byte_weight=depth_weight * w[limits.index(p.tile_limit)]))
+    order = {(p.tile_limit, p.k_tiles): i for i, p in enumerate(points)}
+    return tuple(sorted(out, key=lambda p: order[(p.tile_limit, p.k_tiles)]))
+
+
 def sample_points(tiles: int, ctas: int, k_tiles: float, stages: int,
-                  persistent: bool) -> tuple[tuple[SamplePoint, ...], str]:
-    """The reduced launches and weights of the module docstring, and a one-line note."""
+                  persistent: bool, footprint: Footprint | None = None
+                  ) -> tuple[tuple[SamplePoint, ...], str]:
+    """The reduced launches and weights of the module docstring, and a one-line note;
+    with a `footprint` the points carry byte weights (`byte_weights`)."""
     full_rounds, partial = divmod(tiles, ctas)
     rounds: list[tuple[int, float]] = [(0, 1.0)]
     j = (0, 1) if partial else (1, 2)
@@ -86,6 +159,8 @@ def sample_points(tiles: int, ctas: int, k_tiles: float, stages: int,
     if len(rounds) == 1 and len(depths) == 1:
         return (), ""
     points = tuple(SamplePoint(limit, kt, w * v) for limit, w in rounds for kt, v in depths)
+    if footprint is not None:
+        points = byte_weights(points, tiles, k_tiles, footprint)
     parts = []
     if len(rounds) > 1:
         parts.append(f"rounds: {full_rounds} full of {ctas} tiles + {partial} from "

@@ -15,8 +15,9 @@ arrays for small shapes, `isa.ShapeOnly` tensors in timing mode for large ones).
 `simulate_op(plan, config, fidelity)` runs each launch through `simulate_kernel`
 (passing `fidelity=` and `timing_only=` where this simulator build accepts them), sums
 time, cycles and simulated HBM bytes, and puts the roofline beside them. With
-`fidelity="sampled"` and a plan that carries `samples` (reduced launches with weights),
-those are simulated instead and the figures are their weighted sums (op-level sampling
+`fidelity="sampled"` and a plan that carries `samples` (reduced launches with weights,
+and `sample_byte_weights` where HBM bytes extrapolate otherwise than time), those are
+simulated instead and the figures are their weighted sums (op-level sampling
 for persistent kernels, whose single wave the simulator's wave sampling cannot shorten)
 (`reports.roofline_time_us`, peaks from `reports.chip_peaks` of the resolved config).
 Units: microseconds, cycles, bytes, TFLOP/s, GB/s.
@@ -68,11 +69,15 @@ class OpPlan:
     peak: str                         # key of reports.chip_peaks: "tensor_fp8_tflops", ...
     samples: tuple[tuple[float, Launch], ...] = ()
     """Op-level sampling for `fidelity="sampled"`: reduced launches (fewer tile rounds,
-    fewer k-steps, fewer heads, ...) and weights such that the op's time, cycles and
-    simulated HBM bytes are the weighted sums of theirs (a linear extrapolation the
-    builder derives and documents). Empty: the `launches` themselves are simulated (with
-    the simulator's own wave sampling)."""
+    fewer k-steps, fewer heads, ...) and weights such that the op's time and cycles are
+    the weighted sums of theirs (a linear extrapolation the builder derives and
+    documents). Empty: the `launches` themselves are simulated (with the simulator's own
+    wave sampling)."""
     sample_note: str = ""             # how `samples` extrapolate, shown in the result
+    sample_byte_weights: tuple[float, ...] = ()
+    """The weights of the samples' simulated HBM bytes, one per sample, where bytes
+    extrapolate otherwise than time (L2 reuse across tile rounds); empty: `samples`'
+    weights."""
 
 
 @dataclass(frozen=True)
@@ -175,7 +180,12 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
     kernels = []
     use_samples = fidelity == "sampled" and bool(plan.samples)
     runs = plan.samples if use_samples else tuple((1.0, launch) for launch in plan.launches)
-    for weight, launch in runs:
+    byte_weights = (plan.sample_byte_weights if use_samples and plan.sample_byte_weights
+                    else tuple(weight for weight, _ in runs))
+    if len(byte_weights) != len(runs):
+        raise ValueError(f"{plan.kind}: {len(plan.sample_byte_weights)} sample byte weights "
+                         f"for {len(runs)} samples; accepted: one per sample")
+    for (weight, launch), byte_weight in zip(runs, byte_weights, strict=True):
         res = _simulate_launch(launch, config, fidelity, params)
         if stats is not None:
             stats.append((weight, launch, res.stats))
@@ -185,7 +195,7 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
         hbm = frame[frame.component.str.startswith("memory.hbm") & (frame.stat == "bytes")]
         time_us += weight * float(res.time_us)
         cycles += weight * float(res.cycles)
-        hbm_bytes += weight * float(hbm.value.sum())
+        hbm_bytes += byte_weight * float(hbm.value.sum())
         if not use_samples:
             kernels.append({**launch.describe(), "time_us": float(res.time_us),
                             "cycles": int(res.cycles)})
