@@ -51,7 +51,7 @@ from isa.tensor_map import make_tensor_map
 from workloads.codesign.codesign_ops import gemm_hook
 from workloads.kernels.templates.gemm import ELEM, MAX_SHARED, OUT_BYTES, gemm_kernel
 from workloads.kernels.templates.gemm_groups import LAYOUTS, GroupedShape, grouped_shape
-from workloads.ops.gemm_sampling import mean_k_tiles, reduced_k, sample_points
+from workloads.ops.gemm_sampling import mean_k_tiles, plain_footprint, reduced_k, sample_points
 from workloads.ops.registry import Flag, Launch, OpPlan, positive, register
 
 DTYPES = tuple(ELEM)                       # bf16, fp16, fp8, tf32
@@ -238,7 +238,9 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
                   shape_only)
     tm, tn = kernel.tiles(ops.a_rows, n, blocks)
     points, note = sample_points(tm * tn, main.grid[0] * main.grid[1], k_tiles,
-                                 choice["stages"], kernel.config.persistent)
+                                 choice["stages"], kernel.config.persistent,
+                                 None if shape is not None
+                                 else plain_footprint(tm, choice, ELEM[dtype], config))
     samples = []
     for p in points:
         kern = gemm_kernel(**{**make, "tile_limit": p.tile_limit}) if p.tile_limit else kernel
@@ -257,4 +259,6 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
                       rows_key: sum(shape.m_sizes),
                       "k_total": shape.k_cols if ragged == "k" else k})
     return OpPlan("gemm", sizes, (main,), flops, float(nbytes), f"tensor_{dtype}_tflops",
-                  samples=tuple(samples), sample_note=note)
+                  samples=tuple(samples), sample_note=note,
+                  sample_byte_weights=tuple(p.byte_weight for p in points
+                                            if p.byte_weight is not None))
