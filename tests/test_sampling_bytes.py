@@ -1,0 +1,63 @@
+"""Op-level sampling of persistent GEMMs: sampled HBM bytes agree with full runs within 3 %
+(byte weights from the L2 footprint model where rounds are cut, time weights otherwise)."""
+
+from __future__ import annotations
+
+import pytest
+
+import models
+from workloads.ops import build_op, simulate_op
+from workloads.ops.gemm_sampling import Footprint, panel_bytes, sample_points
+
+TOLERANCE = 0.03
+
+# (dtype, m, n, k, compute SMs, grouped arguments): rounds cut (plain, where L2 reuse makes
+# bytes sublinear in rounds), K cut only, rounds cut in a grouped GEMM
+CASES = {
+    "fp8-uneven-rounds": ("fp8", 896, 768, 5120, 4, {}),
+    "bf16-k-only": ("bf16", 320, 512, 2048, 3, {}),
+    "fp8-contiguous-groups": ("fp8", 128, 256, 1024, 2, dict(groups=12, m_total=1400)),
+}
+
+
+def test_panel_bytes_reads_each_panel_once_when_the_cache_holds_them():
+    """3 x 2 tiles, panels of 10 (A) and 100 (B) bytes: 3 A + 2 B panels once."""
+    assert panel_bytes(6, 3, 10, 100, 1e9) == 3 * 10 + 2 * 100
+    assert panel_bytes(4, 3, 10, 100, 1e9) == 3 * 10 + 2 * 100
+    assert panel_bytes(2, 3, 10, 100, 1e9) == 2 * 10 + 100
+
+
+def test_panel_bytes_rereads_what_the_cache_evicted():
+    """A cache of one B panel and two A panels re-reads the A panels on the second column."""
+    assert panel_bytes(6, 3, 10, 100, 120) == 6 * 10 + 2 * 100
+
+
+def test_byte_weights_reproduce_the_footprint_model_exactly():
+    """Simulated bytes that follow the model at each sample extrapolate to the model's
+    bytes of the whole grid, while time keeps its bilinear weights."""
+    tiles, ctas, k_tiles, stages = 42, 4, 40, 4
+    footprint = Footprint(tiles_m=7, a_block_bytes=3.0, b_block_bytes=5.0, l2_bytes=2000.0)
+    points, _ = sample_points(tiles, ctas, k_tiles, stages, True, footprint)
+    plain, _ = sample_points(tiles, ctas, k_tiles, stages, True)
+    assert [p.weight for p in points] == [p.weight for p in plain]
+
+    def model(limit: int, kt: float) -> float:
+        return panel_bytes(limit, 7, 3.0 * kt, 5.0 * kt, 2000.0) + 11.0
+
+    got = sum(p.byte_weight * model(p.tile_limit, p.k_tiles or k_tiles) for p in points)
+    assert got == pytest.approx(model(tiles, k_tiles), rel=1e-9)
+    linear = sum(p.weight * model(p.tile_limit, p.k_tiles or k_tiles) for p in points)
+    assert abs(linear / model(tiles, k_tiles) - 1) > 0.1, "the case must need byte weights"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_sampled_gemm_hbm_bytes_agree_with_full_within_3_percent(name):
+    """Sampled HBM bytes are within 3 % of the full simulation of the same launch."""
+    dtype, m, n, k, sms, grouped = CASES[name]
+    cfg = models.load_preset("h800_sxm", {"sm.count": sms})
+    plan = build_op("gemm", cfg, m=m, n=n, k=k, dtype=dtype, shape_only=True, **grouped)
+    assert plan.samples, "the case must exercise sampling"
+    full = simulate_op(plan, cfg, "full")
+    sampled = simulate_op(plan, cfg, "sampled")
+    error = sampled["hbm_bytes"] / full["hbm_bytes"] - 1
+    assert abs(error) <= TOLERANCE, (name, full["hbm_bytes"], sampled["hbm_bytes"])
