@@ -6,12 +6,16 @@ Choices, the same for every shape (no per-shape factors):
 * heads packed per CTA (`pack` = heads / kv_heads) when GQA groups heads and the queries
   are few (seqlen_q <= `PACK_MAX_SEQLEN_Q`, decode), as FA3's PackGQA (a CTA holds whole
   groups of up to m_tile heads, or a slice of a group that is a multiple of m_tile);
-* one CTA per SM (two consumer warpgroups or 160-216 KiB of shared memory; decode kernels
-  of one warpgroup could hold two per SM, which the op does not choose yet);
+* one CTA per SM (two consumer warpgroups or 160-216 KiB of shared memory), or two per
+  SM when a CTA has one consumer warpgroup, no V-from-K (MLA's 64 x 512 O needs the
+  registers) and two CTAs' shared memory fit the SM (short decode caches): the
+  consumers then `setmaxnreg` to 232, the launch gives 128 registers per thread;
 * m_tile 64 (one consumer warpgroup) when a CTA's rows (seqlen_q, x group when packed)
   are at most 64, else 128 (two);
 * kv_block: the largest multiple of 16, at most 128, for which Q plus two K/V stages fit
-  in 227 KiB (128 for head dims up to 192/128, 80 for 256/256, as FA3's tile table);
+  in 227 KiB (128 for head dims up to 192/128, 80 for 256/256, as FA3's tile table), and
+  no more than the keys rounded up to 16 (a decode step over a short cache computes no
+  padding block, and its sampled launches time blocks of the keys it really reads);
 * split-KV (FA's num_splits heuristic, simplified) when not causal (or one query) and
   the CTAs fill less than 80 % of the compute SMs: splits = SMs / CTAs, at most the KV
   blocks and 128, evened so that no split is empty; a combine kernel then merges them;
@@ -51,8 +55,8 @@ def compute_sms(config) -> int:
     return int(config.sm.count - config.sm.comm_count)
 
 
-def launch_regs(config, threads: int) -> int:
-    return min(255, config.sm.registers_per_sm // threads // 8 * 8)
+def launch_regs(config, threads: int, ctas_per_sm: int = 1) -> int:
+    return min(255, config.sm.registers_per_sm // (threads * ctas_per_sm) // 8 * 8)
 
 
 def _kv_block(budget_bytes: int, q_bytes: int, per_key: int) -> int:
@@ -73,19 +77,23 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
     block_rows = m_tile // pack * pack if 0 < pack < m_tile else m_tile
     q_bytes = headdim * m_tile * 2
     per_key = 2 * (headdim + (0 if v_from_k else headdim_v))
-    kv_block = _kv_block(MAX_SHARED, q_bytes, per_key)
+    kv_block = min(_kv_block(MAX_SHARED, q_bytes, per_key), 16 * math.ceil(seqlen_k / 16))
     m_blocks = math.ceil(rows / block_rows)
     ctas = m_blocks * (kv_heads if pack else heads) * batch
     nb = math.ceil(seqlen_k / kv_block)
     splits = 1
-    slots = compute_sms(config)                        # one CTA per SM (smem, registers)
+    smem = q_bytes + 2 * kv_block * per_key + 64
+    per_sm = 2 if (m_tile == 64 and not v_from_k
+                   and 2 * smem <= config.sm.max_shared_memory_bytes) else 1
+    slots = compute_sms(config) * per_sm
     if (not causal or seqlen_q == 1) and ctas < SPLIT_FILL * slots:
         splits = max(1, min(nb, MAX_SPLITS, slots // ctas))
     bps = math.ceil(nb / splits)
     splits = math.ceil(nb / bps)
     return {"m_tile": m_tile, "kv_block": kv_block, "stages": 2, "pack": pack,
             "split": splits > 1, "splits": splits, "blocks_per_split": bps,
-            "m_blocks": m_blocks}
+            "m_blocks": m_blocks, "ctas_per_sm": per_sm,
+            "consumer_regs": 232 if per_sm == 2 else 240}
 
 
 def _tensors(shapes: dict, dtypes: dict, shape_only: bool, rng) -> dict:
@@ -120,10 +128,12 @@ def _launches(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, shape_only, 
     args = kernel.args(t["q"], t["k"], t["v"], o, t["lse"], splits=splits,
                        blocks_per_split=bps, softmax_scale=scale)
     detail = {"tiles": {k: choice[k] for k in ("m_tile", "kv_block", "stages", "pack",
-                                               "splits")}, "uses_wgmma": True}
+                                               "splits", "ctas_per_sm")},
+              "uses_wgmma": True}
     out = [Launch(tag, kernel.ptx, kernel.entry, kernel.grid(b, h, sq, splits, h // hkv),
                   kernel.block, args, kernel.shared_bytes, timing_only=shape_only,
-                  detail=detail, regs_per_thread=launch_regs(config, kernel.block[0]))]
+                  detail=detail,
+                  regs_per_thread=launch_regs(config, kernel.block[0], choice["ctas_per_sm"]))]
     if cfg.split:
         out.append(Launch(tag + "-combine", kernel.combine_ptx, cfg.combine_entry,
                           kernel.combine_grid(b, h, sq), (dv, 1, 1),
@@ -158,7 +168,7 @@ def _samples(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, causal, scale
              launches) -> tuple[tuple, str]:
     """Weighted reduced launches (`attention_sampling`), or () when not worth it."""
     cfg = kernel.config
-    regs = launch_regs(config, kernel.block[0])
+    regs = launch_regs(config, kernel.block[0], choice["ctas_per_sm"])
     per_sm = occupancy(config, kernel.block[0], regs, kernel.shared_bytes).ctas_per_sm
     slots = compute_sms(config) * per_sm
     group = h // hkv
@@ -199,7 +209,7 @@ def plan(config, kind: str, sizes: dict, *, batch, heads, kv_heads, seqlen_q, se
                     causal, v_from_k)
     kernel = attention_kernel(headdim, headdim_v, choice["m_tile"], choice["kv_block"],
                               choice["stages"], dtype, causal, choice["pack"],
-                              choice["split"], v_from_k)
+                              choice["split"], v_from_k, choice["consumer_regs"])
     if shape_only is None:
         elements = (batch * seqlen_q * heads * (headdim + headdim_v)
                     + batch * seqlen_k * kv_heads * (headdim + headdim_v))
