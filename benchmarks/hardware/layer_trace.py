@@ -26,7 +26,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import environment  # noqa: E402
+from hw_common import ClockSampler, environment  # noqa: E402
 
 HIDDEN, HEADS, KV_HEADS, HEAD_DIM, FFN = 4096, 32, 8, 128, 14336
 ROPE_THETA = 500000.0
@@ -85,14 +85,15 @@ class Layer:
         return x + F.linear(F.silu(gate) * up, self.wd)
 
 
-def profile_phase(torch, layer, phase: str, run, out: Path, env: dict, setup: dict) -> Path:
+def profile_phase(torch, layer, phase: str, run, out: Path, env: dict, setup: dict,
+                  clocks: ClockSampler) -> Path:
     from torch.profiler import ProfilerActivity, profile, record_function
 
     for _ in range(3):
         run()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
-                 record_shapes=True) as prof:
+    with clocks.window() as w, profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                                       record_shapes=True) as prof:
         for _ in range(2):
             with record_function(phase):
                 run()
@@ -101,7 +102,9 @@ def profile_phase(torch, layer, phase: str, run, out: Path, env: dict, setup: di
     prof.export_chrome_trace(str(path))
     doc = json.loads(path.read_text())
     doc["ptxsim_harness"] = {**env, **setup, "phase": phase, "profiled_runs": 2,
-                             "warmup_runs": 3,
+                             "warmup_runs": 3, "clocks_seen": w.stats,
+                             "clocks_max": {"sm_mhz": clocks.max_sm_mhz,
+                                            "mem_mhz": clocks.max_mem_mhz},
                              "method": "torch.profiler CPU+CUDA, record_shapes=True, eager"}
     path.write_text(json.dumps(doc, separators=(",", ":")))
     return path
@@ -123,12 +126,12 @@ def main(argv=None) -> int:
     env = environment()
     layer = Layer(torch)
     bf = torch.bfloat16
-    with torch.no_grad():
+    with torch.no_grad(), ClockSampler() as clocks:
         t = args.prefill_tokens
         x = torch.randn(t, HIDDEN, device="cuda", dtype=bf)
         pos = torch.arange(t, device="cuda")
         p = profile_phase(torch, layer, "prefill", lambda: layer.forward(x, pos, 1), args.out,
-                          env, {"model": "llama3-8b", "tokens": t, "batch": 1})
+                          env, {"model": "llama3-8b", "tokens": t, "batch": 1}, clocks)
         print("wrote", p, p.stat().st_size, flush=True)
 
         b, kv = args.decode_batch, args.kv_len
@@ -138,7 +141,8 @@ def main(argv=None) -> int:
                       for _ in range(2))
         p = profile_phase(torch, layer, "decode",
                           lambda: layer.forward(xd, posd, b, cache, kv), args.out, env,
-                          {"model": "llama3-8b", "batch": b, "kv_len": kv, "new_tokens": 1})
+                          {"model": "llama3-8b", "batch": b, "kv_len": kv, "new_tokens": 1},
+                          clocks)
         print("wrote", p, p.stat().st_size, flush=True)
     return 0
 

@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
-from common import FLUSH_BYTES, ClockSampler, Table, environment, gpu_spin, time_cupy  # noqa: E402
+from hw_common import FLUSH_BYTES, ClockSampler, Table, environment, gpu_spin, time_cupy  # noqa: E402
 
 MB_DIR = REPO / "workloads" / "kernels" / "microbench"
 LINE_BYTES = 128

@@ -28,7 +28,15 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from common import FLUSH_BYTES, ClockSampler, Table, environment, reps_for, summarize_ms, time_torch  # noqa: E402
+from hw_common import (  # noqa: E402
+    FLUSH_BYTES,
+    ClockSampler,
+    Table,
+    environment,
+    reps_for,
+    summarize_ms,
+    time_torch,
+)
 
 M_VALUES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 # (model, projection, N = out features, K = in features)

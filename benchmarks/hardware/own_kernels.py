@@ -34,7 +34,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import (  # noqa: E402
+from fast_reference import patch_fma_exact  # noqa: E402
+from hw_common import (  # noqa: E402
     FLUSH_BYTES,
     ClockSampler,
     Table,
@@ -44,7 +45,6 @@ from common import (  # noqa: E402
     summarize_ms,
     time_cupy,
 )
-from fast_reference import patch_fma_exact  # noqa: E402
 
 M20, M24 = 1 << 20, 1 << 24
 
