@@ -63,3 +63,24 @@ def test_lut_exp_and_l3(numbers):
     assert l3["h800_sxm"]["l3_hit_rate"] is None
     assert 0 < l3["deepseek_codesign"]["l3_hit_rate"] <= 1
     assert l3["deepseek_codesign"]["hbm_bytes"] < l3["h800_sxm"]["hbm_bytes"]
+
+
+def test_mma_sp_runs_at_the_sparse_multiplier_and_zmma_near_it_on_2_4_data(numbers):
+    """mma.sp = 2 x mma.sync dense-equivalent (the multiplier); zmma skips the same half
+    of the products on 2:4 data (at most the multiplier, within 5 % of it)."""
+    rates = numbers["sparse_fma_per_clk_per_sm"]
+    assert rates["mma.sp"] == pytest.approx(2 * rates["mma.sync"], rel=0.01)
+    assert rates["mma.sync"] < rates["zmma"] <= rates["mma.sp"] * 1.001
+    assert rates["zmma"] == pytest.approx(rates["mma.sp"], rel=0.05)
+
+
+def test_simulated_gemm_op_gains_with_sparsity_and_moves_fewer_bytes(numbers):
+    """Through the GEMM op's hook: ZCE time and HBM bytes fall with sparsity; the 2:4
+    baseline beats the stock dense GEMM."""
+    t, hbm = numbers["sim_gemm_us"], numbers["sim_gemm_hbm_mb"]
+    zce = [t[f"codesign @ {s}"] for s in (0.0, 0.5, 0.75)]
+    assert zce == sorted(zce, reverse=True)
+    assert [hbm[f"codesign @ {s}"] for s in (0.0, 0.5, 0.75)] == sorted(
+        (hbm[f"codesign @ {s}"] for s in (0.0, 0.5, 0.75)), reverse=True)
+    assert t["h800_sxm + 2:4"] < t["h800_sxm"]
+    assert hbm["h800_sxm + 2:4"] < hbm["h800_sxm"]
