@@ -4,8 +4,9 @@ For each kernel and size of `workloads/reference/h100/own_kernels.csv` the case 
 (same builder, same sizes as `HW_SIZES`) and timed by `simulator.simulate_kernel` (sampled
 fidelity by default; caches start cold, as under ncu's cache control and like the flushed
 event rows). Printed per row: ncu's kernel duration, the median event time with L2 flushed
-and warm, the simulated kernel time (no launch overhead) and its error against ncu's
-duration. No GPU needed; slow for the larger sizes (use --size-index 0 and --only).
+and warm, the simulated kernel time (no launch overhead; with the preset's launch overhead
+beside it) and the kernel time's error against ncu's duration. No GPU needed; slow for the
+larger sizes (use --size-index 0 and --only).
 
     python benchmarks/hardware/compare_sim.py [--size-index 0] [--only saxpy silu ...]
         [--fidelity sampled|full] [--csv OUT.csv]
@@ -75,6 +76,7 @@ def main(argv=None) -> int:
         row = {"kernel": m["kernel"], "sizes": m["sizes"], "ncu_us": round(m["ncu_us"], 2),
                "event_flushed_us": m["event_flushed_us"], "event_warm_us": m["event_warm_us"],
                "sim_us": round(res.kernel_time_us, 2),
+               "sim_with_launch_us": round(res.time_us, 2),
                "error_vs_ncu_pct": round(100 * (res.kernel_time_us / m["ncu_us"] - 1), 1),
                "cpu_s": round(time.process_time() - t0, 1)}
         rows.append(row)
