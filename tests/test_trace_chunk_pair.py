@@ -1,0 +1,206 @@
+"""DeepSeek-V3 chunk pair: the trace side, the pairing rules and the resumable op cache.
+
+The full simulation of the pair takes the better part of an hour of CPU and is not run
+here; the simulated side is a stand-in kernels table built from the real layer-pair graph
+(its times are the node's issue index, so every pairing can be traced back)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import models
+import simulator
+from isa.errors import InputError
+from workloads.graph import KernelGraph
+from workloads.layers import ops as L
+from workloads.node_ops import node_op
+from workloads.traces import chunk_pair as cp
+from workloads.traces.distinct_ops import check_config, fill_op_cache, load, without
+from workloads.traces.overlap import stream_overlap
+
+pytestmark = pytest.mark.skipif(not cp.REFERENCE.exists(),
+                                reason=f"reference trace not found at {cp.REFERENCE}")
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return cp.trace_kernels()
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return cp.chunk_pair_graph()
+
+
+@pytest.fixture(scope="module")
+def stand_in(graph):
+    """A WorkloadResult-like object: node k takes k + 1 us, back to back on its stream."""
+    free: dict[str, float] = {}
+    rows = []
+    for k, node in enumerate(graph.nodes):
+        start = free.get(node.stream, 0.0)
+        free[node.stream] = start + k + 1.0
+        rows.append({"name": node.name, "op": node.op, "kind": node_op(node, graph.meta).kind,
+                     "stream": node.stream, "role": node.role, "start_us": start,
+                     "end_us": start + k + 1.0, "time_us": k + 1.0})
+
+    class Result:
+        kernels = pd.DataFrame(rows)
+    return Result()
+
+
+def test_every_trace_kernel_gets_a_pass_and_a_class(trace):
+    """983 activities; forward only where DualPipe's annotation says (F); every mapped rule
+    has a class or is `other`, and only rules with no simulated op are `other`."""
+    assert len(trace) == 983
+    assert set(trace["pass"]) == {"forward", "backward"}
+    forward = trace[trace["pass"] == "forward"]
+    assert forward["annotation"].str.endswith("(F)").all()
+    other_rules = set(trace.loc[trace["class"] == "other", "rule"].dropna())
+    assert not other_rules & set(cp.TRACE_CLASSES)
+    assert {"deepgemm_fp8", "flash_attn_fwd", "deepep_dispatch"} <= set(trace["rule"])
+    assert (trace["end_us"] >= trace["start_us"]).all()
+
+
+def test_graph_is_one_deepseek_moe_layer_pair(graph):
+    """Forward of one micro-batch and backward of the other; comm nodes on the comm
+    stream; the config reserves DeepSeek's 20 SMs and spans EP64."""
+    assert graph.meta["model"] == "deepseek-v3" and graph.meta["ep"] == cp.EP
+    assert graph.meta["tokens"] == cp.TOKENS and graph.meta["layer_kind"] == "moe"
+    roles = {n.role for n in graph.nodes}
+    assert {"forward", "dgrad", "wgrad"} <= roles
+    assert {n.stream for n in graph.nodes if n.op.startswith("alltoall")} == {"comm"}
+    config = cp.chunk_pair_config()
+    assert config.sm.comm_count == cp.COMM_SMS
+    check_config(graph, config)
+    with pytest.raises(InputError, match="links.nodes"):
+        check_config(graph, config.with_overrides({"links.nodes": 1}))
+
+
+def test_kernels_pair_only_where_counts_agree(trace, graph, stand_in):
+    """Forward dense GEMMs: 7 per layer on both sides, paired in order, 4 layers over;
+    backward dense GEMMs (trace recomputes 2 per layer) are not paired; the errors are
+    (simulated - measured) / measured."""
+    nodes = cp.simulated_nodes(stand_in)
+    kernels = cp.per_kernel(trace, nodes)
+    assert len(kernels) == len(trace)
+    assert kernels["measured_us"].sum() == pytest.approx(trace["dur_us"].sum())
+    fwd_gemm = kernels[(kernels["pass"] == "forward") & (kernels["class"] == "gemm")]
+    sim_gemm = nodes[(nodes["pass"] == "forward") & (nodes["class"] == "gemm")]
+    assert len(fwd_gemm) == len(sim_gemm) * cp.LAYERS and fwd_gemm["matched"].all()
+    assert list(fwd_gemm["node"]) == list(sim_gemm["node"]) * cp.LAYERS
+    assert list(sim_gemm["node"].str.removeprefix("mb1/")[:2]) == ["q_a_proj", "kv_a_proj"]
+    bwd_gemm = kernels[(kernels["pass"] == "backward") & (kernels["class"] == "gemm")]
+    assert len(bwd_gemm) and not bwd_gemm["matched"].any()
+    assert kernels.loc[kernels["class"] == "other", "matched"].sum() == 0
+    paired = kernels[kernels["matched"]]
+    expected = 100 * (paired["simulated_us"] - paired["measured_us"]) / paired["measured_us"]
+    assert np.allclose(paired["error_pct"], expected)
+    assert cp.mape(kernels) == pytest.approx(expected.abs().mean())
+
+
+def test_category_and_class_sums_keep_both_sides(trace, stand_in):
+    """Measured sums over categories and classes equal the trace's total; simulated sums are
+    the layer pair's x 4."""
+    nodes = cp.simulated_nodes(stand_in)
+    categories = cp.per_category(trace, nodes)
+    assert categories["measured_us"].sum() == pytest.approx(trace["dur_us"].sum())
+    assert categories["simulated_us"].sum() == pytest.approx(
+        cp.LAYERS * stand_in.kernels["time_us"].sum())
+    gemm = categories.set_index("category").loc["gemm"]
+    assert gemm["measured_us"] == pytest.approx(
+        trace.loc[trace["category"] == "gemm", "dur_us"].sum())
+    classes = cp.per_class(trace, nodes)
+    assert classes["measured_us"].sum() == pytest.approx(trace["dur_us"].sum())
+    assert classes["simulated_us"].sum() == pytest.approx(
+        cp.LAYERS * stand_in.kernels["time_us"].sum())
+
+
+def test_unsimulated_nodes_are_listed_not_dropped(trace, graph, stand_in):
+    name = next(n.name for n in graph.nodes if n.name.endswith("attention.bwd"))
+    nodes = cp.simulated_nodes(stand_in, {name: "not modelled"}, graph)
+    row = nodes[nodes["reason"] == "not modelled"].iloc[0]
+    assert row["class"] == "attention_bwd" and np.isnan(row["simulated_us"])
+    classes = cp.per_class(trace, nodes).set_index(["pass", "class"])
+    assert classes.loc[("backward", "attention_bwd"), "unsimulated"] == cp.LAYERS
+
+
+def test_overlap_table_reads_both_timelines(trace, stand_in):
+    """The measured column is the trace's stream_overlap; the simulated one the stand-in's
+    x 4 (its streams run side by side, so the union is below the summed busy time)."""
+    table = cp.overlaps(trace, stand_in).set_index("what")
+    measured = stream_overlap(trace[["stream", "start_us", "dur_us"]])
+    assert table.loc["overlap (2+ streams busy)", "measured_us"] == pytest.approx(
+        measured.overlap_us)
+    busy = table[table.index.str.endswith("busy")]["simulated_us"].sum()
+    union = table.loc["union (any stream busy)", "simulated_us"]
+    overlap = table.loc["overlap (2+ streams busy)", "simulated_us"]
+    assert 0 < overlap and union < busy
+
+
+def _small_graph() -> KernelGraph:
+    nodes = (
+        L.elementwise("a", "rmsnorm", rows=64, cols=256, dtype="bf16"),
+        L.elementwise("b", "swiglu", rows=64, cols=256, out_cols=128, dtype="bf16",
+                      deps=("a",)),
+        L.elementwise("c", "swiglu", rows=64, cols=256, out_cols=128, dtype="bf16",
+                      deps=("b",)),
+        L.elementwise("d", "residual_add", rows=64, cols=256, dtype="bf16", inputs=2,
+                      deps=("c",)),
+    )
+    return KernelGraph("small", nodes, {"model": "llama3-8b", "phase": "prefill"})
+
+
+def test_op_cache_resumes_and_feeds_simulate_workload(tmp_path, monkeypatch):
+    """Distinct ops are simulated once into the pickled cache; a second fill simulates
+    nothing; simulate_workload from the cache gives the same table as a fresh run; a node
+    whose op fails is recorded and can be taken out of the graph."""
+    import workloads.ops as ops_pkg
+
+    config = models.load_preset("h800_sxm")
+    graph = _small_graph()
+    path = tmp_path / "ops.pkl"
+    calls = []
+    real = ops_pkg.simulate_op
+    monkeypatch.setattr(ops_pkg, "simulate_op",
+                        lambda plan, *a, **kw: calls.append(plan.kind) or real(plan, *a, **kw))
+    first = fill_op_cache(graph, config, "sampled", path)
+    assert sorted(calls) == ["residual-add", "rmsnorm", "swiglu"]
+    assert set(first.cpu_s) == {"a", "b", "d"} and not first.unsimulated
+    calls.clear()
+    again = fill_op_cache(graph, config, "sampled", path)
+    assert calls == [] and set(again.cpu_s) == set(first.cpu_s)
+    cached = simulator.simulate_workload(graph, config=config, timeline=False,
+                                         op_cache=load(path).op_cache)
+    assert calls == []
+    fresh = simulator.simulate_workload(graph, config=config, timeline=False)
+    cols = ["name", "start_us", "end_us", "time_us", "hbm_bytes"]
+    pd.testing.assert_frame_equal(cached.kernels[cols], fresh.kernels[cols])
+    trimmed = without(graph, {"c"})
+    assert trimmed.node("d").deps == ("b",) and "c" not in trimmed.names()
+
+
+def test_a_failing_op_is_recorded_and_the_walk_goes_on(tmp_path, monkeypatch):
+    """A builder that rejects its sizes: the node is listed with the error, later nodes
+    still run, the record survives a reload; a file that is not a cache is refused."""
+    import workloads.ops as ops_pkg
+
+    real = ops_pkg.build_op
+
+    def rejecting(kind, config, **kwargs):
+        if kind == "swiglu":
+            raise InputError("swiglu: sizes rejected for this test")
+        return real(kind, config, **kwargs)
+
+    monkeypatch.setattr(ops_pkg, "build_op", rejecting)
+    config = models.load_preset("h800_sxm")
+    cache = fill_op_cache(_small_graph(), config, "sampled", tmp_path / "c.pkl")
+    assert set(cache.unsimulated) == {"b", "c"} and "sizes rejected" in cache.unsimulated["c"]
+    assert {"a", "d"} <= set(cache.cpu_s)
+    assert "c" in load(tmp_path / "c.pkl").unsimulated
+    assert without(_small_graph(), cache.unsimulated).node("d").deps == ("a",)
+    (tmp_path / "junk.pkl").write_bytes(b"\x80\x04K\x01.")
+    with pytest.raises(InputError, match="not an op cache"):
+        load(tmp_path / "junk.pkl")
