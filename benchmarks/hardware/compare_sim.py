@@ -83,7 +83,7 @@ def main(argv=None) -> int:
         print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     df = pd.DataFrame(rows)
     if len(df):
-        print(df.to_markdown(index=False))
+        print(df.to_string(index=False))
         err = df["error_vs_ncu_pct"].abs()
         print(f"\n{len(df)} kernels on {args.model} ({args.fidelity}): MAPE vs ncu duration "
               f"{err.mean():.1f} %, median |error| {err.median():.1f} %")
