@@ -16,13 +16,13 @@ import pytest
 from nbclient import NotebookClient
 
 NOTEBOOK_DIR = Path(__file__).parents[1] / "notebooks"
-NOTEBOOKS = ("quickstart", "whatif_sweep", "reference_compare")
+NOTEBOOKS = ("quickstart", "whatif_sweep", "reference_compare", "utilization")
 
 
-def run_notebook(name: str) -> dict:
+def run_notebook(name: str, cell_timeout_s: int = 300) -> dict:
     """Execute notebooks/<name>.ipynb in its folder; the JSON its last cell printed."""
     nb = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3",
+    NotebookClient(nb, timeout=cell_timeout_s, kernel_name="python3",
                    resources={"metadata": {"path": str(NOTEBOOK_DIR)}}).execute()
     last = [c for c in nb.cells if c.cell_type == "code"][-1]
     text = "".join(o.get("text", "") for o in last.outputs if o.output_type == "stream")
@@ -71,3 +71,24 @@ def test_reference_compare_accounts_for_every_kernel():
     assert 0 < numbers["coverage"] < 1
     assert numbers["mape_pct"] > 0 and numbers["simulated_sum_us"] > 0
     assert numbers["pearson_r"] is None or -1 <= numbers["pearson_r"] <= 1
+
+
+def test_utilization_accounts_for_the_layer_time_and_places_every_kernel():
+    """DeepSeek-V3 layer (64 tokens): shares sum to 1, the makespan is the last node's end,
+    every kernel with FLOPs and HBM bytes sits on the side of the ridge its bound says and
+    is no faster than its roofline, the heatmap covers the SMs and carries the layer's HBM
+    bytes, stall fractions sum to 1 per kernel."""
+    numbers = run_notebook("utilization", cell_timeout_s=900)
+    assert numbers["kernel_rows"] == numbers["nodes"] > 20
+    assert numbers["share_sum"] == pytest.approx(1.0)
+    assert numbers["makespan_us"] == pytest.approx(numbers["last_end_us"])
+    assert numbers["placed"] >= numbers["nodes"] // 2
+    assert numbers["bound_consistent"] == numbers["placed"]
+    assert numbers["slower_than_roofline"] == numbers["placed"]
+    assert numbers["timeline_hbm_bytes"] == pytest.approx(numbers["kernels_hbm_bytes"],
+                                                          rel=1e-6)
+    assert 0 < numbers["sms_in_heatmap"] <= numbers["sm_count"]
+    assert 0 < numbers["max_sm_utilization"] <= 1.0 + 1e-9
+    assert numbers["stall_sums_min"] == pytest.approx(1.0)
+    assert numbers["stall_sums_max"] == pytest.approx(1.0)
+    assert 0 < numbers["top_op_share"] <= 1
