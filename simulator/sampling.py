@@ -11,7 +11,12 @@ j waves' worth of CTAs (j * W) have finished, and m_j = M_j - M_(j-1) the margin
 time (dispatch is dynamic, so these waves overlap as in the full run; the last wave is
 left out because no later wave overlaps its tail). k grows until the last two marginals
 differ by less than `TOLERANCE` (1 %), up to `MAX_WAVES`, or until one more wave would
-leave fewer than one wave to extrapolate. With m the mean of the last two marginals,
+leave fewer than one wave to extrapolate. Replays: k = 4 first; if it is not steady, one
+replay of the largest k allowed gives the milestones of every k in between (M_j, j < k,
+depends only on the CTAs dispatched before it, the same in any replay of more than j
+waves), and t(k) takes one more replay only if the rule stops below that largest k (at
+most 3 replays instead of up to 4 of 4 + 5 + 6 + 7 waves). With m the mean of the last
+two marginals,
 
     cycles = t(k) + (n - k) * m
 
@@ -83,15 +88,26 @@ def simulate_sampled(launch, replay):
     if n_waves < MIN_WAVES:
         full = time_waves(math.ceil(n_waves))
         return replay.result(full, fidelity="full", waves_simulated=n_waves)
+    def steady(marginals: list[int]) -> bool:
+        return abs(marginals[-1] - marginals[-2]) < TOLERANCE * max(marginals[-2], 1)
+
+    def can_grow(k: int) -> bool:
+        return k < MAX_WAVES and k + 1 <= n_waves - 1
+
     k = START_WAVES
-    while True:
-        last = time_waves(k)
-        marginals = wave_marginals(last.cta_done_cycles, wave, k)
-        if abs(marginals[-1] - marginals[-2]) < TOLERANCE * max(marginals[-2], 1):
-            break
-        if k >= MAX_WAVES or k + 1 > n_waves - 1:
-            break
-        k += 1
+    last = time_waves(k)
+    marginals = wave_marginals(last.cta_done_cycles, wave, k)
+    if not steady(marginals) and can_grow(k):
+        top = k + 1
+        while can_grow(top):
+            top += 1
+        longest = time_waves(top)
+        while True:
+            k += 1
+            marginals = wave_marginals(longest.cta_done_cycles, wave, k)
+            if steady(marginals) or not can_grow(k):
+                break
+        last = longest if k == top else time_waves(k)
     marginal = max((marginals[-1] + marginals[-2]) / 2, 0)
     extra = (n_waves - k) * marginal
     cycles = int(round(last.cycles + extra))
