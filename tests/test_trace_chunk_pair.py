@@ -204,3 +204,25 @@ def test_a_failing_op_is_recorded_and_the_walk_goes_on(tmp_path, monkeypatch):
     (tmp_path / "junk.pkl").write_bytes(b"\x80\x04K\x01.")
     with pytest.raises(InputError, match="not an op cache"):
         load(tmp_path / "junk.pkl")
+
+
+def test_workers_and_budget_give_the_same_cache_and_stop_early(tmp_path):
+    """Two worker processes, largest first, fill the same op results as one process; a zero
+    budget simulates nothing and `missing` names every node."""
+    from workloads.traces.distinct_ops import missing
+
+    config = models.load_preset("h800_sxm")
+    graph = _small_graph()
+    none = fill_op_cache(graph, config, "sampled", budget_s=0.0)
+    assert none.cpu_s == {} and missing(graph, config, none) == list(graph.names())
+    serial = fill_op_cache(graph, config, "sampled")
+    pooled = fill_op_cache(graph, config, "sampled", tmp_path / "p.pkl", workers=2,
+                           largest_first=True)
+    assert set(pooled.cpu_s) == set(serial.cpu_s) and missing(graph, config, pooled) == []
+    a = simulator.simulate_workload(graph, config=config, timeline=False,
+                                    op_cache=serial.op_cache)
+    b = simulator.simulate_workload(graph, config=config, timeline=False,
+                                    op_cache=load(tmp_path / "p.pkl").op_cache)
+    pd.testing.assert_frame_equal(a.kernels, b.kernels)
+    with pytest.raises(InputError, match="workers=0"):
+        fill_op_cache(graph, config, workers=0)

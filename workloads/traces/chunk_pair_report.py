@@ -3,11 +3,12 @@
     python -m workloads.traces.chunk_pair_report --out workloads/reference/deepseek_chunk_pair \
         --cache runs/deepseek_chunk_pair_ops.pkl [--no-contention] [--fidelity sampled]
 
-Steps: every distinct op of the layer pair is simulated once into a resumable op cache
-(`workloads.traces.distinct_ops.fill_op_cache`; a killed run keeps finished ops), nodes
-whose op cannot be simulated are taken out of the graph (their users wait on their deps)
-and listed, then `simulator.simulate_workload` schedules the pair from the cache (with
-contention pairs measured unless `--no-contention`). The folder gets `kernels.csv` (per
+Steps: every distinct op of the layer pair is simulated once, largest first, into a
+resumable op cache (`workloads.traces.distinct_ops.fill_op_cache`; a killed run keeps
+finished ops; `--workers N` processes; `--budget-min` stops handing out ops), nodes whose
+op cannot be simulated (or was not reached) are taken out of the graph (their users wait
+on their deps) and listed, then `simulator.simulate_workload` schedules the pair from the
+cache (with contention pairs measured unless `--no-contention`). The folder gets `kernels.csv` (per
 trace kernel, paired where the counts agree), `classes.csv`, `categories.csv`,
 `overlap.csv`, `simulated_nodes.csv` (the layer pair) and `README.md` (assumptions,
 figures, what is left out, this command). Units: microseconds.
@@ -22,16 +23,22 @@ from pathlib import Path
 import pandas as pd
 
 from workloads.traces import chunk_pair as cp
-from workloads.traces.distinct_ops import fill_op_cache, without
+from workloads.traces.distinct_ops import fill_op_cache, missing, without
+
+NOT_YET = ("not simulated in this run's time budget (largest ops first); rerun the command "
+           "to fill the op cache")
 
 
 def simulate(cache_path: str | Path, fidelity: str = "sampled", contention: bool = True,
-             progress=None):
+             progress=None, workers: int = 1, budget_s: float | None = None):
     """(layer-pair WorkloadResult, unsimulated {node: reason}, graph, CPU seconds per op)."""
     import simulator
 
     config, graph = cp.chunk_pair_config(), cp.chunk_pair_graph()
-    cache = fill_op_cache(graph, config, fidelity, cache_path, progress)
+    cache = fill_op_cache(graph, config, fidelity, cache_path, progress, workers=workers,
+                          largest_first=True, budget_s=budget_s)
+    for name in missing(graph, config, cache):
+        cache.unsimulated[name] = NOT_YET
     runnable = without(graph, cache.unsimulated)
     result = simulator.simulate_workload(runnable, config=config, fidelity=fidelity,
                                          timeline=False, contention=contention,
@@ -146,6 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", default="runs/deepseek_chunk_pair_ops.pkl")
     parser.add_argument("--fidelity", default="sampled", choices=("sampled", "full"))
     parser.add_argument("--no-contention", action="store_true")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="processes simulating distinct ops (default 1)")
+    parser.add_argument("--budget-min", type=float, metavar="MIN",
+                        help="stop starting new ops after MIN minutes of wall time; the "
+                        "rest are listed as not simulated (a rerun continues)")
     args = parser.parse_args(argv)
     start = time.time()
 
@@ -153,8 +165,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{time.time() - start:8.1f} s  {name:45s} {cpu:7.1f} s CPU {err or ''}",
               flush=True)
 
-    result, unsimulated, graph, cpu_s = simulate(args.cache, args.fidelity,
-                                                 not args.no_contention, progress)
+    result, unsimulated, graph, cpu_s = simulate(
+        args.cache, args.fidelity, not args.no_contention, progress, args.workers,
+        None if args.budget_min is None else 60.0 * args.budget_min)
     command = ("python -m workloads.traces.chunk_pair_report --out " + args.out + " --cache "
                + args.cache + (" --no-contention" if args.no_contention else "")
                + ("" if args.fidelity == "sampled" else f" --fidelity {args.fidelity}"))

@@ -74,43 +74,121 @@ def _save(cache: OpCache, path: Path) -> None:
     os.replace(part, path)
 
 
-def fill_op_cache(graph, config, fidelity: str = "sampled", path: str | Path | None = None,
-                  progress=None) -> OpCache:
-    """Time every distinct op of `graph` once (see the module docstring)."""
+def _time_alone(node, graph_name: str, meta: dict, config, fidelity: str) -> tuple:
+    """(this op's entries of a fresh op cache, error or None, CPU seconds); runs in a
+    worker process when `fill_op_cache` has several."""
     import simulator
     from workloads.graph import KernelGraph
+
+    alone = KernelGraph(f"{graph_name}.{node.name}", (replace(node, deps=()),), meta)
+    local: dict = {}
+    start = time.process_time()
+    error = None
+    try:
+        simulator.simulate_workload(alone, config=config, fidelity=fidelity, timeline=False,
+                                    contention=False, op_cache=local)
+    except InputError as exc:
+        error = str(exc)
+    return local, error, time.process_time() - start
+
+
+def _merge(op_cache: dict, local: dict) -> None:
+    for part_key, part in local.items():
+        op_cache.setdefault(part_key, {}).update(part)
+
+
+def _largest_first(graph, config) -> list:
+    """Nodes by their roofline time (FLOP at the FP8 tensor peak vs minimum bytes at the HBM
+    peak), largest first, ties in issue order: what a cut-short fill covers best."""
+    from reports.roofline import chip_peaks
+
+    peaks = chip_peaks(config.to_dict())
+    tflops = peaks.get("tensor_fp8_tflops") or peaks.get("tensor_bf16_tflops") or 1.0
+    def roof_us(node) -> float:
+        return max(node.flops / (tflops * 1e6), node.bytes_min / (peaks["hbm_gbps"] * 1e3))
+    order = sorted(enumerate(graph.nodes), key=lambda kn: (-roof_us(kn[1]), kn[0]))
+    return [node for _, node in order]
+
+
+def fill_op_cache(graph, config, fidelity: str = "sampled", path: str | Path | None = None,
+                  progress=None, *, workers: int = 1, largest_first: bool = False,
+                  budget_s: float | None = None) -> OpCache:
+    """Time every distinct op of `graph` once (see the module docstring). `workers` > 1
+    simulates ops in that many processes; `largest_first` takes the ops by roofline time,
+    largest first; `budget_s` stops handing out ops after that many seconds of wall time
+    (ops in flight finish; the rest stay for a rerun)."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
     from workloads.node_ops import node_op
 
     check_config(graph, config)
+    if not isinstance(workers, int) or workers < 1:
+        raise InputError(f"workers={workers!r}: accepted a positive integer")
     path = Path(path) if path is not None else None
     cache = load(path) if path is not None else OpCache()
     meta = {**graph.meta, "gpus_per_node": config.links.gpus_per_node,
             "comm_sms": config.sm.comm_count or None, "chunk_bytes": None}
-    seen: set = set()
-    for node in graph.nodes:
-        key = node_op(node, meta).key
-        if key in cache.failed:
-            cache.unsimulated[node.name] = cache.failed[key]
-        if key in seen:
+    keys = {node.name: node_op(node, meta).key for node in graph.nodes}
+    todo, seen = [], set()
+    for node in (_largest_first(graph, config) if largest_first else graph.nodes):
+        key = keys[node.name]
+        if key in seen or key in cache.failed or any(key in part for part
+                                                     in cache.op_cache.values()):
             continue
         seen.add(key)
-        if key in cache.failed or any(key in part for part in cache.op_cache.values()):
-            continue
-        alone = KernelGraph(f"{graph.name}.{node.name}", (replace(node, deps=()),),
-                            dict(graph.meta))
-        start = time.process_time()
-        try:
-            simulator.simulate_workload(alone, config=config, fidelity=fidelity,
-                                        timeline=False, contention=False,
-                                        op_cache=cache.op_cache)
-        except InputError as exc:
-            cache.failed[key] = cache.unsimulated[node.name] = str(exc)
-        cache.cpu_s[node.name] = time.process_time() - start
+        todo.append(node)
+    started = time.monotonic()
+
+    def record(node, local, error, cpu) -> None:
+        _merge(cache.op_cache, local)
+        if error is not None:
+            cache.failed[keys[node.name]] = error
+        cache.cpu_s[node.name] = cpu
         if path is not None:
             _save(cache, path)
         if progress is not None:
-            progress(node.name, cache.cpu_s[node.name], cache.unsimulated.get(node.name))
+            progress(node.name, cpu, error)
+
+    def in_budget() -> bool:
+        return budget_s is None or time.monotonic() - started < budget_s
+
+    if workers == 1:
+        for node in todo:
+            if not in_budget():
+                break
+            record(node, *_time_alone(node, graph.name, dict(graph.meta), config, fidelity))
+    else:
+        with ProcessPoolExecutor(workers) as pool:
+            pending: dict = {}
+            queue = list(todo)
+            while queue or pending:
+                while queue and len(pending) < workers and in_budget():
+                    node = queue.pop(0)
+                    pending[pool.submit(_time_alone, node, graph.name, dict(graph.meta),
+                                        config, fidelity)] = node
+                if not pending:
+                    break
+                done, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    record(pending.pop(future), *future.result())
+    for name, key in keys.items():
+        if key in cache.failed:
+            cache.unsimulated[name] = cache.failed[key]
+    if path is not None:
+        _save(cache, path)
     return cache
+
+
+def missing(graph, config, cache: OpCache) -> list[str]:
+    """Nodes whose op has neither a result nor a recorded failure in `cache`."""
+    from workloads.node_ops import node_op
+
+    meta = {**graph.meta, "gpus_per_node": config.links.gpus_per_node,
+            "comm_sms": config.sm.comm_count or None, "chunk_bytes": None}
+    done = set().union(*(set(part) for part in cache.op_cache.values())) \
+        if cache.op_cache else set()
+    return [n.name for n in graph.nodes
+            if node_op(n, meta).key not in done and n.name not in cache.unsimulated]
 
 
 def without(graph, names) -> object:
