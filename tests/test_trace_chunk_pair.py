@@ -48,6 +48,7 @@ def stand_in(graph):
 
     class Result:
         kernels = pd.DataFrame(rows)
+        fidelity = "sampled"
     return Result()
 
 
@@ -226,3 +227,22 @@ def test_workers_and_budget_give_the_same_cache_and_stop_early(tmp_path):
     pd.testing.assert_frame_equal(a.kernels, b.kernels)
     with pytest.raises(InputError, match="workers=0"):
         fill_op_cache(graph, config, workers=0)
+
+
+def test_report_folder_has_its_tables_and_the_command(tmp_path, graph, stand_in):
+    """The writer puts every table and a README naming the command and the nodes left out;
+    the headline figures agree with the tables."""
+    from workloads.traces.chunk_pair_report import write
+
+    name = next(n.name for n in graph.nodes if n.name.endswith("attention.bwd"))
+    figures = write(tmp_path / "rep", stand_in, {name: "not modelled here"}, graph,
+                    {"x": 1.0}, "python -m workloads.traces.chunk_pair_report --out X", False)
+    files = {p.name for p in (tmp_path / "rep").iterdir()}
+    assert files == {"kernels.csv", "classes.csv", "categories.csv", "overlap.csv",
+                     "simulated_nodes.csv", "README.md"}
+    text = (tmp_path / "rep" / "README.md").read_text()
+    assert "python -m workloads.traces.chunk_pair_report --out X" in text
+    assert name in text and "not modelled here" in text
+    kernels = pd.read_csv(tmp_path / "rep" / "kernels.csv")
+    assert figures["paired_kernels"] == int(kernels["matched"].sum())
+    assert figures["trace_kernels"] == len(kernels) == 983
