@@ -15,7 +15,8 @@ end) on `bins` equal bins from 0 to the makespan, so the heatmap's columns have 
 
 Placing a node: its representative launch is the one with the largest sampling weight (a
 sampled op runs reduced launches whose weighted sum is the op); that launch's buckets are
-stretched from [0, launch time] onto the node's [start_us, end_us], utilization as is, and
+stretched from [0, launch time] onto the node's [start_us, end_us] (which holds the
+launch overheads too), utilization as is, and
 the bytes of every level scaled so the node's total equals the weighted sum over its
 launches. Nodes running at the same time add up (contention between streams is not
 modelled by `simulate_workload`, so a sum above 1 on an SM means oversubscription).
