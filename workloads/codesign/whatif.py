@@ -198,20 +198,26 @@ def layer_table(model: str, tokens: int, sparsities=(0.0, 0.25, 0.5, 0.75),
                          for label, c in runs])
 
 
+TRAIN_RUNS = ("h800_sxm", "static", "per_kernel", "gradient_norm")
+
+
 def train_table(model: str, tokens: int, layers: int | None = None, seed: int = 0,
-                fidelity: str = "sampled") -> pd.DataFrame:
+                fidelity: str = "sampled", norms: GradientNorms | None = None,
+                sigma: float = 1.5, runs=TRAIN_RUNS) -> pd.DataFrame:
     """`train_row` on h800_sxm and on deepseek_codesign under static bf16, DeepSeek's fp8
-    recipe (per_kernel) and gradient_norm (log-normal norms from `seed`)."""
+    recipe (per_kernel) and gradient_norm (`norms`, or log-normal norms around 1e-2 with
+    log-spread `sigma` from `seed`); `runs` picks among `TRAIN_RUNS`."""
     n = layers or workloads.models.get_model(model).num_layers
-    norms = GradientNorms.generated(n, seed)
-    runs = [("h800_sxm", config("h800_sxm")),
-            ("codesign, static bf16", config("codesign", **{"units.vpcu.policy": "static"})),
-            ("codesign, DeepSeek fp8 recipe",
-             config("codesign", **{"units.vpcu.policy": "per_kernel"})),
-            ("codesign, gradient_norm",
-             config("codesign", **{"units.vpcu.policy": "gradient_norm"}))]
+    norms = norms or GradientNorms.generated(n, seed, sigma=sigma)
+    configs = [("h800_sxm", config("h800_sxm")),
+               ("codesign, static bf16", config("codesign", **{"units.vpcu.policy": "static"})),
+               ("codesign, DeepSeek fp8 recipe",
+                config("codesign", **{"units.vpcu.policy": "per_kernel"})),
+               ("codesign, gradient_norm",
+                config("codesign", **{"units.vpcu.policy": "gradient_norm"}))]
     return pd.DataFrame([{"config": label, **train_row(model, tokens, c, norms, n, fidelity)}
-                         for label, c in runs])
+                         for key, (label, c) in zip(TRAIN_RUNS, configs, strict=True)
+                         if key in runs])
 
 
 def main(argv=None) -> None:
@@ -226,6 +232,11 @@ def main(argv=None) -> None:
     parser.add_argument("--layers", type=int, default=None)
     parser.add_argument("--sparsity", type=float, nargs="+", default=[0.0, 0.25, 0.5, 0.75])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--norms", default=None,
+                        help="train: per-layer gradient norms (CSV layer,grad_norm or .npy)")
+    parser.add_argument("--sigma", type=float, default=1.5,
+                        help="train: log-spread of the generated norms (default 1.5)")
+    parser.add_argument("--runs", nargs="+", default=list(TRAIN_RUNS), choices=TRAIN_RUNS)
     parser.add_argument("--gemms-only", action="store_true",
                         help="layers: simulate only the GEMM nodes")
     parser.add_argument("--csv", default=None)
@@ -234,7 +245,9 @@ def main(argv=None) -> None:
         table = layer_table(args.model, args.tokens, tuple(args.sparsity),
                             gemms_only=args.gemms_only)
     elif args.table == "train":
-        table = train_table(args.model, args.tokens, args.layers, args.seed)
+        norms = GradientNorms.from_file(args.norms) if args.norms else None
+        table = train_table(args.model, args.tokens, args.layers, args.seed, norms=norms,
+                            sigma=args.sigma, runs=tuple(args.runs))
     else:
         lut = {f"units.lut_exp.{k}": v                 # the deepseek_codesign LUT exp
                for k, v in config("codesign").units.lut_exp.to_dict().items()}
