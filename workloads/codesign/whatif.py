@@ -187,15 +187,19 @@ def exp_rows(cfg_pairs: dict, softmax: dict, attention: dict,
 
 
 def layer_table(model: str, tokens: int, sparsities=(0.0, 0.25, 0.5, 0.75),
-                fidelity: str = "sampled", gemms_only: bool = False) -> pd.DataFrame:
+                fidelity: str = "sampled", gemms_only: bool = False,
+                on_row=None) -> pd.DataFrame:
     """`layer_row` on h800_sxm, its 2:4 baseline, deepseek_codesign with the units off, and
     deepseek_codesign at each ZCE sparsity (activations and weights alike)."""
     runs = [("h800_sxm", config("h800_sxm")), ("h800_sxm + 2:4", config("h800_2:4")),
             ("codesign, units off", config("codesign_off"))]
     runs += [(f"codesign, sparsity {s:g}", zce(s)) for s in sparsities]
-    return pd.DataFrame([{"config": label, **layer_row(model, tokens, c, fidelity,
-                                                       gemms_only)}
-                         for label, c in runs])
+    rows = []
+    for label, c in runs:
+        rows.append({"config": label, **layer_row(model, tokens, c, fidelity, gemms_only)})
+        if on_row:
+            on_row(rows[-1])
+    return pd.DataFrame(rows)
 
 
 TRAIN_RUNS = ("h800_sxm", "static", "per_kernel", "gradient_norm")
@@ -243,7 +247,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     if args.table == "layers":
         table = layer_table(args.model, args.tokens, tuple(args.sparsity),
-                            gemms_only=args.gemms_only)
+                            gemms_only=args.gemms_only, on_row=lambda r: print(r, flush=True))
     elif args.table == "train":
         norms = GradientNorms.from_file(args.norms) if args.norms else None
         table = train_table(args.model, args.tokens, args.layers, args.seed, norms=norms,
