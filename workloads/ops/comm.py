@@ -24,6 +24,11 @@ allreduce (`--ranks` GPUs of one node over NVLink, `--bytes` per rank)
   rank sends it `min(3, ranks - 1)` times; the depth is waited for on the way).
 * `gbps` is NCCL's bus bandwidth 2 (ranks - 1) / ranks x bytes / time: `plan.bytes` holds
   2 (ranks - 1) / ranks x bytes.
+* `--compress topk4bit` (f32 gradients): `grad_compress` keeps about 10 % of each block as
+  4-bit codes, a ring all-gather moves the compressed buffers (7.9 % of the bytes, rounds
+  of plain copies), `grad_decompress` sums the ranks' blocks
+  (`workloads.kernels.comm.compression`); `gbps` stays the bus bandwidth of the
+  uncompressed buffer, so it shows the effective speed-up.
 
 `--comm-sms` (default: the preset's `sm.comm_count`, else `DEFAULT_COMM_SMS`) SMs run
 `--channels-per-sm` channels (CTAs) each; `--chunk-bytes` is the largest message (chunk)
@@ -47,6 +52,7 @@ from workloads.kernels.comm.collectives import (
     sampled_launches,
     split_chunk,
 )
+from workloads.kernels.comm.compression import compression_launches
 from workloads.ops.registry import Flag, OpPlan, positive, register
 
 DEFAULT_COMM_SMS = 20           # DeepSeek-V3 §3.2.2: 20 of 132 SMs for communication
@@ -58,6 +64,7 @@ FP8_SCALE_GROUP = 128           # one f32 scale per 128 fp8 values (DeepSeek-V3 
 KINDS = ("dispatch", "combine")
 MODES = ("normal", "low-latency")
 ALGOS = ("ring", "tree")
+COMPRESSIONS = ("none", "topk4bit")
 DTYPES = ("fp8", "bf16")
 PEAK = "vector_fp32_tflops"
 
@@ -235,13 +242,16 @@ def alltoall_op(config, ranks: int, tokens: int, hidden: int, kind: str = "dispa
     *COMMON_FLAGS,
     Flag("--bytes", "bytes per rank to reduce", required=True),
     Flag("--algo", "ring or tree", kind="str", default="ring", choices=ALGOS),
+    Flag("--compress", "none, or topk4bit (f32 gradients: top 10 % + 4-bit codes, "
+         "all-gathered)", kind="str", default="none", choices=COMPRESSIONS),
 ), help="all-reduce (ring or tree) over NVLink on the communication SMs")
 def allreduce_op(config, ranks: int, bytes: int, algo: str = "ring",
                  comm_sms: int | None = None, chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                  warps: int = DEFAULT_WARPS, channels_per_sm: int = DEFAULT_CHANNELS_PER_SM,
-                 seed: int = 0) -> OpPlan:
+                 compress: str = "none", seed: int = 0) -> OpPlan:
     """Rank 0's share of an all-reduce within one node (see the module docstring)."""
     algo = _choice("--algo", algo, ALGOS)
+    compress = _choice("--compress", compress, COMPRESSIONS)
     ranks, nodes = _ranks(config, ranks)
     if nodes > 1:
         raise InputError(f"--ranks {ranks}: all-reduce is modelled within one node; accepted "
@@ -249,6 +259,8 @@ def allreduce_op(config, ranks: int, bytes: int, algo: str = "ring",
     positive("--bytes", bytes)
     channels = _channels(config, comm_sms, channels_per_sm, warps)
     chunk_bytes = check_chunk_bytes(chunk_bytes)
+    if compress != "none":
+        return _compressed_allreduce(ranks, bytes, chunk_bytes, channels, seed)
     shape = allreduce_shape(ranks, bytes, algo, chunk_bytes, channels.ctas)
     sizes = {"ranks": ranks, "message_bytes": bytes, "algo": algo,
              "comm_sms": channels.comm_sms,
@@ -256,6 +268,29 @@ def allreduce_op(config, ranks: int, bytes: int, algo: str = "ring",
              "channels_per_sm": channels.per_sm}
     return _plan("allreduce", sizes, shape, channels, 2 * (ranks - 1) / ranks * bytes,
                  {"algbw_bytes": bytes})
+
+
+def _compressed_allreduce(ranks: int, nbytes: int, chunk_bytes: int, channels: Channels,
+                          seed: int) -> OpPlan:
+    """compress -> ring all-gather of the compressed buffers -> decompress and sum."""
+    if nbytes % 4:
+        raise InputError(f"--bytes {nbytes}: --compress topk4bit takes f32 gradients; "
+                         "accepted a multiple of 4")
+    compress, decompress, packed = compression_launches(nbytes // 4, ranks, seed)
+    chunk = split_chunk(packed, channels.ctas, chunk_bytes)
+    shape = PipelineShape(n_direct_chunks=_chunks(packed, chunk), chunk_bytes=chunk,
+                          steps=ranks - 1, reduce_steps=0)
+    gather = pipeline_launch("allgather", shape, channels,
+                             detail={"compressed_bytes": packed})
+    samples, note = sampled_launches("allgather", shape, channels)
+    sizes = {"ranks": ranks, "message_bytes": nbytes, "algo": "ring", "compress": "topk4bit",
+             "compressed_bytes": packed, "comm_sms": channels.comm_sms, "chunk_bytes": chunk,
+             "warps": channels.warps, "channels_per_sm": channels.per_sm}
+    gathered = samples or ((1.0, gather),)
+    return OpPlan("allreduce", sizes, (compress, gather, decompress), 0.0,
+                  2 * (ranks - 1) / ranks * nbytes, PEAK,
+                  samples=((1.0, compress), *gathered, (1.0, decompress)),
+                  sample_note=note or "compress and decompress kernels wave-sampled")
 
 
 def allreduce_shape(ranks: int, nbytes: int, algo: str, chunk_bytes: int,
