@@ -147,12 +147,15 @@ def test_help_documents_the_input_rule(capsys):
 
 
 def test_model_adds_cycles_and_time(capsys):
-    """`--model` times the same launch; time_us is cycles over the preset's clock."""
+    """`--model` times the same launch; time_us is cycles over the preset's clock plus the
+    preset's launch overhead."""
     r = run_json(capsys, SAXPY, "--grid", "4", "--block", "128", "--model", "h100_sxm")
     timing = r["timing"]
-    clock_ghz = models.load_preset("h100_sxm").chip.clock_ghz
+    preset = models.load_preset("h100_sxm")
+    clock_ghz, overhead_us = preset.chip.clock_ghz, preset.launch.kernel_overhead_us
     assert timing["model"] == "h100_sxm" and timing["cycles"] > 0
-    assert timing["time_us"] == pytest.approx(timing["cycles"] / (clock_ghz * 1e3), rel=1e-3)
+    assert timing["time_us"] - overhead_us == pytest.approx(
+        timing["cycles"] / (clock_ghz * 1e3), rel=1e-3)
     assert r["warp_instructions"] == 16 * SAXPY_INSTRUCTIONS
 
 
