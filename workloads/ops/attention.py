@@ -7,9 +7,11 @@ Choices, the same for every shape (no per-shape factors):
   are few (seqlen_q <= `PACK_MAX_SEQLEN_Q`, decode), as FA3's PackGQA (a CTA holds whole
   groups of up to m_tile heads, or a slice of a group that is a multiple of m_tile);
 * one CTA per SM (two consumer warpgroups or 160-216 KiB of shared memory), or two per
-  SM when a CTA has one consumer warpgroup, no V-from-K (MLA's 64 x 512 O needs the
-  registers) and two CTAs' shared memory fit the SM (short decode caches): the
-  consumers then `setmaxnreg` to 232, the launch gives 128 registers per thread;
+  SM when a CTA has one consumer warpgroup (decode) and no V-from-K (MLA's 64 x 512 O
+  needs the registers): kv_block is then cut to a multiple of 64 keys for which two CTAs'
+  Q and K/V stages fit the SM (64 for head dim 128), the consumers `setmaxnreg` to 232
+  and the launch gives 128 registers per thread. With one CTA per SM a decode CTA waits
+  out each HBM round trip alone (TensorRT-LLM's decode kernels keep several per SM);
 * m_tile 64 (one consumer warpgroup) when a CTA's rows (seqlen_q, x group when packed)
   are at most 64, else 128 (two);
 * kv_block: the largest multiple of 16, at most 128, for which Q plus two K/V stages fit
@@ -78,6 +80,9 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
     q_bytes = headdim * m_tile * 2
     per_key = 2 * (headdim + (0 if v_from_k else headdim_v))
     kv_block = min(_kv_block(MAX_SHARED, q_bytes, per_key), 16 * math.ceil(seqlen_k / 16))
+    two_fit = _kv_block(config.sm.max_shared_memory_bytes // 2, q_bytes, per_key) // 64 * 64
+    if m_tile == 64 and not v_from_k and two_fit >= 64:  # two CTAs per SM (docstring)
+        kv_block = min(kv_block, two_fit)
     m_blocks = math.ceil(rows / block_rows)
     ctas = m_blocks * (kv_heads if pack else heads) * batch
     nb = math.ceil(seqlen_k / kv_block)
