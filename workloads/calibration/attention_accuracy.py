@@ -11,12 +11,12 @@ token, as its header says this reading is uncertain).
 
 Declared split (fixed before any number was looked at): within each (heads, kv_heads)
 family, rows in file order; even positions are the FIT subset, odd positions the
-HELD-BACK subset. The attention op has no fitted parameter yet (its launch heuristics are
-FlashAttention's, fixed in `workloads.ops.attention`), so the fit subset is reserved for
-future fitting and only ever reported as such; MAPE and Pearson r are reported per family
-on the held-back rows. The measured times include what the simulator does not model
-(kernel launch, TensorRT-LLM's own decode kernel rather than the FA3-style template), so
-small rows carry a floor of a few microseconds that the figures show.
+HELD-BACK subset. The attention op's launch heuristics are FlashAttention's, fixed in
+`workloads.ops.attention` (no per-shape factor); the one fitted number that reaches these
+rows is `launch.kernel_overhead_us`, fitted by `workloads.calibration.launch_fit` on FIT
+rows only (batch <= 2, kv_len <= 16, together with small-M GEMM fit rows). MAPE and
+Pearson r are reported per family on the held-back rows. The measured times are
+TensorRT-LLM's own decode kernel, not the FA3-style template simulated here.
 
     python -m workloads.calibration.attention_accuracy --limit 3     # 3 held rows/family
     python -m workloads.calibration.attention_accuracy --subset fit --limit 3
