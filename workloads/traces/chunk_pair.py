@@ -202,7 +202,8 @@ def per_class(trace: pd.DataFrame, nodes: pd.DataFrame, layers: int = LAYERS) ->
 def per_category(trace: pd.DataFrame, nodes: pd.DataFrame, layers: int = LAYERS) -> \
         pd.DataFrame:
     """Per mapping category: measured and simulated summed kernel time, error % (NaN where
-    nothing was simulated), and the measured time of kernels with no simulated class."""
+    nothing was simulated), the measured time of kernels with no simulated class, and the
+    nodes (x `layers`) of the category left out of the simulation."""
     cat = trace["category"].fillna("unmatched")
     measured = trace.assign(category=cat).groupby("category").agg(
         trace_kernels=("dur_us", "size"), measured_us=("dur_us", "sum"))
@@ -210,8 +211,12 @@ def per_category(trace: pd.DataFrame, nodes: pd.DataFrame, layers: int = LAYERS)
         "dur_us"].sum().rename("measured_without_counterpart_us")
     sim = nodes.groupby("category")["simulated_us"].sum(min_count=1).rename(
         "simulated_us") * layers
-    table = measured.join(without, how="left").join(sim, how="outer").fillna(
-        {"measured_without_counterpart_us": 0.0, "trace_kernels": 0, "measured_us": 0.0})
+    unsimulated = nodes["simulated_us"].isna().groupby(nodes["category"]).sum().rename(
+        "unsimulated_nodes") * layers
+    table = measured.join(without, how="left").join(sim, how="outer").join(
+        unsimulated, how="left").fillna({"measured_without_counterpart_us": 0.0,
+                                         "trace_kernels": 0, "measured_us": 0.0,
+                                         "unsimulated_nodes": 0})
     table["error_pct"] = 100.0 * (table["simulated_us"] - table["measured_us"]) / \
         table["measured_us"].where(table["measured_us"] > 0)
     return table.reset_index().sort_values("measured_us", ascending=False, kind="stable")

@@ -112,6 +112,9 @@ simulated once ({len(cpu_s)} distinct ops) and the layer pair counted 4 times.
 * Trace kernels: {figures['trace_kernels']}; paired one-to-one with a simulated node:
   {figures['paired_kernels']} ({figures['paired_measured_us']:.0f} us measured,
   {figures['paired_simulated_us']:.0f} us simulated), MAPE {figures['paired_mape_pct']:.1f} %.
+* Simulated nodes: {int(nodes['simulated_us'].notna().sum())} of {len(nodes)} in the layer
+  pair ({len(unsimulated)} not simulated, listed at the end); the simulated sums, the
+  schedule and the overlap figures below leave those out.
 * Summed kernel time: measured {figures['trace_kernel_time_us']:.0f} us, simulated
   {figures['simulated_kernel_time_us']:.0f} us (communication kernels in the trace include
   waiting for peers).
