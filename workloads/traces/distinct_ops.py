@@ -99,13 +99,17 @@ def _merge(op_cache: dict, local: dict) -> None:
 
 def _largest_first(graph, config) -> list:
     """Nodes by their roofline time (FLOP at the FP8 tensor peak vs minimum bytes at the HBM
-    peak), largest first, ties in issue order: what a cut-short fill covers best."""
+    peak; a comm-stream node's bytes at the network's achieved bandwidth), largest first,
+    ties in issue order: what a cut-short fill covers best."""
     from reports.roofline import chip_peaks
 
     peaks = chip_peaks(config.to_dict())
     tflops = peaks.get("tensor_fp8_tflops") or peaks.get("tensor_bf16_tflops") or 1.0
+    network_gbps = float(config.links.network_achieved_gbps)
+
     def roof_us(node) -> float:
-        return max(node.flops / (tflops * 1e6), node.bytes_min / (peaks["hbm_gbps"] * 1e3))
+        gbps = network_gbps if node.stream == "comm" else peaks["hbm_gbps"]
+        return max(node.flops / (tflops * 1e6), node.bytes_min / (gbps * 1e3))
     order = sorted(enumerate(graph.nodes), key=lambda kn: (-roof_us(kn[1]), kn[0]))
     return [node for _, node in order]
 
