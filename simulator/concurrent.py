@@ -65,7 +65,7 @@ class ConcurrentResult:
 
     kernels: dict[str, KernelResult]
     cycles: int
-    time_us: float
+    time_us: float          # when the last kernel ended (kernel time, no launch overhead)
     config: dict[str, Any] = field(repr=False)
 
 

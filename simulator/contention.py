@@ -25,7 +25,8 @@ Left out: contention between two compute streams (compute and wgrad share the co
 SMs without slowing each other), partner choice per compute node (one measured partner
 stands for all nodes beside a collective), and a second fixed-point pass. The L2 miss
 sectors of the compute launch alone and beside the collective are kept with each pair.
-Units: microseconds, sectors.
+Times are kernel times (`KernelResult.kernel_time_us`: the launch overhead, paid once per
+launch whatever runs beside it, is not stretched). Units: microseconds, sectors.
 """
 
 from __future__ import annotations
@@ -90,8 +91,8 @@ def measure_pair(compute_launch, comm_launch, config, compute_op: str = "",
     both = simulate_concurrent([compute_launch, comm_launch], config).kernels
     c, m = both[compute_launch.name], both[comm_launch.name]
     return PairEffect(compute_op or compute_launch.name, comm_op or comm_launch.name,
-                      alone_c.time_us, c.time_us, alone_m.time_us, m.time_us,
-                      _l2_misses(alone_c), _l2_misses(c))
+                      alone_c.kernel_time_us, c.kernel_time_us, alone_m.kernel_time_us,
+                      m.kernel_time_us, _l2_misses(alone_c), _l2_misses(c))
 
 
 def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
