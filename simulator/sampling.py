@@ -6,17 +6,14 @@ A wave is the CTAs resident at once on all compute SMs: `W = ctas_per_sm * compu
 (the occupancy calculation of `models.cta_dispatch`); the grid has `n = n_ctas / W` waves
 (fractional). `simulate_sampled` traces CTAs wave by wave (`isa.run_kernel(cta_range=...)`,
 one recorder, so earlier waves are traced once) and replays the first k waves from a cold
-system for k = 4, 5, ..., giving t(k) cycles. Inside that replay, M_j is the cycle at which
-j waves' worth of CTAs (j * W) have finished, and m_j = M_j - M_(j-1) the marginal wave
-time (dispatch is dynamic, so these waves overlap as in the full run; the last wave is
-left out because no later wave overlaps its tail). k grows until the last two marginals
-differ by less than `TOLERANCE` (1 %), up to `MAX_WAVES`, or until one more wave would
-leave fewer than one wave to extrapolate. Replays: k = 4 first; if it is not steady, one
-replay of the largest k allowed gives the milestones of every k in between (M_j, j < k,
-depends only on the CTAs dispatched before it, the same in any replay of more than j
-waves), and t(k) takes one more replay only if the rule stops below that largest k (at
-most 3 replays instead of up to 4 of 4 + 5 + 6 + 7 waves). With m the mean of the last
-two marginals,
+system, giving t(k) cycles. Inside that replay, M_j is the cycle at which j waves' worth of
+CTAs (j * W) have finished, and m_j = M_j - M_(j-1) the marginal wave time (dispatch is
+dynamic, so these waves overlap as in the full run; the last wave is left out because no
+later wave overlaps its tail). First k = 4; if its last two marginals differ by `TOLERANCE`
+(1 %) or more, the first k_max waves are replayed instead, k_max = `MAX_WAVES` or fewer so
+that at least one wave is left to extrapolate (two replays at most; growing k one wave at
+a time cost up to 4 + 5 + 6 + 7 waves of replay, and a replay of k_max waves gives the
+estimate with the most waves simulated). With m the mean of the last two marginals,
 
     cycles = t(k) + (n - k) * m
 
@@ -88,6 +85,7 @@ def simulate_sampled(launch, replay):
     if n_waves < MIN_WAVES:
         full = time_waves(math.ceil(n_waves))
         return replay.result(full, fidelity="full", waves_simulated=n_waves)
+
     def steady(marginals: list[int]) -> bool:
         return abs(marginals[-1] - marginals[-2]) < TOLERANCE * max(marginals[-2], 1)
 
@@ -98,16 +96,10 @@ def simulate_sampled(launch, replay):
     last = time_waves(k)
     marginals = wave_marginals(last.cta_done_cycles, wave, k)
     if not steady(marginals) and can_grow(k):
-        top = k + 1
-        while can_grow(top):
-            top += 1
-        longest = time_waves(top)
-        while True:
+        while can_grow(k):
             k += 1
-            marginals = wave_marginals(longest.cta_done_cycles, wave, k)
-            if steady(marginals) or not can_grow(k):
-                break
-        last = longest if k == top else time_waves(k)
+        last = time_waves(k)
+        marginals = wave_marginals(last.cta_done_cycles, wave, k)
     marginal = max((marginals[-1] + marginals[-2]) / 2, 0)
     extra = (n_waves - k) * marginal
     cycles = int(round(last.cycles + extra))
