@@ -1,0 +1,66 @@
+"""notebooks/comm_whatif.ipynb runs top to bottom and its key numbers hold.
+
+Relations that must hold whatever the figures: a GEMM beside a dispatch is slower than alone
+and misses L2 no less; with contention a step is never shorter than without; the NIC is
+busy less than all the time; in the DeepSeek setting some communication of one micro-batch
+hides behind the other's computation; the sweep table is the committed data.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+from nbclient import NotebookClient
+
+NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "comm_whatif.ipynb"
+DATA = NOTEBOOK.parent / "data"
+
+
+@pytest.fixture(scope="module")
+def numbers() -> dict:
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert all(not c.outputs and c.execution_count is None for c in code)
+    NotebookClient(nb, timeout=900, kernel_name="python3",
+                   resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
+    text = "".join(o.get("text", "") for o in code[-1].outputs if o.output_type == "stream")
+    return json.loads(text.strip().splitlines()[-1])
+
+
+def test_gemm_beside_the_dispatch_is_slower_and_misses_more(numbers):
+    """For every reserved-SM count the GEMM beside the dispatch is slower than alone."""
+    live = pd.DataFrame(numbers["live"])
+    assert (live["gemm_beside_us"] > live["gemm_alone_us"]).all()
+    assert (live["l2_miss_beside"] >= live["l2_miss_alone"]).all()
+
+
+def _sweep_files() -> list[Path]:
+    files = [p for p in DATA.glob("comm_whatif_ep64*.csv") if not p.stem.endswith("_kernels")]
+    if not files:
+        pytest.skip("no sweep data: run python benchmarks/comm_whatif.py --train --tokens 512 "
+                    "--out notebooks/data/comm_whatif_ep64.csv")
+    return files
+
+
+def test_sweep_is_the_committed_data_and_contention_never_shortens_a_step(numbers):
+    """The table equals the CSV rows; step with contention >= without; NIC busy < 100 %."""
+    files = _sweep_files()
+    sweep = pd.DataFrame(numbers["sweep"])
+    rows = pd.concat([pd.read_csv(p) for p in files]).drop_duplicates(["comm_sms", "chunk_bytes"])
+    assert len(sweep) == len(rows) >= 1
+    assert (sweep["step_us"] >= sweep["step_no_contention_us"] * (1 - 1e-9)).all()
+    assert ((sweep["nic_utilization"] > 0) & (sweep["nic_utilization"] < 1)).all()
+    none = sweep[sweep["comm_sms"] == 0]
+    assert (none["gemm_slowdown_pct"] == 0).all()
+
+
+def test_deepseek_point_overlaps_one_micro_batch_comm_with_the_other_compute(numbers):
+    """In the 20-SM, 64 KiB point a part of the collectives hides behind the other
+    micro-batch's kernels."""
+    _sweep_files()
+    point = numbers["deepseek_point"]
+    assert 0 < point["comm_overlapped_by_other_micro_batch_us"] <= point["comm_us"]
