@@ -12,7 +12,8 @@ three NVLink parameters of the `h100_sxm` preset that the ring all-reduce depend
 `links.nvlink_achieved_gbps` (bounded by the 450 GB/s peak), one per FIT row by secant
 steps on the log of the simulated time, two passes (`fit`). There are no per-row or
 per-size factors. MAPE is reported on the held-back rows, per dataset, and for rows of
-1 MiB and more (Vidur's small rows include a host-side launch the simulator leaves out).
+1 MiB and more. Simulated times include the preset's `launch.kernel_overhead_us` (once per
+launch); the preset's NVLink values were fitted with it in place.
 
     python -m workloads.calibration.comm_accuracy          # held-back table, preset values
     python -m workloads.calibration.comm_accuracy --fit    # fit on the FIT rows first
