@@ -8,8 +8,10 @@ start, time, TFLOP/s, bound, share of the summed kernel time) and the layer's ti
 writes a run directory (`runs/<workload>-<phase>-<tokens>/` or `--out DIR`) through
 `reports.write_report`: config.json (the resolved hardware config), kernels.csv/.parquet,
 stats.csv/.parquet, report.html, trace.json, plots, plus run.json (the workload and the
-printed summary). Communication nodes are timed by link bandwidth alone and streams do
-not contend (see `simulator.workload`). Single kernels: `ptxsim kernel FILE.ptx`; single
+printed summary). Collectives are simulated kernels on the reserved communication SMs
+(`--set sm.comm_count=N`; with 0 they run on the compute stream), an all-reduce across
+nodes is timed by link bandwidth; overlapping streams are slowed by a measured pair per
+collective (see `simulator.workload`). Single kernels: `ptxsim kernel FILE.ptx`; single
 ops: `ptxsim op KIND`.
 Bad flags (unknown model, preset or `--set` key, impossible sizes) are an `InputError`
 naming the flag: one line, exit status 2.
@@ -105,8 +107,9 @@ def _report(args, result, out: Path) -> dict:
             "time_us": result.time_us, "kernel_time_us": float(summary["time_us"].sum()),
             "by_op": {op: float(t) for op, t in result.by_op()["time_us"].items()},
             "kernels": kernels, "out": str(out),
-            "left_out": "communication timed by link bandwidth alone; no contention "
-                        "between streams"}
+            "left_out": "all-reduce across nodes timed by link bandwidth alone; contention "
+                        "measured for collectives only (compute streams do not slow "
+                        "each other); attention backward not simulated"}
 
 
 def _text(r: dict) -> str:

@@ -34,8 +34,8 @@ DTYPE_BYTES = {"e4m3": 1, "e5m2": 1, "bf16": 2, "f16": 2, "f32": 4}
 DTYPE_ALIASES = {"fp8": "e4m3", "fp8_e4m3": "e4m3", "fp8_e5m2": "e5m2", "fp16": "f16",
                  "half": "f16", "fp32": "f32", "float32": "f32", "bfloat16": "bf16"}
 SCALE_BYTES = 4  # FP32 scale per FP8 block
-COMM_NOTE = ("communication: until the communication model lands, time = link_bytes / "
-             "link bandwidth alone")
+COMM_NOTE = ("communication: simulate_workload runs collectives as kernels on the comm "
+             "SMs; an all-reduce across nodes falls back to link_bytes / link bandwidth")
 
 RMSNORM_FLOPS_PER_ELEM = 4  # square, accumulate, scale, weight
 LAYERNORM_FLOPS_PER_ELEM = 8  # mean, centre, square, accumulate, scale, weight, bias, (rsqrt)
