@@ -58,3 +58,6 @@ def test_sampled_gemm_agrees_with_full_within_3_percent(name):
     error = sampled["time_us"] / full["time_us"] - 1
     assert abs(error) <= TOLERANCE, (name, full["time_us"], sampled["time_us"])
     assert sampled["kernel"]["sample_note"] == plan.sample_note
+    # HBM bytes have their own sample weights (rounds cut: an L2 panel-footprint model)
+    bytes_error = sampled["hbm_bytes"] / full["hbm_bytes"] - 1
+    assert abs(bytes_error) <= TOLERANCE, (name, full["hbm_bytes"], sampled["hbm_bytes"])
