@@ -5,7 +5,8 @@
 
 Steps: every distinct op of the layer pair is simulated once, largest first, into a
 resumable op cache (`workloads.traces.distinct_ops.fill_op_cache`; a killed run keeps
-finished ops; `--workers N` processes; `--budget-min` stops handing out ops), nodes whose
+finished ops; `--workers N` processes; `--budget-min` stops handing out ops; results kept
+under another config, e.g. from before a preset changed, are simulated again), nodes whose
 op cannot be simulated (or was not reached) are taken out of the graph (their users wait
 on their deps) and listed, then `simulator.simulate_workload` schedules the pair from the
 cache (with contention pairs measured unless `--no-contention`). The folder gets `kernels.csv` (per
@@ -23,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from workloads.traces import chunk_pair as cp
-from workloads.traces.distinct_ops import fill_op_cache, missing, without
+from workloads.traces.distinct_ops import cached_only, fill_op_cache, missing, without
 
 NOT_YET = ("not simulated in this run's time budget (largest ops first); rerun the command "
            "to fill the op cache")
@@ -37,9 +38,10 @@ def simulate(cache_path: str | Path, fidelity: str = "sampled", contention: bool
     config, graph = cp.chunk_pair_config(), cp.chunk_pair_graph()
     cache = fill_op_cache(graph, config, fidelity, cache_path, progress, workers=workers,
                           largest_first=True, budget_s=budget_s)
-    for name in missing(graph, config, cache):
+    for name in missing(graph, config, cache, fidelity):
         cache.unsimulated[name] = NOT_YET
     runnable = without(graph, cache.unsimulated)
+    cached_only(runnable, config, cache, fidelity)   # scheduling simulates no op afresh
     result = simulator.simulate_workload(runnable, config=config, fidelity=fidelity,
                                          timeline=False, contention=contention,
                                          op_cache=cache.op_cache)

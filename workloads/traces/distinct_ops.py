@@ -17,6 +17,13 @@ The config must already hold what `simulate_workload` would add for the whole gr
 one-node graphs and the whole graph key their results under different configs:
 `check_config` says so.
 
+An op counts as done only under the key `simulate_workload` reads for this config and
+fidelity (`part`): results kept under another config (a preset value changed since they
+were simulated) are stale. They stay in the file but are neither skipped by the fill nor
+taken by `missing` as done; counting them as done made the scheduling step of a report
+re-simulate every such op silently, one after another, inside `simulate_workload`.
+`cached_only` checks that a graph about to be scheduled has every op under that key.
+
 Units: microseconds, seconds of CPU time.
 """
 
@@ -92,6 +99,14 @@ def _time_alone(node, graph_name: str, meta: dict, config, fidelity: str) -> tup
     return local, error, time.process_time() - start
 
 
+def part(cache: OpCache, config, fidelity: str) -> dict:
+    """The op results `simulate_workload(..., timeline=False, op_cache=cache.op_cache)`
+    reads for `config` and `fidelity` (created empty when there are none)."""
+    from simulator.workload import _shared_cache
+
+    return _shared_cache(cache.op_cache, config, fidelity, False)
+
+
 def _merge(op_cache: dict, local: dict) -> None:
     for part_key, part in local.items():
         op_cache.setdefault(part_key, {}).update(part)
@@ -133,11 +148,11 @@ def fill_op_cache(graph, config, fidelity: str = "sampled", path: str | Path | N
     meta = {**graph.meta, "gpus_per_node": config.links.gpus_per_node,
             "comm_sms": config.sm.comm_count or None, "chunk_bytes": None}
     keys = {node.name: node_op(node, meta).key for node in graph.nodes}
+    done = part(cache, config, fidelity)
     todo, seen = [], set()
     for node in (_largest_first(graph, config) if largest_first else graph.nodes):
         key = keys[node.name]
-        if key in seen or key in cache.failed or any(key in part for part
-                                                     in cache.op_cache.values()):
+        if key in seen or key in cache.failed or key in done:
             continue
         seen.add(key)
         todo.append(node)
@@ -183,16 +198,33 @@ def fill_op_cache(graph, config, fidelity: str = "sampled", path: str | Path | N
     return cache
 
 
-def missing(graph, config, cache: OpCache) -> list[str]:
-    """Nodes whose op has neither a result nor a recorded failure in `cache`."""
+def missing(graph, config, cache: OpCache, fidelity: str = "sampled") -> list[str]:
+    """Nodes whose op has neither a result for `config` and `fidelity` (`part`) nor a
+    recorded failure in `cache`."""
     from workloads.node_ops import node_op
 
     meta = {**graph.meta, "gpus_per_node": config.links.gpus_per_node,
             "comm_sms": config.sm.comm_count or None, "chunk_bytes": None}
-    done = set().union(*(set(part) for part in cache.op_cache.values())) \
-        if cache.op_cache else set()
+    done = part(cache, config, fidelity)
     return [n.name for n in graph.nodes
             if node_op(n, meta).key not in done and n.name not in cache.unsimulated]
+
+
+def cached_only(graph, config, cache: OpCache, fidelity: str = "sampled") -> None:
+    """InputError naming the nodes of `graph` whose op `simulate_workload` would have to
+    simulate afresh (no result for `config` and `fidelity` in `cache`)."""
+    from workloads.node_ops import LINK, node_op
+
+    meta = {**graph.meta, "gpus_per_node": config.links.gpus_per_node,
+            "comm_sms": config.sm.comm_count or None, "chunk_bytes": None}
+    done = part(cache, config, fidelity)
+    absent = [n.name for n in graph.nodes
+              if (op := node_op(n, meta)).kind != LINK and op.key not in done]
+    if absent:
+        raise InputError(f"op cache: no result for this config and fidelity {fidelity!r} "
+                         f"for {len(absent)} node(s) ({', '.join(absent[:5])}"
+                         f"{', ...' if len(absent) > 5 else ''}); fill the cache first "
+                         "(fill_op_cache) or take them out (without)")
 
 
 def without(graph, names) -> object:
