@@ -111,8 +111,11 @@ def test_category_and_class_sums_keep_both_sides(trace, stand_in):
     assert categories["simulated_us"].sum() == pytest.approx(
         cp.LAYERS * stand_in.kernels["time_us"].sum())
     gemm = categories.set_index("category").loc["gemm"]
-    assert gemm["measured_us"] == pytest.approx(
-        trace.loc[trace["category"] == "gemm", "dur_us"].sum())
+    gemm_classes = trace["class"].isin(["gemm", "grouped_gemm", "wgrad_gemm"])
+    assert gemm["measured_us"] == pytest.approx(trace.loc[gemm_classes, "dur_us"].sum())
+    assert gemm["measured_us"] < trace.loc[trace["category"] == "gemm", "dur_us"].sum()
+    assert gemm["covered_measured_us"] == pytest.approx(gemm["measured_us"])
+    assert gemm["covered_simulated_us"] == pytest.approx(gemm["simulated_us"])
     classes = cp.per_class(trace, nodes)
     assert classes["measured_us"].sum() == pytest.approx(trace["dur_us"].sum())
     assert classes["simulated_us"].sum() == pytest.approx(
@@ -126,6 +129,30 @@ def test_unsimulated_nodes_are_listed_not_dropped(trace, graph, stand_in):
     assert row["class"] == "attention_bwd" and np.isnan(row["simulated_us"])
     classes = cp.per_class(trace, nodes).set_index(["pass", "class"])
     assert classes.loc[("backward", "attention_bwd"), "unsimulated"] == cp.LAYERS
+    attention = cp.per_category(trace, nodes).set_index("category").loc["attention"]
+    forward = trace[trace["class"] == "attention"]["dur_us"].sum()
+    assert attention["covered_measured_us"] == pytest.approx(forward)
+    assert attention["measured_us"] > forward
+
+
+def test_a_node_left_out_pairs_no_kernel(trace, graph):
+    """A forward GEMM node with no simulated time: its 4 trace kernels keep the node's
+    name but are not matched and carry no error; the other forward GEMMs still pair."""
+    dropped = "mb1/q_a_proj"
+
+    class Partial:
+        kernels = pd.DataFrame([{"name": n.name, "op": n.op,
+                                 "kind": node_op(n, graph.meta).kind, "stream": n.stream,
+                                 "role": n.role, "start_us": 0.0, "end_us": 10.0,
+                                 "time_us": 10.0} for n in graph.nodes if n.name != dropped])
+    nodes = cp.simulated_nodes(Partial, {dropped: "left out"}, graph)
+    kernels = cp.per_kernel(trace, nodes)
+    rows_q = kernels[kernels["node"] == dropped]
+    assert len(rows_q) == cp.LAYERS and not rows_q["matched"].any()
+    assert rows_q["error_pct"].isna().all()
+    fwd_gemm = kernels[(kernels["pass"] == "forward") & (kernels["class"] == "gemm")]
+    assert fwd_gemm["matched"].sum() == len(fwd_gemm) - cp.LAYERS
+    assert kernels.loc[kernels["matched"], "simulated_us"].notna().all()
 
 
 def test_overlap_table_reads_both_timelines(trace, stand_in):

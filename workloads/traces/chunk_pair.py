@@ -156,7 +156,9 @@ def simulated_nodes(result, unsimulated: dict[str, str] | None = None, graph=Non
 
 def per_kernel(trace: pd.DataFrame, nodes: pd.DataFrame, layers: int = LAYERS) -> pd.DataFrame:
     """Trace kernels paired with simulated nodes where a (pass, class) has as many kernels
-    as simulated nodes x `layers` (see the module docstring); one row per trace kernel."""
+    as simulated nodes x `layers` (see the module docstring); one row per trace kernel.
+    A kernel paired with a node left out of the simulation keeps the node's name but is not
+    `matched` (no simulated time, no error)."""
     rows = []
     for (pas, cls), group in trace.groupby(["pass", "class"], sort=True):
         sim = nodes[(nodes["pass"] == pas) & (nodes["class"] == cls)]
@@ -165,6 +167,7 @@ def per_kernel(trace: pd.DataFrame, nodes: pd.DataFrame, layers: int = LAYERS) -
         for i, kernel in enumerate(group.itertuples()):
             node = sim_rows[i] if paired else None
             simulated = float(node.simulated_us) if node is not None else np.nan
+            timed = bool(np.isfinite(simulated))
             rows.append({
                 "pass": pas, "class": cls,
                 "category": kernel.category if isinstance(kernel.category, str)
@@ -175,8 +178,8 @@ def per_kernel(trace: pd.DataFrame, nodes: pd.DataFrame, layers: int = LAYERS) -
                 "node": node.node if node is not None else None,
                 "simulated_us": simulated,
                 "error_pct": 100.0 * (simulated - kernel.dur_us) / kernel.dur_us
-                if node is not None and kernel.dur_us > 0 else np.nan,
-                "matched": node is not None,
+                if timed and kernel.dur_us > 0 else np.nan,
+                "matched": timed,
             })
     return pd.DataFrame(rows, columns=list(KERNEL_COLUMNS))
 
@@ -201,10 +204,13 @@ def per_class(trace: pd.DataFrame, nodes: pd.DataFrame, layers: int = LAYERS) ->
 
 def per_category(trace: pd.DataFrame, nodes: pd.DataFrame, layers: int = LAYERS) -> \
         pd.DataFrame:
-    """Per mapping category: measured and simulated summed kernel time, error % (NaN where
-    nothing was simulated), the measured time of kernels with no simulated class, and the
-    nodes (x `layers`) of the category left out of the simulation."""
-    cat = trace["category"].fillna("unmatched")
+    """Per category (the class's where the kernel has one, e.g. the cuBLAS gating GEMM
+    counts as moe_routing as its simulated node does; else the mapping's): measured and
+    simulated summed kernel time, error % (NaN where
+    nothing was simulated), the measured time of kernels with no simulated class, the
+    nodes (x `layers`) of the category left out of the simulation, and the like-for-like
+    sums and error (`covered_*`: only the (pass, class) groups simulated in full)."""
+    cat = trace["class"].map(CLASS_CATEGORY).fillna(trace["category"]).fillna("unmatched")
     measured = trace.assign(category=cat).groupby("category").agg(
         trace_kernels=("dur_us", "size"), measured_us=("dur_us", "sum"))
     without = trace[trace["class"] == "other"].assign(category=cat).groupby("category")[
@@ -219,7 +225,27 @@ def per_category(trace: pd.DataFrame, nodes: pd.DataFrame, layers: int = LAYERS)
                                          "unsimulated_nodes": 0})
     table["error_pct"] = 100.0 * (table["simulated_us"] - table["measured_us"]) / \
         table["measured_us"].where(table["measured_us"] > 0)
+    covered = _covered(trace, nodes, layers)
+    table = table.join(covered, how="left").fillna({"covered_measured_us": 0.0,
+                                                     "covered_simulated_us": 0.0})
+    table["covered_error_pct"] = 100.0 * (table["covered_simulated_us"]
+                                          - table["covered_measured_us"]) / \
+        table["covered_measured_us"].where(table["covered_measured_us"] > 0)
     return table.reset_index().sort_values("measured_us", ascending=False, kind="stable")
+
+
+def _covered(trace: pd.DataFrame, nodes: pd.DataFrame, layers: int) -> pd.DataFrame:
+    """Per category, like for like: measured and simulated time of the (pass, class)
+    groups whose simulated nodes all have a time (no kernel without a counterpart, no node
+    left out)."""
+    sim = nodes.groupby(["pass", "class"])["simulated_us"].agg(
+        simulated_us="sum", complete=lambda s: bool(s.notna().all()))
+    measured = trace.groupby(["pass", "class"])["dur_us"].sum().rename("measured_us")
+    both = sim[sim["complete"]].join(measured, how="inner").reset_index()
+    both["category"] = both["class"].map(CLASS_CATEGORY).fillna("other")
+    return both.groupby("category").agg(covered_measured_us=("measured_us", "sum"),
+                                        covered_simulated_us=("simulated_us", "sum")) * \
+        np.array([1.0, float(layers)])
 
 
 def overlaps(trace: pd.DataFrame, result, layers: int = LAYERS) -> pd.DataFrame:
