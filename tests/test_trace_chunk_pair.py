@@ -273,3 +273,11 @@ def test_report_folder_has_its_tables_and_the_command(tmp_path, graph, stand_in)
     kernels = pd.read_csv(tmp_path / "rep" / "kernels.csv")
     assert figures["paired_kernels"] == int(kernels["matched"].sum())
     assert figures["trace_kernels"] == len(kernels) == 983
+    assert figures["distinct_ops_simulated"] == figures["distinct_ops"] - 1
+    assert f"({figures['distinct_ops_simulated']} of the layer pair's " \
+        f"{figures['distinct_ops']} distinct ops)" in text.replace("\n", " ")
+    causes = text.split("## Why attention and communication read low")[1].split("##")[0]
+    notify = kernels[kernels["class"] == "comm_notify"]
+    assert f"notify kernels, {len(notify)} of them, {notify['measured_us'].sum():.0f} us" \
+        in causes
+    assert "no simulated time (not modelled here)" in causes
