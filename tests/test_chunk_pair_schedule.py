@@ -138,3 +138,22 @@ def test_results_under_another_config_are_not_done(tmp_path, monkeypatch):
     calls.clear()
     simulator.simulate_workload(graph, config=new, timeline=False, op_cache=filled.op_cache)
     assert calls == []
+
+
+def test_taking_out_a_ladder_of_diamonds_resolves_each_node_once():
+    """30 diamonds in a row (2**30 dependency paths from the last node to the first), all
+    but both ends taken out: the last node depends on the first, found by resolving each
+    node once (walking every path would not finish)."""
+    nodes = [L.elementwise("n0", "rmsnorm", rows=8, cols=8, dtype="bf16")]
+    for i in range(1, 31):
+        top = nodes[-1].name
+        nodes += [L.elementwise(f"a{i}", "rmsnorm", rows=8, cols=8, dtype="bf16", deps=(top,)),
+                  L.elementwise(f"b{i}", "rmsnorm", rows=8, cols=8, dtype="bf16", deps=(top,)),
+                  L.elementwise(f"n{i}", "rmsnorm", rows=8, cols=8, dtype="bf16",
+                                deps=(f"a{i}", f"b{i}"))]
+    graph = KernelGraph("ladder", tuple(nodes), {"model": "llama3-8b", "phase": "prefill"})
+    trimmed = without(graph, [n.name for n in nodes[1:-1]])
+    assert trimmed.names() == ("n0", "n30")
+    assert trimmed.node("n30").deps == ("n0",)
+    half = without(graph, [f"a{i}" for i in range(1, 31)])
+    assert half.node("n1").deps == ("n0", "b1") and half.node("b2").deps == ("n1",)

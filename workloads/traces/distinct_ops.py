@@ -229,15 +229,18 @@ def cached_only(graph, config, cache: OpCache, fidelity: str = "sampled") -> Non
 
 def without(graph, names) -> object:
     """`graph` without the nodes in `names`; their users depend on their deps instead."""
+    from functools import cache
+
     from workloads.graph import KernelGraph
 
     drop = set(names)
     deps = {n.name: n.deps for n in graph.nodes}
 
-    def resolved(name: str) -> tuple[str, ...]:
+    @cache
+    def resolved(name: str) -> tuple[str, ...]:   # once per node: no path blow-up
         if name not in drop:
             return (name,)
-        return tuple(d for dep in deps[name] for d in resolved(dep))
+        return tuple(dict.fromkeys(d for dep in deps[name] for d in resolved(dep)))
 
     nodes = tuple(replace(n, deps=tuple(dict.fromkeys(d for dep in n.deps
                                                        for d in resolved(dep))))
