@@ -177,6 +177,10 @@ def _pct(value) -> str:
     return "nothing simulated" if value != value else f"{value:+.1f} %"
 
 
+def _ratio(value) -> str:
+    return "(not simulated)" if value != value else f"{value:.2f}x"
+
+
 def _sum(table: pd.DataFrame, column: str, **where) -> float:
     rows = table
     for key, value in where.items():
@@ -200,7 +204,7 @@ def _causes(trace, classes, kernels, categories, overlap, unsimulated: dict) -> 
             f"time ({bwd_reason or 'simulated'}). Nothing is simulated in its place; the node "
             "is taken out of the graph and its users wait on its dependencies, so the "
             "backward chain of the simulated schedule is shorter by that much. "
-            + (f"Forward attention alone: {_cell(attn['covered_error_pct'])} % "
+            + (f"Forward attention alone: {_pct(attn['covered_error_pct'])} "
                f"({attn['covered_simulated_us']:.0f} us simulated vs "
                f"{attn['covered_measured_us']:.0f} us measured)."
                if attn["covered_measured_us"] > 0 else
@@ -208,13 +212,19 @@ def _causes(trace, classes, kernels, categories, overlap, unsimulated: dict) -> 
     comm = cat.loc["communication"] if "communication" in cat.index else None
     if comm is not None:
         notify = trace[trace["class"] == "comm_notify"]["dur_us"]
-        per_class = kernels[kernels["matched"]].groupby("class")["error_pct"].mean()
-        err = {c: _cell(per_class.get(c, float("nan"))) for c in ("dispatch", "combine")}
-        # the backward's dispatch kernels send BF16 gradients: the bytes of a combine
-        bf16 = kernels[(kernels["pass"] == "backward") & (kernels["class"] == "dispatch")]
-        comb = kernels[kernels["class"] == "combine"]
-        ratio = {side: comb[col].mean() / bf16[col].mean()
-                 for side, col in (("measured", "measured_us"), ("simulated", "simulated_us"))}
+        matched = kernels[kernels["matched"]]
+        err = matched.groupby(["pass", "class"])["error_pct"].mean()
+
+        def mean(pas: str, cls: str, column: str) -> float:
+            rows = matched[(matched["class"] == cls) & (matched["pass"].isin(
+                ["forward", "backward"] if pas == "both" else [pas]))]
+            return float(rows[column].mean()) if len(rows) else float("nan")
+
+        # the backward's dispatch sends BF16 gradients: twice the FP8 forward dispatch's
+        # bytes, the bytes of a combine
+        ratio = {(cls, col): mean(pas, cls, col) / mean("backward", "dispatch", col)
+                 for pas, cls in (("forward", "dispatch"), ("both", "combine"))
+                 for col in ("measured_us", "simulated_us")}
         view = overlap.set_index("what")
         comm_busy = view.loc[view.index.str.contains("comm"), ["measured_us",
                                                                 "simulated_us"]].sum()
@@ -226,18 +236,24 @@ def _causes(trace, classes, kernels, categories, overlap, unsimulated: dict) -> 
             "simulated counterpart: they exchange per-rank token counts (a few KiB) and "
             f"wait at a barrier, so their {notify.min():.0f}-{notify.max():.0f} us are "
             f"waiting for the {cp.EP - 1} peers. (2) Trace times of dispatch and combine "
-            "include waiting for peers too (a combine ends when the slowest rank's experts "
-            "have sent); the simulation runs rank 0 with every peer ready, so per kernel "
-            f"dispatch reads {err['dispatch']} % and combine {err['combine']} % on average. "
-            "A combine moves the bytes of the backward's BF16 dispatch: simulated, it takes "
-            f"{_cell(ratio['simulated'])}x that dispatch's time, measured "
-            f"{_cell(ratio['measured'])}x. "
+            "hold waiting for peers too: the forward's FP8 dispatch moves about half the bytes of "
+            "the backward's BF16 dispatch yet takes "
+            f"{_ratio(ratio['dispatch', 'measured_us'])} its time measured "
+            f"({_ratio(ratio['dispatch', 'simulated_us'])} simulated), and a combine, which "
+            "moves that BF16 dispatch's bytes and ends when the slowest rank's experts have "
+            f"sent, {_ratio(ratio['combine', 'measured_us'])} measured "
+            f"({_ratio(ratio['combine', 'simulated_us'])} simulated). The simulation runs "
+            "rank 0 with every peer ready; mean error per kernel: forward dispatch "
+            f"{_pct(err.get(('forward', 'dispatch'), np.nan))}, backward dispatch "
+            f"{_pct(err.get(('backward', 'dispatch'), np.nan))}, forward combine "
+            f"{_pct(err.get(('forward', 'combine'), np.nan))}, backward combine "
+            f"{_pct(err.get(('backward', 'combine'), np.nan))}. "
             f"(3) The comm stream is busy {comm_busy['measured_us']:.0f} us of the "
             f"trace's {span['measured_us']:.0f} us span "
             f"({100 * comm_busy['measured_us'] / span['measured_us']:.0f} %), "
             f"{comm_busy['simulated_us']:.0f} us of the simulated "
             f"{span['simulated_us']:.0f} us. Like for like (dispatch and combine only): "
-            f"{_cell(comm['covered_error_pct'])} %.")
+            f"{_pct(comm['covered_error_pct'])}.")
     return "\n".join(lines) or "* nothing simulated in these categories"
 
 
