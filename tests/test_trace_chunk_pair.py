@@ -17,7 +17,7 @@ from workloads.graph import KernelGraph
 from workloads.layers import ops as L
 from workloads.node_ops import node_op
 from workloads.traces import chunk_pair as cp
-from workloads.traces.distinct_ops import check_config, fill_op_cache, load, without
+from workloads.traces.distinct_ops import check_config, fill_op_cache, load, part, save, without
 from workloads.traces.overlap import stream_overlap
 
 pytestmark = pytest.mark.skipif(not cp.REFERENCE.exists(),
@@ -281,3 +281,40 @@ def test_report_folder_has_its_tables_and_the_command(tmp_path, graph, stand_in)
     assert f"notify kernels, {len(notify)} of them, {notify['measured_us'].sum():.0f} us" \
         in causes
     assert "no simulated time (not modelled here)" in causes
+
+    class WithPairs:
+        kernels = stand_in.kernels
+        fidelity = "sampled"
+        meta = {"contention": pd.DataFrame([{
+            "comm_node": "mb1/dispatch", "partner": "mb1/o_proj", "beside": 3,
+            "overlap_us": 80.0, "compute_alone_us": 40.0, "compute_beside_us": 42.0,
+            "comm_alone_us": 200.0, "comm_beside_us": 210.0, "compute_stretch": 1.05,
+            "comm_stretch": 1.238}])}
+    write(tmp_path / "pairs", WithPairs, {}, graph, {}, "cmd", True)
+    text = (tmp_path / "pairs" / "README.md").read_text()
+    assert "| mb1/dispatch | mb1/o_proj | 3 | 80.0 |" in text and "1.238" in text
+    assert len(pd.read_csv(tmp_path / "pairs" / "contention.csv")) == 1
+
+
+def test_simulate_lists_ops_not_reached_without_keeping_them(tmp_path, monkeypatch):
+    """With one op's result missing and no time left, `simulate` lists its node as not
+    reached and schedules the rest; the saved cache (with contention, the pairs are saved)
+    does not keep that listing, so a rerun with time simulates it."""
+    from workloads.traces import chunk_pair_report as report
+
+    config, graph = models.load_preset("h800_sxm"), _small_graph()
+    monkeypatch.setattr(cp, "chunk_pair_config", lambda: config)
+    monkeypatch.setattr(cp, "chunk_pair_graph", lambda: graph)
+    path = tmp_path / "ops.pkl"
+    cache = fill_op_cache(graph, config, "sampled", path)
+    done = part(cache, config, "sampled")
+    swiglu = next(key for key in done if key[0] == "swiglu")
+    del done[swiglu]
+    save(cache, path)
+    result, unsimulated, _, _ = report.simulate(path, contention=True, budget_s=0.0)
+    assert set(unsimulated) == {"b", "c"} and unsimulated["b"] == report.NOT_YET
+    assert list(result.kernels["name"]) == ["a", "d"]
+    assert result.kernels.set_index("name").loc["d", "deps"] == "a"
+    assert load(path).unsimulated == {}
+    again, unsimulated, _, _ = report.simulate(path, contention=False)
+    assert unsimulated == {} and list(again.kernels["name"]) == ["a", "b", "c", "d"]

@@ -9,10 +9,11 @@ finished ops; `--workers N` processes; `--budget-min` stops handing out ops; res
 under another config, e.g. from before a preset changed, are simulated again), nodes whose
 op cannot be simulated (or was not reached) are taken out of the graph (their users wait
 on their deps) and listed, then `simulator.simulate_workload` schedules the pair from the
-cache (with contention pairs measured unless `--no-contention`). The folder gets `kernels.csv` (per
-trace kernel, paired where the counts agree), `classes.csv`, `categories.csv`,
-`overlap.csv`, `simulated_nodes.csv` (the layer pair) and `README.md` (assumptions,
-figures, what is left out, this command). Units: microseconds.
+cache (with contention pairs measured, and kept in the cache file, unless
+`--no-contention`). The folder gets `kernels.csv` (per trace kernel, paired where the
+counts agree), `classes.csv`, `categories.csv`, `overlap.csv`, `simulated_nodes.csv` (the
+layer pair), `contention.csv` (the measured pairs, with contention) and `README.md`
+(assumptions, figures, what is left out, this command). Units: microseconds.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from workloads.traces import chunk_pair as cp
-from workloads.traces.distinct_ops import cached_only, fill_op_cache, missing, without
+from workloads.traces.distinct_ops import cached_only, fill_op_cache, missing, save, without
 
 NOT_YET = ("not simulated in this run's time budget (largest ops first); rerun the command "
            "to fill the op cache")
@@ -39,14 +40,17 @@ def simulate(cache_path: str | Path, fidelity: str = "sampled", contention: bool
     config, graph = cp.chunk_pair_config(), cp.chunk_pair_graph()
     cache = fill_op_cache(graph, config, fidelity, cache_path, progress, workers=workers,
                           largest_first=True, budget_s=budget_s)
+    unsimulated = dict(cache.unsimulated)
     for name in missing(graph, config, cache, fidelity):
-        cache.unsimulated[name] = NOT_YET
-    runnable = without(graph, cache.unsimulated)
+        unsimulated[name] = NOT_YET
+    runnable = without(graph, unsimulated)
     cached_only(runnable, config, cache, fidelity)   # scheduling simulates no op afresh
     result = simulator.simulate_workload(runnable, config=config, fidelity=fidelity,
                                          timeline=False, contention=contention,
                                          op_cache=cache.op_cache)
-    return result, dict(cache.unsimulated), graph, dict(cache.cpu_s)
+    if contention:   # keep the measured contention pairs for a rerun
+        save(cache, cache_path)
+    return result, unsimulated, graph, dict(cache.cpu_s)
 
 
 def _cell(value) -> str:
@@ -78,6 +82,10 @@ def write(out: Path, result, unsimulated: dict, graph, cpu_s: dict, command: str
     classes.to_csv(out / "classes.csv", index=False)
     categories.to_csv(out / "categories.csv", index=False)
     overlap.to_csv(out / "overlap.csv", index=False)
+    pairs = getattr(result, "meta", {}).get("contention")
+    pairs = pairs if isinstance(pairs, pd.DataFrame) else pd.DataFrame()
+    if contention:
+        pairs.to_csv(out / "contention.csv", index=False)
     nodes.to_csv(out / "simulated_nodes.csv", index=False)
     paired = kernels[kernels["matched"]]
     figures = {
@@ -95,6 +103,7 @@ def write(out: Path, result, unsimulated: dict, graph, cpu_s: dict, command: str
         kernels=("measured_us", "size"), measured_us=("measured_us", "sum"),
         simulated_us=("simulated_us", "sum"),
         mape_pct=("error_pct", lambda e: e.abs().mean())).reset_index()
+    contention_section = _contention_text(pairs) if contention else ""
     left_out = "\n".join(f"* `{name}`: {reason}" for name, reason in unsimulated.items())
     text = f"""# DeepSeek-V3 DualPipe chunk pair: trace vs simulation (h800_sxm)
 
@@ -139,7 +148,7 @@ pair counted 4 times.
 
 {_fmt(overlap)}
 
-## Paired kernels per class (`kernels.csv` has every kernel)
+{contention_section}## Paired kernels per class (`kernels.csv` has every kernel)
 
 {_fmt(by_class)}
 
@@ -171,6 +180,22 @@ def _op_counts(graph, unsimulated: dict) -> tuple[int, int]:
     keys = {n.name: node_op(n, meta).key for n in graph.nodes}
     simulated = {key for name, key in keys.items() if name not in unsimulated}
     return len(set(keys.values())), len(simulated)
+
+
+def _contention_text(pairs: pd.DataFrame) -> str:
+    """The measured contention pairs (`contention.csv`) as a README section."""
+    if not len(pairs):
+        return "## Contention\n\nNo collective overlapped a compute node: nothing measured.\n\n"
+    cols = ["comm_node", "partner", "beside", "overlap_us", "compute_alone_us",
+            "compute_beside_us", "comm_alone_us", "comm_beside_us", "compute_stretch",
+            "comm_stretch"]
+    table = pairs[cols].copy()
+    table["compute_stretch"] = table["compute_stretch"].map(lambda v: f"{v:.3f}")
+    table["comm_stretch"] = table["comm_stretch"].map(lambda v: f"{v:.3f}")
+    return ("## Contention (`contention.csv`)\n\nEach collective run beside its largest "
+            "overlapping compute node (reduced launches, `simulator.contention`); both "
+            "sides' times stretched over the overlap in the schedule (`beside`: compute "
+            "nodes overlapped).\n\n" + _fmt(table) + "\n\n")
 
 
 def _pct(value) -> str:

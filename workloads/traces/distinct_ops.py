@@ -73,12 +73,14 @@ def load(path: str | Path) -> OpCache:
     return cache
 
 
-def _save(cache: OpCache, path: Path) -> None:
+def save(cache: OpCache, path: str | Path) -> None:
+    """Pickle `cache` to `path` (written beside it, then renamed)."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    part = path.with_name(path.name + ".part")
-    with part.open("wb") as fh:
+    staging = path.with_name(path.name + ".part")
+    with staging.open("wb") as fh:
         pickle.dump(cache, fh, protocol=pickle.HIGHEST_PROTOCOL)
-    os.replace(part, path)
+    os.replace(staging, path)
 
 
 def _time_alone(node, graph_name: str, meta: dict, config, fidelity: str) -> tuple:
@@ -164,7 +166,7 @@ def fill_op_cache(graph, config, fidelity: str = "sampled", path: str | Path | N
             cache.failed[keys[node.name]] = error
         cache.cpu_s[node.name] = cpu
         if path is not None:
-            _save(cache, path)
+            save(cache, path)
         if progress is not None:
             progress(node.name, cpu, error)
 
@@ -194,7 +196,7 @@ def fill_op_cache(graph, config, fidelity: str = "sampled", path: str | Path | N
         if key in cache.failed:
             cache.unsimulated[name] = cache.failed[key]
     if path is not None:
-        _save(cache, path)
+        save(cache, path)
     return cache
 
 
