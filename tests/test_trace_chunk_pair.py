@@ -273,6 +273,9 @@ def test_report_folder_has_its_tables_and_the_command(tmp_path, graph, stand_in)
     kernels = pd.read_csv(tmp_path / "rep" / "kernels.csv")
     assert figures["paired_kernels"] == int(kernels["matched"].sum())
     assert figures["trace_kernels"] == len(kernels) == 983
+    gemm = kernels[kernels["matched"] & (kernels["category"] == "gemm")]
+    assert figures["paired_mape_pct_by_category"]["gemm"] == pytest.approx(
+        gemm["error_pct"].abs().mean())
     assert figures["distinct_ops_simulated"] == figures["distinct_ops"] - 1
     assert f"({figures['distinct_ops_simulated']} of the layer pair's " \
         f"{figures['distinct_ops']} distinct ops)" in text.replace("\n", " ")

@@ -103,6 +103,14 @@ def write(out: Path, result, unsimulated: dict, graph, cpu_s: dict, command: str
         kernels=("measured_us", "size"), measured_us=("measured_us", "sum"),
         simulated_us=("simulated_us", "sum"),
         mape_pct=("error_pct", lambda e: e.abs().mean())).reset_index()
+    by_category = paired.assign(category=paired["class"].map(cp.CLASS_CATEGORY)).groupby(
+        "category").agg(
+        kernels=("measured_us", "size"), measured_us=("measured_us", "sum"),
+        simulated_us=("simulated_us", "sum"),
+        mape_pct=("error_pct", lambda e: e.abs().mean())).reset_index().sort_values(
+        "measured_us", ascending=False, kind="stable")
+    figures["paired_mape_pct_by_category"] = dict(zip(by_category["category"],
+                                                      by_category["mape_pct"], strict=True))
     contention_section = _contention_text(pairs) if contention else ""
     left_out = "\n".join(f"* `{name}`: {reason}" for name, reason in unsimulated.items())
     text = f"""# DeepSeek-V3 DualPipe chunk pair: trace vs simulation (h800_sxm)
@@ -133,6 +141,10 @@ pair counted 4 times.
 * Summed kernel time: measured {figures['trace_kernel_time_us']:.0f} us, simulated
   {figures['simulated_kernel_time_us']:.0f} us (communication kernels in the trace include
   waiting for peers).
+
+Paired kernels per category (MAPE over the kernels):
+
+{_fmt(by_category)}
 
 ## Per category (summed kernel time; `categories.csv`)
 
