@@ -102,6 +102,20 @@ def test_kernels_pair_only_where_counts_agree(trace, graph, stand_in):
     assert cp.mape(kernels) == pytest.approx(expected.abs().mean())
 
 
+def test_forward_swiglu_pairs_by_the_traces_order(trace, stand_in):
+    """In every layer the trace issues the routed experts' SwiGLU (one CTA per routed
+    row: more CTAs than tokens) before the shared expert's (one per token); the pairing
+    follows it."""
+    kernels = cp.per_kernel(trace, cp.simulated_nodes(stand_in))
+    rows = kernels[(kernels["pass"] == "forward") & (kernels["class"] == "swiglu")]
+    assert rows["matched"].all()
+    assert list(rows["node"].str.removeprefix("mb1/")) == \
+        ["experts.swiglu", "shared_expert.swiglu"] * cp.LAYERS
+    fwd = trace[(trace["pass"] == "forward") & (trace["class"] == "swiglu")]
+    ctas = [int(str(g).strip("()").split(",")[0]) for g in fwd["grid"]]
+    assert all(c > cp.TOKENS for c in ctas[::2]) and all(c == cp.TOKENS for c in ctas[1::2])
+
+
 def test_category_and_class_sums_keep_both_sides(trace, stand_in):
     """Measured sums over categories and classes equal the trace's total; simulated sums are
     the layer pair's x 4."""

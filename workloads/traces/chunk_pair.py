@@ -25,7 +25,8 @@ layer pair gets a pass (its role) and a class (`node_class`).
 
 `compare(trace, nodes)`:
 * per kernel: within each (pass, class), trace kernels in time order are paired with the
-  simulated nodes in issue order, 4 layers over; only where the counts agree (e.g. 7 dense
+  simulated nodes in issue order (`TRACE_ORDER` where the trace issues a layer's kernels in
+  another order), 4 layers over; only where the counts agree (e.g. 7 dense
   forward GEMMs per layer on both sides); elsewhere (recomputed GEMMs, per-expert wgrad
   launches, fused/unfused casts) only the class totals are compared, and the table says so;
 * per category (`mapping.CATEGORIES`): summed measured vs simulated time, error %;
@@ -74,6 +75,14 @@ CLASS_CATEGORY = {
     "quantize": "quantize", "moe_gating": "moe_routing", "moe_sum": "reduction",
     "dispatch": "communication", "combine": "communication", "comm_notify": "communication",
 }
+TRACE_ORDER = {
+    # the trace issues the routed experts' SwiGLU (grid 31104 / 30976 CTAs: one per routed
+    # row received) before the shared expert's (grid 4096: one per token) in every layer;
+    # the simulated graph issues the shared expert's first
+    ("forward", "swiglu"): ("experts.swiglu", "shared_expert.swiglu"),
+}
+"""(pass, class) -> node names (without the micro-batch prefix) in the trace's issue order
+within a layer, where it differs from the simulated graph's."""
 KERNEL_COLUMNS = ("pass", "class", "category", "index", "trace_kernel", "stream",
                   "measured_us", "node", "simulated_us", "error_pct", "matched")
 
@@ -162,6 +171,10 @@ def per_kernel(trace: pd.DataFrame, nodes: pd.DataFrame, layers: int = LAYERS) -
     rows = []
     for (pas, cls), group in trace.groupby(["pass", "class"], sort=True):
         sim = nodes[(nodes["pass"] == pas) & (nodes["class"] == cls)]
+        order = TRACE_ORDER.get((pas, cls))
+        if order is not None:
+            rank = [_order_of(name, order) for name in sim["node"]]
+            sim = sim.iloc[np.argsort(rank, kind="stable")]
         paired = cls != "other" and len(sim) > 0 and len(group) == len(sim) * layers
         sim_rows = list(sim.itertuples()) * layers
         for i, kernel in enumerate(group.itertuples()):
@@ -182,6 +195,13 @@ def per_kernel(trace: pd.DataFrame, nodes: pd.DataFrame, layers: int = LAYERS) -
                 "matched": timed,
             })
     return pd.DataFrame(rows, columns=list(KERNEL_COLUMNS))
+
+
+def _order_of(name: str, suffixes: tuple[str, ...]) -> int:
+    """Position in `suffixes` of `name` without its micro-batch prefix; unlisted names go
+    last."""
+    base = name.split("/")[-1]
+    return next((i for i, suffix in enumerate(suffixes) if base == suffix), len(suffixes))
 
 
 def per_class(trace: pd.DataFrame, nodes: pd.DataFrame, layers: int = LAYERS) -> pd.DataFrame:
