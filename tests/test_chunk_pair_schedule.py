@@ -20,7 +20,7 @@ from isa.errors import InputError
 from workloads.graph import KernelGraph
 from workloads.layers import ops as L
 from workloads.layers.dualpipe import micro_batch
-from workloads.node_ops import LINK, node_op
+from workloads.node_ops import LINK
 from workloads.traces import chunk_pair as cp
 from workloads.traces.distinct_ops import (
     OpCache,
@@ -28,14 +28,10 @@ from workloads.traces.distinct_ops import (
     fill_op_cache,
     load,
     missing,
+    node_ops,
     part,
     without,
 )
-
-
-def _meta(graph, config) -> dict:
-    return {**graph.meta, "gpus_per_node": config.links.gpus_per_node,
-            "comm_sms": config.sm.comm_count or None, "chunk_bytes": None}
 
 
 def _primed(graph, config) -> OpCache:
@@ -43,9 +39,9 @@ def _primed(graph, config) -> OpCache:
     order takes 10 + 7 k us."""
     cache = OpCache()
     done = part(cache, config, "sampled")
-    meta = _meta(graph, config)
+    ops = node_ops(graph, config)
     for node in graph.nodes:
-        op = node_op(node, meta)
+        op = ops[node.name]
         if op.kind == LINK or op.key in done:
             continue
         time_us = 10.0 + 7.0 * len(done)

@@ -26,7 +26,14 @@ import numpy as np
 import pandas as pd
 
 from workloads.traces import chunk_pair as cp
-from workloads.traces.distinct_ops import cached_only, fill_op_cache, missing, save, without
+from workloads.traces.distinct_ops import (
+    cached_only,
+    fill_op_cache,
+    missing,
+    node_ops,
+    save,
+    without,
+)
 
 NOT_YET = ("not simulated in this run's time budget (largest ops first); rerun the command "
            "to fill the op cache")
@@ -184,12 +191,7 @@ their sums only.
 
 def _op_counts(graph, unsimulated: dict) -> tuple[int, int]:
     """(distinct ops of the layer pair, those simulated: with a node not left out)."""
-    from workloads.node_ops import node_op
-
-    config = cp.chunk_pair_config()
-    meta = {**graph.meta, "gpus_per_node": config.links.gpus_per_node,
-            "comm_sms": config.sm.comm_count or None, "chunk_bytes": None}
-    keys = {n.name: node_op(n, meta).key for n in graph.nodes}
+    keys = {name: op.key for name, op in node_ops(graph, cp.chunk_pair_config()).items()}
     simulated = {key for name, key in keys.items() if name not in unsimulated}
     return len(set(keys.values())), len(simulated)
 

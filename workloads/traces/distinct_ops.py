@@ -101,6 +101,16 @@ def _time_alone(node, graph_name: str, meta: dict, config, fidelity: str) -> tup
     return local, error, time.process_time() - start
 
 
+def node_ops(graph, config) -> dict:
+    """Node name -> its `workloads.node_ops.NodeOp` under `config`, as `simulate_workload`
+    makes it (its `key` is what op results are kept under)."""
+    from workloads.node_ops import node_op
+
+    meta = {**graph.meta, "gpus_per_node": config.links.gpus_per_node,
+            "comm_sms": config.sm.comm_count or None, "chunk_bytes": None}
+    return {node.name: node_op(node, meta) for node in graph.nodes}
+
+
 def part(cache: OpCache, config, fidelity: str) -> dict:
     """The op results `simulate_workload(..., timeline=False, op_cache=cache.op_cache)`
     reads for `config` and `fidelity` (created empty when there are none)."""
@@ -140,16 +150,12 @@ def fill_op_cache(graph, config, fidelity: str = "sampled", path: str | Path | N
     (ops in flight finish; the rest stay for a rerun)."""
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    from workloads.node_ops import node_op
-
     check_config(graph, config)
     if not isinstance(workers, int) or workers < 1:
         raise InputError(f"workers={workers!r}: accepted a positive integer")
     path = Path(path) if path is not None else None
     cache = load(path) if path is not None else OpCache()
-    meta = {**graph.meta, "gpus_per_node": config.links.gpus_per_node,
-            "comm_sms": config.sm.comm_count or None, "chunk_bytes": None}
-    keys = {node.name: node_op(node, meta).key for node in graph.nodes}
+    keys = {name: op.key for name, op in node_ops(graph, config).items()}
     done = part(cache, config, fidelity)
     todo, seen = [], set()
     for node in (_largest_first(graph, config) if largest_first else graph.nodes):
@@ -203,25 +209,19 @@ def fill_op_cache(graph, config, fidelity: str = "sampled", path: str | Path | N
 def missing(graph, config, cache: OpCache, fidelity: str = "sampled") -> list[str]:
     """Nodes whose op has neither a result for `config` and `fidelity` (`part`) nor a
     recorded failure in `cache`."""
-    from workloads.node_ops import node_op
-
-    meta = {**graph.meta, "gpus_per_node": config.links.gpus_per_node,
-            "comm_sms": config.sm.comm_count or None, "chunk_bytes": None}
     done = part(cache, config, fidelity)
-    return [n.name for n in graph.nodes
-            if node_op(n, meta).key not in done and n.name not in cache.unsimulated]
+    return [name for name, op in node_ops(graph, config).items()
+            if op.key not in done and name not in cache.unsimulated]
 
 
 def cached_only(graph, config, cache: OpCache, fidelity: str = "sampled") -> None:
     """InputError naming the nodes of `graph` whose op `simulate_workload` would have to
     simulate afresh (no result for `config` and `fidelity` in `cache`)."""
-    from workloads.node_ops import LINK, node_op
+    from workloads.node_ops import LINK
 
-    meta = {**graph.meta, "gpus_per_node": config.links.gpus_per_node,
-            "comm_sms": config.sm.comm_count or None, "chunk_bytes": None}
     done = part(cache, config, fidelity)
-    absent = [n.name for n in graph.nodes
-              if (op := node_op(n, meta)).kind != LINK and op.key not in done]
+    absent = [name for name, op in node_ops(graph, config).items()
+              if op.kind != LINK and op.key not in done]
     if absent:
         raise InputError(f"op cache: no result for this config and fidelity {fidelity!r} "
                          f"for {len(absent)} node(s) ({', '.join(absent[:5])}"
