@@ -42,6 +42,21 @@ nothing. The SimPy process yields only when the next such cycle lies more than
 window (memory requests are time-stamped exactly; shared pipes see them in nearly time order).
 Per-pc timings are tuples (`_op`) looked up per trace event, built once in `KernelImage`.
 
+Batched runs (`KernelImage(batch_runs=True)`, the default): a run of consecutive events of
+one warp on consecutive pcs, all plain unit instructions (`ACTION_UNIT`) of one unit, none
+reading or writing a register an earlier one of the run wrote, is replayed as one event
+(`ACTION_RUN`). For a warp alone on its scheduler it issues exactly as its instructions
+would: it starts once each register is ready by the offset of the run's first instruction
+that uses it, occupies the unit for the sum of their intervals, every destination is ready at
+its own instruction's issue offset + latency, and the warp's next instruction may issue one
+cycle after the last one's issue. The approximation is against other warps: the run takes
+the scheduler's issue slot for n consecutive cycles (one instruction per cycle still holds)
+where the instructions one by one could interleave with other warps' issues (a unit with a
+2-cycle interval left every other slot free), so others' issues shift by a few cycles. Issue
+counts, busy cycles and instruction counts come from the trace and do not change; stall
+cycles do by the shifts (the n slot cycles count as issuing). Long runs are the FP8 GEMM's
+FP32 promotion FMAs (independent, one per accumulator).
+
 Hooks (fired on `self.hooks`, owner `sm<id>`): `SM_ISSUE` (issued, busy_cycles: per-unit
 arrays) once per finished CTA, from counts precomputed over its trace (every event of a CTA
 issues exactly once); `SM_STALL` (reason, cycles, cycle): scheduler cycles without an issue
@@ -69,6 +84,7 @@ from models.units import (
     ACTION_MBARRIER_WAIT,
     ACTION_MEMORY,
     ACTION_TMA,
+    ACTION_UNIT,
     ACTION_WGMMA,
     ACTION_WGMMA_COMMIT,
     UNIT_NAMES,
@@ -92,6 +108,8 @@ SM_CTA_LAUNCH = "SM_CTA_LAUNCH"
 SM_CTA_DONE = "SM_CTA_DONE"
 DEFAULT_QUANTUM_CYCLES = 64
 _SECTOR_KINDS = (KIND_LOAD, KIND_STORE, KIND_ATOMIC)
+ACTION_RUN = -1
+"""Action of a batched run of plain unit instructions (see the module docstring)."""
 
 
 def _op(t: InstrTiming) -> tuple:
@@ -101,6 +119,91 @@ def _op(t: InstrTiming) -> tuple:
         registers = t.sources
     return (t.unit, t.interval_cycles, t.latency_cycles, t.action, registers, t.destinations,
             t.count)
+
+
+def _run_limits(timings: list[InstrTiming]) -> list[int]:
+    """Per pc, how many instructions from it on (pc, pc+1, ...) may form one run."""
+    limits = [1] * len(timings)
+    for p, t in enumerate(timings):
+        if t.action != ACTION_UNIT:
+            continue
+        written = set(t.destinations)
+        q = p + 1
+        while q < len(timings):
+            u = timings[q]
+            if u.action != ACTION_UNIT or u.unit != t.unit:
+                break
+            if not written.isdisjoint(u.sources + u.destinations):
+                break
+            written.update(u.destinations)
+            q += 1
+        limits[p] = q - p
+    return limits
+
+
+def _run_op(timings: list[InstrTiming], pc: int, n: int) -> tuple:
+    """The `_op` tuple of the run of `n` instructions from `pc` (action `ACTION_RUN`).
+
+    interval = the unit's busy cycles (sum); latency = cycles from the run's issue to its last
+    result; registers = those the run reads or writes; count = (n, cycles from the run's issue
+    to the earliest next issue of the warp, per-destination ready offsets, per-register
+    offset of the run's first instruction that uses it)."""
+    group = timings[pc:pc + n]
+    first_use: dict[int, int] = {}
+    ready: dict[int, int] = {}
+    start = 0
+    for t in group:
+        for r in t.sources + t.destinations:
+            first_use.setdefault(r, start)
+        for d in t.destinations:
+            ready[d] = start + t.latency_cycles
+        last_issue = start
+        start += t.interval_cycles
+    offsets = tuple(ready.values())
+    return (group[0].unit, start, max(offsets, default=0), ACTION_RUN, tuple(first_use),
+            tuple(ready), (n, last_issue + 1, offsets, tuple(first_use.values())))
+
+
+def _batch_runs(ops: list, trace: WarpTrace, timings: list[InstrTiming]) -> int:
+    """Replace the first event of each batchable run by its run op (in place); events runs."""
+    limits = _run_limits(timings)
+    if max(limits, default=1) < 2:
+        return 0
+    pc = trace.pc
+    step = np.diff(pc) == 1
+    ends = np.zeros(pc.size + 1, dtype=bool)
+    offsets = trace.warp_offsets[1:]
+    ends[offsets - 1] = True
+    ends[np.maximum(offsets - 2, 0)] = True
+    cont = (step & ~ends[:pc.size - 1]).tolist()
+    pcs = pc.tolist()
+    run_ops: dict[tuple[int, int], tuple] = {}
+    runs, e, n_events = 0, 0, len(pcs)
+    while e < n_events:
+        limit = limits[pcs[e]]
+        n = 1
+        while n < limit and e + n < n_events and cont[e + n - 1]:
+            n += 1
+        if n > 1:
+            key = (pcs[e], n)
+            op = run_ops.get(key)
+            if op is None:
+                op = run_ops[key] = _run_op(timings, pcs[e], n)
+            ops[e] = op
+            runs += 1
+        e += n
+    return runs
+
+
+def _run_ready(ready: list, from_memory: list, registers: tuple, run: tuple,
+               earliest: int) -> tuple[int, bool]:
+    """(issue cycle, waits on memory) of a run: each register ready by its first use."""
+    ready_cycle, memory = earliest, False
+    for r, offset in zip(registers, run[3], strict=True):
+        at = ready[r] - offset
+        if at > ready_cycle:
+            ready_cycle, memory = at, from_memory[r]
+    return ready_cycle, memory
 
 
 @dataclass(frozen=True)
@@ -114,12 +217,15 @@ class KernelImage:
     trace: WarpTrace
     timings: list[InstrTiming]
     n_registers: int
+    batch_runs: bool = True
 
     def __post_init__(self) -> None:
         trace, n_units = self.trace, len(UNIT_NAMES)
         by_pc = [_op(t) for t in self.timings]
         setattr_ = object.__setattr__
-        setattr_(self, "ops", list(map(by_pc.__getitem__, trace.pc.tolist())))
+        ops = list(map(by_pc.__getitem__, trace.pc.tolist()))
+        setattr_(self, "runs", _batch_runs(ops, trace, self.timings) if self.batch_runs else 0)
+        setattr_(self, "ops", ops)
         setattr_(self, "kinds", trace.kind.tolist())
         setattr_(self, "details", trace.detail.tolist())
         setattr_(self, "sector_starts", trace.sector_start.tolist())
@@ -231,12 +337,16 @@ class StreamingMultiprocessor:
     # -- warps ----------------------------------------------------------------------
     def _prepare(self, warp: Warp, cycle: int) -> None:
         """Scoreboard check of the warp's next instruction, after an issue at `cycle`."""
-        unit, _, _, _, registers, _, _ = self.ops[warp.pos]
-        ready_cycle, memory = cycle + 1, False
-        ready = warp.ready
-        for r in registers:
-            if ready[r] > ready_cycle:
-                ready_cycle, memory = ready[r], warp.from_memory[r]
+        unit, _, _, action, registers, _, count = self.ops[warp.pos]
+        if action < 0:
+            ready_cycle, memory = _run_ready(warp.ready, warp.from_memory, registers, count,
+                                             cycle + 1)
+        else:
+            ready_cycle, memory = cycle + 1, False
+            ready = warp.ready
+            for r in registers:
+                if ready[r] > ready_cycle:
+                    ready_cycle, memory = ready[r], warp.from_memory[r]
         warp.ready_cycle, warp.next_unit, warp.waits_on_memory = ready_cycle, unit, memory
 
     def _finish_warp(self, warp: Warp, cycle: int) -> None:
@@ -275,6 +385,9 @@ class StreamingMultiprocessor:
         e = warp.pos
         unit, interval, latency, action, _, destinations, count = self.ops[e]
         sched.unit_free[unit] = cycle + interval
+        if action < 0:
+            self._issue_run(warp, sched, cycle, latency, destinations, count)
+            return
         hold = 0
         if action == ACTION_MEMORY:
             done, memory = self._access(e, cycle), True
@@ -300,14 +413,45 @@ class StreamingMultiprocessor:
         elif e == warp.end:
             self._finish_warp(warp, cycle)
         else:
-            next_unit, _, _, _, registers, _, _ = self.ops[e]
-            ready_cycle, memory = cycle + 1, False
-            for r in registers:
-                if ready[r] > ready_cycle:
-                    ready_cycle, memory = ready[r], from_memory[r]
+            next_unit, _, _, next_action, registers, _, next_count = self.ops[e]
+            if next_action < 0:
+                ready_cycle, memory = _run_ready(ready, from_memory, registers, next_count,
+                                                 cycle + 1)
+            else:
+                ready_cycle, memory = cycle + 1, False
+                for r in registers:
+                    if ready[r] > ready_cycle:
+                        ready_cycle, memory = ready[r], from_memory[r]
             if hold > ready_cycle:
                 ready_cycle, memory = hold, action == ACTION_MBARRIER_WAIT
             warp.ready_cycle, warp.next_unit, warp.waits_on_memory = ready_cycle, next_unit, memory
+
+    def _issue_run(self, warp: Warp, sched: WarpScheduler, cycle: int, latency: int,
+                   destinations: tuple, run: tuple) -> None:
+        """Issue a batched run (`ACTION_RUN`) at `cycle`: `n` issue slots, per-register results."""
+        n, step, offsets, _ = run
+        sched.wake = sched.slot_free = cycle + n
+        ready, from_memory = warp.ready, warp.from_memory
+        for d, offset in zip(destinations, offsets, strict=True):
+            ready[d] = cycle + offset
+            from_memory[d] = False
+        done = cycle + latency
+        if done > warp.done_cycle:
+            warp.done_cycle = done
+        e = warp.pos = warp.pos + n
+        if e == warp.end:
+            self._finish_warp(warp, cycle)
+            return
+        next_unit, _, _, next_action, registers, _, next_count = self.ops[e]
+        if next_action < 0:
+            ready_cycle, memory = _run_ready(ready, from_memory, registers, next_count,
+                                             cycle + step)
+        else:
+            ready_cycle, memory = cycle + step, False
+            for r in registers:
+                if ready[r] > ready_cycle:
+                    ready_cycle, memory = ready[r], from_memory[r]
+        warp.ready_cycle, warp.next_unit, warp.waits_on_memory = ready_cycle, next_unit, memory
 
     # -- tile ops -------------------------------------------------------------------
     def _tile(self, warp: Warp, sched: WarpScheduler, e: int, cycle: int, action: int,
@@ -384,7 +528,7 @@ class StreamingMultiprocessor:
             if not sched.touched:
                 continue
             sched.touched = False
-            reason = None if sched.issue_cycle == cycle else sched.stall_reason(cycle)
+            reason = None if cycle < sched.slot_free else sched.stall_reason(cycle)
             open_reason = sched.stall_reason_open
             if reason != open_reason:
                 if open_reason is not None:

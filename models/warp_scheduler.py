@@ -76,7 +76,7 @@ class WarpScheduler:
     """
 
     __slots__ = ("index", "policy", "warps", "last", "unit_free", "wake", "touched", "_order",
-                 "issue_cycle", "stall_reason_open", "stall_since")
+                 "slot_free", "stall_reason_open", "stall_since")
 
     def __init__(self, index: int, policy: SchedulingPolicy, n_units: int) -> None:
         self.index = index
@@ -87,7 +87,7 @@ class WarpScheduler:
         self.wake = NEVER
         self.touched = True
         self._order: Sequence | None = None
-        self.issue_cycle = -1
+        self.slot_free = 0
         self.stall_reason_open: str | None = None
         self.stall_since = 0
 
@@ -116,10 +116,16 @@ class WarpScheduler:
         return order
 
     def pick(self, cycle: int):
-        """The warp to issue at `cycle`, or None; sets `wake` to the next cycle worth a try."""
+        """The warp to issue at `cycle`, or None; sets `wake` to the next cycle worth a try.
+
+        The issue slot is taken from `cycle` to `slot_free` (one cycle per instruction; the
+        SM extends it for a batched run of instructions)."""
+        self.touched = True
+        if cycle < self.slot_free:
+            self.wake = self.slot_free
+            return None
         earliest = NEVER
         unit_free = self.unit_free
-        self.touched = True
         order = self._order
         if order is None:
             order = self._order = self.policy.order(self.warps, self.last)
@@ -134,8 +140,7 @@ class WarpScheduler:
                 if free < earliest:
                     earliest = free
                 continue
-            self.wake = cycle + 1
-            self.issue_cycle = cycle
+            self.wake = self.slot_free = cycle + 1
             if warp is not self.last:
                 self.last = warp
                 self._order = None

@@ -200,7 +200,8 @@ class ReplayRun:
 
 @dataclass
 class Replay:
-    """Times traced CTAs on a freshly built system (one `run` = one cold kernel launch)."""
+    """Times traced CTAs on a freshly built system (one `run` = one cold kernel launch);
+    `batch_runs` as `models.sm.KernelImage`."""
 
     config: Any
     memory: Any
@@ -210,6 +211,7 @@ class Replay:
     run_id: str
     entry: str
     sms: str = "compute"
+    batch_runs: bool = True
 
     @property
     def n_sms(self) -> int:
@@ -226,7 +228,7 @@ class Replay:
         config, occ = self.config, self.occ
         timings, n_regs = instruction_timings(launch.program, config)
         trace, timings = event_timings(recorder.finish(), timings, launch.program, config)
-        kernel = KernelImage(trace, timings, n_regs)
+        kernel = KernelImage(trace, timings, n_regs, self.batch_runs)
         system = build_system(config, self.memory, occ.shared_carveout_bytes)
         sheet = StatSheet()
         sm_tracer, mem_tracer = SmTracer(sheet), MemoryTracer(sheet)
