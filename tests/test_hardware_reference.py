@@ -40,6 +40,10 @@ TABLES = {
     "sdpa": ["batch", "heads", "seq", "head_dim", "causal", "dtype", "backend", "reps",
              *TIME_COLUMNS, "tflops", *CLOCK_COLUMNS],
     "norms": ["op", "rows", "cols", "dtype", "reps", *TIME_COLUMNS, "gbps", *CLOCK_COLUMNS],
+    "l2_bandwidth": ["kernel", "mode", "ctas", "chunk_bytes", "gb_per_s", "sm_clock_mhz",
+                     "bytes_per_sm_clk_all"],
+    "gemm_ncu_l2": ["dtype", "m", "n", "k", "kernel", "cluster_size", "duration_ns",
+                    "sm_clock_mhz", "l2_clock_mhz", "l2_bytes", "l2_peak_bytes_per_l2_clk"],
 }
 TRACES = ("llama3_8b_layer_prefill", "llama3_8b_layer_decode")
 META_KEYS = ("date_utc", "gpu", "nvidia_smi", "torch", "cuda_runtime", "nvcc", "method",
