@@ -65,26 +65,56 @@ def _row_sectors(start: np.ndarray, stop: np.ndarray) -> np.ndarray:
     return np.unique(np.repeat(first, counts) + offset)
 
 
-def box_sectors(m, ins, lane: np.ndarray, map_op, coords_op) -> np.ndarray:
-    """Global sectors of one lane's TMA box: inner rows clipped to the tensor, one numpy pass."""
+def box_sectors(m, ins, lane: np.ndarray, map_op, coords_op,
+                patterns: dict | None = None) -> np.ndarray:
+    """Global sectors of one lane's TMA box: inner rows clipped to the tensor, one numpy pass.
+
+    `patterns` (a dict the caller keeps) caches the sectors of unclipped boxes relative to
+    the box's first sector, per (box, strides, element size, inner bytes, start % 32): boxes
+    of one map differ only by that offset, so each shape is computed once and shifted."""
     tm = _map(m, ins, map_op, lane)
-    coords = np.array([_scalar(it, m, lane, _S32) for it in coords_op.items], np.int64)
-    dims = np.array(tm.dims, np.int64)
-    strides = np.array(tm.strides_bytes, np.int64)
+    coords = [_scalar(it, m, lane, _S32) for it in coords_op.items]
+    dims = tm.dims
     lo, hi = max(coords[0], 0), min(coords[0] + tm.box[0], dims[0])
     if hi <= lo:
         return np.zeros(0, np.int64)
-    outer = [np.arange(b, dtype=np.int64) + c for b, c in zip(tm.box[1:], coords[1:],
+    box = tm.box
+    if patterns is not None and all(0 <= c and c + b <= d for c, b, d in
+                                    zip(coords[1:], box[1:], dims[1:], strict=True)):
+        strides = tm.strides_bytes
+        start = (_base(m, ins, tm) + lo * tm.elem_bytes
+                 + sum(c * st for c, st in zip(coords[1:], strides[1:], strict=True)))
+        key = (box[1:], strides[1:], tm.elem_bytes, hi - lo, start & ((1 << SECTOR_SHIFT) - 1))
+        pattern = patterns.get(key)
+        if pattern is None:
+            pattern = patterns[key] = _box_rows(box, strides, tm.elem_bytes, key[4], hi - lo)
+        return pattern + (start >> SECTOR_SHIFT)
+    dims_a = np.array(dims, np.int64)
+    strides_a = np.array(tm.strides_bytes, np.int64)
+    outer = [np.arange(b, dtype=np.int64) + c for b, c in zip(box[1:], coords[1:],
                                                                 strict=True)]
     rows = np.meshgrid(*outer, indexing="ij") if outer else []
     base = np.full(rows[0].size if rows else 1, _base(m, ins, tm), np.int64)
     inside = np.ones(base.size, bool)
     for k, pos in enumerate(rows, start=1):
         pos = pos.reshape(-1)
-        inside &= (pos >= 0) & (pos < dims[k])
-        base += pos * strides[k]
+        inside &= (pos >= 0) & (pos < dims_a[k])
+        base += pos * strides_a[k]
     base = base[inside]
     return _row_sectors(base + lo * tm.elem_bytes, base + hi * tm.elem_bytes)
+
+
+def _box_rows(box, strides, elem_bytes: int, start: int, inner: int) -> np.ndarray:
+    """Sectors of an unclipped box whose first byte is at `start` (< 32), `inner` elements
+    per row; the sectors of a box at byte address A + start are these + A / 32."""
+    outer = [np.arange(b, dtype=np.int64) for b in box[1:]]
+    rows = np.meshgrid(*outer, indexing="ij") if outer else []
+    base = np.full(rows[0].size if rows else 1, start, np.int64)
+    for k, pos in enumerate(rows, start=1):
+        base += pos.reshape(-1) * strides[k]
+    pattern = _row_sectors(base, base + inner * elem_bytes)
+    pattern.flags.writeable = False
+    return pattern
 
 
 class TileRecorder:
@@ -94,6 +124,7 @@ class TileRecorder:
         self.completed: dict[int, int] = {}
         self.slots: dict[tuple[int, int], int] = {}
         self.slot_events: list[int] = []
+        self.box_patterns: dict = {}
 
     def _key(self, m, ins, op, lane: np.ndarray, cta_linear: np.ndarray) -> int:
         return int(self._keys(m, op, lane, cta_linear)[0])
@@ -175,12 +206,11 @@ class TileRecorder:
             slots = self._contribute(m, ins, ins.ops[3], firsts, cta_linear)
         return (KIND_BULK_LOAD if load else KIND_BULK_STORE), sectors, slots
 
-    @staticmethod
-    def _copy_sectors(m, ins, one: np.ndarray, load: bool) -> np.ndarray:
+    def _copy_sectors(self, m, ins, one: np.ndarray, load: bool) -> np.ndarray:
         if ins.opname == "cp.async.bulk.tensor":
             if load:
-                return box_sectors(m, ins, one, ins.ops[1], ins.ops[2])
-            return box_sectors(m, ins, one, ins.ops[0], ins.ops[1])
+                return box_sectors(m, ins, one, ins.ops[1], ins.ops[2], self.box_patterns)
+            return box_sectors(m, ins, one, ins.ops[0], ins.ops[1], self.box_patterns)
         if ".shared::cta." in ins.text + "." and load:
             return np.zeros(0, np.int64)
         size = _scalar(ins.ops[2], m, one, _U32)
