@@ -42,20 +42,24 @@ nothing. The SimPy process yields only when the next such cycle lies more than
 window (memory requests are time-stamped exactly; shared pipes see them in nearly time order).
 Per-pc timings are tuples (`_op`) looked up per trace event, built once in `KernelImage`.
 
-Batched runs (`KernelImage(batch_runs=True)`, the default): a run of consecutive events of
-one warp on consecutive pcs, all plain unit instructions (`ACTION_UNIT`) of one unit, none
-reading or writing a register an earlier one of the run wrote, is replayed as one event
-(`ACTION_RUN`). For a warp alone on its scheduler it issues exactly as its instructions
-would: it starts once each register is ready by the offset of the run's first instruction
-that uses it, occupies the unit for the sum of their intervals, every destination is ready at
-its own instruction's issue offset + latency, and the warp's next instruction may issue one
-cycle after the last one's issue. The approximation is against other warps: the run takes
-the scheduler's issue slot for n consecutive cycles (one instruction per cycle still holds)
-where the instructions one by one could interleave with other warps' issues (a unit with a
-2-cycle interval left every other slot free), so others' issues shift by a few cycles. Issue
-counts, busy cycles and instruction counts come from the trace and do not change; stall
-cycles do by the shifts (the n slot cycles count as issuing). Long runs are the FP8 GEMM's
-FP32 promotion FMAs (independent, one per accumulator).
+Batched runs (`KernelImage(batch_runs=True)`; `simulator.simulate.Replay` turns it on
+under the greedy `gto` policy): a run of consecutive events of one warp on consecutive pcs,
+all plain unit instructions (`ACTION_UNIT`) of one unit with a 1-cycle initiation interval,
+none reading or writing a register an earlier one of the run wrote, is replayed as one
+event (`ACTION_RUN`). For a warp alone on its scheduler it issues exactly as its
+instructions would: it starts once each register is ready by the offset of the run's first
+instruction that uses it, takes the scheduler's issue slot and the unit for n consecutive
+cycles, every destination is ready at its own instruction's issue offset + latency, and the
+warp's next instruction may issue one cycle after the last one's. The approximation is
+against other warps: under `gto` the greedy warp keeps the slot while its next instruction
+is ready, which for such a run is every cycle, so what changes is only that a warp made
+ready in the middle of the run (a memory result, a barrier release) waits for the run's
+end, and that a run waits for all of its registers before its first issue. With a 2-cycle
+interval the instructions one by one leave every other slot to other warps, so such runs
+are not batched (a 1-2 % shift per replay, which the GEMM's extrapolation amplified to 5 %).
+Issue counts, busy cycles and instruction counts come from the trace and do not change;
+stall cycles may by the shifts. Long runs are the FP8 GEMM's FP32 promotion FMAs
+(independent, one per accumulator).
 
 Hooks (fired on `self.hooks`, owner `sm<id>`): `SM_ISSUE` (issued, busy_cycles: per-unit
 arrays) once per finished CTA, from counts precomputed over its trace (every event of a CTA
@@ -125,13 +129,13 @@ def _run_limits(timings: list[InstrTiming]) -> list[int]:
     """Per pc, how many instructions from it on (pc, pc+1, ...) may form one run."""
     limits = [1] * len(timings)
     for p, t in enumerate(timings):
-        if t.action != ACTION_UNIT:
+        if t.action != ACTION_UNIT or t.interval_cycles != 1:
             continue
         written = set(t.destinations)
         q = p + 1
         while q < len(timings):
             u = timings[q]
-            if u.action != ACTION_UNIT or u.unit != t.unit:
+            if u.action != ACTION_UNIT or u.unit != t.unit or u.interval_cycles != 1:
                 break
             if not written.isdisjoint(u.sources + u.destinations):
                 break

@@ -201,7 +201,7 @@ class ReplayRun:
 @dataclass
 class Replay:
     """Times traced CTAs on a freshly built system (one `run` = one cold kernel launch);
-    `batch_runs` as `models.sm.KernelImage`."""
+    `batch_runs` as `models.sm.KernelImage`, under the greedy `gto` policy only."""
 
     config: Any
     memory: Any
@@ -228,7 +228,8 @@ class Replay:
         config, occ = self.config, self.occ
         timings, n_regs = instruction_timings(launch.program, config)
         trace, timings = event_timings(recorder.finish(), timings, launch.program, config)
-        kernel = KernelImage(trace, timings, n_regs, self.batch_runs)
+        greedy = (self.policy or config.sm.scheduler_policy) == "gto"
+        kernel = KernelImage(trace, timings, n_regs, self.batch_runs and greedy)
         system = build_system(config, self.memory, occ.shared_carveout_bytes)
         sheet = StatSheet()
         sm_tracer, mem_tracer = SmTracer(sheet), MemoryTracer(sheet)
