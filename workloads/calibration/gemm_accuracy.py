@@ -15,14 +15,26 @@ of both dtypes becomes `workloads.ops.gemm.DEFAULT_RULE`; about an hour per rule
 core, so `DEFAULT_RULE` "waves" has not been scored yet). There are no per-shape or
 per-dtype factors. MAPE and Pearson r are reported per dtype on the held-back rows.
 
-What the held-back rows show (h100_sxm, sampled, rule "waves"; see the baseline): bf16
-rows with m <= 16 (weights streamed from HBM plus the launch overhead) are within ~20 %;
-bf16 rows with m >= 128 read 17-100 % high because the template's TMA loads are bound by
-the L2 slices' bandwidth (doubling `l2.slice_bandwidth_bytes_per_clk` takes 1024x4096x4096
-bf16 from 55.7 to 38.9 us, measured 45.3): the GEMMs measured use 2-CTA clusters whose
-TMA multicast halves one operand's L2 reads, which the template leaves out, and m = 128
-runs on few SMs (no split-K or stream-K). fp8 rows read 0-27 % low: the measured FP8
-GEMMs reach only 45-60 % of the FP8 tensor peak at m >= 1024, the template more.
+What the held-back rows show (h100_sxm, sampled, rule "waves"; see the baseline). The L2
+slices' bandwidth is measured, not fitted: ncu on an H100 reads the L2's peak as 7680 B per
+L2 cycle at a 1.70 GHz L2 clock (`workloads/reference/h100/gemm_ncu_l2.csv`), 89 B per SM
+cycle per slice at the preset clock (it was an A100-derived 64, which bound the template's TMA
+loads: bf16 MAPE 34.3 %, fp8 15.1 %). Now bf16 rows with m <= 16 (weights streamed from HBM
+plus the launch overhead) read 1-19 % high, m >= 1024 within -12..+15 % except 4096x8192x8192
+(+33 %); the misses are 512x4096x4096 (+56 %) and 128x4096x8192 (+52 %). The same ncu run
+names what cuBLAS does there that the template does not: every kernel is a 2-CTA cluster with
+TMA multicast (one operand's L2 reads halved; not in the ISA), and m = 128 runs 64x64 tiles on
+128 SMs where the template's 128x128 tiles occupy 32 (no split-K, no small-tile rule). fp8
+rows read 3-38 % low: the template's fp8 kernel runs at about cuBLAS's speed (ncu kernel
+durations 16.2 / 50.4 / 194 us at m = 512 / 2048 / 4096 for n = 4096, simulated 17.4 / 42.1 /
+202 us without the launch overhead), while the reference's fp8 GEMMs take 27.1 / 78.4 / 277
+us; the measured wgmma loops also reach only 1787 FP8 TFLOP/s (the clock drops to 1.7 GHz,
+1.49 GHz under the 4096x4096x8192 GEMM), which the preset's 1.83 GHz x 4096 FMA/clk leaves
+out. At m <= 16 the reference's fp8 GEMMs take longer than its bf16 ones (19.2 vs 16.6 us at
+16x4096x4096) although they read half the bytes; the simulated fp8 rows with m <= 16 read
+5.1-6.5 us low, about one launch overhead, as if the reference timed a second kernel (the
+activation quantization) with the GEMM; not modelled, since the collector's code is not here
+to confirm it.
 
 `BASELINE` (`gemm_accuracy_baseline.json`) stores what was measured (date, preset,
 fidelity, rule, per-row simulated times, MAPE and r per dtype); the tests recompute the
