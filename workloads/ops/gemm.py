@@ -9,7 +9,14 @@ Tile heuristic (`choose_tiles`), the same for every shape — no per-shape facto
   by `python -m workloads.calibration.gemm_accuracy --fit`; "waves" is provisional until
   that run is made): "n128" always 128; "n256" 256 when N >= 256;
   "waves" the one of {128, 256} that needs the fewer tile-columns x waves of SMs (cost
-  ceil(tiles / SMs) x n_tile, ties to 256, the larger tile reads less per FLOP).
+  ceil(tiles / SMs) x n_tile, ties to 256, the larger tile reads less per FLOP);
+  "fill" also picks m_tile (and the consumers) among `FILL_SHAPES` by a per-tile roofline
+  (`TileRates` of the preset): waves x max(tensor cycles, operand bytes / the SM's share of
+  the L2) per k-tile, so a GEMM with few tiles takes smaller ones and more SMs, as cuBLAS's
+  64x64 kernel at M = 128 (workloads/reference/h100/gemm_ncu_l2.csv). Scored against "waves"
+  on the 12 FIT rows where the two differ (M <= 128): fit MAPE +0.4 points (the template's
+  64-row tiles read their A and B once per CTA from L2, cuBLAS's clusters multicast them),
+  so "waves" stays the default.
 * k_tile = one 128-byte swizzle row (64 bf16/fp16, 128 fp8, 32 tf32 elements).
 * stages: as many as fit in 227 KiB of shared memory, at most `MAX_STAGES`.
 * registers: the launch count is what one CTA per SM leaves (registers per SM / threads,
@@ -55,8 +62,8 @@ from workloads.ops.gemm_sampling import mean_k_tiles, plain_footprint, reduced_k
 from workloads.ops.registry import Flag, Launch, OpPlan, positive, register
 
 DTYPES = tuple(ELEM)                       # bf16, fp16, fp8, tf32
-TILE_RULES = ("n128", "n256", "waves")
-DEFAULT_RULE = "waves"                     # provisional: not yet scored on the fit subset
+TILE_RULES = ("n128", "n256", "waves", "fill")
+DEFAULT_RULE = "waves"                     # beat "fill" on the fit rows; n128/n256 not scored yet
 MAX_STAGES = 8
 FUNCTIONAL_ELEMENTS = 1 << 20
 NUMPY = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16, "fp8": ml_dtypes.float8_e4m3fn,
@@ -70,16 +77,66 @@ def compute_sms(config) -> int:
     return int(config.sm.count - config.sm.comm_count)
 
 
+@dataclass(frozen=True)
+class TileRates:
+    """What rule "fill" weighs a tile with: tensor FMAs per SM cycle for the dtype, bytes per
+    cycle of all L2 slices together, bytes per cycle of one SM's crossbar port."""
+    fma_per_clk: float
+    l2_bytes_per_clk: float
+    port_bytes_per_clk: float
+
+
+def tile_rates(config, dtype: str) -> TileRates:
+    """`TileRates` of a preset (`dtype` a `DTYPES` name)."""
+    precision = {"fp8": "fp8", "tf32": "tf32", "fp16": "fp16"}.get(dtype, "bf16")
+    return TileRates(float(config.units.tensor.fma_per_clk_per_sm(precision)),
+                     float(config.l2.slices * config.l2.slice_bandwidth_bytes_per_clk),
+                     float(config.noc.port_bandwidth_bytes_per_clk))
+
+
+FILL_SHAPES = ((128, 256, 2), (128, 128, 2), (64, 128, 1), (64, 64, 1))
+"""(m_tile, n_tile, consumers) rule "fill" weighs for M > 64, largest first; for M <= 64 the
+64-row ones with n_tile 256, 128, 64."""
+
+
+def _fill(m: int, n: int, dtype: str, sm_count: int, blocks, rates: TileRates):
+    """Rule "fill": the tile shape with the least waves x per-k-tile time, the time of a
+    k-tile being the larger of its tensor cycles and its operand bytes over the SM's share
+    of the L2 (all slices over the SMs busy, at most one crossbar port)."""
+    shapes = FILL_SHAPES if m > 64 else tuple((64, nt, 1) for nt in (256, 128, 64))
+    k_tile = 128 // ELEM[dtype]
+    best, best_cost = None, None
+    for m_tile, n_tile, consumers in shapes:
+        if n_tile > max(n, 8):
+            continue
+        tiles = blocks(m_tile) * math.ceil(n / n_tile)
+        busy = min(tiles, sm_count)
+        share = min(rates.port_bytes_per_clk, rates.l2_bytes_per_clk / busy)
+        per_k = max(m_tile * n_tile * k_tile / rates.fma_per_clk,
+                    (m_tile + n_tile) * 128 / share)
+        cost = math.ceil(tiles / sm_count) * per_k
+        if best_cost is None or cost < best_cost * (1 - 1e-9):
+            best, best_cost = (m_tile, n_tile, consumers), cost
+    return best
+
+
 def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
-                 rule: str = DEFAULT_RULE, row_blocks=None) -> dict:
+                 rule: str = DEFAULT_RULE, row_blocks=None,
+                 rates: TileRates | None = None) -> dict:
     """Template arguments for an M x N x K GEMM by the heuristic of the module docstring;
     `row_blocks(m_tile)` counts the m-blocks when they are not ceil(M / m_tile) (grouped
-    GEMMs: M is then the rows per group)."""
+    GEMMs: M is then the rows per group). Rule "fill" weighs tiles with `rates` (default:
+    the h100_sxm preset's, `tile_rates`)."""
     blocks = row_blocks or (lambda mt: math.ceil(m / mt))
     if rule not in TILE_RULES:
         raise InputError(f"--rule {rule!r}: accepted {', '.join(TILE_RULES)}")
     m_tile, consumers = (64, 1) if m <= 64 else (128, 2)
-    if rule == "n128" or n < 256:
+    if rule == "fill" and n >= 64:
+        if rates is None:
+            import models
+            rates = tile_rates(models.load_preset("h100_sxm"), dtype)
+        m_tile, n_tile, consumers = _fill(m, n, dtype, sm_count, blocks, rates)
+    elif rule == "n128" or n < 256:
         n_tile = 128 if n >= 128 else max(8, 8 * math.ceil(n / 8))
     elif rule == "n256":
         n_tile = 256
@@ -170,7 +227,7 @@ GEMM_FLAGS = (
     Flag("--layout", "grouped layout: contiguous (rows concatenated, padded to the tile) or "
          "masked ([groups, max_m, K] with valid rows per group)", kind="str",
          default="contiguous", choices=LAYOUTS),
-    Flag("--rule", "GEMM tile rule: n128, n256 or waves (default: the one chosen on the "
+    Flag("--rule", "GEMM tile rule: n128, n256, waves or fill (default: the one chosen on the "
          "calibration fit subset)", kind="str"),
 )
 
@@ -194,17 +251,18 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
     dtype = _check(m, n, k, dtype, scaling, groups, out_dtype)
     rule = rule or DEFAULT_RULE
     sms = compute_sms(config)
+    rates = tile_rates(config, dtype)
     out_dtype = out_dtype or ("f32" if dtype == "tf32" else "bf16")
     shape: GroupedShape | None = None
     row_blocks = None
     if groups > 1 or (layout, ragged) != ("contiguous", "m") or m_total or valid_m or k_total:
-        probe = {**choose_tiles(m, n, k, dtype, sms, rule), **tiles}
+        probe = {**choose_tiles(m, n, k, dtype, sms, rule, rates=rates), **tiles}
         _grouped(groups, layout, ragged, m, n, k, probe, m_total, valid_m, k_total)
 
         def row_blocks(mt: int) -> int:
             return len(_grouped(groups, layout, ragged, m, n, k, {**probe, "m_tile": mt},
                                 m_total, valid_m, k_total).schedule(probe["k_tile"]))
-    choice = {**choose_tiles(m, n, k, dtype, sms, rule, row_blocks), **tiles}
+    choice = {**choose_tiles(m, n, k, dtype, sms, rule, row_blocks, rates), **tiles}
     make = dict(dtype=dtype, out_dtype=out_dtype, sm_count=sms, grouped=row_blocks is not None,
                 fp8_scaling="deepseek" if scaling == "deepseek" else None, **choice)
     kernel = gemm_kernel(**make)

@@ -1,0 +1,57 @@
+"""GEMM tile rules of `workloads.ops.gemm`: rule "fill" weighs tiles by the preset's rates."""
+
+from __future__ import annotations
+
+import pytest
+
+import models
+from isa.errors import InputError
+from workloads.ops.gemm import TILE_RULES, TileRates, choose_tiles, tile_rates
+
+H100 = models.load_preset("h100_sxm")
+
+
+def _shape(choice: dict) -> tuple[int, int, int]:
+    return choice["m_tile"], choice["n_tile"], choice["consumers"]
+
+
+def test_tile_rates_read_the_preset():
+    """Tensor FMAs per clock of the dtype, all L2 slices together, one crossbar port."""
+    rates = tile_rates(H100, "fp8")
+    assert rates.fma_per_clk == H100.units.tensor.fp8_fma_per_clk_per_sm
+    assert rates.l2_bytes_per_clk == H100.l2.slices * H100.l2.slice_bandwidth_bytes_per_clk
+    assert rates.port_bytes_per_clk == H100.noc.port_bandwidth_bytes_per_clk
+
+
+def test_fill_spreads_a_few_tiles_over_more_sms():
+    """M = 128, N = 4096 on 132 SMs: 128x128 tiles busy 32 SMs; per k-tile 64x64 costs
+    max(128 tensor cycles, 16 KiB / min(port, L2 / 128 SMs)) < 512 cycles of 128x128."""
+    rates = tile_rates(H100, "bf16")
+    assert _shape(choose_tiles(128, 4096, 8192, "bf16", 132, "waves")) == (128, 128, 2)
+    fill = choose_tiles(128, 4096, 8192, "bf16", 132, "fill", rates=rates)
+    assert _shape(fill) == (64, 64, 1) and not fill["persistent"]
+
+
+def test_fill_keeps_large_tiles_when_the_grid_is_full():
+    """Many tiles: the larger tile reads fewer bytes per FLOP, as "waves" picks it."""
+    rates = tile_rates(H100, "bf16")
+    big = choose_tiles(4096, 4096, 8192, "bf16", 132, "fill", rates=rates)
+    assert _shape(big) == _shape(choose_tiles(4096, 4096, 8192, "bf16", 132, "waves"))
+    assert big["persistent"] and big["stages"] * (big["m_tile"] + big["n_tile"]) * 128 <= 232448
+
+
+def test_fill_follows_the_rates():
+    """With an L2 far slower than the tensor cores, bytes decide: (m_tile + n_tile) x 128 B
+    per k-tile over L2 / busy SMs is least for the fewest, largest tiles (128x256: 16 SMs,
+    384 x 128 x 16 / 1000 = 786 cycles; 64x64: 128 SMs, 2097)."""
+    slow_l2 = TileRates(fma_per_clk=2048.0, l2_bytes_per_clk=1000.0, port_bytes_per_clk=64.0)
+    assert _shape(choose_tiles(128, 4096, 8192, "bf16", 132, "fill",
+                               rates=slow_l2)) == (128, 256, 2)
+
+
+def test_fill_small_m_uses_64_row_tiles_and_rules_are_listed():
+    rates = tile_rates(H100, "fp8")
+    assert choose_tiles(16, 4096, 4096, "fp8", 132, "fill", rates=rates)["m_tile"] == 64
+    assert "fill" in TILE_RULES
+    with pytest.raises(InputError, match="accepted n128, n256, waves, fill"):
+        choose_tiles(16, 4096, 4096, "fp8", 132, "biggest")
