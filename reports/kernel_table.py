@@ -76,9 +76,14 @@ KERNEL_COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+WORKLOAD_UNITS = {"macs": "MAC", "macs_skipped": "MAC", "operand_bytes": "B",
+                  "operand_bytes_stored": "B"}
+"""Units of the co-design columns a workload's kernels table adds (`simulator.workload`)."""
+
+
 def column_units() -> dict[str, str]:
-    """Column name -> unit of the kernel table."""
-    return {name: unit for name, unit, _ in KERNEL_COLUMNS}
+    """Column name -> unit of the kernel table (and of the workload columns it carries)."""
+    return {**{name: unit for name, unit, _ in KERNEL_COLUMNS}, **WORKLOAD_UNITS}
 
 
 def kernel_table(stats: pd.DataFrame, config: Mapping[str, Any] | None = None,

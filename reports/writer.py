@@ -45,7 +45,8 @@ from reports.roofline import chip_peaks
 from reports.workload_timeline import workload_timeline
 
 SUMMARY_COLUMNS = ("kernel", "time_us", "achieved_tflops", "hbm_gbps", "bound",
-                   "roofline_time_us", "roofline_gap", "achieved_occupancy")
+                   "roofline_time_us", "roofline_gap", "achieved_occupancy", "precision",
+                   "macs", "macs_skipped")
 
 
 def _read(result: Any, name: str) -> Any:
@@ -120,6 +121,14 @@ def _summary_notes(tables: dict, table: pd.DataFrame) -> list[str]:
     chip = tables["config"].get("chip", {})
     if chip:
         notes.append(f"Chip: {chip.get('name', '?')} at {chip.get('clock_ghz', '?')} GHz.")
+    macs = pd.to_numeric(table.get("macs", pd.Series(dtype=float))).sum()
+    if macs > 0:
+        skipped = pd.to_numeric(table["macs_skipped"]).sum()
+        dense = pd.to_numeric(table["operand_bytes"]).sum()
+        stored = pd.to_numeric(table["operand_bytes_stored"]).sum()
+        notes.append(f"Tensor-core MACs: {macs:.4g}, skipped by the co-design units "
+                     f"{skipped:.4g} ({skipped / macs:.1%}); GEMM operands {dense:.4g} B "
+                     f"dense, {stored:.4g} B as stored.")
     sources = sorted(set(table["flops_source"].dropna().astype(str)) - {""})
     if sources:
         notes.append("FLOP source: " + "; ".join(sources) + ".")

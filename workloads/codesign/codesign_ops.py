@@ -66,6 +66,7 @@ STORAGE = {"fp32": "tf32", "tf32": "tf32", "fp16": "fp16", "bf16": "bf16", "e4m3
 """Template dtype a VPCU precision is planned at (its operand storage)."""
 OWN_PRECISION = {"bf16": "bf16", "fp16": "fp16", "fp8": "e4m3", "tf32": "tf32"}
 WORKLOAD_DTYPE = {"fp8": "e4m3", "bf16": "bf16", "fp16": "f16", "tf32": "f32"}
+TWO_FOUR_KEPT = 0.5             # 2:4: two of every four weights kept, half the products done
 ELEM_BYTES = {"fp8": 1, "bf16": 2, "fp16": 2, "tf32": 4}
 _SETMAXNREG = re.compile(r"^(\s*setmaxnreg\.inc\.sync\.aligned\.u32 \d+;)$", re.M)
 _FIRST_REG = re.compile(r"^(\s*\.reg )", re.M)
@@ -150,7 +151,7 @@ def codesign_info(config, op: str, dtype: str) -> dict:
         info.update(share=sample["share"], raw_share=sample["raw_share"],
                     a_atom_bytes=atom_bytes(ra), b_atom_bytes=atom_bytes(rw))
     elif op == "gemm" and u.tensor.sparse_2_4:
-        info.update(rate_multiplier=u.tensor.sparse_rate_multiplier,
+        info.update(rate_multiplier=u.tensor.sparse_rate_multiplier, raw_share=TWO_FOUR_KEPT,
                     b_atom_bytes=two_four_atom_bytes(ELEM_BYTES[template]))
     info["fma_per_clk_per_sm"] = int(round(rate * info["rate_multiplier"] / info["share"]))
     return info
@@ -214,7 +215,9 @@ def _adapt_plan(plan, info: dict, config, compress: bool):
                      for x in plan.launches)
     samples = tuple((w, _adapt(x, info, vpcu, compress) if x.detail.get("uses_wgmma") else x)
                     for w, x in plan.samples)
-    sizes = {**plan.sizes, "precision": info["precision"], "mma_share": info["share"]}
+    sizes = {**plan.sizes, "precision": info["precision"], "mma_share": info["share"],
+             "mac_share": info["raw_share"], "template": info["template"],
+             "a_atom_bytes": info["a_atom_bytes"], "b_atom_bytes": info["b_atom_bytes"]}
     return dataclasses.replace(plan, launches=launches, samples=samples, sizes=sizes)
 
 
@@ -268,3 +271,55 @@ def attention_hook(builder):
         return _adapt_plan(builder(stock(config), **call), info, config, False)
 
     return attention
+
+
+COUNT_COLUMNS = ("macs", "macs_skipped", "precision", "operand_bytes", "operand_bytes_stored")
+"""What `op_counts` gives per op: the workload kernels table's co-design columns."""
+
+
+def _operand_elements(plan) -> tuple[float, float]:
+    """Elements of A and B a GEMM plan's MMAs read (valid rows; B once per group)."""
+    s, macs = plan.sizes, plan.flops / 2
+    if "groups" not in s:                     # plain or batched: macs = g m n k
+        return macs / s["n"], macs / s["m"]
+    b = s["k_total"] * s["n"] if s.get("ragged") == "k" else s["groups"] * s["k"] * s["n"]
+    return macs / s["n"], b
+
+
+def op_counts(plan) -> dict:
+    """The co-design figures of one op plan (stock or composed by the hooks), summed by
+    workload tables: `macs` (tensor-core MACs: flops / 2 of an op whose launches issue
+    wgmma, else 0), `macs_skipped` (macs x (1 - share of products done): zero products
+    under the ZCE, half the products under 2:4), `precision` of its MMAs ("" without MMA),
+    `operand_bytes` (a GEMM's A and B dense at its template dtype; 0 for other ops) and
+    `operand_bytes_stored` (A and B in the format its MMA reads: ZCE-compressed, 2:4 weights
+    halved plus metadata; = operand_bytes when nothing is compressed). Bytes, MACs."""
+    mma = any(x.detail.get("uses_wgmma") for x in plan.launches)
+    if not mma:
+        return {"macs": 0.0, "macs_skipped": 0.0, "precision": "", "operand_bytes": 0.0,
+                "operand_bytes_stored": 0.0}
+    s = plan.sizes
+    macs = plan.flops / 2
+    dtype = s.get("template", {"e4m3": "fp8"}.get(s.get("dtype"), s.get("dtype")))
+    counts = {"macs": macs, "macs_skipped": macs * (1 - s.get("mac_share", 1.0)),
+              "precision": s.get("precision", OWN_PRECISION.get(dtype, str(dtype))),
+              "operand_bytes": 0.0, "operand_bytes_stored": 0.0}
+    if plan.kind == "gemm":
+        a, b = _operand_elements(plan)
+        elem = ELEM_BYTES[dtype]
+        counts["operand_bytes"] = (a + b) * elem
+        counts["operand_bytes_stored"] = (a * s.get("a_atom_bytes", ATOM_BYTES)
+                                          + b * s.get("b_atom_bytes", ATOM_BYTES)) \
+            * elem / ATOM_BYTES
+    return counts
+
+
+def totals(kernels) -> dict:
+    """Sums of the `COUNT_COLUMNS` over a workload kernels table, and the MACs per
+    precision (the precision mix); empty when the table has no `macs` column."""
+    if "macs" not in getattr(kernels, "columns", ()):
+        return {}
+    out = {c: float(kernels[c].fillna(0).sum()) for c in COUNT_COLUMNS if c != "precision"}
+    mix = kernels[kernels["macs"] > 0].groupby("precision", sort=True)["macs"].sum()
+    out["macs_by_precision"] = {str(p): float(v) for p, v in mix.items()}
+    return out
