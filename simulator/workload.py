@@ -61,7 +61,10 @@ COLLECTIVES = ("alltoall", "allreduce")   # op kinds of collective kernels (comm
 SIMULATED = "simulated"
 KERNEL_COLUMNS = ("name", "op", "kind", "stream", "role", "deps", "start_us", "end_us",
                   "time_us", "flops", "tflops", "bytes", "gbps", "hbm_bytes", "l2_bytes",
-                  "link_bytes", "roofline_us", "bound", "gap", "model", "reused", "note")
+                  "link_bytes", "roofline_us", "bound", "gap", "model", "reused", "note",
+                  "macs", "macs_skipped", "precision", "operand_bytes", "operand_bytes_stored")
+"""The last five: `workloads.codesign.codesign_ops.op_counts` (tensor-core MACs, MACs the
+co-design units skip, MMA precision, GEMM operand bytes dense and as stored)."""
 
 
 @dataclass(frozen=True)
@@ -88,9 +91,10 @@ class WorkloadResult:
         return int(round(self.time_us * 1e3 * float(self.config.chip.clock_ghz)))
 
     def summary(self) -> pd.DataFrame:
-        """name, op, stream, time_us, tflops, bound and share of the summed kernel time."""
+        """name, op, stream, time_us, tflops, bound, MACs (done and skipped) and share of the
+        summed kernel time."""
         table = self.kernels[["name", "op", "stream", "start_us", "time_us", "tflops", "bound",
-                              "model"]].copy()
+                              "model", "macs", "macs_skipped"]].copy()
         total = float(table["time_us"].sum())
         table["share"] = table["time_us"] / total if total else np.nan
         return table
@@ -162,6 +166,7 @@ def _plans(graph, ops, config) -> dict[tuple, Any]:
 
 def _time_op(plan, config, fidelity: str, timeline: bool) -> tuple[dict, pd.DataFrame,
                                                                    pd.DataFrame | None]:
+    from workloads.codesign.codesign_ops import op_counts
     from workloads.ops import simulate_op
 
     runs: list = []
@@ -175,7 +180,8 @@ def _time_op(plan, config, fidelity: str, timeline: bool) -> tuple[dict, pd.Data
     return {"time_us": float(res["time_us"]), "flops": float(plan.flops),
             "bytes": float(plan.bytes), "hbm_bytes": float(res["hbm_bytes"]),
             "l2_bytes": _level_bytes(runs, "l2"), "roofline_us": float(res["roofline_us"]),
-            "bound": res["bound"], "link_bytes": _link_bytes(runs)}, stats, timelines
+            "bound": res["bound"], "link_bytes": _link_bytes(runs), **op_counts(plan)}, \
+        stats, timelines
 
 
 def _schedule(order, durations: dict[str, float],
@@ -382,6 +388,9 @@ def _table(graph, ops, timed, span, reused, lanes) -> pd.DataFrame:
             "gap": time_us / roof if roof and np.isfinite(roof) else np.nan,
             "model": LINK_MODEL if op.kind == LINK else SIMULATED,
             "reused": reused[node.name], "note": _note(node, op, t, lanes[node.name]),
+            "macs": t.get("macs", 0.0), "macs_skipped": t.get("macs_skipped", 0.0),
+            "precision": t.get("precision", ""), "operand_bytes": t.get("operand_bytes", 0.0),
+            "operand_bytes_stored": t.get("operand_bytes_stored", 0.0),
         })
     return pd.DataFrame(rows, columns=list(KERNEL_COLUMNS))
 
