@@ -8,11 +8,13 @@ start, time, TFLOP/s, bound, share of the summed kernel time) and the layer's ti
 writes a run directory (`runs/<workload>-<phase>-<tokens>/` or `--out DIR`) through
 `reports.write_report`: config.json (the resolved hardware config), kernels.csv/.parquet,
 stats.csv/.parquet, report.html, trace.json, plots, plus run.json (the workload and the
-printed summary). Collectives are simulated kernels on the reserved communication SMs
-(`--set sm.comm_count=N`; with 0 they run on the compute stream), an all-reduce across
-nodes is timed by link bandwidth; overlapping streams are slowed by a measured pair per
-collective (see `simulator.workload`). Single kernels: `ptxsim kernel FILE.ptx`; single
-ops: `ptxsim op KIND`.
+printed summary, with the tensor-core MACs, the MACs the co-design units skip, the MMA
+precision mix and the GEMM operand bytes dense / as stored, summed from the kernels table's
+columns of `workloads.codesign.codesign_ops.op_counts`). Collectives are simulated kernels
+on the reserved communication SMs (`--set sm.comm_count=N`; with 0 they run on the compute
+stream), an all-reduce across nodes is timed by link bandwidth; overlapping streams are
+slowed by a measured pair per collective (see `simulator.workload`). Single kernels:
+`ptxsim kernel FILE.ptx`; single ops: `ptxsim op KIND`.
 Bad flags (unknown model, preset or `--set` key, impossible sizes) are an `InputError`
 naming the flag: one line, exit status 2.
 Units: microseconds, TFLOP/s, fractions.
@@ -98,18 +100,32 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(args, result, out: Path) -> dict:
+    from workloads.codesign.codesign_ops import totals
+
     summary = result.summary()
     kernels = [{"name": r.name, "op": r.op, "stream": r.stream, "start_us": r.start_us,
                 "time_us": r.time_us, "tflops": r.tflops, "bound": r.bound,
-                "share": r.share, "model": r.model} for r in summary.itertuples()]
+                "share": r.share, "model": r.model, "macs": r.macs,
+                "macs_skipped": r.macs_skipped} for r in summary.itertuples()]
     return {"model": args.model, "workload": result.meta.get("model"),
             "graph": result.graph, "layer": result.meta, "fidelity": result.fidelity,
             "time_us": result.time_us, "kernel_time_us": float(summary["time_us"].sum()),
             "by_op": {op: float(t) for op, t in result.by_op()["time_us"].items()},
-            "kernels": kernels, "out": str(out),
+            "kernels": kernels, "units": totals(result.kernels), "out": str(out),
             "left_out": "all-reduce across nodes timed by link bandwidth alone; contention "
                         "measured for collectives only (compute streams do not slow "
                         "each other); attention backward not simulated"}
+
+
+def _units_lines(u: dict) -> list[str]:
+    """Tensor-core MACs, skipped MACs, precision mix and GEMM operand bytes (summed)."""
+    if not u.get("macs"):
+        return []
+    mix = ", ".join(f"{p} {100 * m / u['macs']:.0f}%" for p, m in u["macs_by_precision"].items())
+    stored = (f"; GEMM operands {u['operand_bytes'] / 1e6:.1f} MB dense, "
+              f"{u['operand_bytes_stored'] / 1e6:.1f} MB as stored" if u["operand_bytes"] else "")
+    return [f"tensor MACs {u['macs']:.4g}, skipped {u['macs_skipped']:.4g} "
+            f"({100 * u['macs_skipped'] / u['macs']:.1f}%); precision mix {mix}{stored}"]
 
 
 def _text(r: dict) -> str:
@@ -127,6 +143,7 @@ def _text(r: dict) -> str:
                     for op, t in list(r["by_op"].items())[:4]) if r["kernel_time_us"] else ""
     lines += [f"layer time {r['time_us']:.1f} us (kernels summed {r['kernel_time_us']:.1f} us; "
               f"largest: {top})",
+              *_units_lines(r["units"]),
               f"note: {r['left_out']}",
               f"wrote {r['out']}/ (report.html, kernels.csv, stats.csv, config.json, "
               "trace.json)"]
