@@ -46,20 +46,19 @@ Batched runs (`KernelImage(batch_runs=True)`; `simulator.simulate.Replay` turns 
 under the greedy `gto` policy): a run of consecutive events of one warp on consecutive pcs,
 all plain unit instructions (`ACTION_UNIT`) of one unit with a 1-cycle initiation interval,
 none reading or writing a register an earlier one of the run wrote, is replayed as one
-event (`ACTION_RUN`). For a warp alone on its scheduler it issues exactly as its
-instructions would: it starts once each register is ready by the offset of the run's first
-instruction that uses it, takes the scheduler's issue slot and the unit for n consecutive
-cycles, every destination is ready at its own instruction's issue offset + latency, and the
-warp's next instruction may issue one cycle after the last one's. The approximation is
-against other warps: under `gto` the greedy warp keeps the slot while its next instruction
-is ready, which for such a run is every cycle, so what changes is only that a warp made
-ready in the middle of the run (a memory result, a barrier release) waits for the run's
-end, and that a run waits for all of its registers before its first issue. With a 2-cycle
-interval the instructions one by one leave every other slot to other warps, so such runs
-are not batched (a 1-2 % shift per replay, which the GEMM's extrapolation amplified to 5 %).
-Issue counts, busy cycles and instruction counts come from the trace and do not change;
-stall cycles may by the shifts. Long runs are the FP8 GEMM's FP32 promotion FMAs
-(independent, one per accumulator).
+event (`ACTION_RUN`) when its warp issues it: the part of the run whose instructions would
+issue back to back (each register ready by the cycle its first user issues) takes the
+scheduler's issue slot and the unit for that many consecutive cycles, each destination is
+ready at its own instruction's issue cycle + latency, the warp's next instruction may issue
+one cycle after the last one; the rest of a run cut short issues instruction by instruction.
+This is what the instructions one by one do under `gto`: the greedy warp keeps the slot
+while its next instruction is ready, which within such a run is every cycle, and nothing
+else it does depends on those cycles. The SM also yields to SimPy at the cycle it would
+have yielded at visiting the run's cycles one by one (`run_end`), so other SMs interleave
+with it as before and memory sees the same order. Replays come out identical to the
+unbatched ones (the tests compare cycles and stats). Runs with a 2-cycle interval (int32 on
+H100/H800) are not batched: one by one they leave every other slot to other warps. The
+long runs are the FP8 GEMM's FP32 promotion FMAs (independent, one per accumulator).
 
 Hooks (fired on `self.hooks`, owner `sm<id>`): `SM_ISSUE` (issued, busy_cycles: per-unit
 arrays) once per finished CTA, from counts precomputed over its trace (every event of a CTA
@@ -148,14 +147,15 @@ def _run_limits(timings: list[InstrTiming]) -> list[int]:
 def _run_op(timings: list[InstrTiming], pc: int, n: int) -> tuple:
     """The `_op` tuple of the run of `n` instructions from `pc` (action `ACTION_RUN`).
 
-    interval = the unit's busy cycles (sum); latency = cycles from the run's issue to its last
-    result; registers = those the run reads or writes; count = (n, cycles from the run's issue
-    to the earliest next issue of the warp, per-destination ready offsets, per-register
-    offset of the run's first instruction that uses it)."""
+    interval = the unit's busy cycles (n); latency = cycles from the run's issue to its last
+    result; registers = those of the first instruction (the scoreboard check before issue);
+    count = (n, cycles from the run's issue to the earliest next issue of the warp,
+    per-destination ready offsets, every register the run reads or writes, the offset of
+    the run's first instruction that uses it, pc)."""
     group = timings[pc:pc + n]
     first_use: dict[int, int] = {}
     ready: dict[int, int] = {}
-    start = 0
+    start = last_issue = 0
     for t in group:
         for r in t.sources + t.destinations:
             first_use.setdefault(r, start)
@@ -164,12 +164,15 @@ def _run_op(timings: list[InstrTiming], pc: int, n: int) -> tuple:
         last_issue = start
         start += t.interval_cycles
     offsets = tuple(ready.values())
-    return (group[0].unit, start, max(offsets, default=0), ACTION_RUN, tuple(first_use),
-            tuple(ready), (n, last_issue + 1, offsets, tuple(first_use.values())))
+    return (group[0].unit, start, max(offsets, default=0), ACTION_RUN, _op(group[0])[4],
+            tuple(ready), (n, last_issue + 1, offsets, tuple(first_use),
+                           tuple(first_use.values()), pc))
 
 
-def _batch_runs(ops: list, trace: WarpTrace, timings: list[InstrTiming]) -> int:
-    """Replace the first event of each batchable run by its run op (in place); events runs."""
+def _batch_runs(ops: list, trace: WarpTrace, timings: list[InstrTiming],
+                run_ops: dict[tuple[int, int], tuple]) -> int:
+    """Replace the first event of each batchable run by its run op (in place, `run_ops`
+    caches them per (pc, length)); the number of runs."""
     limits = _run_limits(timings)
     if max(limits, default=1) < 2:
         return 0
@@ -181,7 +184,6 @@ def _batch_runs(ops: list, trace: WarpTrace, timings: list[InstrTiming]) -> int:
     ends[np.maximum(offsets - 2, 0)] = True
     cont = (step & ~ends[:pc.size - 1]).tolist()
     pcs = pc.tolist()
-    run_ops: dict[tuple[int, int], tuple] = {}
     runs, e, n_events = 0, 0, len(pcs)
     while e < n_events:
         limit = limits[pcs[e]]
@@ -197,17 +199,6 @@ def _batch_runs(ops: list, trace: WarpTrace, timings: list[InstrTiming]) -> int:
             runs += 1
         e += n
     return runs
-
-
-def _run_ready(ready: list, from_memory: list, registers: tuple, run: tuple,
-               earliest: int) -> tuple[int, bool]:
-    """(issue cycle, waits on memory) of a run: each register ready by its first use."""
-    ready_cycle, memory = earliest, False
-    for r, offset in zip(registers, run[3], strict=True):
-        at = ready[r] - offset
-        if at > ready_cycle:
-            ready_cycle, memory = at, from_memory[r]
-    return ready_cycle, memory
 
 
 @dataclass(frozen=True)
@@ -228,7 +219,9 @@ class KernelImage:
         by_pc = [_op(t) for t in self.timings]
         setattr_ = object.__setattr__
         ops = list(map(by_pc.__getitem__, trace.pc.tolist()))
-        setattr_(self, "runs", _batch_runs(ops, trace, self.timings) if self.batch_runs else 0)
+        setattr_(self, "run_ops", {})
+        setattr_(self, "runs", _batch_runs(ops, trace, self.timings, self.run_ops)
+                 if self.batch_runs else 0)
         setattr_(self, "ops", ops)
         setattr_(self, "kinds", trace.kind.tolist())
         setattr_(self, "details", trace.detail.tolist())
@@ -248,6 +241,14 @@ class KernelImage:
         busy = np.zeros(size, dtype=np.int64)
         np.add.at(busy, key, interval[trace.pc])
         setattr_(self, "cta_busy_cycles", busy.reshape(-1, n_units))
+
+
+    def run_op(self, pc: int, n: int) -> tuple:
+        """The op of the run of `n` instructions from `pc` (cached)."""
+        op = self.run_ops.get((pc, n))
+        if op is None:
+            op = self.run_ops[(pc, n)] = _run_op(self.timings, pc, n)
+        return op
 
 
 class Warp:
@@ -303,6 +304,7 @@ class StreamingMultiprocessor:
         self.cycle = 0
         self.wake_cycle = NEVER
         self.finish_cycle = 0
+        self.run_end = 0
         self.pending_stall_cycles = dict.fromkeys(STALL_REASONS, 0)
 
     # -- CTAs -----------------------------------------------------------------------
@@ -341,16 +343,12 @@ class StreamingMultiprocessor:
     # -- warps ----------------------------------------------------------------------
     def _prepare(self, warp: Warp, cycle: int) -> None:
         """Scoreboard check of the warp's next instruction, after an issue at `cycle`."""
-        unit, _, _, action, registers, _, count = self.ops[warp.pos]
-        if action < 0:
-            ready_cycle, memory = _run_ready(warp.ready, warp.from_memory, registers, count,
-                                             cycle + 1)
-        else:
-            ready_cycle, memory = cycle + 1, False
-            ready = warp.ready
-            for r in registers:
-                if ready[r] > ready_cycle:
-                    ready_cycle, memory = ready[r], warp.from_memory[r]
+        unit, _, _, _, registers, _, _ = self.ops[warp.pos]
+        ready_cycle, memory = cycle + 1, False
+        ready = warp.ready
+        for r in registers:
+            if ready[r] > ready_cycle:
+                ready_cycle, memory = ready[r], warp.from_memory[r]
         warp.ready_cycle, warp.next_unit, warp.waits_on_memory = ready_cycle, unit, memory
 
     def _finish_warp(self, warp: Warp, cycle: int) -> None:
@@ -388,10 +386,10 @@ class StreamingMultiprocessor:
         """Issue the warp's next instruction at `cycle`; then `_prepare` (inlined) the one after."""
         e = warp.pos
         unit, interval, latency, action, _, destinations, count = self.ops[e]
-        sched.unit_free[unit] = cycle + interval
         if action < 0:
-            self._issue_run(warp, sched, cycle, latency, destinations, count)
+            self._issue_run(warp, sched, cycle, self.ops[e])
             return
+        sched.unit_free[unit] = cycle + interval
         hold = 0
         if action == ACTION_MEMORY:
             done, memory = self._access(e, cycle), True
@@ -417,25 +415,31 @@ class StreamingMultiprocessor:
         elif e == warp.end:
             self._finish_warp(warp, cycle)
         else:
-            next_unit, _, _, next_action, registers, _, next_count = self.ops[e]
-            if next_action < 0:
-                ready_cycle, memory = _run_ready(ready, from_memory, registers, next_count,
-                                                 cycle + 1)
-            else:
-                ready_cycle, memory = cycle + 1, False
-                for r in registers:
-                    if ready[r] > ready_cycle:
-                        ready_cycle, memory = ready[r], from_memory[r]
+            next_unit, _, _, _, registers, _, _ = self.ops[e]
+            ready_cycle, memory = cycle + 1, False
+            for r in registers:
+                if ready[r] > ready_cycle:
+                    ready_cycle, memory = ready[r], from_memory[r]
             if hold > ready_cycle:
                 ready_cycle, memory = hold, action == ACTION_MBARRIER_WAIT
             warp.ready_cycle, warp.next_unit, warp.waits_on_memory = ready_cycle, next_unit, memory
 
-    def _issue_run(self, warp: Warp, sched: WarpScheduler, cycle: int, latency: int,
-                   destinations: tuple, run: tuple) -> None:
-        """Issue a batched run (`ACTION_RUN`) at `cycle`: `n` issue slots, per-register results."""
-        n, step, offsets, _ = run
-        sched.wake = sched.slot_free = cycle + n
+    def _issue_run(self, warp: Warp, sched: WarpScheduler, cycle: int, op: tuple) -> None:
+        """Issue a batched run (`ACTION_RUN`) at `cycle`, or the part of it whose registers
+        are ready in time (the rest then issues instruction by instruction)."""
         ready, from_memory = warp.ready, warp.from_memory
+        n, _, _, registers, first_use, pc = op[6]
+        k = n
+        for r, offset in zip(registers, first_use, strict=True):
+            if offset < k and ready[r] > cycle + offset:
+                k = offset
+        if k < n:
+            op = self.kernel.run_op(pc, max(k, 1))
+        unit, interval, latency, _, _, destinations, (n, step, offsets, _, _, _) = op
+        sched.unit_free[unit] = cycle + interval
+        sched.wake = sched.slot_free = cycle + n
+        if cycle + n > self.run_end:
+            self.run_end = cycle + n
         for d, offset in zip(destinations, offsets, strict=True):
             ready[d] = cycle + offset
             from_memory[d] = False
@@ -446,15 +450,11 @@ class StreamingMultiprocessor:
         if e == warp.end:
             self._finish_warp(warp, cycle)
             return
-        next_unit, _, _, next_action, registers, _, next_count = self.ops[e]
-        if next_action < 0:
-            ready_cycle, memory = _run_ready(ready, from_memory, registers, next_count,
-                                             cycle + step)
-        else:
-            ready_cycle, memory = cycle + step, False
-            for r in registers:
-                if ready[r] > ready_cycle:
-                    ready_cycle, memory = ready[r], from_memory[r]
+        next_unit, _, _, _, registers, _, _ = self.ops[e]
+        ready_cycle, memory = cycle + step, False
+        for r in registers:
+            if ready[r] > ready_cycle:
+                ready_cycle, memory = ready[r], from_memory[r]
         warp.ready_cycle, warp.next_unit, warp.waits_on_memory = ready_cycle, next_unit, memory
 
     # -- tile ops -------------------------------------------------------------------
@@ -578,6 +578,8 @@ class StreamingMultiprocessor:
                 break
             if hooks.listening:
                 self._account_stalls(cycle)
+            if next_cycle > last_cycle_in_window + 1 and self.run_end > last_cycle_in_window + 1:
+                next_cycle = last_cycle_in_window + 1  # a run issues there: yield as it would
             self.cycle = next_cycle
             if next_cycle > last_cycle_in_window:
                 if hooks.listening:
