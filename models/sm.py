@@ -177,27 +177,30 @@ def _batch_runs(ops: list, trace: WarpTrace, timings: list[InstrTiming],
     if max(limits, default=1) < 2:
         return 0
     pc = trace.pc
-    step = np.diff(pc) == 1
     ends = np.zeros(pc.size + 1, dtype=bool)
     offsets = trace.warp_offsets[1:]
     ends[offsets - 1] = True
     ends[np.maximum(offsets - 2, 0)] = True
-    cont = (step & ~ends[:pc.size - 1]).tolist()
+    cont_a = (np.diff(pc) == 1) & ~ends[:pc.size - 1]
+    limit_a = np.asarray(limits, dtype=np.int64)[pc[:-1]] if pc.size else np.zeros(0, np.int64)
+    starts = np.flatnonzero(cont_a & (limit_a >= 2)).tolist()
+    cont = cont_a.tolist() + [False]
     pcs = pc.tolist()
-    runs, e, n_events = 0, 0, len(pcs)
-    while e < n_events:
+    runs, free = 0, 0
+    for e in starts:
+        if e < free:
+            continue
         limit = limits[pcs[e]]
-        n = 1
-        while n < limit and e + n < n_events and cont[e + n - 1]:
+        n = 2
+        while n < limit and cont[e + n - 1]:
             n += 1
-        if n > 1:
-            key = (pcs[e], n)
-            op = run_ops.get(key)
-            if op is None:
-                op = run_ops[key] = _run_op(timings, pcs[e], n)
-            ops[e] = op
-            runs += 1
-        e += n
+        key = (pcs[e], n)
+        op = run_ops.get(key)
+        if op is None:
+            op = run_ops[key] = _run_op(timings, pcs[e], n)
+        ops[e] = op
+        runs += 1
+        free = e + n
     return runs
 
 
@@ -238,9 +241,8 @@ class KernelImage:
         key = cta * n_units + unit[trace.pc]
         size = trace.n_ctas * n_units
         setattr_(self, "cta_issued", np.bincount(key, minlength=size).reshape(-1, n_units))
-        busy = np.zeros(size, dtype=np.int64)
-        np.add.at(busy, key, interval[trace.pc])
-        setattr_(self, "cta_busy_cycles", busy.reshape(-1, n_units))
+        busy = np.bincount(key, weights=interval[trace.pc], minlength=size)
+        setattr_(self, "cta_busy_cycles", busy.astype(np.int64).reshape(-1, n_units))
 
 
     def run_op(self, pc: int, n: int) -> tuple:
