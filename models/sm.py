@@ -208,14 +208,15 @@ def _batch_runs(ops: list, trace: WarpTrace, timings: list[InstrTiming],
 class KernelImage:
     """A traced kernel ready to time: per-event lists, per-pc timings, per-CTA issue counts.
 
-    `ops[e]` is the `_op` tuple of event `e`'s pc; `cta_issued[c]` / `cta_busy_cycles[c]` are
+    `ops[e]` is the `_op` tuple of event `e`'s pc (with `batch_runs`, a run's first event
+    holds the run's op; `runs` counts them); `cta_issued[c]` / `cta_busy_cycles[c]` are
     CTA `c`'s warp-instructions and initiation-interval cycles per unit.
     """
 
     trace: WarpTrace
     timings: list[InstrTiming]
     n_registers: int
-    batch_runs: bool = True
+    batch_runs: bool = False
 
     def __post_init__(self) -> None:
         trace, n_units = self.trace, len(UNIT_NAMES)
