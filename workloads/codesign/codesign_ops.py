@@ -37,12 +37,21 @@ config with the units off and each of its launches is composed with the units:
   its values plus 2 bits of metadata per kept value per 128-byte atom (rounded up to 16
   bytes: 80 bytes for fp8/bf16/tf32). Cannot be combined with ZCE sparsity (InputError).
 
+* ZCE in causal attention (`units.zce.enabled`, whatever the configured sparsities): the
+  masked scores make P zero above the diagonal; the template computes no block above it,
+  so only the P.V blocks straddling the diagonal hold zeros. `causal_pv_skip` measures, per
+  distinct block offset, the share of that block's P.V work the engine issues at
+  `units.zce.granularity` (floored at `min_issue_fraction`), and the launch's tensor rate is
+  divided by the launch-wide share (QK^T and P.V work together: both wgmma kinds are sped
+  up alike, the average). Packed (decode GQA) launches are left stock.
+
 `codesign_info(config, op)` gives the choices (precision, share, byte ratios) of an op kind
-("gemm" with its template dtype, or "attention"), for reports: MACs skipped = flops / 2 x
-(1 - share). Left out: compressed stores of outputs (stored dense), the cost of compressing
-activations produced on the fly, precision switches between kernels (one setprec per warp
-per launch is charged whatever the previous kernel ran), ZCE in attention. Units: bytes,
-FMAs per clock per SM, SM cycles.
+("gemm" with its template dtype, or "attention"); `op_counts(plan)` the per-op figures the
+workload kernels table carries (MACs, MACs skipped, precision, operand bytes). Left out:
+compressed stores of outputs (C is stored dense and the next kernel reads it dense; the
+operand compression of activations produced on the fly is assumed free), precision
+switches between kernels (one setprec per warp per launch is charged whatever the previous
+kernel ran). Units: bytes, FMAs per clock per SM, SM cycles.
 """
 
 from __future__ import annotations
@@ -53,6 +62,8 @@ import inspect
 import math
 import re
 import types
+
+import numpy as np
 
 from isa.errors import InputError
 from isa.semantics.vpcu import PRECISION_CODES
@@ -252,23 +263,94 @@ def gemm_hook(builder):
     return gemm
 
 
+@functools.lru_cache(maxsize=256)
+def _diagonal_block_share(offset: int, rows: int, cols: int, dv: int, granularity: str,
+                          kblock: int) -> float:
+    """Share of a P.V block's MMA work the ZCE issues when P[r, c] is zero for
+    c > r + offset (the causal mask inside a block straddling the diagonal; V dense)."""
+    from workloads.codesign.zce_format import active_fraction
+
+    p = (np.arange(cols)[None, :] <= np.arange(rows)[:, None] + offset).astype(np.float32)
+    return active_fraction(p, np.ones((cols, dv), np.float32), granularity, kblock)
+
+
+def causal_pv_skip(sizes: dict, m_tile: int, kv_block: int, granularity: str, kblock: int,
+                   floor: float) -> dict:
+    """What the ZCE skips in a causal attention launch: only the P.V blocks that straddle
+    the diagonal hold zeros (masked scores give P = 0; the template computes no block
+    above the diagonal). Per head: `work` = FMAs of every block the template computes
+    (QK^T and P.V, m_tile x kv_block x (D + Dv) each), `skipped_work` = sum over straddling
+    blocks of m_tile x kv_block x Dv x (1 - max(floor, share of that block)), `macs_skipped` =
+    their zero products (batch x heads x sum of zeros x Dv)."""
+    sq, sk = sizes["seqlen_q"], sizes["seqlen_k"]
+    d, dv = sizes["headdim"], sizes["headdim_v"]
+    rows0 = np.arange(0, sq, m_tile)[:, None]
+    cols0 = np.arange(0, sk, kv_block)[None, :]
+    offset = rows0 + (sk - sq) - cols0                 # block's first row sees c <= offset
+    computed = offset + m_tile - 1 >= 0                # its last row sees a key
+    straddling = computed & (offset < kv_block - 1)
+    offsets, counts = np.unique(offset[straddling], return_counts=True)
+    skipped = zeros = 0.0
+    for o, c in zip(offsets.tolist(), counts.tolist(), strict=True):
+        share = max(floor, _diagonal_block_share(o, m_tile, kv_block, dv, granularity,
+                                                 kblock))
+        skipped += c * m_tile * kv_block * dv * (1 - share)
+        visible = np.clip(np.arange(m_tile) + o + 1, 0, kv_block).sum()
+        zeros += c * (m_tile * kv_block - visible) * dv
+    work = float(np.count_nonzero(computed)) * m_tile * kv_block * (d + dv)
+    per_head = sizes["batch"] * sizes["heads"]
+    return {"share": 1 - skipped / work if work else 1.0,
+            "macs_skipped": float(zeros * per_head)}
+
+
+def _attention_zce(plan, config):
+    """`plan` with the ZCE skipping the causal zeros of P in P.V (`causal_pv_skip`), as a
+    launch-wide tensor rate / share (both wgmma kinds sped up alike: the average)."""
+    z = config.units.zce
+    launch = plan.launches[0]
+    tiles = launch.detail["tiles"]
+    skip = causal_pv_skip(plan.sizes, tiles["m_tile"], tiles["kv_block"], z.granularity,
+                          z.kblock_elements, z.min_issue_fraction)
+    template = plan.sizes.get("template", plan.sizes["dtype"])
+    key = f"units.tensor.{template}_fma_per_clk_per_sm"
+    base = dict(launch.overrides).get(key, config.units.tensor.fma_per_clk_per_sm(template))
+
+    def adapt(x):
+        if not x.detail.get("uses_wgmma"):
+            return x
+        rate = int(round(dict(x.overrides).get(key, base) / skip["share"]))
+        return dataclasses.replace(x, overrides={**x.overrides, key: rate})
+
+    macs = plan.flops / 2
+    sizes = {**plan.sizes, "mma_share": skip["share"], "template": template,
+             "mac_share": 1 - skip["macs_skipped"] / macs if macs else 1.0}
+    return dataclasses.replace(plan, sizes=sizes,
+                               launches=tuple(adapt(x) for x in plan.launches),
+                               samples=tuple((w, adapt(x)) for w, x in plan.samples))
+
+
 def attention_hook(builder):
-    """Wrap the attention op builder: unchanged unless the VPCU is on (module docstring)."""
+    """Wrap the attention op builder: unchanged unless the VPCU is on or the ZCE meets a
+    causal mask (module docstring)."""
     signature = inspect.signature(builder)
 
     @functools.wraps(builder)
     def attention(config, *args, **kwargs):
-        if not config.units.vpcu.enabled:
-            return builder(config, *args, **kwargs)
         bound = signature.bind(config, *args, **kwargs)
         bound.apply_defaults()
         call = dict(bound.arguments)
         call.pop("config")
-        if call["dtype"] not in ("bf16", "fp16"):
-            return builder(config, *args, **kwargs)       # the builder names the bad dtype
-        info = codesign_info(config, "attention", call["dtype"])
-        call["dtype"] = info["template"]
-        return _adapt_plan(builder(stock(config), **call), info, config, False)
+        zce = bool(config.units.zce.enabled and call.get("causal"))
+        if not (config.units.vpcu.enabled or zce) or call["dtype"] not in ("bf16", "fp16"):
+            return builder(config, *args, **kwargs)       # stock (or the builder's error)
+        if config.units.vpcu.enabled:
+            info = codesign_info(config, "attention", call["dtype"])
+            call["dtype"] = info["template"]
+            plan = _adapt_plan(builder(stock(config), **call), info, config, False)
+        else:
+            plan = builder(stock(config), **call)
+        packed = plan.launches[0].detail["tiles"].get("pack", 0)
+        return _attention_zce(plan, config) if zce and not packed else plan
 
     return attention
 
@@ -290,7 +372,9 @@ def op_counts(plan) -> dict:
     """The co-design figures of one op plan (stock or composed by the hooks), summed by
     workload tables: `macs` (tensor-core MACs: flops / 2 of an op whose launches issue
     wgmma, else 0), `macs_skipped` (macs x (1 - share of products done): zero products
-    under the ZCE, half the products under 2:4), `precision` of its MMAs ("" without MMA),
+    under the ZCE, half the products under 2:4; causal attention: the zero products of the
+    P.V blocks straddling the diagonal, which the op's flops, counting visible products
+    only, leave out), `precision` of its MMAs ("" without MMA),
     `operand_bytes` (a GEMM's A and B dense at its template dtype; 0 for other ops) and
     `operand_bytes_stored` (A and B in the format its MMA reads: ZCE-compressed, 2:4 weights
     halved plus metadata; = operand_bytes when nothing is compressed). Bytes, MACs."""
