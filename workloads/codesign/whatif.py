@@ -8,7 +8,8 @@ attention ops' hooks (`codesign_ops`) and the timing model (LUT `ex2`, L3), exac
 
 * `layer_row(model, tokens, config)`: one prefill layer; time (makespan), achieved TFLOPS
   (the graph's flops over the makespan), GEMM time and TFLOPS, MACs and MACs skipped
-  (GEMM MACs x (1 - share of non-zero products) of each GEMM's ZCE sample; the time
+  (GEMM MACs x (1 - share of non-zero products) of each GEMM's ZCE sample, half of them
+  under the 2:4 baseline; the time
   reflects the issued share, floored at `units.zce.min_issue_fraction`), HBM and L2 bytes (the
   workload table's, weighted like its times), L1/L3 bytes and the L3 hit rate (summed over
   the simulated launches' stats: for sampled ops those are the reduced launches, unweighted).
