@@ -19,7 +19,10 @@ this module holds only the arithmetic, on arrays the caller owns:
 * `counts` int64 `[N_COUNTS]`: what this request did, for the hook (index names `C_*`).
 
 The tag arrays follow `models.tag_array` (set = line number modulo sets, tag = line number,
-sector masks with bit i = sector i, LRU by stamp, an empty way before the oldest). The
+sector masks with bit i = sector i, LRU by stamp, an empty way before the oldest), except
+that an L2 slice picks the set by `l2_set_of_line` (an XOR-fold of the line number): with
+the modulo, the rows of a GEMM operand 16 KiB apart fell into 2 of a slice's 256 sets and
+missed to HBM (a 4096x8192x8192 bf16 GEMM read 2.56 GB from HBM for 192 MB of operands). The
 address hashes are `models.address_map`'s (`tests/test_cached_memory.py` checks they agree).
 Units: ps, fs for pipe bookings, sector indices (byte address >> 5), bytes.
 """
@@ -62,6 +65,14 @@ def _ceil_ps(fs):
 @numba.njit(cache=True, no_cpython_wrapper=True)
 def _fold(ids, a, b, c):
     return ids ^ (ids >> a) ^ (ids >> b) ^ (ids >> c)
+
+
+@numba.njit(cache=True)
+def l2_set_of_line(line, sets):
+    """The set of an L2 slice holding a line: an XOR-fold of the line number, so that rows
+    of a power-of-two stride (a K-major operand panel, 2^k bytes per row) spread over the
+    slice's sets instead of sharing the few that `line % sets` leaves them."""
+    return _fold(line, 8, 16, 24) % sets
 
 
 @numba.njit(cache=True)
@@ -316,7 +327,7 @@ def _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line, 
     """The line's home slice serves `mask` from `at_ps` on (stores write it, loads and atomics
     read it, fetching what is missing); the ps its answer leaves the slice."""
     l2m, l2f = meta[LEVEL_L2], flags[LEVEL_L2]
-    s = line % l2m.shape[1]
+    s = l2_set_of_line(line, l2m.shape[1])
     t = _book(free_fs, p[P_PIPE_SLICE] + home, at_ps, _popcount(mask) * p[P_SECTOR_BYTES],
               p[P_SLICE_FS])
     if kind == KIND_STORE:
@@ -350,7 +361,7 @@ def _write_copies(p, l2m, l2f, home, line, mask, at_ps, writer):
     """A write of `mask` reached the home: the writer partition's copy (if held) takes the
     new data, every other partition's copy drops those sectors (at once, no messages)."""
     per = p[P_SLICES] // p[P_PARTITIONS]
-    s = line % l2m.shape[1]
+    s = l2_set_of_line(line, l2m.shape[1])
     for q in range(p[P_PARTITIONS]):
         if q == home // per:
             continue
@@ -393,7 +404,7 @@ def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, 
         return done + back + p[P_FAR_PS]
     # A load of a far-homed line: the copy slice in the SM's own partition first.
     c = _copy_slice(p, home, near)
-    s = line % l2m.shape[1]
+    s = l2_set_of_line(line, l2m.shape[1])
     t = _book(free_fs, p[P_PIPE_SLICE] + c, at_ps, _popcount(mask) * p[P_SECTOR_BYTES],
               p[P_SLICE_FS])
     present, ready, way = _present(l2m, l2f, c, s, line, mask)
