@@ -15,26 +15,33 @@ of both dtypes becomes `workloads.ops.gemm.DEFAULT_RULE`; about an hour per rule
 core, so `DEFAULT_RULE` "waves" has not been scored yet). There are no per-shape or
 per-dtype factors. MAPE and Pearson r are reported per dtype on the held-back rows.
 
-What the held-back rows show (h100_sxm, sampled, rule "waves"; see the baseline). The L2
-slices' bandwidth is measured, not fitted: ncu on an H100 reads the L2's peak as 7680 B per
-L2 cycle at a 1.70 GHz L2 clock (`workloads/reference/h100/gemm_ncu_l2.csv`), 89 B per SM
-cycle per slice at the preset clock (it was an A100-derived 64, which bound the template's TMA
-loads: bf16 MAPE 34.3 %, fp8 15.1 %). Now bf16 rows with m <= 16 (weights streamed from HBM
-plus the launch overhead) read 1-19 % high, m >= 1024 within -12..+15 % except 4096x8192x8192
-(+33 %); the misses are 512x4096x4096 (+56 %) and 128x4096x8192 (+52 %). The same ncu run
-names what cuBLAS does there that the template does not: every kernel is a 2-CTA cluster with
-TMA multicast (one operand's L2 reads halved; not in the ISA), and m = 128 runs 64x64 tiles on
-128 SMs where the template's 128x128 tiles occupy 32 (no split-K, no small-tile rule). fp8
-rows read 3-38 % low: the template's fp8 kernel runs at about cuBLAS's speed (ncu kernel
-durations 16.2 / 50.4 / 194 us at m = 512 / 2048 / 4096 for n = 4096, simulated 17.4 / 42.1 /
-202 us without the launch overhead), while the reference's fp8 GEMMs take 27.1 / 78.4 / 277
-us; the measured wgmma loops also reach only 1787 FP8 TFLOP/s (the clock drops to 1.7 GHz,
-1.49 GHz under the 4096x4096x8192 GEMM), which the preset's 1.83 GHz x 4096 FMA/clk leaves
-out. At m <= 16 the reference's fp8 GEMMs take longer than its bf16 ones (19.2 vs 16.6 us at
-16x4096x4096) although they read half the bytes; the simulated fp8 rows with m <= 16 read
-5.1-6.5 us low, about one launch overhead, as if the reference timed a second kernel (the
-activation quantization) with the GEMM; not modelled, since the collector's code is not here
-to confirm it.
+What the held-back rows show (h100_sxm, sampled, rule "waves"; see the baseline). Two
+memory-model fixes moved them; neither is fitted to these rows. (1) The L2 slices' bandwidth
+is measured: ncu on an H100 reads the L2's peak as 7680 B per L2 cycle at a 1.70 GHz L2
+clock (`workloads/reference/h100/gemm_ncu_l2.csv`), 89 B per SM cycle per slice at the
+preset clock (it was an A100-derived 64, which bound the template's TMA loads: bf16 MAPE
+34.3 -> 16.4 %, fp8 15.1 -> 22.6 %). (2) An L2 slice picks its set by a hash of the line
+(`models.cached_memory_kernel.l2_set_of_line`); with line % sets the operand rows 16 KiB
+apart shared 2 of 256 sets and large GEMMs re-read their operands from HBM (bf16
+4096x8192x8192: 2.56 GB for 192 MB; bf16 MAPE 16.4 -> 14.4 %, fp8 22.6 -> 25.7 %).
+
+What is left. bf16 rows with m <= 16 (weights streamed from HBM plus the launch overhead)
+read 1-19 % high; m >= 1024 read -12..+1 %: compute-bound in the simulator at 1.83 GHz,
+where ncu saw the SM clock at 1.49-1.64 GHz under these GEMMs (power; the wgmma loops of
+microbench.csv: 1.71-1.88 GHz), which the preset's single clock leaves out. The misses are
+512x4096x4096 (+55 %) and 128x4096x8192 (+52 %); ncu names what cuBLAS does there that the
+template does not: every kernel is a 2-CTA cluster with TMA multicast (one operand's L2 reads
+halved; not in the ISA), and m = 128 runs 64x64 tiles on 128 SMs where the template's 128x128
+tiles occupy 32 (rule "fill" tries small tiles; without multicast they do not help, see
+`workloads.ops.gemm`). fp8 rows read 3-41 % low. The template's fp8 kernel is near cuBLAS's
+own: ncu kernel durations 16.2 / 50.4 / 194 us at m = 512 / 2048 / 4096 (n = 4096, k =
+4096 / 4096 / 8192) against 17.4 / 42.2 / 157 us simulated without the launch overhead, the
+gap at 4096 being the clock (1.49 GHz under that GEMM); the reference's fp8 GEMMs take 27.1
+/ 78.4 / 277 us. At m <= 16 the reference's fp8 GEMMs take longer than its bf16 ones (19.2
+vs 16.6 us at 16x4096x4096) although they read half the bytes, and the simulated fp8 rows
+with m <= 16 read 5.1-6.5 us low, about one launch overhead, as if the reference timed a
+second kernel (the activation quantization) with the GEMM; not modelled, since the
+collector's code is not here to confirm it.
 
 `BASELINE` (`gemm_accuracy_baseline.json`) stores what was measured (date, preset,
 fidelity, rule, per-row simulated times, MAPE and r per dtype); the tests recompute the
