@@ -89,9 +89,11 @@ def _waits(m) -> np.ndarray:
 def update(m, ins, words, idx: np.ndarray, arrivals: np.ndarray, tx_delta: np.ndarray,
            drops: np.ndarray | None = None) -> None:
     """Apply arrivals and tx changes per barrier word (in lane order), completing phases."""
-    order = np.unique(idx)
-    for w in order.tolist():
-        sel = idx == w
+    if idx.size == 1:
+        groups = [(int(idx[0]), slice(None))]
+    else:
+        groups = [(w, idx == w) for w in np.unique(idx).tolist()]
+    for w, sel in groups:
         expected, pending, tx, parity = decode_state(words[w])
         if expected == 0:
             raise m.fault(ins, f"mbarrier at shared offset {w * 8 % m.mem.shared_bytes:#x} "
@@ -116,8 +118,20 @@ def update(m, ins, words, idx: np.ndarray, arrivals: np.ndarray, tx_delta: np.nd
             words[w] = encode_state(expected, pending, tx, parity)
 
 
+def _waited_words(m) -> set:
+    """Barrier words some lane was suspended on since their last release."""
+    words = getattr(m, "mbarrier_waited_words", None)
+    if words is None:
+        words = m.mbarrier_waited_words = set()
+    return words
+
+
 def _release(m, word: int) -> None:
     """Resume the lanes suspended on barrier `word`; their wait returns true."""
+    waited = _waited_words(m)
+    if word not in waited:
+        return
+    waited.discard(word)
     waits = _waits(m)
     lanes = np.flatnonzero((waits == word) & (m.pc == BLOCKED))
     if not lanes.size:
@@ -209,6 +223,7 @@ def mbarrier_wait(m, ins, lanes):
     m.bar_count[ids] = np.iinfo(np.int32).max
     m.pc[ids] = BLOCKED
     _waits(m)[ids] = idx[~done]
+    _waited_words(m).update(idx[~done].tolist())
 
 
 @semantics("fence.proxy.async", "fence.mbarrier_init")

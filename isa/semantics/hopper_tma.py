@@ -141,6 +141,10 @@ def _box_in_buffer(m, tm: TensorMap, coords: np.ndarray, base: int) -> bool:
     box = np.array(tm.box, dtype=np.int64)
     if (coords < 0).any() or (coords + box > np.array(tm.dims, dtype=np.int64)).any():
         return False
+    span = tm.dims[0] * tm.elem_bytes + sum((d - 1) * s for d, s in
+                                             zip(tm.dims[1:], tm.strides_bytes[1:], strict=True))
+    if m.gmem.check(np.array([base], np.int64), span)[0]:
+        return True  # the whole tensor lies inside one buffer, so every row of the box does
     rows = np.array([base + int((coords * np.array(tm.strides_bytes)).sum())], np.int64)
     if tm.rank > 1:
         outer = np.indices(tm.box[:0:-1]).reshape(tm.rank - 1, -1)[::-1]
