@@ -203,7 +203,8 @@ class TraceRecorder:
         self._chunks.append((gwarp, ins.pc, active, kind, detail, sstart))
 
     def _tile(self, m, ins, lanes, starts, nw):
-        warp_lanes = np.split(lanes, starts[1:])
+        bounds = starts.tolist() + [lanes.size]
+        warp_lanes = [lanes[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
         kind, sectors, slots = self._tiles.record(m, ins, warp_lanes, self._cta_linear)
         self._slot_chunks[len(self._chunks)] = slots
         if kind == KIND_SHARED:
