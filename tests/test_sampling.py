@@ -34,7 +34,7 @@ def mma_bf16(m, n, k, warps=2):
 CASES = {
     "sgemm_tiled_768x768x32": sgemm(768, 768, 32),
     "saxpy_6_waves": saxpy(6 * 1056 * 256 + 5000),
-    "mma_bf16_2048x1024x64": mma_bf16(2048, 1024, 64),
+    "mma_bf16_4096x1024x64": mma_bf16(4096, 1024, 64),
 }
 
 
@@ -59,6 +59,17 @@ def test_small_grid_is_timed_in_full():
     res = simulator.simulate_kernel(ptx, entry, grid, block, args, H100, timing_only=True,
                                     fidelity="sampled")
     assert res.fidelity == "full" and res.extrapolated_fraction == 0
+
+
+def test_unsteady_grid_with_few_waves_left_is_timed_in_full():
+    """Marginals not steady at k_max and the grid too small for k_max to reach MAX_WAVES: no
+    extrapolation, the cycles are those of the full run (6.2 waves of 1320 CTAs, k_max = 5)."""
+    ptx, entry, grid, block, args = mma_bf16(2048, 1024, 64)
+    sampled = simulator.simulate_kernel(ptx, entry, grid, block, args, H100, timing_only=True,
+                                        fidelity="sampled")
+    full = simulator.simulate_kernel(ptx, entry, grid, block, args, H100, timing_only=True)
+    assert sampled.fidelity == "full" and sampled.extrapolated_fraction == 0
+    assert sampled.cycles == full.cycles and sampled.instructions == full.instructions
 
 
 def test_wave_marginals_are_milestone_differences_without_the_last_wave():
