@@ -25,7 +25,8 @@ at most two waves more than that replay (mma_bf16 2048x1024x64, 6.2 waves of 132
 h100_sxm, k_max = 5: marginals 4127, 4290, 4082 cycles, but the full run's waves 5 and 6
 took 3118 and 4117 and its 272-CTA partial wave ended 226 cycles after wave 6, so
 extrapolating 1.2 waves at 4186 read 3.1 % long; SwiGLU 512x2048 on 8 SMs, 8 waves, k_max =
-7, marginals within 3.8 % of each other: extrapolated one wave, -0.4 %). The result says what was done:
+7, marginals within 3.8 % of each other: extrapolated one wave, -0.4 %).
+The result says what was done:
 `KernelResult.fidelity` ("sampled" or "full"), `waves_simulated` (k) and
 `extrapolated_fraction` ((n - k) * m / cycles).
 
