@@ -31,7 +31,8 @@ config with the units off and each of its launches is composed with the units:
   path); every TMA box of a 128-byte K atom moves `ceil(128 * ratio / 16) * 16` bytes (the
   TMA's 16-byte granule), so L2 and HBM see the compressed bytes, and the producer's
   `expect_tx` counts them. The launch runs in timing mode (the product equals the dense
-  one, as `zmma`'s semantics guarantee); C is stored dense.
+  one, as `zmma`'s semantics guarantee); C is stored dense (a GEMM with an activation
+  epilogue: `zce_store.gemm_activation_output`).
 * 2:4 structured sparsity (`units.tensor.sparse_2_4`, the stock baseline, `mma.sp` /
   sparse wgmma): rate x `units.tensor.sparse_rate_multiplier`; B (the weights) moves half
   its values plus 2 bits of metadata per kept value per 128-byte atom (rounded up to 16
@@ -47,9 +48,16 @@ config with the units off and each of its launches is composed with the units:
 
 `codesign_info(config, op)` gives the choices (precision, share, byte ratios) of an op kind
 ("gemm" with its template dtype, or "attention"); `op_counts(plan)` the per-op figures the
-workload kernels table carries (MACs, MACs skipped, precision, operand bytes). Left out:
-compressed stores of outputs (C is stored dense and the next kernel reads it dense; the
-operand compression of activations produced on the fly is assumed free), precision
+workload kernels table carries (MACs, MACs skipped, precision, operand bytes, output bytes
+stored compressed).
+
+Compressed stores (`zce_store`): the forward GELU/SwiGLU ops store their output, the A
+operand of the next GEMM, in the ZCE format at the same seeded ratio these loads read
+(through the SM's compression engine at `units.zce.compress_bytes_per_clk_per_sm`). Left
+out: every other producer of a GEMM's A (norms, attention, residual adds, GEMMs without an
+activation epilogue) still stores dense, while its consumer GEMM reads A compressed as if
+it had been stored so (that compression is assumed free); the weights B are taken as
+stored compressed offline. Also left out: precision
 switches between kernels (one setprec per warp per launch is charged whatever the previous
 kernel ran). Units: bytes, FMAs per clock per SM, SM cycles.
 """
@@ -357,6 +365,9 @@ def attention_hook(builder):
 
 COUNT_COLUMNS = ("macs", "macs_skipped", "precision", "operand_bytes", "operand_bytes_stored")
 """What `op_counts` gives per op: the workload kernels table's co-design columns."""
+STORE_COLUMNS = ("output_bytes", "output_bytes_stored", "compress_cycles")
+"""Also in `op_counts`: an output stored ZCE-compressed (`zce_store`), dense and as stored,
+and the compressor's closed-form cycles; 0 for ops storing dense."""
 
 
 def _operand_elements(plan) -> tuple[float, float]:
@@ -377,17 +388,20 @@ def op_counts(plan) -> dict:
     only, leave out), `precision` of its MMAs ("" without MMA),
     `operand_bytes` (a GEMM's A and B dense at its template dtype; 0 for other ops) and
     `operand_bytes_stored` (A and B in the format its MMA reads: ZCE-compressed, 2:4 weights
-    halved plus metadata; = operand_bytes when nothing is compressed). Bytes, MACs."""
+    halved plus metadata; = operand_bytes when nothing is compressed); the
+    `STORE_COLUMNS` of an op whose output `zce_store` compresses (else 0). Bytes, MACs,
+    cycles."""
+    s = plan.sizes
+    stored = {c: float(s.get(c, 0.0)) for c in STORE_COLUMNS}
     mma = any(x.detail.get("uses_wgmma") for x in plan.launches)
     if not mma:
         return {"macs": 0.0, "macs_skipped": 0.0, "precision": "", "operand_bytes": 0.0,
-                "operand_bytes_stored": 0.0}
-    s = plan.sizes
+                "operand_bytes_stored": 0.0, **stored}
     macs = plan.flops / 2
     dtype = s.get("template", {"e4m3": "fp8"}.get(s.get("dtype"), s.get("dtype")))
     counts = {"macs": macs, "macs_skipped": macs * (1 - s.get("mac_share", 1.0)),
               "precision": s.get("precision", OWN_PRECISION.get(dtype, str(dtype))),
-              "operand_bytes": 0.0, "operand_bytes_stored": 0.0}
+              "operand_bytes": 0.0, "operand_bytes_stored": 0.0, **stored}
     if plan.kind == "gemm":
         a, b = _operand_elements(plan)
         elem = ELEM_BYTES[dtype]
@@ -403,7 +417,8 @@ def totals(kernels) -> dict:
     precision (the precision mix); empty when the table has no `macs` column."""
     if "macs" not in getattr(kernels, "columns", ()):
         return {}
-    out = {c: float(kernels[c].fillna(0).sum()) for c in COUNT_COLUMNS if c != "precision"}
+    out = {c: float(kernels[c].fillna(0).sum()) for c in COUNT_COLUMNS + STORE_COLUMNS
+           if c != "precision" and c in kernels.columns}
     mix = kernels[kernels["macs"] > 0].groupby("precision", sort=True)["macs"].sum()
     out["macs_by_precision"] = {str(p): float(v) for p, v in mix.items()}
     return out

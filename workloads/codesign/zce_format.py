@@ -20,8 +20,12 @@ issue work that a zero-skipping engine still does, per MMA tile (m16n8kK by defa
 * "kblock": (tile, k-block of `kblock` K elements) units with any non-zero product.
 `compression_cycles(nbytes, bytes_per_clk_per_sm, sms)` is the time the (de)compressor takes.
 
-Left out: compressed loads/stores in the ISA (what-ifs account compressed bytes at the
-op level), metadata caches, sparse accumulators. Units: elements, bytes, cycles.
+Where the format moves: GEMM operand loads (`codesign_ops`: TMA boxes of the compressed
+bytes) and activation stores (`zce_store`: the SM's engine packs a GELU/SwiGLU output, or a
+GEMM C with an activation epilogue, at `compression_cycles`' rate; L2/HBM see the format's
+bytes). Left out: compressed load/store instructions in the ISA (both paths change the
+bytes of stock instructions at the op level), metadata caches, sparse accumulators.
+Units: elements, bytes, cycles.
 """
 
 from __future__ import annotations

@@ -86,3 +86,18 @@ def zmma_loop_kernel(shape: str, dtype: str, chains: int = 8, op: str = "zmma") 
         "LOOP:", *body,
         "    add.u32 %r7, %r7, 1;", "    setp.lt.u32 %p1, %r7, %r6;", "    @%p1 bra LOOP;",
         *stores, "    ret;", "}", ""])
+
+
+def store_stream_kernel() -> str:
+    """`store_stream(out)`: thread t of the grid stores 16 bytes (four zero words) at
+    `out + 16 t` (the streaming store microbenchmark of compressed stores: one warp
+    instruction writes 512 contiguous bytes; the grid covers the output once)."""
+    return "\n".join([
+        ".version 8.0", ".target sm_90a", ".address_size 64", "",
+        ".visible .entry store_stream(.param .u64 out)", "{",
+        "    .reg .b32 %r<6>;", "    .reg .b64 %rd<4>;",
+        "    mov.u32 %r1, %ctaid.x;", "    mov.u32 %r2, %ntid.x;", "    mov.u32 %r3, %tid.x;",
+        "    mad.lo.u32 %r0, %r1, %r2, %r3;", "    mov.u32 %r4, 0;",
+        "    ld.param.u64 %rd1, [out];", "    mul.wide.u32 %rd2, %r0, 16;",
+        "    add.s64 %rd3, %rd1, %rd2;",
+        "    st.global.v4.b32 [%rd3], {%r4, %r4, %r4, %r4};", "    ret;", "}", ""])
