@@ -30,6 +30,7 @@ import numpy as np
 
 import isa
 from isa.errors import InputError
+from workloads.codesign.zce_store import store_hook
 from workloads.kernels import cases_layer_ops as geo
 from workloads.kernels.case import load_ptx
 from workloads.layers import ops as counts
@@ -88,6 +89,7 @@ def _plan(kind, sizes, launches, flops, nbytes) -> OpPlan:
 @register("swiglu", (ROWS, Flag("--cols", "output columns (the input holds gate|up, 2 x cols)",
                                 required=True), BACKWARD),
           "SwiGLU silu(gate) * up, bf16 (catalog CUDA kernel)")
+@store_hook(out_arg=1)   # ZCE: the activation stored compressed (workloads/codesign/zce_store)
 def swiglu_op(config, rows: int, cols: int, backward: bool = False, seed: int = 0,
               shape_only: bool | None = None) -> OpPlan:
     """SwiGLU of a bf16 [rows, 2 cols] gate|up tensor (or its gradient)."""
@@ -110,6 +112,7 @@ def swiglu_op(config, rows: int, cols: int, backward: bool = False, seed: int = 
 
 
 @register("gelu", (ROWS, COLS, BACKWARD), "GELU (tanh form), bf16 (catalog CUDA kernel)")
+@store_hook(out_arg=1)   # ZCE: the activation stored compressed (workloads/codesign/zce_store)
 def gelu_op(config, rows: int, cols: int, backward: bool = False, seed: int = 0,
             shape_only: bool | None = None) -> OpPlan:
     """GELU of a bf16 [rows, cols] tensor (or its gradient)."""
