@@ -62,9 +62,11 @@ SIMULATED = "simulated"
 KERNEL_COLUMNS = ("name", "op", "kind", "stream", "role", "deps", "start_us", "end_us",
                   "time_us", "flops", "tflops", "bytes", "gbps", "hbm_bytes", "l2_bytes",
                   "link_bytes", "roofline_us", "bound", "gap", "model", "reused", "note",
-                  "macs", "macs_skipped", "precision", "operand_bytes", "operand_bytes_stored")
-"""The last five: `workloads.codesign.codesign_ops.op_counts` (tensor-core MACs, MACs the
-co-design units skip, MMA precision, GEMM operand bytes dense and as stored)."""
+                  "macs", "macs_skipped", "precision", "operand_bytes", "operand_bytes_stored",
+                  "output_bytes", "output_bytes_stored", "compress_cycles")
+"""The last eight: `workloads.codesign.codesign_ops.op_counts` (tensor-core MACs, MACs the
+co-design units skip, MMA precision, GEMM operand bytes dense and as stored, an output
+stored ZCE-compressed dense and as stored and the compressor's cycles; 0 otherwise)."""
 
 
 @dataclass(frozen=True)
@@ -391,6 +393,8 @@ def _table(graph, ops, timed, span, reused, lanes) -> pd.DataFrame:
             "macs": t.get("macs", 0.0), "macs_skipped": t.get("macs_skipped", 0.0),
             "precision": t.get("precision", ""), "operand_bytes": t.get("operand_bytes", 0.0),
             "operand_bytes_stored": t.get("operand_bytes_stored", 0.0),
+            **{c: t.get(c, 0.0) for c in ("output_bytes", "output_bytes_stored",
+                                          "compress_cycles")},
         })
     return pd.DataFrame(rows, columns=list(KERNEL_COLUMNS))
 
