@@ -1,6 +1,8 @@
 """ZCE compressed stores (workloads/codesign/zce_store.py): bit-exact round trip of a kernel's
 output, the streaming-store closed form, the stock figures with the unit off."""
 
+import dataclasses
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -138,3 +140,20 @@ def test_gemm_activation_epilogue_stores_compressed():
         S.gemm_activation_output(build_op("gelu", cfg, rows=8, cols=64), cfg)
     with pytest.raises(InputError, match="ratio"):
         S.StoreWindow(0, 64, 0.0)
+
+
+def test_workload_table_carries_the_stored_output_bytes():
+    import workloads
+    from simulator.workload import simulate_workload
+
+    graph = workloads.layer("bert-base", "prefill", tokens=64)
+    graph = type(graph)(graph.name, tuple(dataclasses.replace(n, deps=()) for n in graph.nodes
+                                          if n.op == "gelu"), dict(graph.meta))
+    cfg = models.load_preset("deepseek_codesign", {"units.zce.activation_sparsity": 0.9})
+    k = simulate_workload(graph, cfg, "sampled").kernels
+    ratio = S.store_ratio(cfg)
+    assert len(k) == 1 and k.output_bytes.iloc[0] == 64 * 3072 * 2
+    assert k.output_bytes_stored.iloc[0] == pytest.approx(ratio * 64 * 3072 * 2)
+    assert k.compress_cycles.iloc[0] == pytest.approx(
+        Z.compression_cycles(64 * 3072 * 2, 128.0, cfg.sm.count))
+    assert co.totals(k)["output_bytes_stored"] == k.output_bytes_stored.iloc[0]
