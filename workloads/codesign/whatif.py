@@ -96,6 +96,8 @@ def _row(result, graph, cfg) -> dict:
             "macs": macs, "macs_skipped": skipped,
             "hbm_bytes": float(np.nansum(k["hbm_bytes"])),
             "l2_bytes": float(np.nansum(k["l2_bytes"])),
+            "output_bytes_stored": float(k["output_bytes_stored"].sum()),
+            "compress_cycles": float(k["compress_cycles"].sum()),
             "l1_bytes": _stats_sum(stats, r"memory\.l1\.", "bytes"),
             "l3_bytes": _stats_sum(stats, r"memory\.l3\.", "bytes"),
             "l3_hit_rate": (_stats_sum(stats, r"memory\.l3\.(?!store)", "hit_sectors")
