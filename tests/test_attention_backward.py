@@ -5,6 +5,7 @@ arguments are refused."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 
@@ -13,13 +14,17 @@ import numpy as np
 import pytest
 
 import isa
+import models
 from isa.errors import InputError
+from simulator.cli import main
 from workloads.kernels.templates.attention import attention_kernel
 from workloads.kernels.templates.attention_bwd import (
     attention_bwd_kernel,
     padded,
     reference_backward,
 )
+from workloads.ops import build_op, simulate_op
+from workloads.ops.attention_backward import iterations_per_cta
 
 DT = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}
 UNIT = {"bf16": 2.0 ** -8, "fp16": 2.0 ** -11}
@@ -123,7 +128,7 @@ def test_shared_memory_layout_and_blocks():
     k = attention_bwd_kernel(headdim=192, headdim_v=128, causal=True)
     assert k.block == (384, 1, 1)
     assert k.shared_bytes == (3 + 2) * 128 * 128 + 2 * (3 + 2) * 64 * 128 + 128 * 64 * 2 \
-        + 2 * 512 + 8 * 5
+        + 2 * 512 + 8 * 7
     assert k.config.dq_pieces == [[(0, 64), (64, 32)], [(96, 32), (128, 64)]]
     assert attention_bwd_kernel(headdim=64).config.dq_pieces == [[(0, 32)], [(32, 32)]]
     assert k.grid(2, 8, 1000) == (8, 8, 2)
@@ -171,3 +176,70 @@ def test_generated_ptx_assembles_with_ptxas(params, tmp_path):
         r = subprocess.run(["ptxas", "-arch=sm_90a", str(src), "-o", str(tmp_path / "k.cubin")],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-2000:]
+
+
+# ------------------------------------------------------------------ the op ----------
+H100 = models.load_preset("h100_sxm")
+SMALL = models.load_preset("h100_sxm", {"sm.count": 4})
+
+
+def test_op_flops_are_2_5_times_the_forward_and_bytes_read_and_written_once():
+    """flops = 2.5 x forward (10 B H Sq Sk D, halved when causal, for D = Dv; 2.5 x 2 B H
+    Sq Sk (D + Dv) otherwise); bytes = Q, K, V, O, dO read and dQ, dK, dV written."""
+    p = build_op("attention", H100, batch=2, heads=8, seqlen=1024, headdim=128, causal=True,
+                 backward=True, shape_only=True)
+    assert p.flops == 10 * 2 * 8 * 1024 * 1024 * 128 / 2
+    assert p.bytes == 2 * (2 * 2 * 1024 * 8 * 128) * 4
+    fwd = build_op("attention", H100, batch=1, heads=4, kv_heads=2, seqlen=256, seqlen_k=512,
+                   headdim=192, headdim_v=128, shape_only=True)
+    bwd = build_op("attention", H100, batch=1, heads=4, kv_heads=2, seqlen=256, seqlen_k=512,
+                   headdim=192, headdim_v=128, shape_only=True, backward=True)
+    assert bwd.flops == 2.5 * fwd.flops and bwd.bytes == 2 * fwd.bytes
+    assert bwd.sizes["backward"] and bwd.peak == "tensor_bf16_tflops"
+
+
+def test_op_launches_preprocess_main_postprocess_with_fa3_tiles():
+    """Three launches; 128 keys per CTA (two consumers) up to head dim 192, 64 at 256;
+    grid = key blocks x kv heads x batch (GQA: the CTA loops over the group)."""
+    p = build_op("attention", H100, batch=1, heads=128, seqlen=4096, headdim=192,
+                 headdim_v=128, causal=True, backward=True)
+    pre, main, post = p.launches
+    assert "pre" in pre.entry and "post" in post.entry and main.timing_only
+    assert main.grid == (32, 128, 1) and main.block == (384, 1, 1)
+    assert main.detail["tiles"]["kv_block"] == 128
+    p = build_op("attention", H100, batch=2, heads=16, kv_heads=4, seqlen=1000, headdim=256,
+                 backward=True, shape_only=True)
+    assert p.launches[1].grid == (16, 4, 2) and p.launches[1].block == (256, 1, 1)
+
+
+def test_iterations_per_cta_follow_the_causal_diagonal():
+    """Non-causal: every key block iterates over all query blocks of every group head;
+    causal: key block j starts at the query block of its first visible query."""
+    assert list(iterations_per_cta(256, 256, 128, 2, False)) == [8, 8]
+    assert list(iterations_per_cta(512, 512, 128, 1, True)) == [8, 6, 4, 2]
+    assert list(iterations_per_cta(64, 256, 128, 1, True)) == [1, 1]     # bottom-right
+
+
+@pytest.mark.parametrize("sizes", [
+    dict(batch=1, heads=4, seqlen=1024, headdim=64),
+    dict(batch=1, heads=4, kv_heads=2, seqlen=768, headdim=192, headdim_v=128, causal=True),
+], ids=["d64-noncausal", "d192v128-causal-gqa"])
+def test_sampled_backward_is_within_3_percent_of_full(sizes):
+    """Three reduced main launches fitted per CTA (plus pre/post whole) give the full
+    simulation's time within 3 % (4 SMs, 8 waves of 16 / 3 waves of up to 24 blocks)."""
+    p = build_op("attention", SMALL, **sizes, backward=True, shape_only=True)
+    assert len(p.samples) == 5
+    full = simulate_op(p, SMALL, "full")["time_us"]
+    sampled = simulate_op(p, SMALL, "sampled")["time_us"]
+    assert abs(sampled - full) <= 0.03 * full, (sampled, full)
+
+
+def test_cli_backward_flag_prints_the_json(capsys):
+    """`ptxsim op attention ... --backward --json` times the three kernels."""
+    assert main(["op", "attention", "--batch", "1", "--heads", "2", "--seqlen", "128",
+                 "--headdim", "64", "--backward", "--fidelity", "full", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["backward"] is True and out["time_us"] > 0
+    assert out["flops"] == 2.5 * 4 * 2 * 128 * 128 * 64
+    assert [k["name"][:12] for k in out["kernel"]] == ["attn_bwd_pre", "attn_bwd_bf1",
+                                                        "attn_bwd_pos"]

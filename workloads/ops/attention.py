@@ -27,7 +27,9 @@ Conventions: `flops` = 2 B H Sq Sk (D + Dv), halved when causal (FlashAttention'
 Sq Sk D for D = Dv); `bytes` = Q, K, V and O once. Below `FUNCTIONAL_ELEMENTS` elements
 the op runs with random data, above in timing mode (`isa.ShapeOnly`). `fidelity=
 "sampled"` uses `attention_sampling` (three reduced launches, fitted per CTA).
-`backward=True` is refused (not modeled yet). Units: elements, bytes, FLOP.
+`backward=True` (`--backward`) plans the backward instead (`attention_backward`: the
+FA2/FA3-style preprocess, main and postprocess kernels; flops 2.5 x the forward's).
+Units: elements, bytes, FLOP.
 """
 
 from __future__ import annotations
@@ -238,18 +240,19 @@ ATTENTION_FLAGS = (
     Flag("--headdim-v", "head dimension of V and O (default: --headdim)"),
     Flag("--causal", "causal mask (bottom-right aligned)", kind="switch", default=False),
     Flag("--dtype", "bf16 or fp16 (default bf16)", kind="str", default="bf16"),
+    Flag("--backward", "the backward (dQ, dK, dV: preprocess, main, postprocess kernels)",
+         kind="switch", default=False),
 )
 
 
 @register("attention", ATTENTION_FLAGS,
-          "fused attention forward, FlashAttention-3 style (TMA + wgmma, online softmax)")
+          "fused attention forward (or --backward), FlashAttention-3 style (TMA + wgmma)")
 @attention_hook      # co-design units when the config enables them (workloads/codesign)
 def attention_op(config, batch, heads, seqlen=None, headdim=128, kv_heads=None, seqlen_k=None,
                  headdim_v=None, causal=False, dtype="bf16", seed=0, shape_only=None,
                  seqlen_q=None, backward=False) -> OpPlan:
-    """The plan of one attention forward: the template launch (+ combine when split)."""
-    if backward:
-        raise InputError("attention backward: not modeled yet; accepted backward=False")
+    """The plan of one attention forward: the template launch (+ combine when split); with
+    `backward`, the three backward launches (`attention_backward`)."""
     if seqlen is not None and seqlen_q is not None and seqlen != seqlen_q:
         raise InputError(f"--seqlen {seqlen} and seqlen_q {seqlen_q} disagree; give one")
     sq = seqlen if seqlen is not None else seqlen_q
@@ -279,6 +282,13 @@ def attention_op(config, batch, heads, seqlen=None, headdim=128, kv_heads=None, 
     sizes = {"batch": batch, "heads": heads, "kv_heads": kv_heads, "seqlen_q": sq,
              "seqlen_k": sk, "headdim": headdim, "headdim_v": headdim_v,
              "causal": bool(causal), "dtype": dtype}
+    if backward:
+        from workloads.ops import attention_backward
+        return attention_backward.plan(
+            config, sizes, batch=batch, heads=heads, kv_heads=kv_heads, seqlen_q=sq,
+            seqlen_k=sk, headdim=headdim, headdim_v=headdim_v, causal=bool(causal),
+            dtype=dtype, numpy_dtype=NUMPY[dtype], scale=1.0 / math.sqrt(headdim), seed=seed,
+            shape_only=shape_only, forward_flops=flops, forward_bytes=nbytes)
     return plan(config, "attention", sizes, batch=batch, heads=heads, kv_heads=kv_heads,
                 seqlen_q=sq, seqlen_k=sk, headdim=headdim, headdim_v=headdim_v,
                 causal=bool(causal), dtype=dtype, v_from_k=False,
