@@ -42,12 +42,6 @@ def test_seqlen_q_is_accepted_for_seqlen():
         build_op("attention", H100, batch=1, heads=2, seqlen=128, seqlen_q=64)
 
 
-def test_backward_is_refused():
-    """backward=True says it is not modeled and what is accepted."""
-    with pytest.raises(InputError, match="backward=False"):
-        build_op("attention", H100, batch=1, heads=2, seqlen=128, backward=True)
-
-
 @pytest.mark.parametrize("sizes, flag", [
     (dict(batch=0), "--batch"), (dict(kv_heads=3), "--kv-heads"),
     (dict(headdim=96), "--headdim"), (dict(headdim_v=320), "--headdim-v"),
