@@ -82,7 +82,9 @@ class Config:
     ds_offset = property(lambda s: s.kv_bytes + s.stages * s.stage_bytes)
     lsed_offset = property(lambda s: s.ds_offset + s.kv_rows * Q_ROWS * 2)
     barrier_offset = property(lambda s: s.lsed_offset + s.stages * 2 * Q_ROWS * 4)
-    shared_bytes = property(lambda s: s.barrier_offset + 8 * (1 + 2 * s.stages))
+    shared_bytes = property(lambda s: s.barrier_offset + 8 * (3 + 2 * s.stages))
+    ds_full_bar = property(lambda s: 8 + 16 * s.stages)
+    ds_empty_bar = property(lambda s: 16 + 16 * s.stages)
 
     def full_bar(self, s: int) -> int:
         return 8 + 8 * s

@@ -10,7 +10,8 @@ and `emit_post(cfg)` the postprocess kernel, for a validated
             no-swizzle MN-major A layout of the dQ wgmma (element (query r, key k) at
             (r / 8) (kv_rows 16) + (r % 8) 2 + (k / 8) 128 + (k % 8) 16); per stage
             LSE_i then D_i (64 f32 each, bulk copies); mbarriers kv_full, full[stages],
-            empty[stages].
+            empty[stages], ds_full, ds_empty (the consumers' dS^T hand-over, mbarriers
+            rather than named barriers).
     registers (consumer thread, warpgroup wg owns keys 64 wg .. 64 wg + 63 of the block):
             %s S^T (m64 keys x n64 queries, f32), %dp dP^T, %pp P^T packed to 16-bit
             pairs, %ds dS^T packed, %dk dK (64 x D), %dv dV (64 x Dv), %dq the slice of
@@ -116,6 +117,8 @@ def _head(cfg) -> list[str]:
         lines += [f"    mbarrier.init.shared::cta.b64 [%bars+{cfg.full_bar(s)}], 1;",
                   f"    mbarrier.init.shared::cta.b64 [%bars+{cfg.empty_bar(s)}], "
                   f"{128 * cfg.consumers};"]
+    lines += [f"    mbarrier.init.shared::cta.b64 [%bars+{b}], {128 * cfg.consumers};"
+              for b in (cfg.ds_full_bar, cfg.ds_empty_bar)]
     lines += ["    fence.mbarrier_init.release.cluster;", "INIT_DONE:", "    bar.sync 0;",
               f"    setp.ge.u32 %p0, %thr, {128 * cfg.consumers};", "    @%p0 bra PRODUCER;"]
     return lines
@@ -341,12 +344,20 @@ def _dk(cfg) -> list[str]:
     lines = ["    wgmma.fence.sync.aligned;",
              *_rs("dk", cfg.headdim, "ds", "%desc_qt", cfg.ptx_type),
              "    wgmma.commit_group.sync.aligned;"]
+    lines += ["    // dS^T buffer free: every consumer finished the previous iteration's dQ",
+              "    and.b32 %r25, %it, 1;", "    xor.b32 %r26, %r25, 1;",
+              "    setp.eq.u32 %p2, %it, 0;", "    @%p2 bra C_DS_STORE;", "C_DS_FREE:",
+              f"    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%bars+{cfg.ds_empty_bar}], "
+              "%r26;", "    @!%p1 bra C_DS_FREE;", "C_DS_STORE:"]
     for j in range(Q_ROWS // 4):
         i = 2 * j
         off = (i // 4) * cfg.kv_rows * 16 + (128 if i % 4 >= 2 else 0)
         lines.append(f"    st.shared.b32 [%r20+{off}], %ds{j};")
     return lines + ["    fence.proxy.async.shared::cta;",
-                    f"    bar.sync 1, {128 * cfg.consumers};   // dS^T complete"]
+                    f"    mbarrier.arrive.shared::cta.b64 %rd3, [%bars+{cfg.ds_full_bar}];",
+                    "C_DS_FULL:",
+                    f"    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%bars+{cfg.ds_full_bar}], "
+                    "%r25;", "    @!%p1 bra C_DS_FULL;   // dS^T complete"]
 
 
 def _dq(cfg) -> list[str]:
@@ -365,10 +376,8 @@ def _dq(cfg) -> list[str]:
             lines += _ss(frag, w, pairs, t, (1, 1))
             reg += w // 2
         lines += ["    wgmma.commit_group.sync.aligned;", f"C_DQ{wg}_END:"]
-    lines += ["    wgmma.wait_group.sync.aligned 0;"]
-    if cfg.consumers > 1:
-        lines.append(f"    bar.sync 2, {128 * cfg.consumers};   // dS^T free again")
-    return lines
+    return lines + ["    wgmma.wait_group.sync.aligned 0;",
+                    f"    mbarrier.arrive.shared::cta.b64 %rd3, [%bars+{cfg.ds_empty_bar}];"]
 
 
 def _dq_red(cfg) -> list[str]:
