@@ -93,7 +93,17 @@ from models.units import (
     UNIT_NAMES,
     InstrTiming,
 )
-from models.warp_scheduler import NEVER, STALL_REASONS, WarpScheduler, make_policy
+from models.warp_scheduler import (
+    NEVER,
+    STALL_BARRIER,
+    STALL_DEPENDENCY,
+    STALL_MEMORY,
+    STALL_NO_WARP,
+    STALL_PIPE_BUSY,
+    STALL_REASONS,
+    WarpScheduler,
+    make_policy,
+)
 from simulator.engine import Clock
 from simulator.hooks import Hooks
 from simulator.trace import (
@@ -530,17 +540,20 @@ class StreamingMultiprocessor:
     # -- stall stretches ------------------------------------------------------------
     def _account_stalls(self, cycle: int) -> None:
         """After the issues of `cycle`: end or start each changed scheduler's stall stretch."""
-        pending = self.pending_stall_cycles
         for sched in self.schedulers:
             if not sched.touched:
                 continue
             sched.touched = False
             reason = None if cycle < sched.slot_free else sched.stall_reason(cycle)
-            open_reason = sched.stall_reason_open
-            if reason != open_reason:
-                if open_reason is not None:
-                    pending[open_reason] += cycle - sched.stall_since
-                sched.stall_reason_open, sched.stall_since = reason, cycle
+            if reason != sched.stall_reason_open:
+                self._stretch(sched, reason, cycle)
+
+    def _stretch(self, sched: WarpScheduler, reason: str | None, cycle: int) -> None:
+        """End the scheduler's open stall stretch at `cycle`, open one of `reason` there."""
+        open_reason = sched.stall_reason_open
+        if open_reason is not None:
+            self.pending_stall_cycles[open_reason] += cycle - sched.stall_since
+        sched.stall_reason_open, sched.stall_since = reason, cycle
 
     def _fire_stalls(self, cycle: int) -> None:
         """Fire the stall cycles summed so far, open stretches counted up to `cycle`."""
@@ -556,21 +569,69 @@ class StreamingMultiprocessor:
 
     # -- the process ----------------------------------------------------------------
     def process(self):
-        """SimPy process: issue until no CTA is resident and the dispatcher is empty."""
+        """SimPy process: issue until no CTA is resident and the dispatcher is empty.
+
+        The loop inlines `WarpScheduler.pick` and, while hooks listen, the stall stretch of
+        each scheduler it asks (`_stretch`, with the reason `WarpScheduler.stall_reason`
+        gives from the order the pick walked): a scheduler changed afterwards in the same
+        cycle from outside is `touch`ed and `_account_stalls` redoes it after the issues,
+        which ends a stretch opened at that cycle after 0 cycles, so the sums per reason
+        are those of accounting every scheduler after the issues. These ran for every
+        visited cycle of every scheduler: a quarter of an element-wise replay's time."""
         env, clock, hooks = self.env, self.clock, self.hooks
         scheds = self.schedulers
+        issue, pending = self._issue, self.pending_stall_cycles
         last_cycle_in_window = clock.ps_to_cycles(env.now + self.quantum_ps)
         while self.resident:
             cycle = self.cycle
             self.wake_cycle = NEVER
             next_cycle = NEVER
+            listening = hooks.listening
             for sched in scheds:
-                if sched.wake <= cycle:
-                    warp = sched.pick(cycle)
-                    if warp is not None:
-                        self._issue(warp, sched, cycle)
-                if sched.wake < next_cycle:
-                    next_cycle = sched.wake
+                wake = sched.wake
+                if wake <= cycle:
+                    reason = None
+                    if cycle < sched.slot_free:
+                        wake = sched.wake = sched.slot_free
+                    else:
+                        order = sched._order
+                        if order is None:
+                            order = sched._order = sched.policy.order(sched.warps, sched.last)
+                        unit_free = sched.unit_free
+                        earliest = NEVER
+                        for warp in order:
+                            ready = warp.ready_cycle
+                            if ready > cycle:
+                                if ready < earliest:
+                                    earliest = ready
+                                continue
+                            free = unit_free[warp.next_unit]
+                            if free > cycle:
+                                if free < earliest:
+                                    earliest = free
+                                continue
+                            sched.wake = sched.slot_free = cycle + 1
+                            if warp is not sched.last:
+                                sched.last = warp
+                                sched._order = None
+                            issue(warp, sched, cycle)
+                            wake = sched.wake
+                            break
+                        else:
+                            wake = sched.wake = earliest
+                            if listening:
+                                reason = _first_warp_reason(order, cycle)
+                    if listening:
+                        sched.touched = False
+                        open_reason = sched.stall_reason_open
+                        if reason != open_reason:              # _stretch, inlined
+                            if open_reason is not None:
+                                pending[open_reason] += cycle - sched.stall_since
+                            sched.stall_reason_open, sched.stall_since = reason, cycle
+                    else:
+                        sched.touched = True
+                if wake < next_cycle:
+                    next_cycle = wake
             if self.wake_cycle < next_cycle:
                 next_cycle = self.wake_cycle
             if next_cycle <= cycle:
@@ -579,8 +640,11 @@ class StreamingMultiprocessor:
                 if self.resident:
                     raise RuntimeError(f"sm{self.sm_id}: no warp can ever issue at cycle {cycle}")
                 break
-            if hooks.listening:
-                self._account_stalls(cycle)
+            if listening:
+                for sched in scheds:
+                    if sched.touched:
+                        self._account_stalls(cycle)
+                        break
             if next_cycle > last_cycle_in_window + 1 and self.run_end > last_cycle_in_window + 1:
                 next_cycle = last_cycle_in_window + 1  # a run issues there: yield as it would
             self.cycle = next_cycle
@@ -592,3 +656,15 @@ class StreamingMultiprocessor:
         if hooks.listening:
             self._fire_stalls(self.cycle)
         self.finish_cycle = max(self.finish_cycle, self.cycle)
+
+
+def _first_warp_reason(order, cycle: int) -> str:
+    """`WarpScheduler.stall_reason` of a scheduler whose policy order is `order`."""
+    if not order:
+        return STALL_NO_WARP
+    warp = order[0]
+    if warp.ready_cycle >= NEVER:
+        return STALL_BARRIER
+    if warp.ready_cycle > cycle:
+        return STALL_MEMORY if warp.waits_on_memory else STALL_DEPENDENCY
+    return STALL_PIPE_BUSY
