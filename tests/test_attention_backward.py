@@ -243,3 +243,17 @@ def test_cli_backward_flag_prints_the_json(capsys):
     assert out["flops"] == 2.5 * 4 * 2 * 128 * 128 * 64
     assert [k["name"][:12] for k in out["kernel"]] == ["attn_bwd_pre", "attn_bwd_bf1",
                                                         "attn_bwd_pos"]
+
+
+def test_train_graph_attention_backward_node_plans_the_backward_kernels():
+    """A train layer's attention.bwd node maps to the attention op with backward=True,
+    whose plan is the three backward launches at the node's flops."""
+    import workloads
+    from workloads.node_ops import node_op
+
+    graph = workloads.layer("bert-base", "train", tokens=256)
+    node = next(n for n in graph.nodes if n.name == "attention.bwd")
+    op = node_op(node, graph.meta)
+    plan = build_op(op.kind, H100, **op.kwargs)
+    assert op.kwargs["backward"] and len(plan.launches) == 3
+    assert plan.flops == node.flops

@@ -15,10 +15,9 @@ attention ops' hooks (`codesign_ops`) and the timing model (LUT `ex2`, L3), exac
   the simulated launches' stats: for sampled ops those are the reduced launches, unweighted).
 * `train_row(model, tokens, config, norms)`: the `train` graph of every layer at the
   precision the config's policy gives it (policy `gradient_norm`: the layer's norm from
-  `norms`; layers with the same precision are simulated once). Attention backward is not
-  simulated (the op refuses it): its nodes are left out of the simulated graph and charged
-  2.5 x the simulated forward attention time (the graph's flop convention for them), said in
-  the row. Throughput = tokens x layers / step time.
+  `norms`; layers with the same precision are simulated once), attention backward included
+  (the `attention` op's backward kernels; `attention_bwd_ms` is their simulated time over
+  the step). Throughput = tokens x layers / step time.
 * `exp_rows(config_pairs)`: the softmax and attention ops with and without the LUT exp.
 
 Units: microseconds, bytes, FLOP, TFLOP/s, tokens per second.
@@ -47,7 +46,6 @@ CONFIGS: dict[str, tuple[str, dict]] = {
                                            "l3.enabled": False}),
     "codesign": ("deepseek_codesign", {}),
 }
-ATTENTION_BACKWARD_FACTOR = 2.5   # workloads/layers/backward.py: 2.5 x the forward flops
 
 
 def config(name: str, **overrides):
@@ -134,11 +132,6 @@ def without(graph: KernelGraph, drop) -> tuple[KernelGraph, list]:
     return KernelGraph(graph.name, tuple(kept), dict(graph.meta)), list(gone.values())
 
 
-def without_attention_backward(graph: KernelGraph) -> tuple[KernelGraph, list]:
-    """`without(graph, attention-backward nodes)` (the attention op refuses backward)."""
-    return without(graph, lambda n: n.op == "attention" and bool(n.args.get("backward")))
-
-
 def train_row(model: str, tokens: int, cfg, norms: GradientNorms | None = None,
               layers: int | None = None, fidelity: str = "sampled") -> dict:
     """The train step of `layers` layers (default all) on `cfg` (module docstring)."""
@@ -155,17 +148,14 @@ def train_row(model: str, tokens: int, cfg, norms: GradientNorms | None = None,
     total = {"time_us": 0.0, "hbm_bytes": 0.0, "flops": 0.0, "attention_bwd_us": 0.0}
     precisions = {}
     for key, (c, idx) in classes.items():
-        graph, dropped = without_attention_backward(
-            workloads.layer(model, "train", tokens=tokens, layer_index=0))
+        graph = workloads.layer(model, "train", tokens=tokens, layer_index=0)
         res = simulate_workload(graph, c, fidelity)
         k = res.kernels
-        fwd_attention = float(k.loc[k["op"] == "attention", "time_us"].sum())
-        bwd = ATTENTION_BACKWARD_FACTOR * fwd_attention if dropped else 0.0
-        total["time_us"] += len(idx) * (res.time_us + bwd)
-        total["attention_bwd_us"] += len(idx) * bwd
+        bwd = (k["op"] == "attention") & (k["role"] != "forward")
+        total["time_us"] += len(idx) * res.time_us
+        total["attention_bwd_us"] += len(idx) * float(k.loc[bwd, "time_us"].sum())
         total["hbm_bytes"] += len(idx) * float(np.nansum(k["hbm_bytes"]))
-        total["flops"] += len(idx) * (float(k["flops"].sum())
-                                      + sum(n.flops for n in dropped))
+        total["flops"] += len(idx) * float(k["flops"].sum())
         precisions[key] = len(idx)
     return {"model": model, "tokens": tokens, "layers": n_layers, "policy": policy,
             "precisions": ", ".join(f"{k} x{v}" for k, v in precisions.items()),
@@ -173,7 +163,7 @@ def train_row(model: str, tokens: int, cfg, norms: GradientNorms | None = None,
             "tokens_per_s": tokens / (total["time_us"] / 1e6),
             "tflops": total["flops"] / total["time_us"] / 1e6,
             "hbm_gb": total["hbm_bytes"] / 1e9,
-            "attention_bwd_ms_estimated": total["attention_bwd_us"] / 1e3}
+            "attention_bwd_ms": total["attention_bwd_us"] / 1e3}
 
 
 def exp_rows(cfg_pairs: dict, softmax: dict, attention: dict,

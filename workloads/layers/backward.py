@@ -7,7 +7,8 @@ consumers; for the layer output, the end of the forward pass). Rules per op:
 * gemm / grouped_gemm: dgrad dX = dY . W^T (m, k, n) on `compute`, wgrad dW = X^T . dY
   (k, n, m; reduction over the rows, FP32 output) on `wgrad`. FP8 GEMMs first quantize
   dY row-wise and column-wise (one `quantize` node with transpose), so both read K-major.
-* attention: one backward node at 2.5 x the forward flops.
+* attention: one backward node at 2.5 x the forward flops (simulated by the attention op's
+  backward: preprocess, main and postprocess kernels, `workloads.ops.attention_backward`).
 * norms, activations, rope, residual adds, softmax, gating: the same op, role `dgrad`,
   at twice the forward flops (a residual add's backward is the gradient accumulation).
 * dispatch <-> combine swap (gradients travel back in the combine dtype); all-reduce

@@ -35,8 +35,10 @@ layer pair gets a pass (its role) and a class (`node_class`).
 
 Left out: kernels with no simulated counterpart (layout copies, transposes, PyTorch
 element-wise and reduction kernels, DeepEP's notify kernels, memcpy/memset) count as
-measured time with no simulated time; attention backward when the op is not modelled;
-communication kernel times in the trace include waiting for peers (the simulated
+measured time with no simulated time; the trace's three attention backward kernels
+(flash_attn_bwd_pre, flash_attn_bwd, flash_attn_bwd_post, class `attention_bwd`) are one
+simulated node (`attention.bwd`, whose op runs the same three kernels); communication
+kernel times in the trace include waiting for peers (the simulated
 collectives do not wait for other ranks).
 Units: microseconds.
 """
