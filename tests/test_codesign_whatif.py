@@ -23,14 +23,6 @@ def test_without_passes_dependencies_on_and_keeps_the_rest():
     assert deps["experts.down_proj"] == ("experts.gate_up_proj",)
 
 
-def test_train_graph_without_attention_backward_is_valid():
-    graph = workloads.layer("bert-base", "train", tokens=128)
-    kept, dropped = W.without_attention_backward(graph)
-    assert [n.op for n in dropped] == ["attention"] and dropped[0].args["backward"]
-    assert all(not (n.op == "attention" and n.args.get("backward")) for n in kept.nodes)
-    assert kept.topological_order()
-
-
 def test_macs_skipped_is_the_zero_product_share_of_the_gemm_macs():
     """MACs = GEMM flops / 2; skipped = MACs x (1 - raw share); none on the stock part."""
     graph = workloads.layer("bert-base", "prefill", tokens=128)
