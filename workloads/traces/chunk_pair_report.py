@@ -234,7 +234,18 @@ def _causes(trace, classes, kernels, categories, overlap, unsimulated: dict) -> 
     attn = cat.loc["attention"] if "attention" in cat.index else None
     bwd_us = _sum(classes, "measured_us", **{"class": "attention_bwd"})
     bwd_reason = next((r for n, r in unsimulated.items() if n.endswith("attention.bwd")), "")
-    if attn is not None:
+    bwd_sim = _sum(classes, "simulated_us", **{"class": "attention_bwd"})
+    if attn is not None and not bwd_reason and bwd_sim > 0:
+        lines.append(
+            f"* Attention ({_pct(attn['error_pct'])}): the trace's backward attention "
+            f"(FlashAttention bwd + its pre/post kernels, {bwd_us:.0f} us, "
+            f"{100 * bwd_us / attn['measured_us']:.0f} % of the category) is simulated as "
+            f"{bwd_sim:.0f} us ({_pct(100 * (bwd_sim - bwd_us) / bwd_us)}). "
+            + (f"Forward attention alone: {_pct(attn['covered_error_pct'])} "
+               f"({attn['covered_simulated_us']:.0f} us simulated vs "
+               f"{attn['covered_measured_us']:.0f} us measured)."
+               if attn["covered_measured_us"] > 0 else ""))
+    elif attn is not None:
         lines.append(
             f"* Attention ({_pct(attn['error_pct'])}): the "
             "trace's backward attention "
