@@ -52,6 +52,7 @@ import numpy as np
 
 from isa.errors import InputError
 from workloads.kernels.templates import attention_bwd_ptx as emit
+from workloads.kernels.templates import attention_bwd_rows_ptx as rows
 from workloads.kernels.templates.attention import ELEM, MAX_SHARED, PTX_TYPE, _map, _shape
 
 Q_ROWS = emit.Q_ROWS
@@ -230,7 +231,7 @@ def attention_bwd_kernel(headdim: int = 128, headdim_v: int | None = None,
         raise _bad("stages", stages, f"a layout within {MAX_SHARED} bytes of shared memory: "
                    f"K/V {cfg.kv_bytes} B + {stages} x {cfg.stage_bytes} B + dS "
                    f"{cfg.kv_rows * Q_ROWS * 2} B = {cfg.shared_bytes} B")
-    return AttentionBwdKernel(emit.emit_pre(cfg), emit.emit_main(cfg), emit.emit_post(cfg),
+    return AttentionBwdKernel(rows.emit_pre(cfg), emit.emit_main(cfg), rows.emit_post(cfg),
                               (cfg.threads, 1, 1), cfg.shared_bytes, cfg)
 
 
