@@ -202,6 +202,20 @@ def _hbm(p, free_fs, banks, counts, line, size_bytes, at_ps, write):
 
 
 @numba.njit(cache=True, no_cpython_wrapper=True)
+def _fill_way(meta, flags, lru, unit, s, way, mask, ready_ps):
+    """`_install` (clean) of `mask` into a line known to sit in `way`."""
+    for k in range(meta.shape[3] - _READY):
+        if mask & (1 << k):
+            if flags[unit, s, way, _VALID] & (1 << k):
+                meta[unit, s, way, _READY + k] = max(meta[unit, s, way, _READY + k], ready_ps)
+            else:
+                meta[unit, s, way, _READY + k] = ready_ps
+    flags[unit, s, way, _VALID] |= mask
+    lru[0] += 1
+    meta[unit, s, way, _STAMP] = lru[0]
+
+
+@numba.njit(cache=True, no_cpython_wrapper=True)
 def _install(meta, flags, lru, unit, s, line, mask, ready_ps, dirty):
     """Allocate (if absent) and mark `mask` valid with data at `ready_ps`; returns the evicted
     line and its dirty mask (line -1 when nothing dirty was evicted)."""
@@ -437,12 +451,15 @@ def serve_request(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru
     spl1, spl2 = p[P_L1_SPL], p[P_L2_SPL]
     need = np.ones(n, np.bool_)
     # 1. L1: loads look up (hits refresh LRU), stores update lines held, atomics bypass.
+    # Lookups change no tag, so a run of sectors of one line reuses its way.
     if kind != KIND_ATOMIC and l1_sets > 0:
+        last_line, way = -1, -1
         for i in range(n):
             line = sectors[i] // spl1
             bit = 1 << (sectors[i] % spl1)
             s = line % l1_sets
-            way = _find(l1m, sm, s, line)
+            if line != last_line:
+                last_line, way = line, _find(l1m, sm, s, line)
             if way < 0:
                 continue
             if kind == KIND_STORE:
@@ -491,11 +508,18 @@ def serve_request(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru
             line_done[k] = t
         done = max(done, t)
         i = j
-    # 4. L1 fills: loads allocate the sectors they fetched, data present when it arrives.
+    # 4. L1 fills: loads allocate the sectors they fetched, data present when it arrives
+    # (a sector of the line installed just before finds it in the way it went to).
     if kind == KIND_LOAD and l1_sets > 0:
+        last_line, way = -1, -1
         for i in range(n):
             if need[i]:
                 line = sectors[i] // spl1
-                _install(l1m, l1f, lru, sm, line % l1_sets, line, 1 << (sectors[i] % spl1),
-                         line_done[i], False)
+                s = line % l1_sets
+                if line == last_line:
+                    _fill_way(l1m, l1f, lru, sm, s, way, 1 << (sectors[i] % spl1), line_done[i])
+                else:
+                    _install(l1m, l1f, lru, sm, s, line, 1 << (sectors[i] % spl1),
+                             line_done[i], False)
+                    last_line, way = line, _find(l1m, sm, s, line)
     return done
