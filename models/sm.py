@@ -398,9 +398,31 @@ class StreamingMultiprocessor:
     def _issue(self, warp: Warp, sched: WarpScheduler, cycle: int) -> None:
         """Issue the warp's next instruction at `cycle`; then `_prepare` (inlined) the one after."""
         e = warp.pos
-        unit, interval, latency, action, _, destinations, count = self.ops[e]
+        ops = self.ops
+        unit, interval, latency, action, _, destinations, count = ops[e]
+        if action == ACTION_UNIT:             # the common case, without the tile/barrier tests
+            sched.unit_free[unit] = cycle + interval
+            done = cycle + latency
+            ready, from_memory = warp.ready, warp.from_memory
+            for d in destinations:
+                ready[d] = done
+                from_memory[d] = False
+            if done > warp.done_cycle:
+                warp.done_cycle = done
+            e += 1
+            warp.pos = e
+            if e == warp.end:
+                self._finish_warp(warp, cycle)
+                return
+            next_unit, _, _, _, registers, _, _ = ops[e]
+            ready_cycle, memory = cycle + 1, False
+            for r in registers:
+                if ready[r] > ready_cycle:
+                    ready_cycle, memory = ready[r], from_memory[r]
+            warp.ready_cycle, warp.next_unit, warp.waits_on_memory = ready_cycle, next_unit, memory
+            return
         if action < 0:
-            self._issue_run(warp, sched, cycle, self.ops[e])
+            self._issue_run(warp, sched, cycle, ops[e])
             return
         sched.unit_free[unit] = cycle + interval
         hold = 0
