@@ -49,6 +49,11 @@ TOLERANCE = 0.01
 MIN_WAVES = 5.0
 START_WAVES = 4
 MAX_WAVES = 7
+GROWTH_FROM_SNAPSHOT = True
+"""The k_max-wave replay continues a copy of the k-wave one taken before the two differ
+(`simulator.replay_session`) instead of starting cold; the same result, bit for bit."""
+SNAPSHOT_LEAD_WAVES = 0.5
+"""The copy is taken once all but this many waves of the k waves' CTAs are dispatched."""
 _UNSCALED_KERNEL_STATS = frozenset({"cycles", "time_us", "ctas_per_sm", "sms_used"})
 _SCALED_UNITS = frozenset({"count", "B", "cycles"})
 
@@ -80,7 +85,7 @@ def simulate_sampled(launch, replay):
     recorder = launch.recorder()
     warp_instr = thread_instr = traced = 0
 
-    def time_waves(k: int):
+    def time_waves(k: int, snapshot_from: int | None = None, resume=None):
         nonlocal warp_instr, thread_instr, traced
         stop = min(k * wave, n_ctas)
         if stop > traced:
@@ -88,10 +93,17 @@ def simulate_sampled(launch, replay):
             warp_instr += functional.warp_instructions
             thread_instr += functional.thread_instructions
             traced = stop
-        return replay.run(launch, recorder, warp_instr, thread_instr, stop)
+        kernel = replay.image(launch, recorder)
+        if resume is None:
+            session = replay.session(kernel, stop)
+        else:
+            session = resume
+            session.resume(kernel, stop)
+        snapshot = session.step_to_end(snapshot_from)
+        return replay.finish(session, warp_instr, thread_instr), snapshot
 
     if n_waves < MIN_WAVES:
-        full = time_waves(math.ceil(n_waves))
+        full, _ = time_waves(math.ceil(n_waves))
         return replay.result(full, fidelity="full", waves_simulated=n_waves)
 
     def steady(marginals: list[int]) -> bool:
@@ -100,16 +112,20 @@ def simulate_sampled(launch, replay):
     def can_grow(k: int) -> bool:
         return k < MAX_WAVES and k + 1 <= n_waves - 1
 
-    k = START_WAVES
-    last = time_waves(k)
+    k = k_max = START_WAVES
+    while can_grow(k_max):
+        k_max += 1
+    snapshot_from = None
+    if GROWTH_FROM_SNAPSHOT and k_max > k:
+        snapshot_from = k * wave - int(SNAPSHOT_LEAD_WAVES * wave)
+    last, snapshot = time_waves(k, snapshot_from)
     marginals = wave_marginals(last.cta_done_cycles, wave, k)
-    if not steady(marginals) and can_grow(k):
-        while can_grow(k):
-            k += 1
-        last = time_waves(k)
+    if not steady(marginals) and k_max > k:
+        k = k_max
+        last, _ = time_waves(k, resume=snapshot)
         marginals = wave_marginals(last.cta_done_cycles, wave, k)
     if not steady(marginals) and k < MAX_WAVES:
-        full = time_waves(math.ceil(n_waves))
+        full, _ = time_waves(math.ceil(n_waves))
         return replay.result(full, fidelity="full", waves_simulated=n_waves)
     marginal = max((marginals[-1] + marginals[-2]) / 2, 0)
     extra = (n_waves - k) * marginal

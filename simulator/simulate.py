@@ -45,10 +45,12 @@ import isa
 from isa.launch import dim3
 from models.cached_memory import CachedMemoryTracer
 from models.cta_dispatch import CtaDispatcher, estimate_registers, occupancy
-from models.sm import DEFAULT_QUANTUM_CYCLES, SM_CTA_DONE, KernelImage, StreamingMultiprocessor
+from models.sm import DEFAULT_QUANTUM_CYCLES, KernelImage, StreamingMultiprocessor
 from models.sm_tracer import MemoryTracer, SmTracer
 from models.timeline_tracer import TimelineTracer
 from models.units import event_timings, instruction_timings
+from simulator.engine import Clock
+from simulator.replay_session import CtaDoneLog, ReplaySession
 from simulator.stats import Stat, StatSheet
 from simulator.system import SM_ROLES, build_system
 from simulator.trace import TraceRecorder
@@ -225,49 +227,51 @@ class Replay:
     def run(self, launch: KernelLaunch, recorder: TraceRecorder, warp_instructions: int,
             thread_instructions: int, stop: int | None = None) -> ReplayRun:
         """Replay CTAs [0, stop) (all when None) of the trace in `recorder`."""
-        config, occ = self.config, self.occ
+        session = self.session(self.image(launch, recorder), stop)
+        session.step_to_end()
+        return self.finish(session, warp_instructions, thread_instructions)
+
+    def image(self, launch: KernelLaunch, recorder: TraceRecorder) -> KernelImage:
+        """The `KernelImage` of the trace recorded so far."""
+        config = self.config
         timings, n_regs = instruction_timings(launch.program, config)
         trace, timings = event_timings(recorder.finish(), timings, launch.program, config)
         greedy = (self.policy or config.sm.scheduler_policy) == "gto"
-        kernel = KernelImage(trace, timings, n_regs, self.batch_runs and greedy)
+        return KernelImage(trace, timings, n_regs, self.batch_runs and greedy)
+
+    def session(self, kernel: KernelImage, stop: int | None = None) -> ReplaySession:
+        """A cold system with CTAs [0, stop) of `kernel` dispatched to its SMs, started."""
+        config, occ = self.config, self.occ
         system = build_system(config, self.memory, occ.shared_carveout_bytes)
         sheet = StatSheet()
-        sm_tracer, mem_tracer = SmTracer(sheet), MemoryTracer(sheet)
-        cache_tracer = CachedMemoryTracer(sheet)
-        mem_tracer.attach(system.memory.hooks)
-        cache_tracer.attach(system.memory.hooks)
-        getattr(system.memory, "attach_tracers", lambda sheet: [])(sheet)
-        ctas = kernel.trace.n_ctas if stop is None else stop
-        dispatcher = CtaDispatcher(ctas)
+        dispatcher = CtaDispatcher(kernel.trace.n_ctas if stop is None else stop)
         sms = [StreamingMultiprocessor(k, system.env, config, kernel, system.memory, dispatcher,
                                        self.policy, self.quantum_cycles)
                for k in system.sm_ids(self.sms)]
-        done_cycles: list[int] = []
         timeline = TimelineTracer([sm.sm_id for sm in sms], config.sm.subpartitions,
                                   config.chip.clock_ghz)
-        timeline.attach_memory(system.memory.hooks)
-
-        def on_cta_done(owner, position, data):
-            done_cycles.append(data["cycle"])
-
-        for sm in sms:
-            sm_tracer.attach(sm.hooks)
-            timeline.attach_sm(sm.hooks, sm.sm_id)
-            sm.hooks.attach(on_cta_done, (SM_CTA_DONE,))
+        session = ReplaySession(system.env, system.memory, sms, dispatcher, sheet,
+                                SmTracer(sheet), MemoryTracer(sheet), CachedMemoryTracer(sheet),
+                                timeline, CtaDoneLog())
+        session.wire()
         dispatcher.initial_fill(sms, occ.ctas_per_sm)
-        for sm in sms:
-            if sm.resident:
-                system.env.process(sm.process())
-        system.env.run()
+        session.start()
+        return session
+
+    def finish(self, session: ReplaySession, warp_instructions: int,
+               thread_instructions: int) -> ReplayRun:
+        """The figures of a session stepped to its end."""
+        config, sms = self.config, session.sms
         cycles = max(sm.finish_cycle for sm in sms)
-        time_us = system.clock.cycles_to_ps(cycles) / 1e6
-        sm_tracer.flush()
-        cache_tracer.flush()
+        time_us = Clock(config.chip.clock_ghz).cycles_to_ps(cycles) / 1e6
+        session.sm_tracer.flush()
+        session.cache_tracer.flush()
         used = sum(1 for sm in sms if sm.finish_cycle > 0)
-        _kernel_stats(sheet, config, occ, warp_instructions, thread_instructions, cycles,
-                      time_us, used, sm_tracer.warp_cycles)
-        return ReplayRun(cycles, time_us, sheet, warp_instructions, ctas, sorted(done_cycles),
-                         timeline.frame(self.run_id, self.entry, cycles))
+        _kernel_stats(session.sheet, config, self.occ, warp_instructions, thread_instructions,
+                      cycles, time_us, used, session.sm_tracer.warp_cycles)
+        return ReplayRun(cycles, time_us, session.sheet, warp_instructions,
+                         session.dispatcher.n_ctas, sorted(session.done_log.cycles),
+                         session.timeline.frame(self.run_id, self.entry, cycles))
 
     def result(self, run: ReplayRun, **sampling) -> KernelResult:
         return KernelResult(run.cycles, run.time_us, run.warp_instructions,

@@ -1,0 +1,145 @@
+"""One replay of traced CTAs as an object that can be stepped, copied and resumed.
+
+What it models
+--------------
+`ReplaySession` holds everything a replay changes: the SimPy environment, the memory, the
+SMs, the CTA dispatcher and the tracers with their stat sheet. `Replay.run`
+(`simulator.simulate`) builds one, steps it to the end and reads its figures.
+
+Snapshots serve the sampled fidelity's growth from k to k_max waves
+(`simulator.sampling`): a replay of the first k waves and one of the first k_max waves
+are the same simulation until the dispatcher of the shorter one first has no CTA to give.
+`step_to_end(snapshot_from=c)` copies the session at the first event boundary where the
+dispatcher has handed out at least `c` CTAs but still holds some (so the two replays are
+still one), and `resume(snapshot, kernel, n_ctas)` continues that copy with `n_ctas` CTAs
+to dispatch and the image of the longer trace (its first CTAs' events are the same
+events at the same positions; `tests/test_speed_snapshot.py` compares with replays from
+a cold start). The copy is exact: SimPy's pending events at a boundary are the SMs'
+timeouts, whose order (time, then scheduling order) is rebuilt in a fresh environment,
+and an SM's process restarted at its wake-up time runs as the suspended one would, whose
+only state across a yield is on the SM. Hooks are not copied but wired anew to the
+copied tracers in the order `wire` attaches them.
+
+Left out: memories other than `models.cached_memory` (a session with another memory is
+never copied). Units: ps (SimPy time), CTAs.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from models.cached_memory import CachedMemory, CachedMemoryTracer
+from models.sm import SM_CTA_DONE
+from models.sm_tracer import MemoryTracer, SmTracer
+from models.timeline_tracer import TimelineTracer
+from simulator.engine import SimEnvironment
+from simulator.hooks import Hooks
+from simulator.stats import StatSheet
+
+
+class CtaDoneLog:
+    """Listener keeping the cycle at which each CTA finished."""
+
+    def __init__(self) -> None:
+        self.cycles: list[int] = []
+
+    def on_event(self, owner: str, position: str, data) -> None:
+        self.cycles.append(data["cycle"])
+
+
+@dataclass
+class ReplaySession:
+    """The mutable state of one replay (see the module docstring)."""
+
+    env: Any
+    memory: Any
+    sms: list
+    dispatcher: Any
+    sheet: StatSheet
+    sm_tracer: SmTracer
+    mem_tracer: MemoryTracer
+    cache_tracer: CachedMemoryTracer
+    timeline: TimelineTracer
+    done_log: CtaDoneLog
+    processes: dict = field(default_factory=dict)   # SimPy process -> SM
+    pending: list = field(default_factory=list)     # a copy's (wake-up ps, SM) to resume
+
+    def wire(self) -> None:
+        """Attach the tracers to the memory's and the SMs' hooks."""
+        memory = self.memory
+        self.mem_tracer.attach(memory.hooks)
+        self.cache_tracer.attach(memory.hooks)
+        getattr(memory, "attach_tracers", lambda sheet: [])(self.sheet)
+        self.timeline.attach_memory(memory.hooks)
+        for sm in self.sms:
+            self.sm_tracer.attach(sm.hooks)
+            self.timeline.attach_sm(sm.hooks, sm.sm_id)
+            sm.hooks.attach(self.done_log.on_event, (SM_CTA_DONE,))
+
+    def start(self) -> None:
+        """Start the process of every SM holding a CTA."""
+        for sm in self.sms:
+            if sm.resident:
+                self.processes[self.env.process(sm.process())] = sm
+
+    def step_to_end(self, snapshot_from: int | None = None):
+        """Run the replay to its end; with `snapshot_from`, the session copied at the first
+        event boundary where at least that many CTAs are dispatched and some are left
+        (None if there was none)."""
+        env, dispatcher = self.env, self.dispatcher
+        snapshot = None
+        if snapshot_from is not None and copyable(self):
+            step = env.step
+            while env._queue:
+                if (snapshot is None and snapshot_from <= dispatcher.next_cta
+                        < dispatcher.n_ctas):
+                    snapshot = self.copy()
+                    break
+                step()
+        env.run()
+        return snapshot
+
+    def copy(self) -> ReplaySession:
+        """A deep copy (new environment with the pending SM wake-ups, hooks wired anew)."""
+        env = self.env
+        wakes = []
+        for at_ps, _priority, _eid, event in sorted(env._queue, key=lambda q: q[:3]):
+            for callback in event.callbacks or ():
+                sm = self.processes.get(getattr(callback, "__self__", None))
+                if sm is not None:
+                    wakes.append((at_ps, sm))
+        fresh = SimEnvironment()
+        fresh._now = env.now
+        memo: dict[int, Any] = {id(env): fresh, id(self.processes): {}}
+        for sm in self.sms:
+            memo[id(sm.kernel)] = sm.kernel
+            memo[id(sm.ops)] = sm.ops
+            memo[id(sm.hooks)] = Hooks(sm.hooks.owner)
+        memo[id(self.memory.hooks)] = Hooks(self.memory.hooks.owner)
+        clone = copy.deepcopy(self, memo)
+        clone.wire()
+        clone.pending = [(at_ps, memo[id(sm)]) for at_ps, sm in wakes]
+        return clone
+
+    def resume(self, kernel, n_ctas: int) -> None:
+        """Continue a copy with `kernel` (the longer trace's image) and `n_ctas` CTAs."""
+        self.dispatcher.n_ctas = n_ctas
+        for sm in self.sms:
+            sm.kernel, sm.ops = kernel, kernel.ops
+        env = self.env
+        for at_ps, sm in self.pending:
+            self.processes[env.process(_woken(env, sm, at_ps))] = sm
+        self.pending = []
+
+
+def copyable(session: ReplaySession) -> bool:
+    """Whether `copy` reproduces the session (the cached memory holds no SimPy state)."""
+    return type(session.memory) is CachedMemory
+
+
+def _woken(env, sm, at_ps: int):
+    """The SM's process suspended until `at_ps`, resumed."""
+    yield env.timeout(at_ps - env.now)
+    yield from sm.process()
