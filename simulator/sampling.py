@@ -13,7 +13,9 @@ later wave overlaps its tail). First k = 4; if its last two marginals differ by 
 (1 %) or more, the first k_max waves are replayed instead, k_max = `MAX_WAVES` or fewer so
 that at least one wave is left to extrapolate (two replays at most; growing k one wave at
 a time cost up to 4 + 5 + 6 + 7 waves of replay, and a replay of k_max waves gives the
-estimate with the most waves simulated). With m the mean of the last two marginals,
+estimate with the most waves simulated; the k_max-wave replay continues a copy of the
+k-wave one taken half a wave before its CTAs ran out, `GROWTH_FROM_SNAPSHOT`, as both are
+the same simulation up to there). With m the mean of the last two marginals,
 
     cycles = t(k) + (n - k) * m
 
