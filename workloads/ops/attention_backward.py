@@ -22,8 +22,11 @@ query-block iterations on the critical CTA slot): three reduced main-kernel laun
 blocks (seqlen_q = 64 n) against as many key blocks per head as the real launch has (at
 most a wave), heads filling k waves; causal: a causal attention of n key blocks per head
 (its CTAs iterate over 2n .. 2 query blocks like the real ones' diagonal tails). The
-preprocess and postprocess launches are simulated as they are (weight 1).
-Units: elements, bytes, FLOP.
+preprocess and postprocess launches are simulated as they are (weight 1). Measured against
+full runs: within 1 % on the tests' two 4-SM shapes; on 16 SMs, 8 heads x 2048 tokens,
+-0.02 % (head dim 128) and -0.06 % (192/128 causal). Left out: HBM bytes extrapolate with
+the time weights (no `sample_byte_weights`; 7.4 vs 5.3 MB full on the 4-SM head-dim-64 test
+shape). Units: elements, bytes, FLOP.
 """
 
 from __future__ import annotations
