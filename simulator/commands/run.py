@@ -114,7 +114,7 @@ def _report(args, result, out: Path) -> dict:
             "kernels": kernels, "units": totals(result.kernels), "out": str(out),
             "left_out": "all-reduce across nodes timed by link bandwidth alone; contention "
                         "measured for collectives only (compute streams do not slow "
-                        "each other); attention backward not simulated"}
+                        "each other)"}
 
 
 def _units_lines(u: dict) -> list[str]:
