@@ -26,7 +26,13 @@ column 8 (i / 4) + (i & 1) + 2 (l % 4); in S^T rows are keys and columns queries
 
 from __future__ import annotations
 
-from workloads.kernels.templates.attention_ptx import DESC_SWIZZLE128, NEG_INF, TMA_LOAD, ZERO
+from workloads.kernels.templates.attention_ptx import (
+    DESC_SWIZZLE128,
+    NEG_INF,
+    TMA_LOAD,
+    ZERO,
+    init_barriers,
+)
 
 Q_ROWS = 64                      # queries per iteration (wgmma N of S^T and dP^T)
 BULK_LOAD = ("    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
@@ -109,19 +115,8 @@ def _head(cfg) -> list[str]:
                   f"    mul.lo.u32 %r1, %j, {c};", "    sub.s32 %r1, %r1, %off;",
                   "    max.s32 %r1, %r1, 0;", f"    div.u32 %ibeg, %r1, {br};",
                   "    min.u32 %ibeg, %ibeg, %r0;"]
-    lines += ["    sub.u32 %nqit, %r0, %ibeg;", "    mul.lo.u32 %niter, %nqit, %G;",
-              "    setp.eq.u32 %ptrue, %thr, %thr;", "    setp.ne.u32 %pfalse, %thr, %thr;",
-              "    setp.ne.u32 %p0, %thr, 0;", "    @%p0 bra INIT_DONE;",
-              "    mbarrier.init.shared::cta.b64 [%bars], 1;"]
-    for s in range(cfg.stages):
-        lines += [f"    mbarrier.init.shared::cta.b64 [%bars+{cfg.full_bar(s)}], 1;",
-                  f"    mbarrier.init.shared::cta.b64 [%bars+{cfg.empty_bar(s)}], "
-                  f"{128 * cfg.consumers};"]
-    lines += [f"    mbarrier.init.shared::cta.b64 [%bars+{b}], {128 * cfg.consumers};"
-              for b in (cfg.ds_full_bar, cfg.ds_empty_bar)]
-    lines += ["    fence.mbarrier_init.release.cluster;", "INIT_DONE:", "    bar.sync 0;",
-              f"    setp.ge.u32 %p0, %thr, {128 * cfg.consumers};", "    @%p0 bra PRODUCER;"]
-    return lines
+    lines += ["    sub.u32 %nqit, %r0, %ibeg;", "    mul.lo.u32 %niter, %nqit, %G;"]
+    return lines + init_barriers(cfg, (cfg.ds_full_bar, cfg.ds_empty_bar))
 
 
 def _iteration(label: str) -> list[str]:

@@ -91,17 +91,26 @@ def _head(cfg) -> list[str]:
                   "    min.u32 %nend, %nend, %r3;", "    add.u32 %r3, %slo, %r2;",
                   "    add.u32 %r3, %r3, 1;", "    min.u32 %maskfrom, %maskfrom, %r3;"]
     lines += ["    mul.lo.u32 %nbeg, %split, %bps;", "    add.u32 %r4, %nbeg, %bps;",
-              "    min.u32 %nend, %nend, %r4;",
-              "    setp.eq.u32 %ptrue, %thr, %thr;", "    setp.ne.u32 %pfalse, %thr, %thr;",
-              "    setp.ne.u32 %p0, %thr, 0;", "    @%p0 bra INIT_DONE;",
-              "    mbarrier.init.shared::cta.b64 [%bars], 1;"]
+              "    min.u32 %nend, %nend, %r4;"]
+    return lines + init_barriers(cfg)
+
+
+def init_barriers(cfg, consumer_bars: tuple[int, ...] = ()) -> list[str]:
+    """The predicates %ptrue/%pfalse, thread 0's init of the stage ring's mbarriers (full:
+    the producer's one arrival; empty: every consumer thread) and of `consumer_bars` (every
+    consumer thread), then the split into producer and consumer warps."""
+    lines = ["    setp.eq.u32 %ptrue, %thr, %thr;", "    setp.ne.u32 %pfalse, %thr, %thr;",
+             "    setp.ne.u32 %p0, %thr, 0;", "    @%p0 bra INIT_DONE;",
+             "    mbarrier.init.shared::cta.b64 [%bars], 1;"]
     for s in range(cfg.stages):
         lines += [f"    mbarrier.init.shared::cta.b64 [%bars+{cfg.full_bar(s)}], 1;",
                   f"    mbarrier.init.shared::cta.b64 [%bars+{cfg.empty_bar(s)}], "
                   f"{128 * cfg.consumers};"]
-    lines += ["    fence.mbarrier_init.release.cluster;", "INIT_DONE:", "    bar.sync 0;",
-              f"    setp.ge.u32 %p0, %thr, {128 * cfg.consumers};", "    @%p0 bra PRODUCER;"]
-    return lines
+    lines += [f"    mbarrier.init.shared::cta.b64 [%bars+{b}], {128 * cfg.consumers};"
+              for b in consumer_bars]
+    return lines + ["    fence.mbarrier_init.release.cluster;", "INIT_DONE:", "    bar.sync 0;",
+                    f"    setp.ge.u32 %p0, %thr, {128 * cfg.consumers};",
+                    "    @%p0 bra PRODUCER;"]
 
 
 def _advance_stage(cfg) -> list[str]:
