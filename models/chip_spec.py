@@ -38,6 +38,15 @@ class ChipSpec(SpecMixin):
         "SM clock used for the whole run, in GHz. Presets use the clock the tensor-core peak "
         "is specified at (sustained under load), not the maximum boost clock.", above=0)
     clock_basis: str = spec_field("Why this clock was chosen (free text).", default="")
+    power_cap_clock_ghz: float = spec_field(
+        "Sustained SM clock under power limit at full bf16 tensor-pipe utilization, in GHz: "
+        "an op-level launch whose tensor pipes are busy a fraction u of its cycles runs at "
+        "min(clock_ghz, power_cap_clock_ghz / (u * ratio) ** (1/3)) "
+        "(`models.sustained_clock`); 0 turns the model off (every launch at clock_ghz).",
+        default=0.0, minimum=0)
+    fp8_tensor_power_ratio: float = spec_field(
+        "Power of an fp8 tensor-busy cycle relative to a bf16 one (the ratio above for fp8 "
+        "launches; 1 for the other precisions).", default=1.0, above=0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
