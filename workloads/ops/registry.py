@@ -20,7 +20,19 @@ and `sample_byte_weights` where HBM bytes extrapolate otherwise than time), thos
 simulated instead and the figures are their weighted sums (op-level sampling
 for persistent kernels, whose single wave the simulator's wave sampling cannot shorten)
 (`reports.roofline_time_us`, peaks from `reports.chip_peaks` of the resolved config).
-Units: microseconds, cycles, bytes, TFLOP/s, GB/s.
+
+Sustained clock: each launch is simulated at the preset clock, then re-timed at the clock
+its tensor load sustains under the power limit (`models.sustained_clock`, from the
+launch's tensor busy fraction and the op's precision; `chip.power_cap_clock_ghz = 0`
+turns it off and leaves every figure as simulated). The kernel's cycles stay, its time
+grows by preset / sustained clock, the launch overhead stays; `sm_clock_ghz` (op and
+kernel) is the clock it ran at. The cap binds only above a tensor busy fraction of 0.61
+(bf16) / 0.50 (fp8) at the h100_sxm fit, i.e. on compute-bound launches, where this agrees
+with a re-simulation at that clock within 1 % (`tests/test_clock_model.py`: 0.2-0.3 % on
+512x512x4096 on 16 SMs); an HBM-bound launch would be overstated (16x4096x4096 bf16 with
+the cap forced to bind, 1.83 -> 1.64 GHz: +5.5 %), which is why the kernel-level
+`simulate_kernel` and the golden suite stay at the preset clock.
+Units: microseconds, cycles, bytes, TFLOP/s, GB/s, GHz.
 """
 
 from __future__ import annotations
@@ -163,6 +175,28 @@ def _simulate_launch(launch: Launch, config, fidelity: str, params: set[str]):
         raise
 
 
+def _at_sustained_clock(res, launch: Launch, config, peak: str) -> tuple[float, float, float]:
+    """(time_us, kernel_us, sm_clock_ghz) of a launch simulated at the preset clock, re-timed
+    at the clock its tensor load sustains (`models.sustained_clock`): the kernel's cycles
+    stay, its time grows by preset / sustained clock; the launch overhead stays."""
+    from models.sustained_clock import sustained_clock_ghz, tensor_busy_fraction
+
+    if launch.overrides:
+        config = config.with_overrides(launch.overrides)
+    chip = config.chip
+    frame = res.stats
+    overhead = frame[(frame.component == "kernel") & (frame.stat == "launch_overhead_us")]
+    overhead_us = float(overhead.value.sum())
+    kernel_us = float(res.time_us) - overhead_us
+    precision = peak.removeprefix("tensor_").removesuffix("_tflops")
+    busy = tensor_busy_fraction(frame, config.sm.count, config.sm.subpartitions)
+    clock_ghz = sustained_clock_ghz(chip, busy, precision)
+    if clock_ghz >= chip.clock_ghz:
+        return float(res.time_us), kernel_us, chip.clock_ghz
+    kernel_us *= chip.clock_ghz / clock_ghz
+    return overhead_us + kernel_us, kernel_us, clock_ghz
+
+
 def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
                 stats: list | None = None, timelines: list | None = None) -> dict:
     """Time every launch of `plan` on `config`; a dict with the op's figures (see module).
@@ -185,6 +219,7 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
     if len(byte_weights) != len(runs):
         raise ValueError(f"{plan.kind}: {len(plan.sample_byte_weights)} sample byte weights "
                          f"for {len(runs)} samples; accepted: one per sample")
+    kernel_us = kernel_us_at_preset = 0.0
     for (weight, launch), byte_weight in zip(runs, byte_weights, strict=True):
         res = _simulate_launch(launch, config, fidelity, params)
         if stats is not None:
@@ -193,12 +228,15 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
             timelines.append((weight, launch, res.timeline))
         frame = res.stats
         hbm = frame[frame.component.str.startswith("memory.hbm") & (frame.stat == "bytes")]
-        time_us += weight * float(res.time_us)
+        run_us, run_kernel_us, clock_ghz = _at_sustained_clock(res, launch, config, plan.peak)
+        time_us += weight * run_us
+        kernel_us += weight * run_kernel_us
+        kernel_us_at_preset += weight * run_kernel_us * clock_ghz / config.chip.clock_ghz
         cycles += weight * float(res.cycles)
         hbm_bytes += byte_weight * float(hbm.value.sum())
         if not use_samples:
-            kernels.append({**launch.describe(), "time_us": float(res.time_us),
-                            "cycles": int(res.cycles)})
+            kernels.append({**launch.describe(), "time_us": run_us,
+                            "cycles": int(res.cycles), "sm_clock_ghz": clock_ghz})
     if use_samples:
         kernels = [{**launch.describe(), "sampled_from": len(plan.samples),
                     "sample_note": plan.sample_note} for launch in plan.launches]
@@ -209,6 +247,8 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
     return {
         "op": plan.kind, **plan.sizes, "fidelity": fidelity,
         "time_us": time_us, "cycles": int(cycles),
+        "sm_clock_ghz": (config.chip.clock_ghz * kernel_us_at_preset / kernel_us
+                         if kernel_us else config.chip.clock_ghz),
         "tflops": plan.flops / (time_us * 1e6) if time_us else float("nan"),
         "gbps": plan.bytes / (time_us * 1e3) if time_us else float("nan"),
         "flops": plan.flops, "bytes": plan.bytes, "hbm_bytes": hbm_bytes,
