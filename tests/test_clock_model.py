@@ -92,3 +92,14 @@ def test_hbm_bound_gemm_keeps_the_preset_clock():
     b = simulate_op(build_op("gemm", off, m=16, n=4096, k=4096, dtype="fp8"), off, "sampled")
     assert a["sm_clock_ghz"] == 1.83
     assert a["time_us"] == b["time_us"]
+
+
+def test_sampled_gemm_takes_the_clock_of_the_whole_launch():
+    """Op-level samples (reduced launches, extrapolating weights) give the clock the full
+    launch sustains: their busy fraction is taken together, not per reduced launch."""
+    config = models.load_preset("h100_sxm", SMALL)
+    plan = build_op("gemm", config, m=1024, n=1024, k=4096, dtype="bf16")
+    assert plan.samples
+    sampled = simulate_op(plan, config, "sampled")["sm_clock_ghz"]
+    assert sampled < 1.83 * 0.95
+    assert sampled == pytest.approx(simulate_op(plan, config, "full")["sm_clock_ghz"], rel=0.005)

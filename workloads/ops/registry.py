@@ -175,26 +175,40 @@ def _simulate_launch(launch: Launch, config, fidelity: str, params: set[str]):
         raise
 
 
-def _at_sustained_clock(res, launch: Launch, config, peak: str) -> tuple[float, float, float]:
-    """(time_us, kernel_us, sm_clock_ghz) of a launch simulated at the preset clock, re-timed
-    at the clock its tensor load sustains (`models.sustained_clock`): the kernel's cycles
-    stay, its time grows by preset / sustained clock; the launch overhead stays."""
-    from models.sustained_clock import sustained_clock_ghz, tensor_busy_fraction
+def _clock_parts(res, launch: Launch, config) -> tuple[float, float, float, float, float]:
+    """(launch overhead us, kernel us, tensor busy cycles, sub-partition cycles, time us) of
+    a launch simulated at the preset clock (cycles summed over SMs and sub-partitions)."""
+    from models.sustained_clock import tensor_busy_fraction
 
     if launch.overrides:
         config = config.with_overrides(launch.overrides)
-    chip = config.chip
     frame = res.stats
     overhead = frame[(frame.component == "kernel") & (frame.stat == "launch_overhead_us")]
     overhead_us = float(overhead.value.sum())
-    kernel_us = float(res.time_us) - overhead_us
+    slots = float(res.cycles) * config.sm.count * config.sm.subpartitions
+    busy = tensor_busy_fraction(frame, config.sm.count, config.sm.subpartitions) * slots
+    return overhead_us, float(res.time_us) - overhead_us, busy, slots, float(res.time_us)
+
+
+def _sustained_clock(parts: list, config, peak: str) -> float:
+    """The clock a group of weighted launch parts sustains: one launch, or an op's samples
+    together (their busy fraction is the extrapolated launch's, not each reduced one's)."""
+    from models.sustained_clock import sustained_clock_ghz
+
+    busy = sum(w * p[2] for w, p in parts)
+    slots = sum(w * p[3] for w, p in parts)
     precision = peak.removeprefix("tensor_").removesuffix("_tflops")
-    busy = tensor_busy_fraction(frame, config.sm.count, config.sm.subpartitions)
-    clock_ghz = sustained_clock_ghz(chip, busy, precision)
-    if clock_ghz >= chip.clock_ghz:
-        return float(res.time_us), kernel_us, chip.clock_ghz
-    kernel_us *= chip.clock_ghz / clock_ghz
-    return overhead_us + kernel_us, kernel_us, clock_ghz
+    return sustained_clock_ghz(config.chip, busy / slots if slots > 0 else 0.0, precision)
+
+
+def _retimed_us(parts: list, clock_ghz: float, preset_ghz: float) -> tuple[float, float]:
+    """(time_us, kernel_us) of weighted launch parts at `clock_ghz`: cycles kept, kernel
+    time x preset / sustained clock, the launch overhead kept; as simulated if not lower."""
+    kernel = sum(w * p[1] for w, p in parts)
+    if clock_ghz >= preset_ghz:
+        return sum(w * p[4] for w, p in parts), kernel
+    kernel *= preset_ghz / clock_ghz
+    return sum(w * p[0] for w, p in parts) + kernel, kernel
 
 
 def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
@@ -219,7 +233,7 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
     if len(byte_weights) != len(runs):
         raise ValueError(f"{plan.kind}: {len(plan.sample_byte_weights)} sample byte weights "
                          f"for {len(runs)} samples; accepted: one per sample")
-    kernel_us = kernel_us_at_preset = 0.0
+    parts = []
     for (weight, launch), byte_weight in zip(runs, byte_weights, strict=True):
         res = _simulate_launch(launch, config, fidelity, params)
         if stats is not None:
@@ -228,15 +242,22 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
             timelines.append((weight, launch, res.timeline))
         frame = res.stats
         hbm = frame[frame.component.str.startswith("memory.hbm") & (frame.stat == "bytes")]
-        run_us, run_kernel_us, clock_ghz = _at_sustained_clock(res, launch, config, plan.peak)
-        time_us += weight * run_us
-        kernel_us += weight * run_kernel_us
-        kernel_us_at_preset += weight * run_kernel_us * clock_ghz / config.chip.clock_ghz
+        parts.append((weight, _clock_parts(res, launch, config)))
         cycles += weight * float(res.cycles)
         hbm_bytes += byte_weight * float(hbm.value.sum())
         if not use_samples:
-            kernels.append({**launch.describe(), "time_us": run_us,
-                            "cycles": int(res.cycles), "sm_clock_ghz": clock_ghz})
+            kernels.append({**launch.describe(), "cycles": int(res.cycles)})
+    preset_ghz = config.chip.clock_ghz
+    groups = [parts] if use_samples else [[part] for part in parts]
+    kernel_us = kernel_us_at_preset = 0.0
+    for k, group in enumerate(groups):
+        clock_ghz = _sustained_clock(group, config, plan.peak)
+        group_us, group_kernel_us = _retimed_us(group, clock_ghz, preset_ghz)
+        time_us += group_us
+        kernel_us += group_kernel_us
+        kernel_us_at_preset += sum(w * p[1] for w, p in group)
+        if not use_samples:
+            kernels[k].update(time_us=group_us, sm_clock_ghz=min(clock_ghz, preset_ghz))
     if use_samples:
         kernels = [{**launch.describe(), "sampled_from": len(plan.samples),
                     "sample_note": plan.sample_note} for launch in plan.launches]
@@ -247,8 +268,8 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
     return {
         "op": plan.kind, **plan.sizes, "fidelity": fidelity,
         "time_us": time_us, "cycles": int(cycles),
-        "sm_clock_ghz": (config.chip.clock_ghz * kernel_us_at_preset / kernel_us
-                         if kernel_us else config.chip.clock_ghz),
+        "sm_clock_ghz": (preset_ghz * kernel_us_at_preset / kernel_us
+                         if kernel_us > 0 else preset_ghz),
         "tflops": plan.flops / (time_us * 1e6) if time_us else float("nan"),
         "gbps": plan.bytes / (time_us * 1e3) if time_us else float("nan"),
         "flops": plan.flops, "bytes": plan.bytes, "hbm_bytes": hbm_bytes,
