@@ -269,7 +269,7 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
         "op": plan.kind, **plan.sizes, "fidelity": fidelity,
         "time_us": time_us, "cycles": int(cycles),
         "sm_clock_ghz": (preset_ghz * kernel_us_at_preset / kernel_us
-                         if kernel_us > 0 else preset_ghz),
+                         if kernel_us > kernel_us_at_preset else preset_ghz),
         "tflops": plan.flops / (time_us * 1e6) if time_us else float("nan"),
         "gbps": plan.bytes / (time_us * 1e3) if time_us else float("nan"),
         "flops": plan.flops, "bytes": plan.bytes, "hbm_bytes": hbm_bytes,
