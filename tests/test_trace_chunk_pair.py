@@ -311,6 +311,16 @@ def test_report_folder_has_its_tables_and_the_command(tmp_path, graph, stand_in)
     text = (tmp_path / "pairs" / "README.md").read_text()
     assert "| mb1/dispatch | mb1/o_proj | 3 | 80.0 |" in text and "1.238" in text
     assert len(pd.read_csv(tmp_path / "pairs" / "contention.csv")) == 1
+    attn = pd.read_csv(tmp_path / "pairs" / "categories.csv").set_index("category")
+    attn = attn.loc["attention"]
+    classes = pd.read_csv(tmp_path / "pairs" / "classes.csv")
+    bwd = classes[classes["class"] == "attention_bwd"]
+    fwd_measured = attn["measured_us"] - bwd["measured_us"].sum()
+    fwd_simulated = attn["simulated_us"] - bwd["simulated_us"].sum()
+    assert "is simulated as" in text
+    assert (f"Forward attention alone: "
+            f"{100 * (fwd_simulated - fwd_measured) / fwd_measured:+.1f} % "
+            f"({fwd_simulated:.0f} us simulated vs {fwd_measured:.0f} us measured)") in text
 
 
 def test_simulate_lists_ops_not_reached_without_keeping_them(tmp_path, monkeypatch):

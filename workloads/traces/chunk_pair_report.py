@@ -227,6 +227,14 @@ def _sum(table: pd.DataFrame, column: str, **where) -> float:
     return float(rows[column].sum())
 
 
+def _forward_attention(measured_us: float, simulated_us: float) -> str:
+    """The forward attention's line: the category without the backward's kernels."""
+    if measured_us <= 0:
+        return ""
+    return (f"Forward attention alone: {_pct(100 * (simulated_us - measured_us) / measured_us)} "
+            f"({simulated_us:.0f} us simulated vs {measured_us:.0f} us measured).")
+
+
 def _causes(trace, classes, kernels, categories, overlap, unsimulated: dict) -> str:
     """The causes of the attention and communication errors, with their figures."""
     cat = categories.set_index("category")
@@ -241,10 +249,7 @@ def _causes(trace, classes, kernels, categories, overlap, unsimulated: dict) -> 
             f"(FlashAttention bwd + its pre/post kernels, {bwd_us:.0f} us, "
             f"{100 * bwd_us / attn['measured_us']:.0f} % of the category) is simulated as "
             f"{bwd_sim:.0f} us ({_pct(100 * (bwd_sim - bwd_us) / bwd_us)}). "
-            + (f"Forward attention alone: {_pct(attn['covered_error_pct'])} "
-               f"({attn['covered_simulated_us']:.0f} us simulated vs "
-               f"{attn['covered_measured_us']:.0f} us measured)."
-               if attn["covered_measured_us"] > 0 else ""))
+            + _forward_attention(attn["measured_us"] - bwd_us, attn["simulated_us"] - bwd_sim))
     elif attn is not None:
         lines.append(
             f"* Attention ({_pct(attn['error_pct'])}): the "
