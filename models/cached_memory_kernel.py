@@ -228,18 +228,9 @@ def _install(meta, flags, lru, unit, s, line, mask, ready_ps, dirty):
         meta[unit, s, way, _TAG] = line
         flags[unit, s, way, _VALID] = 0
         flags[unit, s, way, _DIRTY] = 0
-    spl = meta.shape[3] - _READY
-    for k in range(spl):
-        if mask & (1 << k):
-            if flags[unit, s, way, _VALID] & (1 << k):
-                meta[unit, s, way, _READY + k] = max(meta[unit, s, way, _READY + k], ready_ps)
-            else:
-                meta[unit, s, way, _READY + k] = ready_ps
-    flags[unit, s, way, _VALID] |= mask
+    _fill_way(meta, flags, lru, unit, s, way, mask, ready_ps)
     if dirty:
         flags[unit, s, way, _DIRTY] |= mask
-    lru[0] += 1
-    meta[unit, s, way, _STAMP] = lru[0]
     return evicted, evicted_mask
 
 

@@ -95,13 +95,9 @@ from models.units import (
 )
 from models.warp_scheduler import (
     NEVER,
-    STALL_BARRIER,
-    STALL_DEPENDENCY,
-    STALL_MEMORY,
-    STALL_NO_WARP,
-    STALL_PIPE_BUSY,
     STALL_REASONS,
     WarpScheduler,
+    first_warp_reason,
     make_policy,
 )
 from simulator.engine import Clock
@@ -593,13 +589,15 @@ class StreamingMultiprocessor:
     def process(self):
         """SimPy process: issue until no CTA is resident and the dispatcher is empty.
 
-        The loop inlines `WarpScheduler.pick` and, while hooks listen, the stall stretch of
-        each scheduler it asks (`_stretch`, with the reason `WarpScheduler.stall_reason`
-        gives from the order the pick walked): a scheduler changed afterwards in the same
-        cycle from outside is `touch`ed and `_account_stalls` redoes it after the issues,
-        which ends a stretch opened at that cycle after 0 cycles, so the sums per reason
-        are those of accounting every scheduler after the issues. These ran for every
-        visited cycle of every scheduler: a quarter of an element-wise replay's time."""
+        The loop holds each scheduler's pick (the first warp in policy order whose operands
+        are ready and whose unit is free; `models.warp_scheduler`) and, while hooks listen,
+        the stall stretch of each scheduler it asks (`_stretch`, with the reason
+        `WarpScheduler.stall_reason` gives from the order the pick walked): a scheduler
+        changed afterwards in the same cycle from outside is `touch`ed and `_account_stalls`
+        redoes it after the issues, which ends a stretch opened at that cycle after 0
+        cycles, so the sums per reason are those of accounting every scheduler after the
+        issues. These ran for every visited cycle of every scheduler: a quarter of an
+        element-wise replay's time."""
         env, clock, hooks = self.env, self.clock, self.hooks
         scheds = self.schedulers
         issue, pending = self._issue, self.pending_stall_cycles
@@ -642,7 +640,7 @@ class StreamingMultiprocessor:
                         else:
                             wake = sched.wake = earliest
                             if listening:
-                                reason = _first_warp_reason(order, cycle)
+                                reason = first_warp_reason(order, cycle)
                     if listening:
                         sched.touched = False
                         open_reason = sched.stall_reason_open
@@ -678,15 +676,3 @@ class StreamingMultiprocessor:
         if hooks.listening:
             self._fire_stalls(self.cycle)
         self.finish_cycle = max(self.finish_cycle, self.cycle)
-
-
-def _first_warp_reason(order, cycle: int) -> str:
-    """`WarpScheduler.stall_reason` of a scheduler whose policy order is `order`."""
-    if not order:
-        return STALL_NO_WARP
-    warp = order[0]
-    if warp.ready_cycle >= NEVER:
-        return STALL_BARRIER
-    if warp.ready_cycle > cycle:
-        return STALL_MEMORY if warp.waits_on_memory else STALL_DEPENDENCY
-    return STALL_PIPE_BUSY

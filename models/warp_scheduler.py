@@ -2,12 +2,14 @@
 
 What it models
 --------------
-Each sub-partition has one `WarpScheduler`. At each cycle where it might issue it is asked
-for a warp: it walks the warps in the order its policy gives and picks the first whose next
-instruction's operands are ready (scoreboard: `warp.ready_cycle <= cycle`) and whose unit can
-accept a new instruction (`unit_free[unit] <= cycle`). When none can, it remembers the
-earliest cycle one might (`wake`; the SM does not ask before then unless it `touch`es the
-scheduler), and can say why the first warp in policy order waits (the stall reason).
+Each sub-partition has one `WarpScheduler`. At each cycle where it might issue, the SM's
+issue loop (`models.sm.StreamingMultiprocessor.process`, which holds the pick for speed)
+walks the scheduler's warps in the order its policy gives and picks the first whose next
+instruction's operands are ready (scoreboard: `warp.ready_cycle <= cycle`) and whose unit
+can accept a new instruction (`unit_free[unit] <= cycle`), one per cycle (`slot_free`). When
+none can, the scheduler remembers the earliest cycle one might (`wake`; the SM does not ask
+before then unless it `touch`es the scheduler), and can say why the first warp in policy
+order waits (the stall reason).
 
 Policies (one per file, registered by name, chosen by `sm.scheduler_policy`):
 
@@ -69,8 +71,8 @@ def make_policy(name: str) -> SchedulingPolicy:
 class WarpScheduler:
     """One sub-partition's scheduler: its warps, its units' next-free cycles, its policy.
 
-    Besides the warps it keeps `wake`, a cycle before which `pick` cannot succeed (the
-    earliest cycle its last failed `pick` reported, or a lower one after `touch`), and the
+    Besides the warps it keeps `wake`, a cycle before which no warp can issue (the earliest
+    cycle the SM's last failed pick found, or a lower one after `touch`), and the
     policy's order, recomputed only when the warps or the last issuer change. The SM calls
     `touch(cycle)` whenever something outside this scheduler changes one of its warps.
     """
@@ -115,47 +117,18 @@ class WarpScheduler:
             order = self._order = self.policy.order(self.warps, self.last)
         return order
 
-    def pick(self, cycle: int):
-        """The warp to issue at `cycle`, or None; sets `wake` to the next cycle worth a try.
-
-        The issue slot is taken from `cycle` to `slot_free` (one cycle per instruction; the
-        SM extends it for a batched run of instructions)."""
-        self.touched = True
-        if cycle < self.slot_free:
-            self.wake = self.slot_free
-            return None
-        earliest = NEVER
-        unit_free = self.unit_free
-        order = self._order
-        if order is None:
-            order = self._order = self.policy.order(self.warps, self.last)
-        for warp in order:
-            ready = warp.ready_cycle
-            if ready > cycle:
-                if ready < earliest:
-                    earliest = ready
-                continue
-            free = unit_free[warp.next_unit]
-            if free > cycle:
-                if free < earliest:
-                    earliest = free
-                continue
-            self.wake = self.slot_free = cycle + 1
-            if warp is not self.last:
-                self.last = warp
-                self._order = None
-            return warp
-        self.wake = earliest
-        return None
-
     def stall_reason(self, cycle: int) -> str:
         """Why the first warp in policy order cannot issue at `cycle`."""
-        warps = self.order()
-        if not warps:
-            return STALL_NO_WARP
-        warp = warps[0]
-        if warp.ready_cycle >= NEVER:
-            return STALL_BARRIER
-        if warp.ready_cycle > cycle:
-            return STALL_MEMORY if warp.waits_on_memory else STALL_DEPENDENCY
-        return STALL_PIPE_BUSY
+        return first_warp_reason(self.order(), cycle)
+
+
+def first_warp_reason(order: Sequence, cycle: int) -> str:
+    """Why the first warp of `order` (a scheduler's policy order) cannot issue at `cycle`."""
+    if not order:
+        return STALL_NO_WARP
+    warp = order[0]
+    if warp.ready_cycle >= NEVER:
+        return STALL_BARRIER
+    if warp.ready_cycle > cycle:
+        return STALL_MEMORY if warp.waits_on_memory else STALL_DEPENDENCY
+    return STALL_PIPE_BUSY
