@@ -32,6 +32,7 @@ from workloads.kernels.templates.attention_ptx import (
     TMA_LOAD,
     ZERO,
     init_barriers,
+    producer_stage_wait,
 )
 
 Q_ROWS = 64                      # queries per iteration (wgmma N of S^T and dP^T)
@@ -155,15 +156,7 @@ def _producer(cfg) -> list[str]:
                   TMA_LOAD.format(n=4, map="%rd2", bar="%bars", coords=f"{64 * a}, %hkv, %r7, %b")]
     lines += ["    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;", "    mov.u32 %it, 0;",
               "    setp.ge.u32 %p0, %it, %niter;", "    @%p0 bra DONE;",
-              "P_ITER:", *_iteration("producer"),
-              "    shl.b32 %r2, %stage, 3;", "    add.u32 %r3, %bars, %r2;",
-              f"    add.u32 %r4, %r3, {cfg.empty_bar(0)};   // empty[s]",
-              f"    add.u32 %r3, %r3, {cfg.full_bar(0)};   // full[s]",
-              f"    setp.lt.u32 %p0, %it, {cfg.stages};", "    @%p0 bra P_ISSUE;",
-              "    xor.b32 %r5, %phase, 1;", "P_WAIT:",
-              "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r4], %r5;",
-              "    @!%p1 bra P_WAIT;", "P_ISSUE:",
-              f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%r3], {cfg.stage_tx_bytes};",
+              "P_ITER:", *_iteration("producer"), *producer_stage_wait(cfg, cfg.stage_tx_bytes),
               "    mov.u32 %r6, smem;", f"    mad.lo.u32 %r6, %stage, {cfg.stage_bytes}, %r6;",
               f"    add.u32 %r6, %r6, {cfg.stages_offset};",
               f"    mul.lo.u32 %r7, %qi, {Q_ROWS};"]

@@ -113,6 +113,20 @@ def init_barriers(cfg, consumer_bars: tuple[int, ...] = ()) -> list[str]:
                     "    @%p0 bra PRODUCER;"]
 
 
+def producer_stage_wait(cfg, tx_bytes: int) -> list[str]:
+    """The producer's turn at stage %stage: %r3 its full and %r4 its empty mbarrier; from
+    the stage ring's second round on, wait until the consumers freed the stage (empty[s] of
+    the previous phase), then expect `tx_bytes` of TMA loads on full[s]."""
+    return ["    shl.b32 %r2, %stage, 3;", "    add.u32 %r3, %bars, %r2;",
+            f"    add.u32 %r4, %r3, {cfg.empty_bar(0)};   // empty[s]",
+            f"    add.u32 %r3, %r3, {cfg.full_bar(0)};   // full[s]",
+            f"    setp.lt.u32 %p0, %it, {cfg.stages};", "    @%p0 bra P_ISSUE;",
+            "    xor.b32 %r5, %phase, 1;", "P_WAIT:",
+            "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r4], %r5;",
+            "    @!%p1 bra P_WAIT;", "P_ISSUE:",
+            f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%r3], {tx_bytes};"]
+
+
 def _advance_stage(cfg) -> list[str]:
     return ["    add.u32 %stage, %stage, 1;", f"    setp.eq.u32 %p1, %stage, {cfg.stages};",
             "    selp.u32 %stage, 0, %stage, %p1;", "    xor.b32 %r0, %phase, 1;",
@@ -136,14 +150,7 @@ def _producer(cfg) -> list[str]:
                                   coords=f"{64 * j}, %qg, %hkv, %qs, %b")]
     lines += ["    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;", "    mov.u32 %it, 0;",
               "    mov.u32 %n, %nbeg;", "    setp.ge.u32 %p0, %n, %nend;", "    @%p0 bra DONE;",
-              "P_K:", "    shl.b32 %r2, %stage, 3;", "    add.u32 %r3, %bars, %r2;",
-              f"    add.u32 %r4, %r3, {cfg.empty_bar(0)};   // empty[s]",
-              f"    add.u32 %r3, %r3, {cfg.full_bar(0)};   // full[s]",
-              f"    setp.lt.u32 %p0, %it, {cfg.stages};", "    @%p0 bra P_ISSUE;",
-              "    xor.b32 %r5, %phase, 1;", "P_WAIT:",
-              "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r4], %r5;",
-              "    @!%p1 bra P_WAIT;", "P_ISSUE:",
-              f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%r3], {cfg.stage_bytes};",
+              "P_K:", *producer_stage_wait(cfg, cfg.stage_bytes),
               "    mov.u32 %r6, smem;", f"    mad.lo.u32 %r6, %stage, {cfg.stage_bytes}, %r6;",
               f"    add.u32 %r6, %r6, {cfg.q_bytes};",
               f"    mul.lo.u32 %r7, %n, {cfg.kv_block};"]
