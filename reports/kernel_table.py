@@ -78,8 +78,9 @@ KERNEL_COLUMNS: tuple[tuple[str, str, str], ...] = (
 
 WORKLOAD_UNITS = {"macs": "MAC", "macs_skipped": "MAC", "operand_bytes": "B",
                   "operand_bytes_stored": "B", "output_bytes": "B", "output_bytes_stored": "B",
-                  "compress_cycles": "cycles"}
-"""Units of the co-design columns a workload's kernels table adds (`simulator.workload`)."""
+                  "compress_cycles": "cycles", "sm_clock_ghz": "GHz"}
+"""Units of the co-design and clock columns a workload's kernels table adds
+(`simulator.workload`)."""
 
 
 def column_units() -> dict[str, str]:

@@ -63,10 +63,13 @@ KERNEL_COLUMNS = ("name", "op", "kind", "stream", "role", "deps", "start_us", "e
                   "time_us", "flops", "tflops", "bytes", "gbps", "hbm_bytes", "l2_bytes",
                   "link_bytes", "roofline_us", "bound", "gap", "model", "reused", "note",
                   "macs", "macs_skipped", "precision", "operand_bytes", "operand_bytes_stored",
-                  "output_bytes", "output_bytes_stored", "compress_cycles")
-"""The last eight: `workloads.codesign.codesign_ops.op_counts` (tensor-core MACs, MACs the
-co-design units skip, MMA precision, GEMM operand bytes dense and as stored, an output
-stored ZCE-compressed dense and as stored and the compressor's cycles; 0 otherwise)."""
+                  "output_bytes", "output_bytes_stored", "compress_cycles", "sm_clock_ghz")
+"""`macs` to `compress_cycles`: `workloads.codesign.codesign_ops.op_counts` (tensor-core
+MACs, MACs the co-design units skip, MMA precision, GEMM operand bytes dense and as stored,
+an output stored ZCE-compressed dense and as stored and the compressor's cycles; 0
+otherwise). `sm_clock_ghz`: the SM clock the op's launches ran at (`simulate_op`: the
+preset's, or the sustained clock under tensor load, `models.sustained_clock`; NaN for
+nodes timed by link bandwidth)."""
 
 
 @dataclass(frozen=True)
@@ -182,7 +185,8 @@ def _time_op(plan, config, fidelity: str, timeline: bool) -> tuple[dict, pd.Data
     return {"time_us": float(res["time_us"]), "flops": float(plan.flops),
             "bytes": float(plan.bytes), "hbm_bytes": float(res["hbm_bytes"]),
             "l2_bytes": _level_bytes(runs, "l2"), "roofline_us": float(res["roofline_us"]),
-            "bound": res["bound"], "link_bytes": _link_bytes(runs), **op_counts(plan)}, \
+            "bound": res["bound"], "link_bytes": _link_bytes(runs),
+            "sm_clock_ghz": float(res.get("sm_clock_ghz", np.nan)), **op_counts(plan)}, \
         stats, timelines
 
 
@@ -395,6 +399,7 @@ def _table(graph, ops, timed, span, reused, lanes) -> pd.DataFrame:
             "operand_bytes_stored": t.get("operand_bytes_stored", 0.0),
             **{c: t.get(c, 0.0) for c in ("output_bytes", "output_bytes_stored",
                                           "compress_cycles")},
+            "sm_clock_ghz": t.get("sm_clock_ghz", np.nan),
         })
     return pd.DataFrame(rows, columns=list(KERNEL_COLUMNS))
 

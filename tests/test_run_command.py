@@ -85,3 +85,32 @@ def test_run_bad_flags_exit_2_naming_the_flag(argv, flag, capsys, tmp_path):
     err = capsys.readouterr().err
     assert flag in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_run_reports_the_kernels_the_sustained_clock_slowed(bert_run, tmp_path):
+    """run.json's `sm_clock` names the preset clock and no slowed kernel on BERT's 32 tokens
+    (no line printed); with a power cap low enough to bind, the GEMMs are listed with the
+    kernels table's clocks and the summary says so."""
+    import contextlib
+    import io
+
+    import pandas as pd
+
+    from simulator.commands.run import _text
+
+    _, report, _ = bert_run
+    assert report["sm_clock"] == {"preset_ghz": 1.83, "slowed": {}}
+    assert "sustained" not in _text(report)
+    out = tmp_path / "capped"
+    with contextlib.redirect_stdout(io.StringIO()) as buffer:
+        main(["run", "--workload", "bert-base", "--tokens", "32", "--out", str(out),
+              "--set", "chip.power_cap_clock_ghz=0.05", "--json"])
+    capped = json.loads(buffer.getvalue())["sm_clock"]
+    kernels = pd.read_csv(out / "kernels.csv").set_index("kernel")
+    slowed = kernels[kernels["sm_clock_ghz"] < 1.83]
+    assert set(capped["slowed"]) == set(slowed.index) and len(slowed)
+    assert set(slowed["op"]) <= {"gemm", "attention"}
+    for name, ghz in capped["slowed"].items():
+        assert ghz == pytest.approx(slowed.loc[name, "sm_clock_ghz"])
+    text = _text(json.loads((out / "run.json").read_text()))
+    assert f"{len(slowed)} kernel(s) sustained" in text

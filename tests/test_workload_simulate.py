@@ -257,3 +257,24 @@ def test_same_graph_same_config_gives_identical_tables(tiny, h800):
     pd.testing.assert_frame_equal(again.kernels, tiny.kernels)
     pd.testing.assert_frame_equal(again.stats.reset_index(drop=True),
                                   tiny.stats.reset_index(drop=True))
+
+
+def test_kernels_table_carries_each_ops_sm_clock(h800, tiny):
+    """`sm_clock_ghz` is the clock `simulate_op` ran each node's launches at: the preset's
+    where nothing binds; under a power cap low enough to bind, the GEMM's sustained clock
+    (below the preset's, the same as the op alone) while kernels without tensor work keep
+    the preset's."""
+    from workloads.ops import build_op, simulate_op
+
+    preset_ghz = h800.chip.clock_ghz
+    k = tiny.kernels.set_index("name")
+    assert (k["sm_clock_ghz"] == preset_ghz).all()
+    capped = models.load_preset("h800_sxm", {"chip.power_cap_clock_ghz": 0.05})
+    res = simulator.simulate_workload(tiny_graph(), config=capped, fidelity="sampled",
+                                      timeline=False, comm_sms=20)
+    k = res.kernels.set_index("name")
+    alone = simulate_op(build_op("gemm", res.config, m=ROWS, n=HIDDEN, k=HIDDEN,
+                                 dtype="bf16"), res.config, "sampled")
+    assert k.loc["up", "sm_clock_ghz"] == pytest.approx(alone["sm_clock_ghz"])
+    assert k.loc["up", "sm_clock_ghz"] < preset_ghz
+    assert (k.drop(index="up")["sm_clock_ghz"] == preset_ghz).all()

@@ -10,7 +10,8 @@ writes a run directory (`runs/<workload>-<phase>-<tokens>/` or `--out DIR`) thro
 stats.csv/.parquet, report.html, trace.json, plots, plus run.json (the workload and the
 printed summary, with the tensor-core MACs, the MACs the co-design units skip, the MMA
 precision mix and the GEMM operand bytes dense / as stored, summed from the kernels table's
-columns of `workloads.codesign.codesign_ops.op_counts`). Collectives are simulated kernels
+columns of `workloads.codesign.codesign_ops.op_counts`, and the kernels the sustained clock
+under tensor load slowed, with their clocks). Collectives are simulated kernels
 on the reserved communication SMs (`--set sm.comm_count=N`; with 0 they run on the compute
 stream), an all-reduce across nodes is timed by link bandwidth; overlapping streams are
 slowed by a measured pair per collective (see `simulator.workload`). Single kernels:
@@ -111,10 +112,29 @@ def _report(args, result, out: Path) -> dict:
             "graph": result.graph, "layer": result.meta, "fidelity": result.fidelity,
             "time_us": result.time_us, "kernel_time_us": float(summary["time_us"].sum()),
             "by_op": {op: float(t) for op, t in result.by_op()["time_us"].items()},
-            "kernels": kernels, "units": totals(result.kernels), "out": str(out),
+            "kernels": kernels, "units": totals(result.kernels),
+            "sm_clock": _clock(result), "out": str(out),
             "left_out": "all-reduce across nodes timed by link bandwidth alone; contention "
                         "measured for collectives only (compute streams do not slow "
                         "each other)"}
+
+
+def _clock(result) -> dict:
+    """The preset's SM clock and the kernels the sustained clock under tensor load slowed
+    (`simulate_op` re-times those launches; kernels table column `sm_clock_ghz`)."""
+    preset = float(result.config.chip.clock_ghz)
+    clocks = result.kernels.set_index("name")["sm_clock_ghz"].dropna()
+    slowed = clocks[clocks < preset]
+    return {"preset_ghz": preset, "slowed": {n: float(c) for n, c in slowed.items()}}
+
+
+def _clock_lines(c: dict) -> list[str]:
+    slowed = c["slowed"]
+    if not slowed:
+        return []
+    return [f"SM clock {c['preset_ghz']:.2f} GHz; {len(slowed)} kernel(s) sustained "
+            f"{min(slowed.values()):.2f}-{max(slowed.values()):.2f} GHz under tensor load "
+            "(chip.power_cap_clock_ghz)"]
 
 
 def _units_lines(u: dict) -> list[str]:
@@ -143,7 +163,7 @@ def _text(r: dict) -> str:
                     for op, t in list(r["by_op"].items())[:4]) if r["kernel_time_us"] else ""
     lines += [f"layer time {r['time_us']:.1f} us (kernels summed {r['kernel_time_us']:.1f} us; "
               f"largest: {top})",
-              *_units_lines(r["units"]),
+              *_units_lines(r["units"]), *_clock_lines(r["sm_clock"]),
               f"note: {r['left_out']}",
               f"wrote {r['out']}/ (report.html, kernels.csv, stats.csv, config.json, "
               "trace.json)"]
