@@ -27,13 +27,13 @@ column 8 (i / 4) + (i & 1) + 2 (l % 4); in S^T rows are keys and columns queries
 from __future__ import annotations
 
 from workloads.kernels.templates.attention_ptx import (
-    DESC_SWIZZLE128,
     NEG_INF,
     TMA_LOAD,
     ZERO,
     init_barriers,
     producer_stage_wait,
 )
+from workloads.kernels.templates.pipeline_ptx import DESC_SWIZZLE128, advance_stage, smem_desc
 
 Q_ROWS = 64                      # queries per iteration (wgmma N of S^T and dP^T)
 BULK_LOAD = ("    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
@@ -49,11 +49,6 @@ def _mn_desc(rows: int) -> int:
 def _ds_desc(cfg) -> int:
     """No-swizzle MN-major descriptor of dS^T: LBO 128 B (8 keys), SBO kv_rows x 16 B."""
     return ((cfg.kv_rows * 16) >> 4) << 32 | (128 >> 4) << 16
-
-
-def _desc(reg: str, base: str, const: int) -> list[str]:
-    return [f"    cvt.u64.u32 {reg}, {base};", f"    shr.u64 {reg}, {reg}, 4;",
-            f"    or.b64 {reg}, {reg}, {const:#x};"]
 
 
 def _half(count: int, h: int) -> list[int]:
@@ -127,10 +122,15 @@ def _iteration(label: str) -> list[str]:
             "    add.u32 %qi, %qi, %ibeg;", "    mad.lo.u32 %h, %hkv, %G, %g;"]
 
 
-def _advance_stage(cfg) -> list[str]:
-    return ["    add.u32 %stage, %stage, 1;", f"    setp.eq.u32 %p1, %stage, {cfg.stages};",
-            "    selp.u32 %stage, 0, %stage, %p1;", "    xor.b32 %r0, %phase, 1;",
-            "    selp.u32 %phase, %r0, %phase, %p1;"]
+def _box_loads(atoms: int, base: int, atom_bytes: int, tmap: str, bar: str,
+               head: str) -> list[str]:
+    """TMA loads of `atoms` 64-column boxes of a (64 columns, head, rows from %r7, batch)
+    tensor into shared memory at %r6 + `base` + a x `atom_bytes`, completing on `bar`."""
+    lines = []
+    for a in range(atoms):
+        lines += [f"    add.u32 %r8, %r6, {base + a * atom_bytes};",
+                  TMA_LOAD.format(n=4, map=tmap, bar=bar, coords=f"{64 * a}, {head}, %r7, %b")]
+    return lines
 
 
 def _producer(cfg) -> list[str]:
@@ -148,12 +148,8 @@ def _producer(cfg) -> list[str]:
              "    ld.param.u64 %rd6, [dsum];", "    cvta.to.global.u64 %rd6, %rd6;",
              f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%bars], {cfg.kv_bytes};",
              "    mov.u32 %r6, smem;", f"    mul.lo.u32 %r7, %j, {c};"]
-    for a in range(cfg.d_atoms):
-        lines += [f"    add.u32 %r8, %r6, {a * atom};",
-                  TMA_LOAD.format(n=4, map="%rd1", bar="%bars", coords=f"{64 * a}, %hkv, %r7, %b")]
-    for a in range(cfg.v_atoms):
-        lines += [f"    add.u32 %r8, %r6, {cfg.k_bytes + a * atom};",
-                  TMA_LOAD.format(n=4, map="%rd2", bar="%bars", coords=f"{64 * a}, %hkv, %r7, %b")]
+    lines += _box_loads(cfg.d_atoms, 0, atom, "%rd1", "%bars", "%hkv")
+    lines += _box_loads(cfg.v_atoms, cfg.k_bytes, atom, "%rd2", "%bars", "%hkv")
     lines += ["    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;", "    mov.u32 %it, 0;",
               "    setp.ge.u32 %p0, %it, %niter;", "    @%p0 bra DONE;",
               "P_ITER:", *_iteration("producer"), *producer_stage_wait(cfg, cfg.stage_tx_bytes),
@@ -161,12 +157,8 @@ def _producer(cfg) -> list[str]:
               f"    add.u32 %r6, %r6, {cfg.stages_offset};",
               f"    mul.lo.u32 %r7, %qi, {Q_ROWS};"]
     qatom = Q_ROWS * 128
-    for a in range(cfg.d_atoms):
-        lines += [f"    add.u32 %r8, %r6, {a * qatom};",
-                  TMA_LOAD.format(n=4, map="%rd0", bar="%r3", coords=f"{64 * a}, %h, %r7, %b")]
-    for a in range(cfg.v_atoms):
-        lines += [f"    add.u32 %r8, %r6, {cfg.q_stage_bytes + a * qatom};",
-                  TMA_LOAD.format(n=4, map="%rd4", bar="%r3", coords=f"{64 * a}, %h, %r7, %b")]
+    lines += _box_loads(cfg.d_atoms, 0, qatom, "%rd0", "%r3", "%h")
+    lines += _box_loads(cfg.v_atoms, cfg.q_stage_bytes, qatom, "%rd4", "%r3", "%h")
     lines += ["    // LSE_i and D_i: 64 f32 each at ((b H + h) Sq_pad + 64 qi)",
               "    mad.lo.u32 %r9, %b, %H, %h;", "    mad.lo.u32 %r9, %r9, %Sqp, %r7;",
               "    mul.wide.u32 %rd7, %r9, 4;", "    add.s64 %rd8, %rd5, %rd7;",
@@ -176,7 +168,7 @@ def _producer(cfg) -> list[str]:
               BULK_LOAD.format(dst="%r10", src="%rd8", bar="%r3"),
               f"    add.u32 %r11, %r10, {Q_ROWS * 4};",
               BULK_LOAD.format(dst="%r11", src="%rd9", bar="%r3"),
-              *_advance_stage(cfg), "    add.u32 %it, %it, 1;",
+              *advance_stage(cfg), "    add.u32 %it, %it, 1;",
               "    setp.lt.u32 %p0, %it, %niter;", "    @%p0 bra P_ITER;", "DONE:", "    ret;", "}"]
     return lines
 
@@ -196,12 +188,12 @@ def _consumer(cfg) -> list[str]:
     lines += [f"    mov.f32 %dk{i}, {ZERO};" for i in range(cfg.headdim // 2)]
     lines += [f"    mov.f32 %dv{i}, {ZERO};" for i in range(cfg.headdim_v // 2)]
     lines += ["    mov.u32 %r18, smem;", "    shl.b32 %r19, %wg, 13;   // 64 keys x 128 B",
-              "    add.u32 %r18, %r18, %r19;", *_desc("%desc_k", "%r18", DESC_SWIZZLE128),
+              "    add.u32 %r18, %r18, %r19;", *smem_desc("%desc_k", "%r18", DESC_SWIZZLE128),
               f"    add.u32 %r18, %r18, {cfg.k_bytes};",
-              *_desc("%desc_v", "%r18", DESC_SWIZZLE128),
-              "    mov.u32 %r18, smem;", *_desc("%desc_kt", "%r18", _mn_desc(c)),
+              *smem_desc("%desc_v", "%r18", DESC_SWIZZLE128),
+              "    mov.u32 %r18, smem;", *smem_desc("%desc_kt", "%r18", _mn_desc(c)),
               f"    add.u32 %r18, %r18, {cfg.ds_offset};",
-              *_desc("%desc_ds", "%r18", _ds_desc(cfg)),
+              *smem_desc("%desc_ds", "%r18", _ds_desc(cfg)),
               "    // dS^T store address of this thread's element 0",
               "    shr.u32 %r20, %r13, 2;", "    shl.b32 %r20, %r20, 4;",
               "    shl.b32 %r21, %col0, 1;", "    add.u32 %r20, %r20, %r21;",
@@ -220,11 +212,11 @@ def _consumer(cfg) -> list[str]:
               "    @!%p1 bra C_WAIT;",
               "    mov.u32 %r6, smem;", f"    mad.lo.u32 %r6, %stage, {cfg.stage_bytes}, %r6;",
               f"    add.u32 %r6, %r6, {cfg.stages_offset};",
-              *_desc("%desc_q", "%r6", DESC_SWIZZLE128),
-              *_desc("%desc_qt", "%r6", _mn_desc(Q_ROWS)),
+              *smem_desc("%desc_q", "%r6", DESC_SWIZZLE128),
+              *smem_desc("%desc_qt", "%r6", _mn_desc(Q_ROWS)),
               f"    add.u32 %r6, %r6, {cfg.q_stage_bytes};",
-              *_desc("%desc_do", "%r6", DESC_SWIZZLE128),
-              *_desc("%desc_dot", "%r6", _mn_desc(Q_ROWS)),
+              *smem_desc("%desc_do", "%r6", DESC_SWIZZLE128),
+              *smem_desc("%desc_dot", "%r6", _mn_desc(Q_ROWS)),
               "    mov.u32 %r7, smem;", f"    mad.lo.u32 %r7, %stage, {2 * Q_ROWS * 4}, %r7;",
               f"    add.u32 %r7, %r7, {cfg.lsed_offset};",
               "    shl.b32 %r8, %col0, 2;", "    add.u32 %r7, %r7, %r8;   // LSE of column col0"]
@@ -233,7 +225,7 @@ def _consumer(cfg) -> list[str]:
     lines += ["    add.u32 %r4, %r3, " f"{cfg.empty_bar(0) - cfg.full_bar(0)};",
               "    mbarrier.arrive.shared::cta.b64 %rd3, [%r4];   // release the stage",
               *_dq_red(cfg),
-              *_advance_stage(cfg), "    add.u32 %it, %it, 1;",
+              *advance_stage(cfg), "    add.u32 %it, %it, 1;",
               "    setp.lt.u32 %p0, %it, %niter;", "    @%p0 bra C_ITER;", "C_END:",
               *_epilogue(cfg), "    bra.uni DONE;"]
     return lines

@@ -19,7 +19,8 @@ Fragment element i of lane l in warp w (wgmma accumulator): row 16 w + l/4 +
 
 from __future__ import annotations
 
-DESC_SWIZZLE128 = 0x4000004000010000   # K-major, 128B swizzle, SBO 1024 B, LBO 16 B
+from workloads.kernels.templates.pipeline_ptx import DESC_SWIZZLE128, advance_stage, smem_desc
+
 NEG_INF = "0fFF800000"
 ZERO = "0f00000000"
 TMA_LOAD = ("    cp.async.bulk.tensor.{n}d.shared::cluster.global.tile.mbarrier::complete_tx"
@@ -127,12 +128,6 @@ def producer_stage_wait(cfg, tx_bytes: int) -> list[str]:
             f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%r3], {tx_bytes};"]
 
 
-def _advance_stage(cfg) -> list[str]:
-    return ["    add.u32 %stage, %stage, 1;", f"    setp.eq.u32 %p1, %stage, {cfg.stages};",
-            "    selp.u32 %stage, 0, %stage, %p1;", "    xor.b32 %r0, %phase, 1;",
-            "    selp.u32 %phase, %r0, %phase, %p1;"]
-
-
 def _producer(cfg) -> list[str]:
     """One elected lane of warp 0 of the last warpgroup: Q once, then K/V per block."""
     qbox = cfg.m_tile * 128
@@ -163,7 +158,7 @@ def _producer(cfg) -> list[str]:
             lines += [f"    add.u32 %r8, %r6, {cfg.k_bytes + j * atom};",
                       TMA_LOAD.format(n=4, map="%rd2", bar="%r3",
                                       coords=f"{64 * j}, %hkv, %r7, %b")]
-    lines += [*_advance_stage(cfg), "    add.u32 %it, %it, 1;", "    add.u32 %n, %n, 1;",
+    lines += [*advance_stage(cfg), "    add.u32 %it, %it, 1;", "    add.u32 %n, %n, 1;",
               "    setp.lt.u32 %p0, %n, %nend;", "    @%p0 bra P_K;", "DONE:", "    ret;", "}"]
     return lines
 
@@ -196,11 +191,6 @@ def _rows(cfg) -> list[str]:
     return lines
 
 
-def _desc(reg: str, base: str, const: int) -> list[str]:
-    return [f"    cvt.u64.u32 {reg}, {base};", f"    shr.u64 {reg}, {reg}, 4;",
-            f"    or.b64 {reg}, {reg}, {const:#x};"]
-
-
 def _consumer(cfg) -> list[str]:
     kvb = cfg.kv_block
     v_desc = (1 << 62) | ((1024 >> 4) << 32) | (((kvb * 128) >> 4) << 16)   # MN-major V
@@ -209,7 +199,7 @@ def _consumer(cfg) -> list[str]:
     lines += [f"    mov.f32 %o{i}, {ZERO};" for i in range(cfg.headdim_v // 2)]
     lines += [f"    mov.f32 %mx{h}, {NEG_INF};\n    mov.f32 %l{h}, {ZERO};" for h in range(2)]
     lines += ["    mov.u32 %r18, smem;", "    shl.b32 %r19, %r10, 13;   // 64 rows x 128 B",
-              "    add.u32 %r18, %r18, %r19;", *_desc("%desc_q", "%r18", DESC_SWIZZLE128),
+              "    add.u32 %r18, %r18, %r19;", *smem_desc("%desc_q", "%r18", DESC_SWIZZLE128),
               "    mov.u32 %phase, 0;",
               "C_QWAIT:", "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%bars], %phase;",
               "    @!%p1 bra C_QWAIT;",
@@ -220,14 +210,15 @@ def _consumer(cfg) -> list[str]:
               "C_WAIT:", "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], %phase;",
               "    @!%p1 bra C_WAIT;",
               "    mov.u32 %r6, smem;", f"    mad.lo.u32 %r6, %stage, {cfg.stage_bytes}, %r6;",
-              f"    add.u32 %r6, %r6, {cfg.q_bytes};", *_desc("%desc_k", "%r6", DESC_SWIZZLE128)]
+              f"    add.u32 %r6, %r6, {cfg.q_bytes};",
+              *smem_desc("%desc_k", "%r6", DESC_SWIZZLE128)]
     if not cfg.v_from_k:
         lines.append(f"    add.u32 %r6, %r6, {cfg.k_bytes};")
-    lines += _desc("%desc_v", "%r6", v_desc)
+    lines += smem_desc("%desc_v", "%r6", v_desc)
     lines += _qk(cfg) + _mask(cfg) + _softmax(cfg) + _pv(cfg)
     lines += ["    add.u32 %r4, %r3, " f"{cfg.empty_bar(0) - cfg.full_bar(0)};",
               "    mbarrier.arrive.shared::cta.b64 %rd3, [%r4];   // release the stage",
-              *_advance_stage(cfg), "    add.u32 %n, %n, 1;",
+              *advance_stage(cfg), "    add.u32 %n, %n, 1;",
               "    setp.lt.u32 %p0, %n, %nend;", "    @%p0 bra C_K;", "C_END:",
               *_epilogue(cfg), "    bra.uni DONE;"]
     return lines

@@ -14,7 +14,8 @@ functions returning lists of lines; the layout they share is the `Config` proper
 
 from __future__ import annotations
 
-DESC_SWIZZLE128 = 0x4000004000010000   # 128B swizzle, SBO 1024 B (8 rows), LBO 16 B
+from workloads.kernels.templates.pipeline_ptx import DESC_SWIZZLE128, advance_stage, smem_desc
+
 K_STEP_BYTES = 32                      # one wgmma consumes 32 bytes of K per row
 
 
@@ -129,14 +130,6 @@ def _tile_end(cfg, side: str) -> list[str]:
             f"    bra.uni {side}_TILE;", f"{side}_END:"]
 
 
-def _advance_stage(cfg) -> list[str]:
-    """stage = (stage + 1) % stages, flipping the phase parity on wrap."""
-    return ["    add.u32 %stage, %stage, 1;",
-            f"    setp.eq.u32 %p1, %stage, {cfg.stages};",
-            "    selp.u32 %stage, 0, %stage, %p1;",
-            "    xor.b32 %r0, %phase, 1;", "    selp.u32 %phase, %r0, %phase, %p1;"]
-
-
 def _producer(cfg) -> list[str]:
     lines = ["", "    // ---- producer warpgroup: warp 0, one elected lane, issues TMA ----",
              "PRODUCER:", "    setmaxnreg.dec.sync.aligned.u32 40;",
@@ -165,7 +158,7 @@ def _producer(cfg) -> list[str]:
                   tma.format(map="%rd0", row="%m0"),
                   f"    add.u32 %r8, %r6, {cfg.a_bytes + j * cfg.n_tile * 128};",
                   tma.format(map="%rd1", row="%brow" if cfg.grouped else "%n0")]
-    lines += [*_advance_stage(cfg), "    add.u32 %it, %it, 1;", "    add.u32 %kt, %kt, 1;",
+    lines += [*advance_stage(cfg), "    add.u32 %it, %it, 1;", "    add.u32 %kt, %kt, 1;",
               "    setp.lt.u32 %p0, %kt, %ktiles;", "    @%p0 bra P_K;",
               *_tile_end(cfg, "P"), "DONE:", "    ret;", "}"]
     return lines
@@ -196,10 +189,8 @@ def _consumer(cfg) -> list[str]:
              "    // stage-0 descriptors; stage s adds s * stage_bytes / 16 to the address field",
              "    mov.u32 %r6, smem;", f"    add.u32 %r7, %r6, {cfg.a_bytes};",
              "    add.u32 %r6, %r6, %r16;",
-             "    cvt.u64.u32 %desc_a0, %r6;", "    shr.u64 %desc_a0, %desc_a0, 4;",
-             f"    or.b64 %desc_a0, %desc_a0, {DESC_SWIZZLE128:#x};",
-             "    cvt.u64.u32 %desc_b0, %r7;", "    shr.u64 %desc_b0, %desc_b0, 4;",
-             f"    or.b64 %desc_b0, %desc_b0, {DESC_SWIZZLE128:#x};",
+             *smem_desc("%desc_a0", "%r6", DESC_SWIZZLE128),
+             *smem_desc("%desc_b0", "%r7", DESC_SWIZZLE128),
              "    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;",
              "    mov.u32 %tile, %ctaid.x;", *_tile_start(cfg, "C")]
     if cfg.fp8_scaling:
@@ -238,7 +229,7 @@ def _consumer(cfg) -> list[str]:
     else:
         lines += ["    @%pacc mbarrier.arrive.shared::cta.b64 %rd2, [%prev_empty];   // previous",
                   f"    add.u32 %prev_empty, %r3, {8 * cfg.stages};   // empty[s]"]
-    lines += [*_advance_stage(cfg), "    add.u32 %kt, %kt, 1;",
+    lines += [*advance_stage(cfg), "    add.u32 %kt, %kt, 1;",
               "    setp.lt.u32 %p0, %kt, %ktiles;", "    @%p0 bra C_K;"]
     if not cfg.fp8_scaling:
         lines += ["    wgmma.wait_group.sync.aligned 0;",
