@@ -11,7 +11,7 @@ Snapshots serve the sampled fidelity's growth from k to k_max waves
 are the same simulation until the dispatcher of the shorter one first has no CTA to give.
 `step_to_end(snapshot_from=c)` copies the session at the first event boundary where the
 dispatcher has handed out at least `c` CTAs but still holds some (so the two replays are
-still one), and `resume(snapshot, kernel, n_ctas)` continues that copy with `n_ctas` CTAs
+still one), and `snapshot.resume(kernel, n_ctas)` continues that copy with `n_ctas` CTAs
 to dispatch and the image of the longer trace (its first CTAs' events are the same
 events at the same positions; `tests/test_speed_snapshot.py` compares with replays from
 a cold start). The copy is exact: SimPy's pending events at a boundary are the SMs'
@@ -93,8 +93,7 @@ class ReplaySession:
         if snapshot_from is not None and copyable(self):
             step = env.step
             while env._queue:
-                if (snapshot is None and snapshot_from <= dispatcher.next_cta
-                        < dispatcher.n_ctas):
+                if snapshot_from <= dispatcher.next_cta < dispatcher.n_ctas:
                     snapshot = self.copy()
                     break
                 step()

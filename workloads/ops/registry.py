@@ -40,7 +40,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from isa.errors import InputError
 
@@ -175,9 +175,18 @@ def _simulate_launch(launch: Launch, config, fidelity: str, params: set[str]):
         raise
 
 
-def _clock_parts(res, launch: Launch, config) -> tuple[float, float, float, float, float]:
-    """(launch overhead us, kernel us, tensor busy cycles, sub-partition cycles, time us) of
-    a launch simulated at the preset clock (cycles summed over SMs and sub-partitions)."""
+class ClockParts(NamedTuple):
+    """What re-timing a launch simulated at the preset clock needs (cycles summed over SMs
+    and sub-partitions)."""
+    overhead_us: float
+    kernel_us: float
+    busy_cycles: float
+    slot_cycles: float
+    time_us: float
+
+
+def _clock_parts(res, launch: Launch, config) -> ClockParts:
+    """The `ClockParts` of one simulated launch."""
     from models.sustained_clock import tensor_busy_fraction
 
     if launch.overrides:
@@ -187,7 +196,8 @@ def _clock_parts(res, launch: Launch, config) -> tuple[float, float, float, floa
     overhead_us = float(overhead.value.sum())
     slots = float(res.cycles) * config.sm.count * config.sm.subpartitions
     busy = tensor_busy_fraction(frame, config.sm.count, config.sm.subpartitions) * slots
-    return overhead_us, float(res.time_us) - overhead_us, busy, slots, float(res.time_us)
+    return ClockParts(overhead_us, float(res.time_us) - overhead_us, busy, slots,
+                      float(res.time_us))
 
 
 def _sustained_clock(parts: list, config, peak: str) -> float:
@@ -195,8 +205,8 @@ def _sustained_clock(parts: list, config, peak: str) -> float:
     together (their busy fraction is the extrapolated launch's, not each reduced one's)."""
     from models.sustained_clock import sustained_clock_ghz
 
-    busy = sum(w * p[2] for w, p in parts)
-    slots = sum(w * p[3] for w, p in parts)
+    busy = sum(w * p.busy_cycles for w, p in parts)
+    slots = sum(w * p.slot_cycles for w, p in parts)
     precision = peak.removeprefix("tensor_").removesuffix("_tflops")
     return sustained_clock_ghz(config.chip, busy / slots if slots > 0 else 0.0, precision)
 
@@ -204,11 +214,11 @@ def _sustained_clock(parts: list, config, peak: str) -> float:
 def _retimed_us(parts: list, clock_ghz: float, preset_ghz: float) -> tuple[float, float]:
     """(time_us, kernel_us) of weighted launch parts at `clock_ghz`: cycles kept, kernel
     time x preset / sustained clock, the launch overhead kept; as simulated if not lower."""
-    kernel = sum(w * p[1] for w, p in parts)
+    kernel = sum(w * p.kernel_us for w, p in parts)
     if clock_ghz >= preset_ghz:
-        return sum(w * p[4] for w, p in parts), kernel
+        return sum(w * p.time_us for w, p in parts), kernel
     kernel *= preset_ghz / clock_ghz
-    return sum(w * p[0] for w, p in parts) + kernel, kernel
+    return sum(w * p.overhead_us for w, p in parts) + kernel, kernel
 
 
 def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
@@ -255,9 +265,9 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
         group_us, group_kernel_us = _retimed_us(group, clock_ghz, preset_ghz)
         time_us += group_us
         kernel_us += group_kernel_us
-        kernel_us_at_preset += sum(w * p[1] for w, p in group)
+        kernel_us_at_preset += sum(w * p.kernel_us for w, p in group)
         if not use_samples:
-            kernels[k].update(time_us=group_us, sm_clock_ghz=min(clock_ghz, preset_ghz))
+            kernels[k].update(time_us=group_us, sm_clock_ghz=clock_ghz)
     if use_samples:
         kernels = [{**launch.describe(), "sampled_from": len(plan.samples),
                     "sample_note": plan.sample_note} for launch in plan.launches]
