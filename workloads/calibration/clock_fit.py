@@ -38,6 +38,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from models.sustained_clock import CAP_EXPONENT
+
 REFERENCE = Path(__file__).resolve().parents[1] / "reference" / "h100"
 NCU_GEMM = REFERENCE / "gemm_ncu_l2.csv"
 NVML_GEMM = REFERENCE / "gemm.csv"
@@ -56,10 +58,11 @@ def fit_rows() -> pd.DataFrame:
 
 
 def predict_ghz(rows: pd.DataFrame, cap_ghz, ratio, ceiling_ghz: float = CEILING_GHZ):
-    """Model clocks of `rows` for one parameter pair or broadcastable arrays of them."""
+    """Model clocks of `rows` for one parameter pair or broadcastable arrays of them
+    (`models.sustained_clock.sustained_clock_ghz` over arrays)."""
     ratios = np.where(rows.dtype.to_numpy() == "fp8", np.asarray(ratio)[..., None], 1.0)
     activity = rows.u.to_numpy() * ratios
-    return np.minimum(ceiling_ghz, np.asarray(cap_ghz)[..., None] * activity ** (-1.0 / 3.0))
+    return np.minimum(ceiling_ghz, np.asarray(cap_ghz)[..., None] * activity ** -CAP_EXPONENT)
 
 
 def fit(rows: pd.DataFrame) -> tuple[float, float, float]:

@@ -45,10 +45,8 @@ from workloads.kernels.templates.attention_bwd import (
     padded,
 )
 from workloads.ops import attention_sampling as sampling
-from workloads.ops.attention import compute_sms, launch_regs
+from workloads.ops.attention import FUNCTIONAL_ELEMENTS, compute_sms, launch_regs
 from workloads.ops.registry import Launch, OpPlan
-
-FUNCTIONAL_ELEMENTS = 1 << 20
 
 
 def choose(headdim: int, headdim_v: int, dtype: str, causal: bool) -> dict:
