@@ -24,6 +24,11 @@ that an L2 slice picks the set by `l2_set_of_line` (an XOR-fold of the line numb
 the modulo, the rows of a GEMM operand 16 KiB apart fell into 2 of a slice's 256 sets and
 missed to HBM (a 4096x8192x8192 bf16 GEMM read 2.56 GB from HBM for 192 MB of operands). The
 address hashes are `models.address_map`'s (`tests/test_cached_memory.py` checks they agree).
+
+Speed: the helpers allocate nothing and are compiled with numba's reference counting off
+(`_nrt=False`); with it on, every call between them increfed and decrefed each array it
+passed (the tuples `meta` and `flags` hold six), about half of a request's time.
+`serve_request` allocates the request's scratch arrays and hands them to `_serve`.
 Units: ps, fs for pipe bookings, sector indices (byte address >> 5), bytes.
 """
 
@@ -57,12 +62,12 @@ _TAG, _STAMP, _READY = 0, 1, 2
 _VALID, _DIRTY = 0, 1
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _ceil_ps(fs):
     return -(-fs // 1000)
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _fold(ids, a, b, c):
     return ids ^ (ids >> a) ^ (ids >> b) ^ (ids >> c)
 
@@ -87,7 +92,7 @@ def hbm_channel_of_line(line, channels):
     return _fold(line, 5, 11, 17) % channels
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _book(free_fs, pipe, at_ps, size_bytes, fs_per_byte):
     """Reserve `size_bytes` on a FCFS pipe from `at_ps` on; returns the start in ps."""
     start = max(at_ps * 1000, free_fs[pipe])
@@ -95,7 +100,7 @@ def _book(free_fs, pipe, at_ps, size_bytes, fs_per_byte):
     return _ceil_ps(start)
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _find(meta, unit, s, line):
     for w in range(meta.shape[2]):
         if meta[unit, s, w, _TAG] == line:
@@ -103,7 +108,7 @@ def _find(meta, unit, s, line):
     return -1
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _victim(meta, unit, s):
     way = 0
     for w in range(meta.shape[2]):
@@ -114,7 +119,7 @@ def _victim(meta, unit, s):
     return way
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _popcount(mask):
     n = 0
     while mask:
@@ -123,19 +128,19 @@ def _popcount(mask):
     return n
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _refresh_offset_fs(p, channel):
     """Phase of the channel's refresh windows (channels staggered over one interval)."""
     return channel * p[P_REFRESH_INTERVAL_FS] // p[P_CHANNELS]
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _refresh_index(p, channel, t_fs):
     """Number of the last refresh window of the channel starting at or before `t_fs`."""
     return (t_fs - _refresh_offset_fs(p, channel)) // p[P_REFRESH_INTERVAL_FS]
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _outside_refresh(p, channel, start_fs, duration_fs):
     """The earliest time >= `start_fs` at which `duration_fs` of channel work overlaps no
     all-bank refresh window ([offset + k * tREFI, + tRFC))."""
@@ -148,7 +153,7 @@ def _outside_refresh(p, channel, start_fs, duration_fs):
     return start_fs
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _book_channel(p, free_fs, banks, channel, at_ps, size_bytes, write):
     """Book `size_bytes` on the channel's data bus from `at_ps` on, after the turnaround gap
     if the bus last moved data the other way and outside refresh; the start in ps."""
@@ -165,7 +170,7 @@ def _book_channel(p, free_fs, banks, channel, at_ps, size_bytes, write):
     return _ceil_ps(start)
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _hbm(p, free_fs, banks, counts, line, size_bytes, at_ps, write):
     """Open the line's row; a read moves its bytes over the channel at once and returns the
     ps they are back at the level above; a write joins the channel's write-back buffer, which
@@ -201,7 +206,7 @@ def _hbm(p, free_fs, banks, counts, line, size_bytes, at_ps, write):
     return at_ps
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _fill_way(meta, flags, lru, unit, s, way, mask, ready_ps):
     """`_install` (clean) of `mask` into a line known to sit in `way`."""
     for k in range(meta.shape[3] - _READY):
@@ -215,7 +220,7 @@ def _fill_way(meta, flags, lru, unit, s, way, mask, ready_ps):
     meta[unit, s, way, _STAMP] = lru[0]
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _install(meta, flags, lru, unit, s, line, mask, ready_ps, dirty):
     """Allocate (if absent) and mark `mask` valid with data at `ready_ps`; returns the evicted
     line and its dirty mask (line -1 when nothing dirty was evicted)."""
@@ -234,7 +239,7 @@ def _install(meta, flags, lru, unit, s, line, mask, ready_ps, dirty):
     return evicted, evicted_mask
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _hbm_write(p, free_fs, banks, counts, line, mask, at_ps):
     """Write `mask` of `line` to HBM from `at_ps` on; returns the ps from which the request
     that caused the write-back may complete: when the channel's backlog (the work booked on
@@ -245,7 +250,7 @@ def _hbm_write(p, free_fs, banks, counts, line, mask, at_ps):
     return _ceil_ps(free_fs[p[P_PIPE_CHANNEL] + channel] - p[P_WRITEBACK_BOUND_FS])
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _write_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_ps):
     """A dirty L2 line's sectors leave for the L3 (write-allocate) or HBM; returns the ps from
     which the request that evicted it may complete (see `_hbm_write`)."""
@@ -263,7 +268,7 @@ def _write_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_
     return _hbm_write(p, free_fs, banks, counts, line, mask, at_ps)
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_ps):
     """Missing L2 sectors come from the L3 (if any) or HBM; the ps they are at the slice."""
     if not p[P_L3_ENABLED]:
@@ -303,7 +308,7 @@ def _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_p
     return data + p[P_L3_PS]
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _present(meta, flags, unit, s, line, mask):
     """The sectors of `mask` the slice holds, their latest ready ps (0 if none) and the way."""
     way = _find(meta, unit, s, line)
@@ -317,7 +322,7 @@ def _present(meta, flags, unit, s, line, mask):
     return present, ready, way
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _evict_to(p, meta, flags, free_fs, banks, lru, counts, evicted, evicted_mask, at_ps):
     """Write back a dirty victim (line -1: none); the ps from which the requester may complete."""
     if evicted < 0:
@@ -327,7 +332,7 @@ def _evict_to(p, meta, flags, free_fs, banks, lru, counts, evicted, evicted_mask
                            at_ps)
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line, mask, at_ps):
     """The line's home slice serves `mask` from `at_ps` on (stores write it, loads and atomics
     read it, fetching what is missing); the ps its answer leaves the slice."""
@@ -354,14 +359,14 @@ def _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line, 
                                evicted_mask, t))
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _copy_slice(p, home, partition):
     """The slice of `partition` that keeps copies of lines homed at slice `home`."""
     per = p[P_SLICES] // p[P_PARTITIONS]
     return partition * per + home % per
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _write_copies(p, l2m, l2f, home, line, mask, at_ps, writer):
     """A write of `mask` reached the home: the writer partition's copy (if held) takes the
     new data, every other partition's copy drops those sectors (at once, no messages)."""
@@ -384,7 +389,7 @@ def _write_copies(p, l2m, l2f, home, line, mask, at_ps, writer):
             l2m[c, s, way, _TAG] = -1
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True)
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, at_ps):
     """One L2 line of a request reaching the SM's partition at `at_ps`; the ps its answer is
     at the SM. Loads of a far-homed line look in the SM partition's copy first."""
@@ -433,6 +438,16 @@ def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, 
 @numba.njit(cache=True)
 def serve_request(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, counts):
     """Run one warp request through the hierarchy; returns its completion time in ps."""
+    n = sectors.size
+    return _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, counts,
+                  np.ones(n, np.bool_), np.empty(n, np.int64))
+
+
+@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
+def _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, counts, need,
+           line_done):
+    """`serve_request` on scratch arrays `need` (all True) and `line_done` of the request's
+    size: no allocation, so it runs without reference counting."""
     counts[:] = 0
     n = sectors.size
     counts[C_SECTORS] = n
@@ -440,7 +455,6 @@ def serve_request(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru
     l1m, l1f = meta[LEVEL_L1], flags[LEVEL_L1]
     l1_sets = l1m.shape[1]
     spl1, spl2 = p[P_L1_SPL], p[P_L2_SPL]
-    need = np.ones(n, np.bool_)
     # 1. L1: loads look up (hits refresh LRU), stores update lines held, atomics bypass.
     # Lookups change no tag, so a run of sectors of one line reuses its way.
     if kind != KIND_ATOMIC and l1_sets > 0:
@@ -480,7 +494,6 @@ def serve_request(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru
         done = max(done, _ceil_ps(free_fs[p[P_PIPE_DOWN] + sm]))
     at_slice = start + p[P_NOC_PS]
     # 3. L2 slices, one line at a time (sectors of a line are adjacent in a sorted request).
-    line_done = np.empty(n, np.int64)
     i = 0
     while i < n:
         if not need[i]:
