@@ -45,6 +45,7 @@ from models.cached_memory import CachedMemoryTracer
 from models.cta_dispatch import CtaDispatcher, estimate_registers, occupancy
 from models.link_memory import LinkMemory
 from models.sm import DEFAULT_QUANTUM_CYCLES, KernelImage, StreamingMultiprocessor
+from models.sm_core import PhaseTable
 from models.sm_tracer import MemoryTracer, SmTracer
 from models.timeline_tracer import TimelineTracer
 from models.units import event_timings, instruction_timings
@@ -218,9 +219,10 @@ class _Run:
         MemoryTracer(self.sheet).attach(memory_hooks)
         self.cache_tracer.attach(memory_hooks)
         self.dispatcher = CtaDispatcher(prepared.image.trace.n_ctas)
+        phases = PhaseTable(prepared.image.slot_events.size)
         self.sms = [StreamingMultiprocessor(k, system.env, config, prepared.image,
                                             system.memory, self.dispatcher, policy,
-                                            quantum_cycles)
+                                            quantum_cycles, phases)
                     for k in system.sm_ids(prepared.role)]
         self.timeline = TimelineTracer([sm.sm_id for sm in self.sms], config.sm.subpartitions,
                                        config.chip.clock_ghz)

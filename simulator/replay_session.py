@@ -114,7 +114,6 @@ class ReplaySession:
         memo: dict[int, Any] = {id(env): fresh, id(self.processes): {}}
         for sm in self.sms:
             memo[id(sm.kernel)] = sm.kernel
-            memo[id(sm.ops)] = sm.ops
             memo[id(sm.hooks)] = Hooks(sm.hooks.owner)
         memo[id(self.memory.hooks)] = Hooks(self.memory.hooks.owner)
         clone = copy.deepcopy(self, memo)
@@ -126,7 +125,7 @@ class ReplaySession:
         """Continue a copy with `kernel` (the longer trace's image) and `n_ctas` CTAs."""
         self.dispatcher.n_ctas = n_ctas
         for sm in self.sms:
-            sm.kernel, sm.ops = kernel, kernel.ops
+            sm.set_kernel(kernel)
         env = self.env
         for at_ps, sm in self.pending:
             self.processes[env.process(_woken(env, sm, at_ps))] = sm

@@ -46,6 +46,7 @@ from isa.launch import dim3
 from models.cached_memory import CachedMemoryTracer
 from models.cta_dispatch import CtaDispatcher, estimate_registers, occupancy
 from models.sm import DEFAULT_QUANTUM_CYCLES, KernelImage, StreamingMultiprocessor
+from models.sm_core import PhaseTable
 from models.sm_tracer import MemoryTracer, SmTracer
 from models.timeline_tracer import TimelineTracer
 from models.units import event_timings, instruction_timings
@@ -202,8 +203,7 @@ class ReplayRun:
 
 @dataclass
 class Replay:
-    """Times traced CTAs on a freshly built system (one `run` = one cold kernel launch);
-    `batch_runs` as `models.sm.KernelImage`, under the greedy `gto` policy only."""
+    """Times traced CTAs on a freshly built system (one `run` = one cold kernel launch)."""
 
     config: Any
     memory: Any
@@ -213,7 +213,6 @@ class Replay:
     run_id: str
     entry: str
     sms: str = "compute"
-    batch_runs: bool = True
 
     @property
     def n_sms(self) -> int:
@@ -236,8 +235,7 @@ class Replay:
         config = self.config
         timings, n_regs = instruction_timings(launch.program, config)
         trace, timings = event_timings(recorder.finish(), timings, launch.program, config)
-        greedy = (self.policy or config.sm.scheduler_policy) == "gto"
-        return KernelImage(trace, timings, n_regs, self.batch_runs and greedy)
+        return KernelImage(trace, timings, n_regs)
 
     def session(self, kernel: KernelImage, stop: int | None = None) -> ReplaySession:
         """A cold system with CTAs [0, stop) of `kernel` dispatched to its SMs, started."""
@@ -245,8 +243,9 @@ class Replay:
         system = build_system(config, self.memory, occ.shared_carveout_bytes)
         sheet = StatSheet()
         dispatcher = CtaDispatcher(kernel.trace.n_ctas if stop is None else stop)
+        phases = PhaseTable(kernel.slot_events.size)
         sms = [StreamingMultiprocessor(k, system.env, config, kernel, system.memory, dispatcher,
-                                       self.policy, self.quantum_cycles)
+                                       self.policy, self.quantum_cycles, phases)
                for k in system.sm_ids(self.sms)]
         timeline = TimelineTracer([sm.sm_id for sm in sms], config.sm.subpartitions,
                                   config.chip.clock_ghz)

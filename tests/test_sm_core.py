@@ -1,0 +1,55 @@
+"""The compiled SM loop (`models.sm_core`): room that grows on demand, policies by code."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import models
+import simulator
+from models import sm_core
+from models.warp_scheduler import policy_code
+from tests.test_tile_timing import CHAIN, RATES, WAIT_KERNEL
+
+H100 = models.load_preset("h100_sxm")
+
+
+def _groups_kernel(groups: int, keep: int) -> str:
+    regs = ", ".join(f"%f{i}" for i in range(128))
+    op = (f"    wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{{regs}}}, %rd1, %rd1, "
+          "%p1, 1, 1, 0, 0;\n    wgmma.commit_group.sync.aligned;")
+    kernel = WAIT_KERNEL.format(wgmmas="\n".join([op] * groups), keep=keep,
+                                chain="\n".join(["    add.u32 %r1, %r1, 1;"] * CHAIN))
+    return kernel.replace("    wgmma.commit_group.sync.aligned;\n    wgmma.wait_group",
+                          "    wgmma.wait_group", 1)
+
+
+def test_more_open_wgmma_groups_than_the_first_room_holds():
+    """40 open groups (over `GROUPS_START`): the work after wait_group 0 starts when the
+    last group completes, after wait_group 39 when the first does (it then overlaps)."""
+    groups = 40
+    assert groups > sm_core.GROUPS_START
+    out = np.zeros(4, np.float32)
+    held, early = (simulator.simulate_kernel(_groups_kernel(groups, keep), "wg", 1, 128, [out],
+                                             H100, timing_only=True).cycles
+                   for keep in (0, groups - 1))
+    interval = 16 * 256 * 16 // (RATES["bf16"] // 4)
+    chain = CHAIN * H100.units.int32.latency_cycles
+    assert held >= groups * interval + chain
+    assert held - early >= 0.9 * chain
+
+
+def test_unknown_policy_names_the_known_ones():
+    assert policy_code("gto") == sm_core.POLICY_GTO
+    assert policy_code("lrr") == sm_core.POLICY_LRR
+    with pytest.raises(KeyError, match="gto.*lrr"):
+        policy_code("fifo")
+
+
+def test_phase_table_grows_keeping_its_slots():
+    table = sm_core.PhaseTable(2)
+    table.table[1, sm_core.H_DONE] = 17
+    table.ensure(5)
+    assert table.table.shape[0] == 5
+    assert table.table[1, sm_core.H_DONE] == 17
+    assert (table.table[2:, sm_core.H_DONE] == -1).all()
