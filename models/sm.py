@@ -37,7 +37,7 @@ completed.
 How it runs
 -----------
 The issue loop is compiled (`models.sm_core.run`, numba) over a struct of arrays
-(`models.sm_core.SmState`); this class holds the parts that need Python and answers the
+(`models.sm_state.SmState`); this class holds the parts that need Python and answers the
 loop's requests: global memory accesses through the `models.lsu.LoadStoreUnit`, TMA
 messages through the `TmaEngine`, finished CTAs (hooks, the dispatcher, the next launch),
 and SimPy. Time advances only to cycles where something can happen (the earliest ready
@@ -70,6 +70,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models import sm_core as core
+from models import sm_state as st
 from models.lsu import LoadStoreUnit
 from models.tma import TmaEngine
 from models.units import ACTION_WGMMA, UNIT_NAMES, InstrTiming
@@ -88,7 +89,7 @@ DEFAULT_QUANTUM_CYCLES = 64
 def _pc_table(timings: list[InstrTiming]) -> tuple[np.ndarray, np.ndarray]:
     """(per-pc `P_*` rows, flat register list) of the timings: the scoreboard registers
     (sources then destinations, once each; a wgmma's sources only) and the destinations."""
-    table = np.zeros((max(len(timings), 1), core.P_FIELDS), np.int64)
+    table = np.zeros((max(len(timings), 1), st.P_FIELDS), np.int64)
     flat: list[int] = []
     for p, t in enumerate(timings):
         board = t.sources if t.action == ACTION_WGMMA else tuple(
@@ -106,7 +107,7 @@ def _pc_table(timings: list[InstrTiming]) -> tuple[np.ndarray, np.ndarray]:
 class KernelImage:
     """A traced kernel ready to time: per-event arrays, per-pc timings, per-CTA issue counts.
 
-    `pcs` / `regs` are the per-pc table of `models.sm_core` (`P_*` columns); `ev_*` the
+    `pcs` / `regs` are the per-pc table of `models.sm_state` (`P_*` columns); `ev_*` the
     trace's per-event pc, kind, detail and phase slot in the loop's dtypes;
     `cta_issued[c]` / `cta_busy_cycles[c]` are CTA `c`'s warp-instructions and
     initiation-interval cycles per unit.
@@ -146,20 +147,20 @@ class KernelImage:
 class StreamingMultiprocessor:
     """One SM (see the module docstring); `launch(cta)` then run `process()` under SimPy.
 
-    `phases` is the launch's `models.sm_core.PhaseTable`, shared by its SMs (one of its
+    `phases` is the launch's `models.sm_state.PhaseTable`, shared by its SMs (one of its
     own when None)."""
 
     def __init__(self, sm_id: int, env, config, kernel: KernelImage, memory, dispatcher,
                  policy: str | None = None, quantum_cycles: int = DEFAULT_QUANTUM_CYCLES,
-                 phases: core.PhaseTable | None = None):
+                 phases: st.PhaseTable | None = None):
         self.sm_id, self.env, self.kernel, self.dispatcher = sm_id, env, kernel, dispatcher
         self.clock = Clock(config.chip.clock_ghz)
         self.hooks = Hooks(f"sm{sm_id}")
         self.lsu = LoadStoreUnit(sm_id, config, memory, self.clock)
         self.tma = TmaEngine(sm_id, memory, self.clock)
-        self.phases = phases if phases is not None else core.PhaseTable()
+        self.phases = phases if phases is not None else st.PhaseTable()
         self.phases.ensure(kernel.slot_events.size)
-        self.state = core.SmState(config.sm.subpartitions, len(UNIT_NAMES), kernel.n_registers,
+        self.state = st.SmState(config.sm.subpartitions, len(UNIT_NAMES), kernel.n_registers,
                                   kernel.trace.warps_per_cta,
                                   policy_code(policy or config.sm.scheduler_policy),
                                   config.shared_memory.latency_cycles,
@@ -169,17 +170,17 @@ class StreamingMultiprocessor:
     @property
     def resident(self) -> int:
         """CTAs resident now."""
-        return int(self.state.lp[core.L_RESIDENT])
+        return int(self.state.lp[st.L_RESIDENT])
 
     @property
     def cycle(self) -> int:
         """The SM's current cycle."""
-        return int(self.state.lp[core.L_CYCLE])
+        return int(self.state.lp[st.L_CYCLE])
 
     @property
     def finish_cycle(self) -> int:
         """The cycle its last result completed (0 before it ran anything)."""
-        return int(self.state.lp[core.L_FINISH])
+        return int(self.state.lp[st.L_FINISH])
 
     def set_kernel(self, kernel: KernelImage) -> None:
         """Go on with `kernel`, whose first CTAs' events are this one's (snapshot resume)."""
@@ -202,8 +203,8 @@ class StreamingMultiprocessor:
     def _cta_done(self) -> None:
         """The CTA in `L_CTA_DONE` finished: its hooks, then the dispatcher's next CTA."""
         lp = self.state.lp
-        cta = int(lp[core.L_CTA_DONE])
-        lp[core.L_CTA_DONE] = -1
+        cta = int(lp[st.L_CTA_DONE])
+        lp[st.L_CTA_DONE] = -1
         if self.hooks.listening:
             kernel = self.kernel
             self.hooks.fire(SM_ISSUE, issued=kernel.cta_issued[cta],
@@ -218,7 +219,7 @@ class StreamingMultiprocessor:
     def _memory(self, tma: bool) -> int:
         """Completion cycle of the pending event (global access or TMA message)."""
         kernel, lp = self.kernel, self.state.lp
-        e, cycle = int(lp[core.L_PEND_E]), int(lp[core.L_CYCLE])
+        e, cycle = int(lp[st.L_PEND_E]), int(lp[st.L_CYCLE])
         trace = kernel.trace
         s, n = int(trace.sector_start[e]), int(kernel.ev_detail[e])
         kind = int(kernel.ev_kind[e])
@@ -230,43 +231,45 @@ class StreamingMultiprocessor:
         """Fire the stall cycles summed so far, open stretches counted up to `cycle`."""
         s = self.state
         core.close_stretches(cycle, s.si, s.stall)
-        stall = s.stall
-        for k in np.flatnonzero(stall).tolist():
-            self.hooks.fire(SM_STALL, reason=STALL_REASONS[k], cycles=int(stall[k]),
-                            cycle=cycle)
-        stall[:] = 0
+        cycles = s.stall.tolist()
+        if any(cycles):
+            fire = self.hooks.fire
+            for reason, n in zip(STALL_REASONS, cycles, strict=True):
+                if n:
+                    fire(SM_STALL, reason=reason, cycles=n, cycle=cycle)
+            s.stall[:] = 0
 
     # -- the process ----------------------------------------------------------------
     def process(self):
         """SimPy process: run the compiled loop until no CTA is resident and the dispatcher
-        is empty, answering its requests (`models.sm_core` RC_*)."""
+        is empty, answering its requests (`models.sm_state` RC_*)."""
         env, clock, hooks, s = self.env, self.clock, self.hooks, self.state
         lp = s.lp
-        lp[core.L_WINDOW] = clock.ps_to_cycles(env.now + self.quantum_ps)
+        lp[st.L_WINDOW] = clock.ps_to_cycles(env.now + self.quantum_ps)
         run = core.run
         while True:
             kernel = self.kernel
-            lp[core.L_LISTEN] = hooks.listening
+            lp[st.L_LISTEN] = hooks.listening
             rc = run(kernel.ev_pc, kernel.ev_kind, kernel.ev_detail, kernel.ev_slot, kernel.pcs,
                      kernel.regs, kernel.slot_events, s.wi, s.wr, s.wm, s.wg, s.si, s.uf, s.sw,
                      s.ci, s.ca, self.phases.table, lp, s.stall)
-            if rc == core.RC_MEMORY or rc == core.RC_TMA:
-                lp[core.L_DONE] = self._memory(rc == core.RC_TMA)
-            elif rc == core.RC_CTA_DONE:
+            if rc == st.RC_MEMORY or rc == st.RC_TMA:
+                lp[st.L_DONE] = self._memory(rc == st.RC_TMA)
+            elif rc == st.RC_CTA_DONE:
                 self._cta_done()
-            elif rc == core.RC_YIELD:
-                cycle = int(lp[core.L_CYCLE])
+            elif rc == st.RC_YIELD:
+                cycle = int(lp[st.L_CYCLE])
                 if hooks.listening:
                     self._fire_stalls(cycle)
                 yield env.timeout(clock.edge_ps(cycle) - env.now)
-                lp[core.L_WINDOW] = clock.ps_to_cycles(env.now + self.quantum_ps)
-            elif rc == core.RC_GROW:
+                lp[st.L_WINDOW] = clock.ps_to_cycles(env.now + self.quantum_ps)
+            elif rc == st.RC_GROW:
                 s.widen_groups()
-            elif rc == core.RC_STUCK:
+            elif rc == st.RC_STUCK:
                 raise RuntimeError(f"sm{self.sm_id}: no warp can ever issue at cycle "
                                    f"{self.cycle}")
             else:
                 break
         if hooks.listening:
             self._fire_stalls(self.cycle)
-        lp[core.L_FINISH] = max(self.finish_cycle, self.cycle)
+        lp[st.L_FINISH] = max(self.finish_cycle, self.cycle)

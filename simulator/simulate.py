@@ -46,7 +46,7 @@ from isa.launch import dim3
 from models.cached_memory import CachedMemoryTracer
 from models.cta_dispatch import CtaDispatcher, estimate_registers, occupancy
 from models.sm import DEFAULT_QUANTUM_CYCLES, KernelImage, StreamingMultiprocessor
-from models.sm_core import PhaseTable
+from models.sm_state import PhaseTable
 from models.sm_tracer import MemoryTracer, SmTracer
 from models.timeline_tracer import TimelineTracer
 from models.units import event_timings, instruction_timings

@@ -1,4 +1,5 @@
-"""The compiled SM loop (`models.sm_core`): room that grows on demand, policies by code."""
+"""The compiled SM loop (`models.sm_core`, state in `models.sm_state`): room that grows on
+demand, policies by code."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 
 import models
 import simulator
-from models import sm_core
+from models import sm_state
 from models.warp_scheduler import policy_code
 from tests.test_tile_timing import CHAIN, RATES, WAIT_KERNEL
 
@@ -28,7 +29,7 @@ def test_more_open_wgmma_groups_than_the_first_room_holds():
     """40 open groups (over `GROUPS_START`): the work after wait_group 0 starts when the
     last group completes, after wait_group 39 when the first does (it then overlaps)."""
     groups = 40
-    assert groups > sm_core.GROUPS_START
+    assert groups > sm_state.GROUPS_START
     out = np.zeros(4, np.float32)
     held, early = (simulator.simulate_kernel(_groups_kernel(groups, keep), "wg", 1, 128, [out],
                                              H100, timing_only=True).cycles
@@ -40,16 +41,16 @@ def test_more_open_wgmma_groups_than_the_first_room_holds():
 
 
 def test_unknown_policy_names_the_known_ones():
-    assert policy_code("gto") == sm_core.POLICY_GTO
-    assert policy_code("lrr") == sm_core.POLICY_LRR
+    assert policy_code("gto") == sm_state.POLICY_GTO
+    assert policy_code("lrr") == sm_state.POLICY_LRR
     with pytest.raises(KeyError, match="gto.*lrr"):
         policy_code("fifo")
 
 
 def test_phase_table_grows_keeping_its_slots():
-    table = sm_core.PhaseTable(2)
-    table.table[1, sm_core.H_DONE] = 17
+    table = sm_state.PhaseTable(2)
+    table.table[1, sm_state.H_DONE] = 17
     table.ensure(5)
     assert table.table.shape[0] == 5
-    assert table.table[1, sm_core.H_DONE] == 17
-    assert (table.table[2:, sm_core.H_DONE] == -1).all()
+    assert table.table[1, sm_state.H_DONE] == 17
+    assert (table.table[2:, sm_state.H_DONE] == -1).all()

@@ -1,0 +1,109 @@
+"""The state of one SM's issue loop (`models.sm_core`) as a struct of arrays, and its layout.
+
+What it models
+--------------
+`SmState` holds one row per warp slot (`wi`, `W_*` columns; scoreboard cycles `wr` and
+from-memory flags `wm` per register; open wgmma group completions `wg`), per scheduler
+(`si`, `S_*`; unit next-free cycles `uf`; warp slots in age order `sw`), per CTA slot
+(`ci`, `C_*`; warps waiting at its barrier `ca`), the loop's variables (`lp`, `L_*`) and
+stall cycles per reason (`stall`). Slots are reused as warps and CTAs finish; `make_room`
+and `widen_groups` grow the arrays (from Python, between calls of the loop).
+`PhaseTable` holds the mbarrier phases of one launch (`H_*` columns per phase slot).
+Per-pc timings (`P_*`) are built by `models.sm.KernelImage`. The codes of the loop's
+requests (`RC_*`), states (`ST_*`), policies (`POLICY_*`) and stall reasons (`REASON_*`)
+live here too.
+
+Left out: nothing of the loop's state. Units: SM cycles.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NEVER = 1 << 62
+POLICY_GTO, POLICY_LRR = 0, 1
+REASON_NONE = -1
+(REASON_NO_WARP, REASON_DEPENDENCY, REASON_MEMORY, REASON_PIPE_BUSY,
+ REASON_BARRIER) = range(5)
+RC_END, RC_YIELD, RC_MEMORY, RC_TMA, RC_CTA_DONE, RC_GROW, RC_STUCK = range(7)
+ST_TOP, ST_PASS, ST_AFTER_ISSUE, ST_PENDING = range(4)
+(L_STATE, L_CYCLE, L_WAKE, L_NEXT, L_K, L_RESIDENT, L_FINISH, L_WINDOW, L_LISTEN, L_POLICY,
+ L_SHARED_FREE, L_SHARED_LAT, L_CONST_LAT, L_PEND_W, L_PEND_E, L_DONE, L_CTA_DONE,
+ L_NEXT_SCHED, L_GROW, L_SIZE) = range(20)
+(W_GID, W_CTA, W_SCHED, W_POS, W_END, W_READY, W_UNIT, W_MEM, W_DONE, W_WG_OPEN, W_NGROUPS,
+ W_WAIT_SLOT, W_USED, W_FIELDS) = range(14)
+(S_N, S_LAST, S_WAKE, S_TOUCHED, S_SLOT_FREE, S_REASON, S_SINCE, S_TENSOR,
+ S_FIELDS) = range(9)
+C_INDEX, C_LIVE, C_NARR, C_USED, C_FIELDS = range(5)
+(P_UNIT, P_INTERVAL, P_LATENCY, P_ACTION, P_COUNT, P_SB_LO, P_SB_HI, P_DST_LO, P_DST_HI,
+ P_FIELDS) = range(10)
+H_COUNT, H_MAX, H_DONE, H_FIELDS = range(4)
+GROUPS_START = 16
+
+
+
+class PhaseTable:
+    """Per mbarrier phase slot of a launch: contributions so far, their latest cycle, and
+    the completion cycle (-1 until complete)."""
+
+    def __init__(self, n_slots: int = 0) -> None:
+        self.table = np.zeros((0, H_FIELDS), np.int64)
+        self.ensure(n_slots)
+
+    def ensure(self, n_slots: int) -> None:
+        """Room for `n_slots` slots (the slots so far keep their state)."""
+        have = self.table.shape[0]
+        if n_slots > have:
+            grown = np.zeros((n_slots, H_FIELDS), np.int64)
+            grown[:, H_DONE] = -1
+            grown[:have] = self.table
+            self.table = grown
+
+
+class SmState:
+    """The arrays `run` works on (see the module docstring)."""
+
+    def __init__(self, n_schedulers: int, n_units: int, n_regs: int, warps_per_cta: int,
+                 policy: int, shared_latency: int, const_latency: int) -> None:
+        self.wpc = warps_per_cta
+        self.wi = np.zeros((0, W_FIELDS), np.int64)
+        self.wr = np.zeros((0, max(n_regs, 1)), np.int64)
+        self.wm = np.zeros((0, max(n_regs, 1)), np.int64)
+        self.wg = np.zeros((0, GROUPS_START), np.int64)
+        self.si = np.zeros((n_schedulers, S_FIELDS), np.int64)
+        self.si[:, S_LAST] = -1
+        self.si[:, S_WAKE] = NEVER
+        self.si[:, S_TOUCHED] = 1
+        self.si[:, S_REASON] = REASON_NONE
+        self.uf = np.zeros((n_schedulers, n_units), np.int64)
+        self.sw = np.zeros((n_schedulers, 0), np.int64)
+        self.ci = np.zeros((0, C_FIELDS), np.int64)
+        self.ca = np.zeros((0, max(warps_per_cta, 1)), np.int64)
+        self.lp = np.zeros(L_SIZE, np.int64)
+        self.lp[L_WAKE] = NEVER
+        self.lp[L_CTA_DONE] = -1
+        self.lp[L_POLICY] = policy
+        self.lp[L_SHARED_LAT] = shared_latency
+        self.lp[L_CONST_LAT] = const_latency
+        self.stall = np.zeros(5, np.int64)
+
+    def make_room(self) -> None:
+        """Room for one more CTA: a free CTA slot and `wpc` free warp slots."""
+        free_ctas = int(np.count_nonzero(self.ci[:, C_USED] == 0))
+        free_warps = int(np.count_nonzero(self.wi[:, W_USED] == 0))
+        if free_ctas < 1:
+            self.ci = np.concatenate([self.ci, np.zeros((1, C_FIELDS), np.int64)])
+            self.ca = np.concatenate([self.ca, np.zeros((1, self.ca.shape[1]), np.int64)])
+        more = self.wpc - free_warps
+        if more > 0:
+            self.wi = np.concatenate([self.wi, np.zeros((more, W_FIELDS), np.int64)])
+            self.wr = np.concatenate([self.wr, np.zeros((more, self.wr.shape[1]), np.int64)])
+            self.wm = np.concatenate([self.wm, np.zeros((more, self.wm.shape[1]), np.int64)])
+            self.wg = np.concatenate([self.wg, np.zeros((more, self.wg.shape[1]), np.int64)])
+            self.sw = np.concatenate([self.sw, np.zeros((self.sw.shape[0], more), np.int64)],
+                                     axis=1)
+
+    def widen_groups(self) -> None:
+        """Twice the room for open wgmma groups per warp."""
+        self.wg = np.concatenate([self.wg, np.zeros_like(self.wg)], axis=1)
+        self.lp[L_GROW] = 0
