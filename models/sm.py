@@ -72,6 +72,7 @@ import numpy as np
 from models import sm_core as core
 from models import sm_state as st
 from models.lsu import LoadStoreUnit
+from models.sm_warps import launch as launch_cta
 from models.tma import TmaEngine
 from models.units import ACTION_WGMMA, UNIT_NAMES, InstrTiming
 from models.warp_scheduler import STALL_REASONS, policy_code
@@ -193,7 +194,7 @@ class StreamingMultiprocessor:
         kernel, s = self.kernel, self.state
         s.make_room()
         cycle = self.cycle
-        done = core.launch(cta, cycle, kernel.offsets, kernel.ev_pc, kernel.pcs, kernel.regs,
+        done = launch_cta(cta, cycle, kernel.offsets, kernel.ev_pc, kernel.pcs, kernel.regs,
                            s.wi, s.wr, s.wm, s.si, s.sw, s.ci, s.ca, s.lp)
         if self.hooks.listening:
             self.hooks.fire(SM_CTA_LAUNCH, cta=cta, warps=s.wpc, cycle=cycle)

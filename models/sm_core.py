@@ -13,7 +13,7 @@ SM from where it stopped until it needs Python and says why (`RC_*`):
   messages); the caller writes the completion cycle to `L_DONE` and calls `run` again, which
   finishes the issue and goes on with the next scheduler of the same cycle.
 * `RC_CTA_DONE`: CTA `L_CTA_DONE` finished during the issue just made; the caller fires its
-  hooks and launches the next CTA (`launch`) before calling `run` again, which then reads
+  hooks and launches the next CTA (`models.sm_warps.launch`) before calling `run` again, which then reads
   the issuing scheduler's wake-up (the launch may have lowered it).
 * `RC_YIELD`: the next cycle (`L_CYCLE`) lies past the SimPy window (`L_WINDOW`).
 * `RC_GROW`: a warp's list of open wgmma groups is full; the caller widens it and calls
@@ -36,23 +36,15 @@ from __future__ import annotations
 import numba as nb
 
 from models.sm_state import (
-    C_INDEX,
-    C_LIVE,
-    C_NARR,
-    C_USED,
-    H_COUNT,
     H_DONE,
-    H_MAX,
     L_CONST_LAT,
     L_CTA_DONE,
     L_CYCLE,
     L_DONE,
-    L_FINISH,
     L_GROW,
     L_K,
     L_LISTEN,
     L_NEXT,
-    L_NEXT_SCHED,
     L_PEND_E,
     L_PEND_W,
     L_POLICY,
@@ -65,12 +57,8 @@ from models.sm_state import (
     NEVER,
     P_ACTION,
     P_COUNT,
-    P_DST_HI,
-    P_DST_LO,
     P_INTERVAL,
     P_LATENCY,
-    P_SB_HI,
-    P_SB_LO,
     P_UNIT,
     POLICY_GTO,
     RC_CTA_DONE,
@@ -98,22 +86,16 @@ from models.sm_state import (
     ST_PASS,
     ST_PENDING,
     ST_TOP,
-    W_CTA,
-    W_DONE,
-    W_END,
-    W_GID,
     W_MEM,
     W_NGROUPS,
     W_POS,
     W_READY,
-    W_SCHED,
     W_UNIT,
-    W_USED,
     W_WAIT_SLOT,
     W_WG_OPEN,
 )
+from models.sm_warps import contribute, post
 from models.units import (
-    ACTION_BARRIER,
     ACTION_MBARRIER,
     ACTION_MBARRIER_WAIT,
     ACTION_MEMORY,
@@ -122,134 +104,6 @@ from models.units import (
     ACTION_WGMMA_COMMIT,
 )
 from simulator.trace import KIND_ATOMIC, KIND_BULK_STORE, KIND_LOAD, KIND_SHARED, KIND_STORE
-
-
-# -- helpers (all inlined into `run` by numba) ---------------------------------------------
-@nb.njit(cache=True)
-def _touch(si, k, cycle):
-    si[k, S_TOUCHED] = 1
-    if cycle < si[k, S_WAKE]:
-        si[k, S_WAKE] = cycle
-
-
-@nb.njit(cache=True)
-def _prepare(w, base, ev_pc, pcs, regs, wi, wr, wm):
-    """Scoreboard check of the warp's next instruction; ready no earlier than `base`."""
-    p = ev_pc[wi[w, W_POS]]
-    ready_cycle = base
-    mem = 0
-    for i in range(pcs[p, P_SB_LO], pcs[p, P_SB_HI]):
-        r = regs[i]
-        if wr[w, r] > ready_cycle:
-            ready_cycle = wr[w, r]
-            mem = wm[w, r]
-    wi[w, W_READY] = ready_cycle
-    wi[w, W_UNIT] = pcs[p, P_UNIT]
-    wi[w, W_MEM] = mem
-
-
-@nb.njit(cache=True)
-def _finish(w, cycle, wi, si, sw, ci, lp):
-    """Retire a warp: 0, 1 when its CTA's waiting warps are now all of it (release them),
-    2 when its CTA is done (`L_CTA_DONE`)."""
-    k = wi[w, W_SCHED]
-    n = si[k, S_N]
-    j = 0
-    while sw[k, j] != w:
-        j += 1
-    for i in range(j, n - 1):
-        sw[k, i] = sw[k, i + 1]
-    si[k, S_N] = n - 1
-    _touch(si, k, cycle)
-    if si[k, S_LAST] == w:
-        si[k, S_LAST] = -1
-    if wi[w, W_DONE] > lp[L_FINISH]:
-        lp[L_FINISH] = wi[w, W_DONE]
-    wi[w, W_USED] = 0
-    wi[w, W_WAIT_SLOT] = -1
-    c = wi[w, W_CTA]
-    ci[c, C_LIVE] -= 1
-    if ci[c, C_LIVE] == 0:
-        ci[c, C_USED] = 0
-        lp[L_RESIDENT] -= 1
-        lp[L_CTA_DONE] = ci[c, C_INDEX]
-        return 2
-    if ci[c, C_NARR] == ci[c, C_LIVE]:
-        return 1
-    return 0
-
-
-@nb.njit(cache=True)
-def _release(c, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp):
-    """Every live warp of CTA slot `c` arrived at its barrier: let them go on."""
-    n = ci[c, C_NARR]
-    ci[c, C_NARR] = 0
-    for i in range(n):
-        w = ca[c, i]
-        if wi[w, W_POS] == wi[w, W_END]:
-            _finish(w, cycle, wi, si, sw, ci, lp)
-        else:
-            _prepare(w, cycle + 1, ev_pc, pcs, regs, wi, wr, wm)
-            _touch(si, wi[w, W_SCHED], cycle)
-    if cycle + 1 < lp[L_WAKE]:
-        lp[L_WAKE] = cycle + 1
-
-
-@nb.njit(cache=True)
-def _contribute(slot, at, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm, si, lp):
-    """One contribution to mbarrier phase `slot` at cycle `at`; its waiters go on when it
-    was the last."""
-    ph[slot, H_COUNT] += 1
-    if at > ph[slot, H_MAX]:
-        ph[slot, H_MAX] = at
-    if ph[slot, H_COUNT] < slot_events[slot]:
-        return
-    done = ph[slot, H_MAX]
-    ph[slot, H_COUNT] = 0
-    ph[slot, H_MAX] = 0
-    ph[slot, H_DONE] = done
-    for w in range(wi.shape[0]):
-        if wi[w, W_USED] == 0 or wi[w, W_WAIT_SLOT] != slot:
-            continue
-        wi[w, W_WAIT_SLOT] = -1
-        _prepare(w, cycle + 1, ev_pc, pcs, regs, wi, wr, wm)
-        if done > wi[w, W_READY]:
-            wi[w, W_READY] = done
-            wi[w, W_MEM] = 1
-        _touch(si, wi[w, W_SCHED], cycle)
-        if cycle + 1 < lp[L_WAKE]:
-            lp[L_WAKE] = cycle + 1
-
-
-@nb.njit(cache=True)
-def _post(w, e, action, cycle, done, mem, hold, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci,
-          ca, lp):
-    """The rest of an issue once its result cycle `done` is known."""
-    p = ev_pc[e]
-    for i in range(pcs[p, P_DST_LO], pcs[p, P_DST_HI]):
-        d = regs[i]
-        wr[w, d] = done
-        wm[w, d] = mem
-    if done > wi[w, W_DONE]:
-        wi[w, W_DONE] = done
-    e += 1
-    wi[w, W_POS] = e
-    if action == ACTION_BARRIER:
-        wi[w, W_READY] = NEVER
-        c = wi[w, W_CTA]
-        ca[c, ci[c, C_NARR]] = w
-        ci[c, C_NARR] += 1
-        if ci[c, C_NARR] == ci[c, C_LIVE]:
-            _release(c, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
-    elif e == wi[w, W_END]:
-        c = wi[w, W_CTA]
-        if _finish(w, cycle, wi, si, sw, ci, lp) == 1:
-            _release(c, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
-    else:
-        _prepare(w, cycle + 1, ev_pc, pcs, regs, wi, wr, wm)
-        if hold > wi[w, W_READY]:
-            wi[w, W_READY] = hold
-            wi[w, W_MEM] = 1 if action == ACTION_MBARRIER_WAIT else 0
 
 
 @nb.njit(cache=True)
@@ -299,7 +153,7 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
         start = max(cycle, lp[L_SHARED_FREE])
         lp[L_SHARED_FREE] = start + 1
         done = start + lp[L_SHARED_LAT]
-        _contribute(ev_slot[e], done, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm, si,
+        contribute(ev_slot[e], done, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm, si,
                     lp)
     elif action == ACTION_MBARRIER_WAIT:
         slot = ev_slot[e]
@@ -325,7 +179,7 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
         done = cycle + latency
     else:                                               # plain units and bar.sync
         done = cycle + latency
-    _post(w, e, action, cycle, done, mem, hold, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca,
+    post(w, e, action, cycle, done, mem, hold, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca,
           lp)
     return 0
 
@@ -422,9 +276,9 @@ def run(ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr, wm, 
         w, e, done = lp[L_PEND_W], lp[L_PEND_E], lp[L_DONE]
         action = pcs[ev_pc[e], P_ACTION]
         if action == ACTION_TMA and ev_kind[e] != KIND_BULK_STORE:
-            _contribute(ev_slot[e], done, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm,
+            contribute(ev_slot[e], done, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm,
                         si, lp)
-        _post(w, e, action, cycle, done, 1, 0, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
+        post(w, e, action, cycle, done, 1, 0, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
         state = ST_AFTER_ISSUE
         if lp[L_CTA_DONE] >= 0:
             lp[L_STATE] = state
@@ -504,47 +358,6 @@ def run(ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr, wm, 
         if next_cycle > lp[L_WINDOW]:
             lp[L_STATE] = ST_TOP
             return RC_YIELD
-
-
-@nb.njit(cache=True)
-def launch(cta, cycle, offsets, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp):
-    """Make CTA `cta` resident at `cycle` (`SmState.make_room` first); True when it finished
-    at once (all its warps empty; `L_CTA_DONE`)."""
-    wpc = ca.shape[1]
-    c = 0
-    while ci[c, C_USED]:
-        c += 1
-    ci[c, C_INDEX], ci[c, C_LIVE], ci[c, C_NARR], ci[c, C_USED] = cta, wpc, 0, 1
-    lp[L_RESIDENT] += 1
-    n_sched = si.shape[0]
-    finished = False
-    w = 0
-    for j in range(wpc):
-        gid = cta * wpc + j
-        k = lp[L_NEXT_SCHED]
-        lp[L_NEXT_SCHED] = (k + 1) % n_sched
-        while wi[w, W_USED]:
-            w += 1
-        wi[w, :] = 0
-        wi[w, W_GID], wi[w, W_CTA], wi[w, W_SCHED] = gid, c, k
-        wi[w, W_POS], wi[w, W_END] = offsets[gid], offsets[gid + 1]
-        wi[w, W_READY], wi[w, W_DONE] = cycle, cycle
-        wi[w, W_WAIT_SLOT], wi[w, W_USED] = -1, 1
-        wr[w, :] = 0
-        wm[w, :] = 0
-        sw[k, si[k, S_N]] = w
-        si[k, S_N] += 1
-        _touch(si, k, cycle)
-        if offsets[gid] == offsets[gid + 1]:
-            state = _finish(w, cycle, wi, si, sw, ci, lp)
-            if state == 1:
-                _release(c, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
-            finished = finished or state == 2
-        else:
-            _prepare(w, cycle, ev_pc, pcs, regs, wi, wr, wm)
-    if cycle < lp[L_WAKE]:
-        lp[L_WAKE] = cycle
-    return finished
 
 
 @nb.njit(cache=True)

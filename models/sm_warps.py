@@ -1,0 +1,225 @@
+"""Warp and CTA life in the compiled SM loop: scoreboard checks, barriers, mbarrier phases.
+
+What it models
+--------------
+The parts of `models.sm_core.run` that change a warp's or a CTA's state besides picking
+and issuing: the scoreboard check of a warp's next instruction (`prepare`), the rest of an
+issue once its result cycle is known (`post`: destinations, `bar.sync` arrival, the warp's
+end, the next check with a hold), retiring a warp and its CTA (`finish`), releasing a
+barrier (`release`), contributing to an mbarrier phase and waking its waiters
+(`contribute`), and making a CTA resident (`launch`). The semantics are those of
+`models.sm`'s docstring; the state layout is `models.sm_state`'s.
+
+Left out: what `models.sm` leaves out. Units: SM cycles.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+
+from models.sm_state import (
+    C_INDEX,
+    C_LIVE,
+    C_NARR,
+    C_USED,
+    H_COUNT,
+    H_DONE,
+    H_MAX,
+    L_CTA_DONE,
+    L_FINISH,
+    L_NEXT_SCHED,
+    L_RESIDENT,
+    L_WAKE,
+    NEVER,
+    P_DST_HI,
+    P_DST_LO,
+    P_SB_HI,
+    P_SB_LO,
+    P_UNIT,
+    S_LAST,
+    S_N,
+    S_TOUCHED,
+    S_WAKE,
+    W_CTA,
+    W_DONE,
+    W_END,
+    W_GID,
+    W_MEM,
+    W_POS,
+    W_READY,
+    W_SCHED,
+    W_UNIT,
+    W_USED,
+    W_WAIT_SLOT,
+)
+from models.units import ACTION_BARRIER, ACTION_MBARRIER_WAIT
+
+
+@nb.njit(cache=True)
+def touch(si, k, cycle):
+    si[k, S_TOUCHED] = 1
+    if cycle < si[k, S_WAKE]:
+        si[k, S_WAKE] = cycle
+
+
+@nb.njit(cache=True)
+def prepare(w, base, ev_pc, pcs, regs, wi, wr, wm):
+    """Scoreboard check of the warp's next instruction; ready no earlier than `base`."""
+    p = ev_pc[wi[w, W_POS]]
+    ready_cycle = base
+    mem = 0
+    for i in range(pcs[p, P_SB_LO], pcs[p, P_SB_HI]):
+        r = regs[i]
+        if wr[w, r] > ready_cycle:
+            ready_cycle = wr[w, r]
+            mem = wm[w, r]
+    wi[w, W_READY] = ready_cycle
+    wi[w, W_UNIT] = pcs[p, P_UNIT]
+    wi[w, W_MEM] = mem
+
+
+@nb.njit(cache=True)
+def finish(w, cycle, wi, si, sw, ci, lp):
+    """Retire a warp: 0, 1 when its CTA's waiting warps are now all of it (release them),
+    2 when its CTA is done (`L_CTA_DONE`)."""
+    k = wi[w, W_SCHED]
+    n = si[k, S_N]
+    j = 0
+    while sw[k, j] != w:
+        j += 1
+    for i in range(j, n - 1):
+        sw[k, i] = sw[k, i + 1]
+    si[k, S_N] = n - 1
+    touch(si, k, cycle)
+    if si[k, S_LAST] == w:
+        si[k, S_LAST] = -1
+    if wi[w, W_DONE] > lp[L_FINISH]:
+        lp[L_FINISH] = wi[w, W_DONE]
+    wi[w, W_USED] = 0
+    wi[w, W_WAIT_SLOT] = -1
+    c = wi[w, W_CTA]
+    ci[c, C_LIVE] -= 1
+    if ci[c, C_LIVE] == 0:
+        ci[c, C_USED] = 0
+        lp[L_RESIDENT] -= 1
+        lp[L_CTA_DONE] = ci[c, C_INDEX]
+        return 2
+    if ci[c, C_NARR] == ci[c, C_LIVE]:
+        return 1
+    return 0
+
+
+@nb.njit(cache=True)
+def release(c, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp):
+    """Every live warp of CTA slot `c` arrived at its barrier: let them go on."""
+    n = ci[c, C_NARR]
+    ci[c, C_NARR] = 0
+    for i in range(n):
+        w = ca[c, i]
+        if wi[w, W_POS] == wi[w, W_END]:
+            finish(w, cycle, wi, si, sw, ci, lp)
+        else:
+            prepare(w, cycle + 1, ev_pc, pcs, regs, wi, wr, wm)
+            touch(si, wi[w, W_SCHED], cycle)
+    if cycle + 1 < lp[L_WAKE]:
+        lp[L_WAKE] = cycle + 1
+
+
+@nb.njit(cache=True)
+def contribute(slot, at, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm, si, lp):
+    """One contribution to mbarrier phase `slot` at cycle `at`; its waiters go on when it
+    was the last."""
+    ph[slot, H_COUNT] += 1
+    if at > ph[slot, H_MAX]:
+        ph[slot, H_MAX] = at
+    if ph[slot, H_COUNT] < slot_events[slot]:
+        return
+    done = ph[slot, H_MAX]
+    ph[slot, H_COUNT] = 0
+    ph[slot, H_MAX] = 0
+    ph[slot, H_DONE] = done
+    for w in range(wi.shape[0]):
+        if wi[w, W_USED] == 0 or wi[w, W_WAIT_SLOT] != slot:
+            continue
+        wi[w, W_WAIT_SLOT] = -1
+        prepare(w, cycle + 1, ev_pc, pcs, regs, wi, wr, wm)
+        if done > wi[w, W_READY]:
+            wi[w, W_READY] = done
+            wi[w, W_MEM] = 1
+        touch(si, wi[w, W_SCHED], cycle)
+        if cycle + 1 < lp[L_WAKE]:
+            lp[L_WAKE] = cycle + 1
+
+
+@nb.njit(cache=True)
+def post(w, e, action, cycle, done, mem, hold, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci,
+          ca, lp):
+    """The rest of an issue once its result cycle `done` is known."""
+    p = ev_pc[e]
+    for i in range(pcs[p, P_DST_LO], pcs[p, P_DST_HI]):
+        d = regs[i]
+        wr[w, d] = done
+        wm[w, d] = mem
+    if done > wi[w, W_DONE]:
+        wi[w, W_DONE] = done
+    e += 1
+    wi[w, W_POS] = e
+    if action == ACTION_BARRIER:
+        wi[w, W_READY] = NEVER
+        c = wi[w, W_CTA]
+        ca[c, ci[c, C_NARR]] = w
+        ci[c, C_NARR] += 1
+        if ci[c, C_NARR] == ci[c, C_LIVE]:
+            release(c, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
+    elif e == wi[w, W_END]:
+        c = wi[w, W_CTA]
+        if finish(w, cycle, wi, si, sw, ci, lp) == 1:
+            release(c, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
+    else:
+        prepare(w, cycle + 1, ev_pc, pcs, regs, wi, wr, wm)
+        if hold > wi[w, W_READY]:
+            wi[w, W_READY] = hold
+            wi[w, W_MEM] = 1 if action == ACTION_MBARRIER_WAIT else 0
+
+
+
+
+@nb.njit(cache=True)
+def launch(cta, cycle, offsets, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp):
+    """Make CTA `cta` resident at `cycle` (`SmState.make_room` first); True when it finished
+    at once (all its warps empty; `L_CTA_DONE`)."""
+    wpc = ca.shape[1]
+    c = 0
+    while ci[c, C_USED]:
+        c += 1
+    ci[c, C_INDEX], ci[c, C_LIVE], ci[c, C_NARR], ci[c, C_USED] = cta, wpc, 0, 1
+    lp[L_RESIDENT] += 1
+    n_sched = si.shape[0]
+    finished = False
+    w = 0
+    for j in range(wpc):
+        gid = cta * wpc + j
+        k = lp[L_NEXT_SCHED]
+        lp[L_NEXT_SCHED] = (k + 1) % n_sched
+        while wi[w, W_USED]:
+            w += 1
+        wi[w, :] = 0
+        wi[w, W_GID], wi[w, W_CTA], wi[w, W_SCHED] = gid, c, k
+        wi[w, W_POS], wi[w, W_END] = offsets[gid], offsets[gid + 1]
+        wi[w, W_READY], wi[w, W_DONE] = cycle, cycle
+        wi[w, W_WAIT_SLOT], wi[w, W_USED] = -1, 1
+        wr[w, :] = 0
+        wm[w, :] = 0
+        sw[k, si[k, S_N]] = w
+        si[k, S_N] += 1
+        touch(si, k, cycle)
+        if offsets[gid] == offsets[gid + 1]:
+            state = finish(w, cycle, wi, si, sw, ci, lp)
+            if state == 1:
+                release(c, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
+            finished = finished or state == 2
+        else:
+            prepare(w, cycle, ev_pc, pcs, regs, wi, wr, wm)
+    if cycle < lp[L_WAKE]:
+        lp[L_WAKE] = cycle
+    return finished
