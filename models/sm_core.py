@@ -13,8 +13,8 @@ SM from where it stopped until it needs Python and says why (`RC_*`):
   messages); the caller writes the completion cycle to `L_DONE` and calls `run` again, which
   finishes the issue and goes on with the next scheduler of the same cycle.
 * `RC_CTA_DONE`: CTA `L_CTA_DONE` finished during the issue just made; the caller fires its
-  hooks and launches the next CTA (`models.sm_warps.launch`) before calling `run` again, which then reads
-  the issuing scheduler's wake-up (the launch may have lowered it).
+  hooks and launches the next CTA (`models.sm_warps.launch`) before calling `run` again,
+  which then reads the issuing scheduler's wake-up (the launch may have lowered it).
 * `RC_YIELD`: the next cycle (`L_CYCLE`) lies past the SimPy window (`L_WINDOW`).
 * `RC_GROW`: a warp's list of open wgmma groups is full; the caller widens it and calls
   again (nothing has changed since the last return).
