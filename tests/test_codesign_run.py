@@ -101,3 +101,16 @@ def test_two_four_counts_half_the_products_skipped():
     dense = (256 + 512) * 256 * 2
     assert counts["operand_bytes"] == dense
     assert counts["operand_bytes_stored"] == (256 * 256 * 2 + 512 * 256 * 2 * 80 / 128)
+
+
+def test_an_op_without_a_dtype_flag_takes_its_tensor_peaks_precision():
+    """The MoE router has no --dtype: its gate GEMM's MACs count as bf16 (its peak), not
+    as a precision named None in the mix."""
+    import models
+    from workloads.ops import build_op
+
+    config = models.load_preset("h800_sxm")
+    plan = build_op("moe-gating", config, tokens=256, hidden=7168, experts=256, topk=8)
+    counts = co.op_counts(plan)
+    assert plan.peak == "tensor_bf16_tflops"
+    assert counts["macs"] > 0 and counts["precision"] == "bf16"

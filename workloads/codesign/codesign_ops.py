@@ -399,6 +399,8 @@ def op_counts(plan) -> dict:
                 "operand_bytes_stored": 0.0, **stored}
     macs = plan.flops / 2
     dtype = s.get("template", {"e4m3": "fp8"}.get(s.get("dtype"), s.get("dtype")))
+    if dtype is None:                  # an op without a dtype flag: its peak's tensor type
+        dtype = plan.peak.removeprefix("tensor_").removesuffix("_tflops")
     counts = {"macs": macs, "macs_skipped": macs * (1 - s.get("mac_share", 1.0)),
               "precision": s.get("precision", OWN_PRECISION.get(dtype, str(dtype))),
               "operand_bytes": 0.0, "operand_bytes_stored": 0.0, **stored}
