@@ -36,7 +36,7 @@ import numpy as np
 
 from isa.memory import SHARED_WINDOW, WINDOW_SIZE
 from isa.semantics.hopper_mbarrier import barrier_words
-from isa.semantics.hopper_tma import _base, _map
+from isa.semantics.hopper_tma import _base, _map, base_address, lane_coords, param_map
 from isa.types import TYPES
 
 SECTOR_SHIFT = 5
@@ -102,6 +102,44 @@ def box_sectors(m, ins, lane: np.ndarray, map_op, coords_op,
         base += pos * strides_a[k]
     base = base[inside]
     return _row_sectors(base + lo * tm.elem_bytes, base + hi * tm.elem_bytes)
+
+
+def lanes_box_sectors(m, ins, ids: np.ndarray, map_op, coords_op, patterns: dict) -> list:
+    """`box_sectors` of each lane of `ids`, the unclipped boxes (and the empty ones) of maps
+    in the parameter space found for all lanes at once; the other lanes one by one."""
+    found = [None] * ids.size
+    maps = map_op.address(m, ids)
+    coords = lane_coords(m, ids, coords_op)
+    for addr in np.unique(maps).tolist():
+        tm = param_map(m, addr)
+        base = None if tm is None or tm.rank != coords.shape[0] else base_address(m, tm)
+        if base is None:
+            continue
+        lanes = np.flatnonzero(maps == addr)
+        c = coords[:, lanes]
+        box = np.array(tm.box, np.int64)[:, None]
+        dims = np.array(tm.dims, np.int64)[:, None]
+        strides = np.array(tm.strides_bytes, np.int64)[:, None]
+        lo, hi = np.maximum(c[0], 0), np.minimum(c[0] + box[0], dims[0])
+        unclipped = ((c[1:] >= 0) & (c[1:] + box[1:] <= dims[1:])).all(axis=0)
+        start = base + lo * tm.elem_bytes + (c[1:] * strides[1:]).sum(axis=0)
+        for k, empty, fits, inner, first in zip(lanes.tolist(), (hi <= lo).tolist(),
+                                                unclipped.tolist(), (hi - lo).tolist(),
+                                                start.tolist(), strict=True):
+            if empty:
+                found[k] = np.zeros(0, np.int64)
+            elif fits:
+                key = (tm.box[1:], tm.strides_bytes[1:], tm.elem_bytes, inner,
+                       first & ((1 << SECTOR_SHIFT) - 1))
+                pattern = patterns.get(key)
+                if pattern is None:
+                    pattern = patterns[key] = _box_rows(tm.box, tm.strides_bytes,
+                                                        tm.elem_bytes, key[4], inner)
+                found[k] = pattern + (first >> SECTOR_SHIFT)
+    for k, lane in enumerate(ids.tolist()):
+        if found[k] is None:
+            found[k] = box_sectors(m, ins, np.array([lane]), map_op, coords_op, patterns)
+    return found
 
 
 def _box_rows(box, strides, elem_bytes: int, start: int, inner: int) -> np.ndarray:
@@ -197,20 +235,24 @@ class TileRecorder:
                 slots[w] = self._slot(key, phase) if phase >= 0 else -1
             return KIND_MBARRIER_WAIT, None, slots
         load = _LOAD_FLAG in ins.flags
+        if ins.opname == "cp.async.bulk.tensor":
+            map_op, coords_op = ins.ops[1:3] if load else ins.ops[:2]
+            per_lane = iter(lanes_box_sectors(m, ins, np.concatenate(warp_lanes), map_op,
+                                              coords_op, self.box_patterns))
+        else:
+            per_lane = (self._copy_sectors(m, ins, np.array([lane]), load)
+                        for lanes in warp_lanes for lane in lanes.tolist())
         sectors = []
         for lanes in warp_lanes:
-            parts = [self._copy_sectors(m, ins, np.array([lane]), load) for lane in
-                     lanes.tolist()]
+            parts = [next(per_lane) for _ in range(lanes.size)]
             sectors.append(np.unique(np.concatenate(parts)) if len(parts) > 1 else parts[0])
         if load:
             slots = self._contribute(m, ins, ins.ops[3], firsts, cta_linear)
         return (KIND_BULK_LOAD if load else KIND_BULK_STORE), sectors, slots
 
-    def _copy_sectors(self, m, ins, one: np.ndarray, load: bool) -> np.ndarray:
-        if ins.opname == "cp.async.bulk.tensor":
-            if load:
-                return box_sectors(m, ins, one, ins.ops[1], ins.ops[2], self.box_patterns)
-            return box_sectors(m, ins, one, ins.ops[0], ins.ops[1], self.box_patterns)
+    @staticmethod
+    def _copy_sectors(m, ins, one: np.ndarray, load: bool) -> np.ndarray:
+        """Sectors of one lane's plain bulk copy."""
         if ".shared::cta." in ins.text + "." and load:
             return np.zeros(0, np.int64)
         size = _scalar(ins.ops[2], m, one, _U32)

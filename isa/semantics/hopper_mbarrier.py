@@ -48,6 +48,7 @@ MAX_COUNT = (1 << 20) - 1
 WAIT_BAR_ID = -2
 _F20 = np.uint64(MAX_COUNT)
 _TX_BITS = 22
+_TX_MASK = np.uint64((1 << _TX_BITS) - 1)
 _PHASE = np.uint64(1 << 63)
 
 
@@ -88,7 +89,14 @@ def _waits(m) -> np.ndarray:
 
 def update(m, ins, words, idx: np.ndarray, arrivals: np.ndarray, tx_delta: np.ndarray,
            drops: np.ndarray | None = None) -> None:
-    """Apply arrivals and tx changes per barrier word (in lane order), completing phases."""
+    """Apply arrivals and tx changes per barrier word (in lane order), completing phases;
+    the lanes' changes summed per word and applied at once unless one would fault."""
+    if idx.size > 1:
+        order, starts = _groups(idx)
+        sums = [None if a is None else np.add.reduceat(a[order], starts)
+                for a in (arrivals, tx_delta, drops)]
+        if update_distinct(m, words, idx[order][starts], *sums):
+            return
     if idx.size == 1:
         groups = [(int(idx[0]), slice(None))]
     else:
@@ -113,27 +121,67 @@ def update(m, ins, words, idx: np.ndarray, arrivals: np.ndarray, tx_delta: np.nd
             parity ^= 1
             pending, tx = expected, 0
             words[w] = encode_state(expected, pending, tx, parity)
-            _release(m, w)
+            _release(m, [w])
         else:
             words[w] = encode_state(expected, pending, tx, parity)
 
 
-def _waited_words(m) -> set:
-    """Barrier words some lane was suspended on since their last release."""
-    words = getattr(m, "mbarrier_waited_words", None)
-    if words is None:
-        words = m.mbarrier_waited_words = set()
-    return words
+def _groups(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(stable order sorting `keys`, start of each run of equal keys in that order)."""
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    return order, np.flatnonzero(np.append(True, ordered[1:] != ordered[:-1]))
 
 
-def _release(m, word: int) -> None:
-    """Resume the lanes suspended on barrier `word`; their wait returns true."""
-    waited = _waited_words(m)
-    if word not in waited:
+def update_distinct(m, words, idx: np.ndarray, arrivals: np.ndarray, tx_delta: np.ndarray,
+                    drops: np.ndarray | None = None) -> bool:
+    """`update` of lanes that each change a barrier word of their own, all at once (so the
+    same as lane by lane); False, with nothing changed, when two lanes share a word or some
+    lane's change would fault (the caller then goes lane by lane, faulting in its turn)."""
+    order = np.sort(idx)
+    if (order[1:] == order[:-1]).any():
+        return False
+    w = words[idx]
+    before = (w & _F20).astype(np.int64)
+    pending = ((w >> np.uint64(20)) & _F20).astype(np.int64) - arrivals
+    tx = ((w >> np.uint64(40)) & _TX_MASK).astype(np.int64)
+    tx = np.where(tx >= 1 << (_TX_BITS - 1), tx - (1 << _TX_BITS), tx) + tx_delta
+    expected = before - drops if drops is not None else before
+    if ((before == 0) | (pending < 0) | (np.abs(tx) > MAX_COUNT) | (expected < 0)).any():
+        return False
+    done = (pending == 0) & (tx == 0)
+    parity = (w >> np.uint64(63)) ^ done.astype(np.uint64)
+    pending = np.where(done, expected, pending)
+    tx = np.where(done, 0, tx)
+    words[idx] = (expected.astype(np.uint64) | (pending.astype(np.uint64) << np.uint64(20))
+                  | ((tx & ((1 << _TX_BITS) - 1)).astype(np.uint64) << np.uint64(40))
+                  | (parity << np.uint64(63)))
+    _release(m, idx[done].tolist())
+    return True
+
+
+def _waiters(m) -> dict[int, list[np.ndarray]]:
+    """Per barrier word some lane was suspended on since its last release, the lanes that
+    were (one array per wait step)."""
+    waiters = getattr(m, "mbarrier_waiters", None)
+    if waiters is None:
+        waiters = m.mbarrier_waiters = {}
+    return waiters
+
+
+def _release(m, words: list[int]) -> None:
+    """Resume the lanes suspended on the barrier words `words`; their wait returns true."""
+    waiters = _waiters(m)
+    parts = [(word, lanes) for word in words for lanes in waiters.pop(word, ())]
+    if not parts:
         return
-    waited.discard(word)
     waits = _waits(m)
-    lanes = np.flatnonzero((waits == word) & (m.pc == BLOCKED))
+    lanes = np.concatenate([lanes for _, lanes in parts]) if len(parts) > 1 else parts[0][1]
+    word_of = np.repeat([word for word, _ in parts], [lanes.size for _, lanes in parts])
+    lanes = lanes[(waits[lanes] == word_of) & (m.pc[lanes] == BLOCKED)]
+    if len(parts) > 1:  # sorted and distinct (np.unique hashes: slower on many lanes)
+        lanes = np.sort(lanes)
+        lanes = lanes[np.append(True, lanes[1:] != lanes[:-1])]
     if not lanes.size:
         return
     for resume in np.unique(m.resume[lanes]).tolist():
@@ -222,8 +270,13 @@ def mbarrier_wait(m, ins, lanes):
     m.bar_id[ids] = WAIT_BAR_ID
     m.bar_count[ids] = np.iinfo(np.int32).max
     m.pc[ids] = BLOCKED
-    _waits(m)[ids] = idx[~done]
-    _waited_words(m).update(idx[~done].tolist())
+    words_of = idx[~done]
+    _waits(m)[ids] = words_of
+    waiters = _waiters(m)
+    order, starts = _groups(words_of)
+    for word, lanes in zip(words_of[order][starts].tolist(), np.split(ids[order], starts[1:]),
+                           strict=True):
+        waiters.setdefault(word, []).append(lanes)
 
 
 @semantics("fence.proxy.async", "fence.mbarrier_init")

@@ -24,7 +24,10 @@ c + b; coordinates outside [0, dim) read as zero and are not written by stores. 
 shared-memory box is dense, innermost dimension contiguous, then swizzled by
 `tensor_map.swizzle_offsets` on the CTA-relative address; the destination must be
 128-byte aligned (16 without swizzle). In timing mode (`Machine.copies_bulk_data` False)
-tensor copies are checked and complete their mbarrier transactions but move no bytes.
+tensor copies are checked and complete their mbarrier transactions but move no bytes;
+there the lanes of one step whose maps sit in the parameter space and whose boxes lie
+inside their tensor are checked (and, each on a barrier of its own, complete) together,
+the others lane by lane as above, which gives the same state and the same first fault.
 Left out: `.im2col` and `.multicast::cluster` forms, `cp.reduce.async.bulk*`, prefetch,
 the NaN OOB fill and non-1 element strides.
 """
@@ -33,10 +36,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from isa.errors import PtxError
 from isa.memory import GLOBAL_BASE, KPARAM_BASE, SHARED_WINDOW, WINDOW_SIZE
 from isa.operands import DVec
 from isa.semantics.common import U32, as_array
-from isa.semantics.hopper_mbarrier import barrier_words, update
+from isa.semantics.hopper_mbarrier import barrier_words, update, update_distinct
 from isa.semantics.registry import semantics
 from isa.tensor_map import (
     ABSOLUTE,
@@ -95,16 +99,35 @@ def _map(m, ins, op, lane: np.ndarray) -> TensorMap:
     return tm
 
 
-def _base(m, ins, tm: TensorMap) -> int:
+def param_map(m, addr: int) -> TensorMap | None:
+    """The valid tensor map at `addr` in the kernel parameter space; None when there is
+    none there (`_map` then says why, or reads it from global memory)."""
+    if not KPARAM_BASE <= addr < KPARAM_BASE + WINDOW_SIZE:
+        return None
+    rel = addr - KPARAM_BASE
+    raw = m.mem.kparam[rel:rel + MAP_BYTES]
+    tm = read_tensor_map(raw) if raw.size == MAP_BYTES else None
+    return None if isinstance(tm, str) else tm
+
+
+def base_address(m, tm: TensorMap) -> int | None:
+    """The tensor's global base address; None when its base argument is no pointer."""
     if tm.base_arg == ABSOLUTE:
         return tm.address
     params = m.program.kparams
     if tm.base_arg >= len(params) or params[tm.base_arg][0].size_bytes != 8:
+        return None
+    off = params[tm.base_arg][1]
+    return int(m.mem.kparam[off:off + 8].view(np.uint64)[0]) + tm.address
+
+
+def _base(m, ins, tm: TensorMap) -> int:
+    base = base_address(m, tm)
+    if base is None:
         raise m.fault(ins, f"tensor map names kernel argument {tm.base_arg} as its base, "
                       "which is no 64-bit pointer parameter",
                       expected="make_tensor_map(..., arg=<index of a .u64 pointer argument>)")
-    off = params[tm.base_arg][1]
-    return int(m.mem.kparam[off:off + 8].view(np.uint64)[0]) + tm.address
+    return base
 
 
 def _shared(m, ins, addr: int, lane: np.ndarray, nbytes: int, align: int) -> tuple[int, int]:
@@ -135,15 +158,20 @@ def _coords(m, lane, coords_op) -> np.ndarray:
                      for it in coords_op.items], dtype=np.int64)
 
 
+def _tensor_in_buffer(m, tm: TensorMap, base: int) -> bool:
+    """Whether the whole tensor at `base` lies inside one buffer."""
+    span = tm.dims[0] * tm.elem_bytes + sum((d - 1) * s for d, s in
+                                             zip(tm.dims[1:], tm.strides_bytes[1:], strict=True))
+    return bool(m.gmem.check(np.array([base], np.int64), span)[0])
+
+
 def _box_in_buffer(m, tm: TensorMap, coords: np.ndarray, base: int) -> bool:
     """True when the whole box lies inside the tensor and each of its rows (innermost
     dimension, contiguous) inside one buffer: then every element is inside one, too."""
     box = np.array(tm.box, dtype=np.int64)
     if (coords < 0).any() or (coords + box > np.array(tm.dims, dtype=np.int64)).any():
         return False
-    span = tm.dims[0] * tm.elem_bytes + sum((d - 1) * s for d, s in
-                                             zip(tm.dims[1:], tm.strides_bytes[1:], strict=True))
-    if m.gmem.check(np.array([base], np.int64), span)[0]:
+    if _tensor_in_buffer(m, tm, base):
         return True  # the whole tensor lies inside one buffer, so every row of the box does
     rows = np.array([base + int((coords * np.array(tm.strides_bytes)).sum())], np.int64)
     if tm.rank > 1:
@@ -151,6 +179,40 @@ def _box_in_buffer(m, tm: TensorMap, coords: np.ndarray, base: int) -> bool:
         strides = np.array(tm.strides_bytes[1:], dtype=np.int64)[:, None]
         rows = rows + (outer * strides).sum(axis=0)
     return bool(m.gmem.check(rows, tm.box[0] * tm.elem_bytes).all())
+
+
+def lane_coords(m, ids: np.ndarray, coords_op) -> np.ndarray:
+    """Box coordinates `[rank, lanes]` (int64) of the lanes `ids`."""
+    return np.stack([np.broadcast_to(np.asarray(it.read(m, _S32, ids)), ids.shape)
+                     .astype(np.int64) for it in coords_op.items])
+
+
+def _checked_maps(m, ids: np.ndarray, map_op, coords_op, smem_op) -> list:
+    """Per lane, its tensor map when its copy passes every check of `_box_checked` (map in
+    the parameter space, box inside the tensor, tensor inside one buffer, shared range
+    aligned and in bounds), for all lanes at once and faulting on none; None for a lane
+    that takes the checked path (which faults if it must)."""
+    found = [None] * ids.size
+    maps = map_op.address(m, ids)
+    smem = smem_op.address(m, ids)
+    smem = np.where((smem >= SHARED_WINDOW) & (smem < SHARED_WINDOW + WINDOW_SIZE),
+                    smem - SHARED_WINDOW, smem)
+    coords = lane_coords(m, ids, coords_op)
+    for addr in np.unique(maps).tolist():
+        tm = param_map(m, addr)
+        base = None if tm is None or tm.rank != coords.shape[0] else base_address(m, tm)
+        if base is None or not _tensor_in_buffer(m, tm, base):
+            continue
+        lanes = np.flatnonzero(maps == addr)
+        c, s = coords[:, lanes], smem[lanes]
+        align = 128 if tm.swizzle_bytes else 16
+        ok = ((c >= 0).all(axis=0)
+              & (c + np.array(tm.box, np.int64)[:, None]
+                 <= np.array(tm.dims, np.int64)[:, None]).all(axis=0)
+              & (s % align == 0) & (s >= 0) & (s + tm.box_bytes <= m.mem.shared_bytes))
+        for k in lanes[ok].tolist():
+            found[k] = tm
+    return found
 
 
 def _box_checked(m, ins, lane, tm: TensorMap, coords_op, smem_addr: int) -> None:
@@ -193,33 +255,52 @@ def bulk_tensor(m, ins, lanes):
     if problem:
         raise m.fault(ins, problem[0], expected=problem[1])
     load = _LOAD in ins.flags
-    sh, gm = m.mem.shared, m.gmem.data
-    for lane in m.lane_ids(lanes).tolist():
+    map_op, coords_op, smem_op = ins.ops[1:3] + ins.ops[:1] if load else ins.ops[:3]
+    ids = m.lane_ids(lanes)
+    checked = [None] * ids.size if m.copies_bulk_data else \
+        _checked_maps(m, ids, map_op, coords_op, smem_op)
+    bars = _barrier_words_or_none(m, ins, ids) if load else None
+    if bars is not None and all(tm is not None for tm in checked) and update_distinct(
+            m, *bars, np.zeros(ids.size, np.int64),
+            -np.array([tm.box_bytes for tm in checked], np.int64)):
+        return
+    for k, lane in enumerate(ids.tolist()):
         one = np.array([lane], dtype=np.int64)
-        if load:
-            tm = _map(m, ins, ins.ops[1], one)
-            dst = int(ins.ops[0].address(m, one)[0])
+        tm = checked[k]
+        if tm is None:
+            tm = _map(m, ins, map_op, one)
+            smem = int(smem_op.address(m, one)[0])
             if m.copies_bulk_data:
-                goff, soff = _box(m, ins, one, tm, ins.ops[2], dst)
-                inside = goff >= 0
-                sh[_element_bytes(soff, tm.elem_bytes)] = 0
-                sh[_element_bytes(soff[inside], tm.elem_bytes)] = \
-                    gm[_element_bytes(goff[inside], tm.elem_bytes)]
+                _copy_box(m, ins, one, tm, coords_op, smem, load)
             else:
-                _box_checked(m, ins, one, tm, ins.ops[2], dst)
-            words, idx = barrier_words(m, ins, ins.ops[3], one)
-            update(m, ins, words, idx, np.zeros(1, np.int64),
-                   np.array([-tm.box_bytes], np.int64))
-        else:
-            tm = _map(m, ins, ins.ops[0], one)
-            src = int(ins.ops[2].address(m, one)[0])
-            if not m.copies_bulk_data:
-                _box_checked(m, ins, one, tm, ins.ops[1], src)
-                continue
-            goff, soff = _box(m, ins, one, tm, ins.ops[1], src)
-            inside = goff >= 0
-            gm[_element_bytes(goff[inside], tm.elem_bytes)] = \
-                sh[_element_bytes(soff[inside], tm.elem_bytes)]
+                _box_checked(m, ins, one, tm, coords_op, smem)
+        if load:
+            words, idx = bars if bars is not None else barrier_words(m, ins, ins.ops[3], one)
+            update(m, ins, words, idx[k:k + 1] if bars is not None else idx,
+                   np.zeros(1, np.int64), np.array([-tm.box_bytes], np.int64))
+
+
+def _barrier_words_or_none(m, ins, ids: np.ndarray):
+    """`barrier_words` of the mbarrier operand for all lanes at once; None when some lane's
+    address faults (each lane then finds its own, faulting in its turn)."""
+    try:
+        return barrier_words(m, ins, ins.ops[3], ids)
+    except PtxError:
+        return None
+
+
+def _copy_box(m, ins, one: np.ndarray, tm: TensorMap, coords_op, smem: int, load: bool):
+    """Move one lane's box: global to shared (zeros where out of bounds) or back."""
+    sh, gm = m.mem.shared, m.gmem.data
+    goff, soff = _box(m, ins, one, tm, coords_op, smem)
+    inside = goff >= 0
+    if load:
+        sh[_element_bytes(soff, tm.elem_bytes)] = 0
+        sh[_element_bytes(soff[inside], tm.elem_bytes)] = \
+            gm[_element_bytes(goff[inside], tm.elem_bytes)]
+    else:
+        gm[_element_bytes(goff[inside], tm.elem_bytes)] = \
+            sh[_element_bytes(soff[inside], tm.elem_bytes)]
 
 
 def bulk_problem(ins) -> tuple[str, str] | None:
