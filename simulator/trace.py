@@ -175,6 +175,7 @@ class TraceRecorder:
         self._n_sectors = 0
         self._tiles = TileRecorder()
         self._slot_chunks: dict[int, np.ndarray] = {}
+        self._grouped: dict | None = None
 
     def __call__(self, m, ins, exec_lanes, n_warps: int) -> None:
         if m is not self._machine:
@@ -248,7 +249,11 @@ class TraceRecorder:
         return per_bank.max(axis=1).astype(np.int32)
 
     def finish(self) -> WarpTrace:
-        """Group the recorded events by warp (stable: each warp keeps its order)."""
+        """Group the recorded events by warp (stable: each warp keeps its order).
+
+        A later call groups only the chunks recorded since and appends them when they are
+        all of later warps (CTA ranges traced in order, as sampling does); the arrays of
+        the result are shared with later results, so they must not be changed."""
         n_ctas = self.grid[0] * self.grid[1] * self.grid[2]
         n_warps = n_ctas * self.warps_per_cta
         if not self._chunks:
@@ -256,25 +261,62 @@ class TraceRecorder:
             return WarpTrace(self.warps_per_cta, n_ctas, np.zeros(n_warps + 1, np.int64),
                              empty.astype(np.int32), empty.astype(np.int16),
                              empty.astype(np.int8), empty.astype(np.int32), empty, empty)
-        sizes = np.array([c[0].size for c in self._chunks], dtype=np.int64)
-        warp = np.concatenate([c[0] for c in self._chunks])
-        pc = np.repeat(np.array([c[1] for c in self._chunks], dtype=np.int32), sizes)
-        kind = np.repeat(np.array([c[3] for c in self._chunks], dtype=np.int8), sizes)
-        active = np.concatenate([c[2] for c in self._chunks])
-        detail = np.concatenate([c[4] for c in self._chunks])
+        done = self._grouped
+        if done is None or done["chunks"] == len(self._chunks):
+            grouped = done if done is not None else self._group(0, n_warps)
+        else:
+            grouped = self._group(done["chunks"], n_warps)
+            if grouped["first_warp"] > done["last_warp"]:
+                grouped = _append_grouped(done, grouped)
+            else:
+                grouped = self._group(0, n_warps)
+        self._grouped = grouped
+        if len(self._sector_chunks) > 1:
+            self._sector_chunks = [np.concatenate(self._sector_chunks)]
+        sectors = (self._sector_chunks[0] if self._sector_chunks
+                   else np.zeros(0, dtype=np.int64))
+        offsets = np.zeros(n_warps + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum(grouped["per_warp"])
+        slot_events = np.array(self._tiles.slot_events, dtype=np.int64)
+        return WarpTrace(self.warps_per_cta, n_ctas, offsets, grouped["pc"], grouped["active"],
+                         grouped["kind"], grouped["detail"], grouped["sstart"], sectors,
+                         grouped["slot"], slot_events)
+
+    def _group(self, first: int, n_warps: int) -> dict:
+        """The events of chunks `first:` grouped by warp: field arrays, the events per warp,
+        the chunk count covered and the lowest and highest warp."""
+        chunks = self._chunks[first:]
+        sizes = np.array([c[0].size for c in chunks], dtype=np.int64)
+        warp = np.concatenate([c[0] for c in chunks])
+        pc = np.repeat(np.array([c[1] for c in chunks], dtype=np.int32), sizes)
+        kind = np.repeat(np.array([c[3] for c in chunks], dtype=np.int8), sizes)
+        active = np.concatenate([c[2] for c in chunks])
+        detail = np.concatenate([c[4] for c in chunks])
         sstart = np.concatenate([c[5] if c[5] is not None else np.zeros(c[0].size, np.int64)
-                                 for c in self._chunks])
+                                 for c in chunks])
         narrow = np.uint16 if n_warps <= np.iinfo(np.uint16).max else np.int64
         order = np.argsort(warp.astype(narrow), kind="stable")
-        offsets = np.zeros(n_warps + 1, dtype=np.int64)
-        offsets[1:] = np.cumsum(np.bincount(warp, minlength=n_warps))
-        sectors = (np.concatenate(self._sector_chunks) if self._sector_chunks
-                   else np.zeros(0, dtype=np.int64))
         slot = None
         if self._slot_chunks:
             slot = np.concatenate([self._slot_chunks.get(k, np.full(c[0].size, -1, np.int32))
-                                   for k, c in enumerate(self._chunks)])[order]
-        slot_events = np.array(self._tiles.slot_events, dtype=np.int64)
-        return WarpTrace(self.warps_per_cta, n_ctas, offsets, pc[order], active[order],
-                         kind[order], detail[order], sstart[order].astype(np.int64), sectors,
-                         slot, slot_events)
+                                   for k, c in enumerate(chunks, start=first)])[order]
+        return {"chunks": len(self._chunks), "first_warp": int(warp.min()),
+                "last_warp": int(warp.max()), "per_warp": np.bincount(warp, minlength=n_warps),
+                "pc": pc[order], "active": active[order], "kind": kind[order],
+                "detail": detail[order], "sstart": sstart[order].astype(np.int64), "slot": slot}
+
+
+def _append_grouped(old: dict, new: dict) -> dict:
+    """Grouped events of two chunk ranges, the warps of `new` all after those of `old`."""
+    joined = {key: np.concatenate([old[key], new[key]])
+              for key in ("pc", "active", "kind", "detail", "sstart")}
+    slots = [old["slot"], new["slot"]]
+    if slots[0] is None and slots[1] is None:
+        joined["slot"] = None
+    else:
+        joined["slot"] = np.concatenate([
+            slot if slot is not None else np.full(part["pc"].size, -1, np.int32)
+            for slot, part in zip(slots, (old, new), strict=True)])
+    joined.update(chunks=new["chunks"], first_warp=old["first_warp"],
+                  last_warp=new["last_warp"], per_warp=old["per_warp"] + new["per_warp"])
+    return joined
