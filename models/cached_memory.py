@@ -105,6 +105,9 @@ COUNT_NAMES = ("sectors", "l1_hit_sectors", "l1_miss_sectors", "l2_hit_sectors",
                "l2_far_lines", "l2_writeback_sectors", "l3_writeback_sectors", "l2_requests",
                "l3_requests", "hbm_requests", "l2_copy_hit_sectors")
 _KINDS = {"load": k.KIND_LOAD, "store": k.KIND_STORE, "atomic": k.KIND_ATOMIC}
+_PENDING_CHUNK = 4096
+"""Requests whose counts `CachedMemoryTracer` keeps before summing them (one numpy sum
+per chunk instead of one addition per request)."""
 
 
 def _fs_per_byte(bytes_per_second: float) -> int:
@@ -242,18 +245,33 @@ class CachedMemoryTracer(Tracer):
         super().__init__(sheet)
         self.totals: dict[str, np.ndarray] = {}
         self.requests: dict[str, int] = {}
+        self.pending: dict[str, list[np.ndarray]] = {}
 
     def on_event(self, owner: str, position: str, data: Mapping[str, Any]) -> None:
-        """Accumulate one request's counts (written to the sheet by `flush`)."""
+        """Keep one request's counts; they are summed per `_PENDING_CHUNK` requests (and by
+        `flush`, which writes the sums to the sheet)."""
         kind = data["kind"]
+        pending = self.pending.get(kind)
+        if pending is None:
+            pending = self.pending[kind] = []
+        pending.append(data["counts"])
+        if len(pending) >= _PENDING_CHUNK:
+            self._sum(kind)
+
+    def _sum(self, kind: str) -> None:
+        """Add the kept counts of `kind` to its totals."""
+        pending = self.pending.pop(kind, [])
         if kind not in self.totals:
             self.totals[kind] = np.zeros(k.N_COUNTS, np.int64)
             self.requests[kind] = 0
-        self.totals[kind] += data["counts"]
-        self.requests[kind] += 1
+        if pending:
+            self.totals[kind] += np.stack(pending).sum(axis=0)
+            self.requests[kind] += len(pending)
 
     def flush(self) -> None:
         """Write the accumulated values to the sheet."""
+        for kind in list(self.pending):
+            self._sum(kind)
         sector = k.SECTOR_BYTES_ASSUMED
         rows = 0, 0
         for kind in sorted(self.totals):
