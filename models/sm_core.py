@@ -220,6 +220,19 @@ def _stretch(k, reason, cycle, si, stall):
 
 
 @nb.njit(cache=True)
+def _scheduler_done(k, reason, wake, next_cycle, cycle, listening, si, stall):
+    """Scheduler `k` was asked at `cycle` (issued, or stalled for `reason`): its stall
+    stretch when hooks listen (else it is marked for accounting), and the loop's next cycle
+    lowered to its `wake`."""
+    if listening:
+        si[k, S_TOUCHED] = 0
+        _stretch(k, reason, cycle, si, stall)
+    else:
+        si[k, S_TOUCHED] = 1
+    return min(wake, next_cycle)
+
+
+@nb.njit(cache=True)
 def _pick(k, cycle, policy, wi, si, uf, sw):
     """(warp, -1) for the first warp in policy order that can issue at `cycle`, else
     (-1, the earliest cycle one might)."""
@@ -295,14 +308,8 @@ def run(ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr, wm, 
             k = 0
             state = ST_PASS
         elif state == ST_AFTER_ISSUE:
-            wake = si[k, S_WAKE]
-            if listening:
-                si[k, S_TOUCHED] = 0
-                _stretch(k, REASON_NONE, cycle, si, stall)
-            else:
-                si[k, S_TOUCHED] = 1
-            if wake < next_cycle:
-                next_cycle = wake
+            next_cycle = _scheduler_done(k, REASON_NONE, si[k, S_WAKE], next_cycle, cycle,
+                                         listening, si, stall)
             k += 1
             state = ST_PASS
         while k < n_sched:
@@ -330,12 +337,9 @@ def run(ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr, wm, 
                         si[k, S_WAKE] = wake
                         if listening:
                             reason = _first_reason(k, cycle, policy, wi, si, sw)
-                if listening:
-                    si[k, S_TOUCHED] = 0
-                    _stretch(k, reason, cycle, si, stall)
-                else:
-                    si[k, S_TOUCHED] = 1
-            if wake < next_cycle:
+                next_cycle = _scheduler_done(k, reason, wake, next_cycle, cycle, listening, si,
+                                             stall)
+            elif wake < next_cycle:
                 next_cycle = wake
             k += 1
         if lp[L_WAKE] < next_cycle:
