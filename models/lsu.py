@@ -2,7 +2,7 @@
 
 What it models
 --------------
-One `LoadStoreUnit` per SM times each traced memory warp-instruction:
+How each traced memory warp-instruction of an SM is timed:
 
 * shared memory: the banked array serves one conflict-free wavefront per cycle; a warp
   instruction with bank-conflict degree `d` holds it `d` cycles and its data is usable
@@ -13,48 +13,54 @@ One `LoadStoreUnit` per SM times each traced memory warp-instruction:
   it `ceil(s / that)` cycles), then the sectors go to the memory system through the
   `MemoryInterface` contract (`models.flat_memory`), which returns the completion time.
 
-Address generation issue rate is the LSU unit's initiation interval (`models.units`); this
-block only adds what follows it. Left out: L1 hits (the flat memory keeps no L1 data),
-MSHR limits, write coalescing buffers (bulk and tensor copies go to `models.tma`, not here).
-Units: SM cycles, ps at the memory interface.
+Shared and constant accesses are timed inside the compiled issue loop (`models.sm_core`):
+`shared_access` for the banks, the L1 hit latency for constants, and the same for global
+kinds that touch no sector. One `LoadStoreUnit` per SM times the global accesses, which
+need the memory system. Address generation issue rate is the LSU unit's initiation
+interval (`models.units`); this block only adds what follows it.
+
+Left out: L1 hits (the flat memory keeps no L1 data), MSHR limits, write coalescing
+buffers (bulk and tensor copies go to `models.tma`, not here). Units: SM cycles, ps at the
+memory interface.
 """
 
 from __future__ import annotations
 
+import numba as nb
 import numpy as np
 
 from simulator.engine import Clock
-from simulator.trace import KIND_ATOMIC, KIND_CONST, KIND_LOAD, KIND_SHARED, KIND_STORE
+from simulator.trace import KIND_ATOMIC, KIND_LOAD, KIND_STORE
 
 SECTOR_BYTES = 32
 _KIND_NAMES = {KIND_LOAD: "load", KIND_STORE: "store", KIND_ATOMIC: "atomic"}
 
 
-class LoadStoreUnit:
-    """Times memory warp-instructions of SM `sm_id` (see the module docstring)."""
+@nb.njit(cache=True)
+def shared_access(cycle, free, degree, latency):
+    """(cycle its data is usable, cycle the banks are free again) of a shared-memory access
+    issued at `cycle` with bank-conflict degree `degree` (at least 1), the banks free from
+    `free` on."""
+    start = max(cycle, free)
+    degree = max(degree, 1)
+    return start + latency + degree - 1, start + degree
 
-    __slots__ = ("sm_id", "memory", "clock", "shared_latency", "const_latency",
-                 "sectors_per_cycle", "shared_free", "l1_free")
+
+class LoadStoreUnit:
+    """Times the global accesses of SM `sm_id` (see the module docstring)."""
+
+    __slots__ = ("sm_id", "memory", "clock", "sectors_per_cycle", "l1_free")
 
     def __init__(self, sm_id: int, config, memory, clock: Clock) -> None:
         self.sm_id = sm_id
         self.memory = memory
         self.clock = clock
-        self.shared_latency = config.shared_memory.latency_cycles
-        self.const_latency = config.l1.hit_latency_cycles
         self.sectors_per_cycle = max(config.l1.bandwidth_bytes_per_clk // SECTOR_BYTES, 1)
-        self.shared_free = 0
         self.l1_free = 0
 
-    def issue(self, cycle: int, kind: int, detail: int, sectors: np.ndarray | None) -> int:
-        """Cycle at which the access completes (data usable / store performed)."""
-        if kind == KIND_SHARED:
-            start = max(cycle, self.shared_free)
-            degree = max(int(detail), 1)
-            self.shared_free = start + degree
-            return start + self.shared_latency + degree - 1
-        if kind == KIND_CONST or sectors is None or not sectors.size:
-            return cycle + self.const_latency
+    def issue(self, cycle: int, kind: int, sectors: np.ndarray) -> int:
+        """Cycle at which a load, store or atomic of `sectors` (at least one) issued at
+        `cycle` completes (data usable / store performed)."""
         start = max(cycle, self.l1_free)
         self.l1_free = start + -(-int(sectors.size) // self.sectors_per_cycle)
         clock = self.clock

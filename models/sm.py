@@ -226,7 +226,7 @@ class StreamingMultiprocessor:
         kind = int(kernel.ev_kind[e])
         if tma:
             return self.tma.issue(cycle, kind == KIND_BULK_STORE, trace.sectors[s:s + n])
-        return self.lsu.issue(cycle, kind, n, trace.sectors[s:s + n])
+        return self.lsu.issue(cycle, kind, trace.sectors[s:s + n])
 
     def _fire_stalls(self, cycle: int) -> None:
         """Fire the stall cycles summed so far, open stretches counted up to `cycle`."""

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import numba as nb
 
+from models.lsu import shared_access
 from models.sm_state import (
     H_DONE,
     L_CONST_LAT,
@@ -122,10 +123,8 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
         kind, detail = ev_kind[e], ev_detail[e]
         mem = 1
         if kind == KIND_SHARED:
-            start = max(cycle, lp[L_SHARED_FREE])
-            degree = max(detail, 1)
-            lp[L_SHARED_FREE] = start + degree
-            done = start + lp[L_SHARED_LAT] + degree - 1
+            done, lp[L_SHARED_FREE] = shared_access(cycle, lp[L_SHARED_FREE], detail,
+                                                    lp[L_SHARED_LAT])
         elif (kind == KIND_LOAD or kind == KIND_STORE or kind == KIND_ATOMIC) and detail > 0:
             lp[L_PEND_W], lp[L_PEND_E] = w, e
             return RC_MEMORY
@@ -150,9 +149,7 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
         wi[w, W_WG_OPEN] = 0
         done = cycle + latency
     elif action == ACTION_MBARRIER:
-        start = max(cycle, lp[L_SHARED_FREE])
-        lp[L_SHARED_FREE] = start + 1
-        done = start + lp[L_SHARED_LAT]
+        done, lp[L_SHARED_FREE] = shared_access(cycle, lp[L_SHARED_FREE], 1, lp[L_SHARED_LAT])
         contribute(ev_slot[e], done, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm, si,
                     lp)
     elif action == ACTION_MBARRIER_WAIT:

@@ -31,7 +31,7 @@ Units: SM cycles.
 
 from __future__ import annotations
 
-from models.sm_state import NEVER, POLICY_GTO, POLICY_LRR  # noqa: F401  (NEVER re-exported)
+from models.sm_state import POLICY_GTO, POLICY_LRR
 
 STALL_NO_WARP = "no_warp"
 STALL_DEPENDENCY = "dependency"
