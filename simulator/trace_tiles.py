@@ -36,7 +36,7 @@ import numpy as np
 
 from isa.memory import SHARED_WINDOW, WINDOW_SIZE
 from isa.semantics.hopper_mbarrier import barrier_words
-from isa.semantics.hopper_tma import _base, _map, base_address, lane_coords, param_map
+from isa.semantics.hopper_tma import _base, _map, lanes_by_param_map
 from isa.types import TYPES
 
 SECTOR_SHIFT = 5
@@ -108,15 +108,7 @@ def lanes_box_sectors(m, ins, ids: np.ndarray, map_op, coords_op, patterns: dict
     """`box_sectors` of each lane of `ids`, the unclipped boxes (and the empty ones) of maps
     in the parameter space found for all lanes at once; the other lanes one by one."""
     found = [None] * ids.size
-    maps = map_op.address(m, ids)
-    coords = lane_coords(m, ids, coords_op)
-    for addr in np.unique(maps).tolist():
-        tm = param_map(m, addr)
-        base = None if tm is None or tm.rank != coords.shape[0] else base_address(m, tm)
-        if base is None:
-            continue
-        lanes = np.flatnonzero(maps == addr)
-        c = coords[:, lanes]
+    for tm, base, lanes, c in lanes_by_param_map(m, ids, map_op, coords_op):
         box = np.array(tm.box, np.int64)[:, None]
         dims = np.array(tm.dims, np.int64)[:, None]
         strides = np.array(tm.strides_bytes, np.int64)[:, None]

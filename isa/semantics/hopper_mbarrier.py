@@ -180,8 +180,8 @@ def _release(m, words: list[int]) -> None:
     word_of = np.repeat([word for word, _ in parts], [lanes.size for _, lanes in parts])
     lanes = lanes[(waits[lanes] == word_of) & (m.pc[lanes] == BLOCKED)]
     if len(parts) > 1:  # sorted and distinct (np.unique hashes: slower on many lanes)
-        lanes = np.sort(lanes)
-        lanes = lanes[np.append(True, lanes[1:] != lanes[:-1])]
+        order, starts = _groups(lanes)
+        lanes = lanes[order][starts]
     if not lanes.size:
         return
     for resume in np.unique(m.resume[lanes]).tolist():

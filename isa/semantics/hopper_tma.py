@@ -187,24 +187,35 @@ def lane_coords(m, ids: np.ndarray, coords_op) -> np.ndarray:
                      .astype(np.int64) for it in coords_op.items])
 
 
+def lanes_by_param_map(m, ids: np.ndarray, map_op, coords_op):
+    """For each distinct tensor map the lanes `ids` name that is valid, sits in the kernel
+    parameter space, matches the coordinates' rank and has a pointer base: (map, base
+    address, positions in `ids` of its lanes, their coordinates `[rank, lanes]`). Lanes of
+    other maps are left out (their callers take them one by one)."""
+    maps = map_op.address(m, ids)
+    coords = lane_coords(m, ids, coords_op)
+    for addr in np.unique(maps).tolist():
+        tm = param_map(m, addr)
+        base = None if tm is None or tm.rank != coords.shape[0] else base_address(m, tm)
+        if base is None:
+            continue
+        lanes = np.flatnonzero(maps == addr)
+        yield tm, base, lanes, coords[:, lanes]
+
+
 def _checked_maps(m, ids: np.ndarray, map_op, coords_op, smem_op) -> list:
     """Per lane, its tensor map when its copy passes every check of `_box_checked` (map in
     the parameter space, box inside the tensor, tensor inside one buffer, shared range
     aligned and in bounds), for all lanes at once and faulting on none; None for a lane
     that takes the checked path (which faults if it must)."""
     found = [None] * ids.size
-    maps = map_op.address(m, ids)
     smem = smem_op.address(m, ids)
     smem = np.where((smem >= SHARED_WINDOW) & (smem < SHARED_WINDOW + WINDOW_SIZE),
                     smem - SHARED_WINDOW, smem)
-    coords = lane_coords(m, ids, coords_op)
-    for addr in np.unique(maps).tolist():
-        tm = param_map(m, addr)
-        base = None if tm is None or tm.rank != coords.shape[0] else base_address(m, tm)
-        if base is None or not _tensor_in_buffer(m, tm, base):
+    for tm, base, lanes, c in lanes_by_param_map(m, ids, map_op, coords_op):
+        if not _tensor_in_buffer(m, tm, base):
             continue
-        lanes = np.flatnonzero(maps == addr)
-        c, s = coords[:, lanes], smem[lanes]
+        s = smem[lanes]
         align = 128 if tm.swizzle_bytes else 16
         ok = ((c >= 0).all(axis=0)
               & (c + np.array(tm.box, np.int64)[:, None]
