@@ -89,7 +89,8 @@ from typing import Any
 
 import numpy as np
 
-from models import cached_memory_kernel as k
+from models import cached_memory_layout as k
+from models.cached_memory_kernel import serve_request
 from models.hbm import hbm_fixed_latency_ps
 from models.l2 import l2_slice_latency_cycles
 from simulator.engine import Clock
@@ -209,8 +210,8 @@ class CachedMemory:
 
     def access(self, sm_id: int, kind: str, sectors: np.ndarray, now_ps: int) -> int:
         """Completion time in ps of one warp's access (see `models.flat_memory` Contract)."""
-        done = k.serve_request(_KINDS[kind], sm_id, sectors, now_ps, self.params, self.meta,
-                               self.flags, self.free_fs, self.banks, self.lru, self.counts)
+        done = serve_request(_KINDS[kind], sm_id, sectors, now_ps, self.params, self.meta,
+                             self.flags, self.free_fs, self.banks, self.lru, self.counts)
         if self.hooks.listening:
             self.hooks.fire(CACHED_MEMORY_ACCESS, sm_id=sm_id, kind=kind, issue_ps=now_ps,
                             done_ps=done, counts=self.counts.copy())

@@ -25,10 +25,11 @@ the modulo, the rows of a GEMM operand 16 KiB apart fell into 2 of a slice's 256
 missed to HBM (a 4096x8192x8192 bf16 GEMM read 2.56 GB from HBM for 192 MB of operands). The
 address hashes are `models.address_map`'s (`tests/test_cached_memory.py` checks they agree).
 
-Speed: the helpers allocate nothing and are compiled with numba's reference counting off
-(`_nrt=False`); with it on, every call between them increfed and decrefed each array it
-passed (the tuples `meta` and `flags` hold six), about half of a request's time.
-`serve_request` allocates the request's scratch arrays and hands them to `_serve`.
+The HBM step is `models.hbm_kernel`'s; array indices, compile options (`step`: no reference
+counting, so the helpers allocate nothing) and address hashes are
+`models.cached_memory_layout`'s. `serve_request` allocates the request's scratch arrays and
+hands them to `_serve`.
+
 Units: ps, fs for pipe bookings, sector indices (byte address >> 5), bytes.
 """
 
@@ -37,70 +38,71 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-KIND_LOAD, KIND_STORE, KIND_ATOMIC = 0, 1, 2
+from models.cached_memory_layout import (
+    C_FAR_LINES,
+    C_HBM_READ,
+    C_HBM_REQUESTS,
+    C_L1_HIT,
+    C_L1_MISS,
+    C_L2_COPY_HIT,
+    C_L2_HIT,
+    C_L2_LINES,
+    C_L2_MISS,
+    C_L2_REQUESTS,
+    C_L2_WRITEBACK,
+    C_L3_HIT,
+    C_L3_MISS,
+    C_L3_REQUESTS,
+    C_L3_WRITEBACK,
+    C_SECTORS,
+    KIND_ATOMIC,
+    KIND_LOAD,
+    KIND_STORE,
+    LEVEL_L1,
+    LEVEL_L2,
+    LEVEL_L3,
+    P_CHANNELS,
+    P_FAR_PS,
+    P_L1_PS,
+    P_L1_SPL,
+    P_L2_SPL,
+    P_L3_ENABLED,
+    P_L3_FS,
+    P_L3_PS,
+    P_L3_SLICES,
+    P_NOC_PS,
+    P_PARTITIONS,
+    P_PIPE_DOWN,
+    P_PIPE_L3,
+    P_PIPE_SLICE,
+    P_PIPE_UP,
+    P_PORT_FS,
+    P_SECTOR_BYTES,
+    P_SLICE_FS,
+    P_SLICE_PS,
+    P_SLICES,
+    ceil_ps,
+    hbm_channel_of_line,
+    l2_set_of_line,
+    l2_slice_of_line,
+    popcount,
+    step,
+)
+from models.hbm_kernel import hbm_access, hbm_write
 
-# params indices
-(P_L1_PS, P_NOC_PS, P_FAR_PS, P_SLICE_PS, P_L3_PS, P_HBM_PS, P_ACTIVATE_PS, P_PRECHARGE_PS,
- P_SECTOR_BYTES, P_L1_SPL, P_L2_SPL, P_LINE_BYTES, P_PARTITIONS, P_SLICES, P_CHANNELS,
- P_BANKS, P_ROW_BYTES, P_L3_ENABLED, P_L3_SLICES,
- P_PORT_FS, P_SLICE_FS, P_L3_FS, P_CHANNEL_FS, P_WRITEBACK_BOUND_FS,
- P_PIPE_UP, P_PIPE_DOWN, P_PIPE_SLICE, P_PIPE_L3, P_PIPE_CHANNEL,
- P_REFRESH_INTERVAL_FS, P_REFRESH_FS, P_WRITE_TO_READ_FS, P_READ_TO_WRITE_FS,
- N_PARAMS) = range(34)
-
-# counts indices
-(C_SECTORS, C_L1_HIT, C_L1_MISS, C_L2_HIT, C_L2_MISS, C_L3_HIT, C_L3_MISS, C_HBM_READ,
- C_HBM_WRITE, C_ROW_HIT, C_ROW_MISS, C_L2_LINES, C_FAR_LINES, C_L2_WRITEBACK,
- C_L3_WRITEBACK, C_L2_REQUESTS, C_L3_REQUESTS, C_HBM_REQUESTS, C_L2_COPY_HIT,
- N_COUNTS) = range(20)
-
-SECTOR_BYTES_ASSUMED = 32
-"""The memory interface's sector (byte address >> 5); cache sectors must equal it."""
-
-LEVEL_L1, LEVEL_L2, LEVEL_L3 = 0, 1, 2
 _TAG, _STAMP, _READY = 0, 1, 2
 _VALID, _DIRTY = 0, 1
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
-def _ceil_ps(fs):
-    return -(-fs // 1000)
-
-
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
-def _fold(ids, a, b, c):
-    return ids ^ (ids >> a) ^ (ids >> b) ^ (ids >> c)
-
-
-@numba.njit(cache=True)
-def l2_set_of_line(line, sets):
-    """The set of an L2 slice holding a line: an XOR-fold of the line number, so that rows
-    of a power-of-two stride (a K-major operand panel, 2^k bytes per row) spread over the
-    slice's sets instead of sharing the few that `line % sets` leaves them."""
-    return _fold(line, 8, 16, 24) % sets
-
-
-@numba.njit(cache=True)
-def l2_slice_of_line(line, slices):
-    """`AddressMap.l2_slice` for a line number."""
-    return _fold(line, 7, 13, 19) % slices
-
-
-@numba.njit(cache=True)
-def hbm_channel_of_line(line, channels):
-    """`AddressMap.hbm_channel` for a line number."""
-    return _fold(line, 5, 11, 17) % channels
-
-
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
+@step
 def _book(free_fs, pipe, at_ps, size_bytes, fs_per_byte):
     """Reserve `size_bytes` on a FCFS pipe from `at_ps` on; returns the start in ps."""
     start = max(at_ps * 1000, free_fs[pipe])
     free_fs[pipe] = start + size_bytes * fs_per_byte
-    return _ceil_ps(start)
+    return ceil_ps(start)
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
+@step
 def _find(meta, unit, s, line):
     for w in range(meta.shape[2]):
         if meta[unit, s, w, _TAG] == line:
@@ -108,7 +110,7 @@ def _find(meta, unit, s, line):
     return -1
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
+@step
 def _victim(meta, unit, s):
     way = 0
     for w in range(meta.shape[2]):
@@ -119,94 +121,7 @@ def _victim(meta, unit, s):
     return way
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
-def _popcount(mask):
-    n = 0
-    while mask:
-        n += mask & 1
-        mask >>= 1
-    return n
-
-
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
-def _refresh_offset_fs(p, channel):
-    """Phase of the channel's refresh windows (channels staggered over one interval)."""
-    return channel * p[P_REFRESH_INTERVAL_FS] // p[P_CHANNELS]
-
-
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
-def _refresh_index(p, channel, t_fs):
-    """Number of the last refresh window of the channel starting at or before `t_fs`."""
-    return (t_fs - _refresh_offset_fs(p, channel)) // p[P_REFRESH_INTERVAL_FS]
-
-
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
-def _outside_refresh(p, channel, start_fs, duration_fs):
-    """The earliest time >= `start_fs` at which `duration_fs` of channel work overlaps no
-    all-bank refresh window ([offset + k * tREFI, + tRFC))."""
-    interval, busy = p[P_REFRESH_INTERVAL_FS], p[P_REFRESH_FS]
-    window = _refresh_offset_fs(p, channel) + _refresh_index(p, channel, start_fs) * interval
-    if start_fs < window + busy:
-        start_fs = window + busy
-    if start_fs + duration_fs > window + interval:
-        start_fs = window + interval + busy
-    return start_fs
-
-
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
-def _book_channel(p, free_fs, banks, channel, at_ps, size_bytes, write):
-    """Book `size_bytes` on the channel's data bus from `at_ps` on, after the turnaround gap
-    if the bus last moved data the other way and outside refresh; the start in ps."""
-    pipe = p[P_PIPE_CHANNEL] + channel
-    bus = banks[channel, p[P_BANKS]]
-    start = max(at_ps * 1000, free_fs[pipe])
-    if bus[0] != write and free_fs[pipe] > 0:
-        gap = p[P_READ_TO_WRITE_FS] if write else p[P_WRITE_TO_READ_FS]
-        start = max(start, free_fs[pipe] + gap)
-    duration = size_bytes * p[P_CHANNEL_FS]
-    start = _outside_refresh(p, channel, start, duration)
-    bus[0] = write
-    free_fs[pipe] = start + duration
-    return _ceil_ps(start)
-
-
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
-def _hbm(p, free_fs, banks, counts, line, size_bytes, at_ps, write):
-    """Open the line's row; a read moves its bytes over the channel at once and returns the
-    ps they are back at the level above; a write joins the channel's write-back buffer, which
-    crosses the bus as one batch when it holds the buffer's bound (returns `at_ps`)."""
-    channels = p[P_CHANNELS]
-    channel = hbm_channel_of_line(line, channels)
-    row_index = (line // channels) * p[P_LINE_BYTES] // p[P_ROW_BYTES]
-    bank = row_index % p[P_BANKS]
-    row = row_index // p[P_BANKS]
-    start = max(at_ps, banks[channel, bank, 1])
-    start = _ceil_ps(_outside_refresh(p, channel, start * 1000, p[P_ACTIVATE_PS] * 1000))
-    if _refresh_index(p, channel, start * 1000) != _refresh_index(
-            p, channel, banks[channel, bank, 1] * 1000):
-        banks[channel, bank, 0] = -1  # an all-bank refresh closed every row since
-    if banks[channel, bank, 0] == row:
-        ready = start
-        counts[C_ROW_HIT] += 1
-    elif banks[channel, bank, 0] < 0:
-        ready = start + p[P_ACTIVATE_PS]
-        counts[C_ROW_MISS] += 1
-    else:
-        ready = start + p[P_PRECHARGE_PS] + p[P_ACTIVATE_PS]
-        counts[C_ROW_MISS] += 1
-    banks[channel, bank, 0] = row
-    banks[channel, bank, 1] = ready
-    if not write:
-        return _book_channel(p, free_fs, banks, channel, ready, size_bytes, 0) + p[P_HBM_PS]
-    bus = banks[channel, p[P_BANKS]]
-    bus[1] += size_bytes
-    if bus[1] * p[P_CHANNEL_FS] >= p[P_WRITEBACK_BOUND_FS]:
-        _book_channel(p, free_fs, banks, channel, ready, bus[1], 1)
-        bus[1] = 0
-    return at_ps
-
-
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
+@step
 def _fill_way(meta, flags, lru, unit, s, way, mask, ready_ps):
     """`_install` (clean) of `mask` into a line known to sit in `way`."""
     for k in range(meta.shape[3] - _READY):
@@ -220,7 +135,7 @@ def _fill_way(meta, flags, lru, unit, s, way, mask, ready_ps):
     meta[unit, s, way, _STAMP] = lru[0]
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
+@step
 def _install(meta, flags, lru, unit, s, line, mask, ready_ps, dirty):
     """Allocate (if absent) and mark `mask` valid with data at `ready_ps`; returns the evicted
     line and its dirty mask (line -1 when nothing dirty was evicted)."""
@@ -239,23 +154,12 @@ def _install(meta, flags, lru, unit, s, line, mask, ready_ps, dirty):
     return evicted, evicted_mask
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
-def _hbm_write(p, free_fs, banks, counts, line, mask, at_ps):
-    """Write `mask` of `line` to HBM from `at_ps` on; returns the ps from which the request
-    that caused the write-back may complete: when the channel's backlog (the work booked on
-    its pipe up to the end of this write) has drained to the write-back buffer's bound."""
-    counts[C_HBM_WRITE] += _popcount(mask)
-    _hbm(p, free_fs, banks, counts, line, _popcount(mask) * p[P_SECTOR_BYTES], at_ps, 1)
-    channel = hbm_channel_of_line(line, p[P_CHANNELS])
-    return _ceil_ps(free_fs[p[P_PIPE_CHANNEL] + channel] - p[P_WRITEBACK_BOUND_FS])
-
-
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
+@step
 def _write_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_ps):
     """A dirty L2 line's sectors leave for the L3 (write-allocate) or HBM; returns the ps from
-    which the request that evicted it may complete (see `_hbm_write`)."""
+    which the request that evicted it may complete (see `hbm_write`)."""
     if p[P_L3_ENABLED]:
-        size = _popcount(mask) * p[P_SECTOR_BYTES]
+        size = popcount(mask) * p[P_SECTOR_BYTES]
         unit = hbm_channel_of_line(line, p[P_CHANNELS]) * p[P_L3_SLICES] // p[P_CHANNELS]
         start = _book(free_fs, p[P_PIPE_L3] + unit, at_ps, size, p[P_L3_FS])
         s = line % meta[LEVEL_L3].shape[1]
@@ -263,22 +167,22 @@ def _write_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_
                                          mask, start, True)
         if evicted < 0:
             return at_ps
-        counts[C_L3_WRITEBACK] += _popcount(evicted_mask)
+        counts[C_L3_WRITEBACK] += popcount(evicted_mask)
         line, mask, at_ps = evicted, evicted_mask, start
-    return _hbm_write(p, free_fs, banks, counts, line, mask, at_ps)
+    return hbm_write(p, free_fs, banks, counts, line, mask, at_ps)
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
+@step
 def _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_ps):
     """Missing L2 sectors come from the L3 (if any) or HBM; the ps they are at the slice."""
     if not p[P_L3_ENABLED]:
-        counts[C_HBM_READ] += _popcount(mask)
+        counts[C_HBM_READ] += popcount(mask)
         counts[C_HBM_REQUESTS] = 1
-        return _hbm(p, free_fs, banks, counts, line, _popcount(mask) * p[P_SECTOR_BYTES], at_ps,
-                    0)
+        return hbm_access(p, free_fs, banks, counts, line, popcount(mask) * p[P_SECTOR_BYTES],
+                          at_ps, 0)
     l3m, l3f = meta[LEVEL_L3], flags[LEVEL_L3]
     unit = hbm_channel_of_line(line, p[P_CHANNELS]) * p[P_L3_SLICES] // p[P_CHANNELS]
-    start = _book(free_fs, p[P_PIPE_L3] + unit, at_ps, _popcount(mask) * p[P_SECTOR_BYTES],
+    start = _book(free_fs, p[P_PIPE_L3] + unit, at_ps, popcount(mask) * p[P_SECTOR_BYTES],
                   p[P_L3_FS])
     s = line % l3m.shape[1]
     way = _find(l3m, unit, s, line)
@@ -291,24 +195,24 @@ def _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_p
     if way >= 0:
         lru[0] += 1
         l3m[unit, s, way, _STAMP] = lru[0]
-    counts[C_L3_HIT] += _popcount(present)
-    counts[C_L3_MISS] += _popcount(missing)
+    counts[C_L3_HIT] += popcount(present)
+    counts[C_L3_MISS] += popcount(missing)
     counts[C_L3_REQUESTS] = 1
     if missing:
-        counts[C_HBM_READ] += _popcount(missing)
+        counts[C_HBM_READ] += popcount(missing)
         counts[C_HBM_REQUESTS] = 1
-        fetched = _hbm(p, free_fs, banks, counts, line,
-                       _popcount(missing) * p[P_SECTOR_BYTES], start, 0)
+        fetched = hbm_access(p, free_fs, banks, counts, line,
+                             popcount(missing) * p[P_SECTOR_BYTES], start, 0)
         data = max(data, fetched)
         evicted, evicted_mask = _install(l3m, l3f, lru, unit, s, line, missing, fetched, False)
         if evicted >= 0:
-            counts[C_L3_WRITEBACK] += _popcount(evicted_mask)
-            data = max(data, _hbm_write(p, free_fs, banks, counts, evicted, evicted_mask,
-                                        start))
+            counts[C_L3_WRITEBACK] += popcount(evicted_mask)
+            data = max(data, hbm_write(p, free_fs, banks, counts, evicted, evicted_mask,
+                                       start))
     return data + p[P_L3_PS]
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
+@step
 def _present(meta, flags, unit, s, line, mask):
     """The sectors of `mask` the slice holds, their latest ready ps (0 if none) and the way."""
     way = _find(meta, unit, s, line)
@@ -322,23 +226,23 @@ def _present(meta, flags, unit, s, line, mask):
     return present, ready, way
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
+@step
 def _evict_to(p, meta, flags, free_fs, banks, lru, counts, evicted, evicted_mask, at_ps):
     """Write back a dirty victim (line -1: none); the ps from which the requester may complete."""
     if evicted < 0:
         return at_ps
-    counts[C_L2_WRITEBACK] += _popcount(evicted_mask)
+    counts[C_L2_WRITEBACK] += popcount(evicted_mask)
     return _write_below_l2(p, meta, flags, free_fs, banks, lru, counts, evicted, evicted_mask,
                            at_ps)
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
+@step
 def _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line, mask, at_ps):
     """The line's home slice serves `mask` from `at_ps` on (stores write it, loads and atomics
     read it, fetching what is missing); the ps its answer leaves the slice."""
     l2m, l2f = meta[LEVEL_L2], flags[LEVEL_L2]
     s = l2_set_of_line(line, l2m.shape[1])
-    t = _book(free_fs, p[P_PIPE_SLICE] + home, at_ps, _popcount(mask) * p[P_SECTOR_BYTES],
+    t = _book(free_fs, p[P_PIPE_SLICE] + home, at_ps, popcount(mask) * p[P_SECTOR_BYTES],
               p[P_SLICE_FS])
     if kind == KIND_STORE:
         evicted, evicted_mask = _install(l2m, l2f, lru, home, s, line, mask, t, True)
@@ -347,8 +251,8 @@ def _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line, 
     present, ready, _ = _present(l2m, l2f, home, s, line, mask)
     missing = mask & ~present
     data = max(t, ready)
-    counts[C_L2_HIT] += _popcount(present)
-    counts[C_L2_MISS] += _popcount(missing)
+    counts[C_L2_HIT] += popcount(present)
+    counts[C_L2_MISS] += popcount(missing)
     fetched = t
     if missing:
         fetched = _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, missing, t)
@@ -359,14 +263,14 @@ def _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line, 
                                evicted_mask, t))
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
+@step
 def _copy_slice(p, home, partition):
     """The slice of `partition` that keeps copies of lines homed at slice `home`."""
     per = p[P_SLICES] // p[P_PARTITIONS]
     return partition * per + home % per
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
+@step
 def _write_copies(p, l2m, l2f, home, line, mask, at_ps, writer):
     """A write of `mask` reached the home: the writer partition's copy (if held) takes the
     new data, every other partition's copy drops those sectors (at once, no messages)."""
@@ -389,7 +293,7 @@ def _write_copies(p, l2m, l2f, home, line, mask, at_ps, writer):
             l2m[c, s, way, _TAG] = -1
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
+@step
 def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, at_ps):
     """One L2 line of a request reaching the SM's partition at `at_ps`; the ps its answer is
     at the SM. Loads of a far-homed line look in the SM partition's copy first."""
@@ -415,12 +319,12 @@ def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, 
     # A load of a far-homed line: the copy slice in the SM's own partition first.
     c = _copy_slice(p, home, near)
     s = l2_set_of_line(line, l2m.shape[1])
-    t = _book(free_fs, p[P_PIPE_SLICE] + c, at_ps, _popcount(mask) * p[P_SECTOR_BYTES],
+    t = _book(free_fs, p[P_PIPE_SLICE] + c, at_ps, popcount(mask) * p[P_SECTOR_BYTES],
               p[P_SLICE_FS])
     present, ready, way = _present(l2m, l2f, c, s, line, mask)
     missing = mask & ~present
-    counts[C_L2_HIT] += _popcount(present)
-    counts[C_L2_COPY_HIT] += _popcount(present)
+    counts[C_L2_HIT] += popcount(present)
+    counts[C_L2_COPY_HIT] += popcount(present)
     done = max(t, ready)
     if not missing:
         lru[0] += 1
@@ -443,7 +347,7 @@ def serve_request(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru
                   np.ones(n, np.bool_), np.empty(n, np.int64))
 
 
-@numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
+@step
 def _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, counts, need,
            line_done):
     """`serve_request` on scratch arrays `need` (all True) and `line_done` of the request's
@@ -491,7 +395,7 @@ def _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, count
         start = max(start, _book(free_fs, p[P_PIPE_UP] + sm, now_ps, size, p[P_PORT_FS]))
     if kind != KIND_STORE:
         start = max(start, _book(free_fs, p[P_PIPE_DOWN] + sm, now_ps, size, p[P_PORT_FS]))
-        done = max(done, _ceil_ps(free_fs[p[P_PIPE_DOWN] + sm]))
+        done = max(done, ceil_ps(free_fs[p[P_PIPE_DOWN] + sm]))
     at_slice = start + p[P_NOC_PS]
     # 3. L2 slices, one line at a time (sectors of a line are adjacent in a sorted request).
     i = 0

@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from models import cached_memory_kernel as ck
+from models import cached_memory_layout as ck
 from models.cached_memory import CACHED_MEMORY_ACCESS
 from models.sm import SM_CTA_DONE, SM_CTA_LAUNCH, SM_STALL
 

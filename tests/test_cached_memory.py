@@ -9,7 +9,7 @@ import pytest
 
 import models
 import simulator
-from models import cached_memory_kernel as kern
+from models import cached_memory_layout as kern
 from models.cached_memory import (
     CACHED_MEMORY_ACCESS,
     COUNT_NAMES,

@@ -21,7 +21,7 @@ L2 slices' bandwidth is measured: ncu on an H100 reads the L2's peak as 7680 B p
 at a 1.70 GHz L2 clock (`workloads/reference/h100/gemm_ncu_l2.csv`), 89 B per SM cycle per
 slice at the preset clock (it was an A100-derived 64, which bound the template's TMA loads:
 bf16 MAPE 34.3 -> 16.4 %, fp8 15.1 -> 22.6 %). (2) An L2 slice picks its set by a hash of the line
-(`models.cached_memory_kernel.l2_set_of_line`); with line % sets the operand rows 16 KiB
+(`models.cached_memory_layout.l2_set_of_line`); with line % sets the operand rows 16 KiB
 apart shared 2 of 256 sets and large GEMMs re-read their operands from HBM (bf16
 4096x8192x8192: 2.56 GB for 192 MB; bf16 MAPE 16.4 -> 14.4 %, fp8 22.6 -> 25.7 %).
 (3) The SM clock under tensor load (`models.sustained_clock`): each launch is re-timed at

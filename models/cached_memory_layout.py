@@ -1,0 +1,86 @@
+"""What the compiled steps of the cached memory share: array layouts, compile options, hashes.
+
+What it models
+--------------
+Nothing of its own: the indices of the `params` and `counts` arrays
+(`models.cached_memory_kernel` documents the arrays), the request kinds and levels, the
+address hashes that place a line in an L2 set, an L2 slice and an HBM channel (the same as
+`models.address_map`'s; `tests/test_cached_memory.py` checks they agree), and `step`, the
+way every step is compiled.
+
+Speed: the steps allocate nothing and are compiled with numba's reference counting off
+(`_nrt=False`, a private numba option, set here only); with it on, every call between them
+increfed and decrefed each array it passed (the tuples `meta` and `flags` hold six), about
+half of a request's time.
+Units: ps, fs for pipe bookings, line numbers.
+"""
+
+from __future__ import annotations
+
+import numba
+
+step = numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
+"""How the cached memory's steps compile (no Python wrapper, no reference counting)."""
+
+KIND_LOAD, KIND_STORE, KIND_ATOMIC = 0, 1, 2
+
+# params indices
+(P_L1_PS, P_NOC_PS, P_FAR_PS, P_SLICE_PS, P_L3_PS, P_HBM_PS, P_ACTIVATE_PS, P_PRECHARGE_PS,
+ P_SECTOR_BYTES, P_L1_SPL, P_L2_SPL, P_LINE_BYTES, P_PARTITIONS, P_SLICES, P_CHANNELS,
+ P_BANKS, P_ROW_BYTES, P_L3_ENABLED, P_L3_SLICES,
+ P_PORT_FS, P_SLICE_FS, P_L3_FS, P_CHANNEL_FS, P_WRITEBACK_BOUND_FS,
+ P_PIPE_UP, P_PIPE_DOWN, P_PIPE_SLICE, P_PIPE_L3, P_PIPE_CHANNEL,
+ P_REFRESH_INTERVAL_FS, P_REFRESH_FS, P_WRITE_TO_READ_FS, P_READ_TO_WRITE_FS,
+ N_PARAMS) = range(34)
+
+# counts indices
+(C_SECTORS, C_L1_HIT, C_L1_MISS, C_L2_HIT, C_L2_MISS, C_L3_HIT, C_L3_MISS, C_HBM_READ,
+ C_HBM_WRITE, C_ROW_HIT, C_ROW_MISS, C_L2_LINES, C_FAR_LINES, C_L2_WRITEBACK,
+ C_L3_WRITEBACK, C_L2_REQUESTS, C_L3_REQUESTS, C_HBM_REQUESTS, C_L2_COPY_HIT,
+ N_COUNTS) = range(20)
+
+SECTOR_BYTES_ASSUMED = 32
+"""The memory interface's sector (byte address >> 5); cache sectors must equal it."""
+
+LEVEL_L1, LEVEL_L2, LEVEL_L3 = 0, 1, 2
+
+
+@step
+def ceil_ps(fs):
+    """Femtoseconds rounded up to whole ps."""
+    return -(-fs // 1000)
+
+
+@step
+def _fold(ids, a, b, c):
+    return ids ^ (ids >> a) ^ (ids >> b) ^ (ids >> c)
+
+
+@numba.njit(cache=True)
+def l2_set_of_line(line, sets):
+    """The set of an L2 slice holding a line: an XOR-fold of the line number, so that rows
+    of a power-of-two stride (a K-major operand panel, 2^k bytes per row) spread over the
+    slice's sets instead of sharing the few that `line % sets` leaves them."""
+    return _fold(line, 8, 16, 24) % sets
+
+
+@numba.njit(cache=True)
+def l2_slice_of_line(line, slices):
+    """`AddressMap.l2_slice` for a line number."""
+    return _fold(line, 7, 13, 19) % slices
+
+
+@numba.njit(cache=True)
+def hbm_channel_of_line(line, channels):
+    """`AddressMap.hbm_channel` for a line number."""
+    return _fold(line, 5, 11, 17) % channels
+
+
+@step
+def popcount(mask):
+    """Set bits of a sector mask."""
+    n = 0
+    while mask:
+        n += mask & 1
+        mask >>= 1
+    return n
