@@ -182,6 +182,15 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
 
 
 @nb.njit(cache=True)
+def _after(k, last, sw):
+    """Loose round robin's start: the position after `last` in scheduler `k`'s age order."""
+    j = 0
+    while sw[k, j] != last:
+        j += 1
+    return j + 1
+
+
+@nb.njit(cache=True)
 def _first_reason(k, cycle, policy, wi, si, sw):
     """Why the first warp in scheduler `k`'s policy order cannot issue at `cycle`."""
     n = si[k, S_N]
@@ -190,13 +199,7 @@ def _first_reason(k, cycle, policy, wi, si, sw):
     last = si[k, S_LAST]
     w = sw[k, 0]
     if last >= 0:
-        if policy == POLICY_GTO:
-            w = last
-        else:
-            j = 0
-            while sw[k, j] != last:
-                j += 1
-            w = sw[k, (j + 1) % n]
+        w = last if policy == POLICY_GTO else sw[k, _after(k, last, sw) % n]
     ready = wi[w, W_READY]
     if ready >= NEVER:
         return REASON_BARRIER
@@ -249,9 +252,7 @@ def _pick(k, cycle, policy, wi, si, uf, sw):
                 else:
                     return last, earliest
         else:
-            while sw[k, start] != last:
-                start += 1
-            start += 1
+            start = _after(k, last, sw)
     for i in range(n):
         j = start + i
         if j >= n:
