@@ -56,7 +56,14 @@ import isa
 from isa.errors import InputError
 from isa.tensor_map import make_tensor_map
 from workloads.codesign.codesign_ops import gemm_hook
-from workloads.kernels.templates.gemm import ELEM, MAX_SHARED, OUT_BYTES, gemm_kernel
+from workloads.kernels.templates.gemm import (
+    ELEM,
+    MAX_SHARED,
+    OUT_BYTES,
+    gemm_kernel,
+    sfa_map,
+    sfa_rows,
+)
 from workloads.kernels.templates.gemm_groups import LAYOUTS, GroupedShape, grouped_shape
 from workloads.ops.gemm_sampling import mean_k_tiles, plain_footprint, reduced_k, sample_points
 from workloads.ops.registry import Flag, Launch, OpPlan, positive, register
@@ -122,11 +129,12 @@ def _fill(m: int, n: int, dtype: str, sm_count: int, blocks, rates: TileRates):
 
 def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
                  rule: str = DEFAULT_RULE, row_blocks=None,
-                 rates: TileRates | None = None) -> dict:
+                 rates: TileRates | None = None, scaling: str = "none") -> dict:
     """Template arguments for an M x N x K GEMM by the heuristic of the module docstring;
     `row_blocks(m_tile)` counts the m-blocks when they are not ceil(M / m_tile) (grouped
     GEMMs: M is then the rows per group). Rule "fill" weighs tiles with `rates` (default:
-    the h100_sxm preset's, `tile_rates`)."""
+    the h100_sxm preset's, `tile_rates`). `scaling="deepseek"` leaves room in each stage
+    for its scale_a chunk (`templates.gemm`)."""
     blocks = row_blocks or (lambda mt: math.ceil(m / mt))
     if rule not in TILE_RULES:
         raise InputError(f"--rule {rule!r}: accepted {', '.join(TILE_RULES)}")
@@ -146,7 +154,7 @@ def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
             return math.ceil(tiles / sm_count) * nt
         n_tile = 256 if cost(256) <= cost(128) else 128
     k_tile = 128 // ELEM[dtype]
-    stage_bytes = (m_tile + n_tile) * 128
+    stage_bytes = (m_tile + n_tile) * 128 + (4 * m_tile if scaling == "deepseek" else 0)
     stages = max(2, min(MAX_STAGES, MAX_SHARED // (stage_bytes + 16)))
     tiles = blocks(m_tile) * math.ceil(n / n_tile)
     return {"m_tile": m_tile, "n_tile": n_tile, "k_tile": k_tile, "stages": stages,
@@ -209,7 +217,10 @@ def _args(kernel, ops: Operands, dtype, out_dtype, scaling, shape_only, rng,
     out = [ta, tb, isa.ShapeOnly((ops.a_rows, ops.k), NUMPY[dtype]),
            isa.ShapeOnly((ops.b_rows, ops.k), NUMPY[dtype]),
            isa.ShapeOnly((ops.c_rows, ops.n), NUMPY_OUT[out_dtype])]
-    out += [isa.ShapeOnly(s, np.float32) for s in scale_shapes] + extra
+    if scale_shapes:       # the kernel reads scale_a MN-major (templates.gemm, DeepGEMM's)
+        sfa = isa.ShapeOnly((ks, sfa_rows(ops.a_rows)), np.float32)
+        out += [sfa, isa.ShapeOnly(scale_shapes[1], np.float32), sfa_map(cfg, sfa)]
+    out += extra
     out += [ops.a_rows, ops.n, ops.k if k_arg is None else k_arg]
     return out + ([len(ops.schedule)] if ops.schedule is not None else [])
 
@@ -256,13 +267,14 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
     shape: GroupedShape | None = None
     row_blocks = None
     if groups > 1 or (layout, ragged) != ("contiguous", "m") or m_total or valid_m or k_total:
-        probe = {**choose_tiles(m, n, k, dtype, sms, rule, rates=rates), **tiles}
+        probe = {**choose_tiles(m, n, k, dtype, sms, rule, rates=rates, scaling=scaling),
+                 **tiles}
         _grouped(groups, layout, ragged, m, n, k, probe, m_total, valid_m, k_total)
 
         def row_blocks(mt: int) -> int:
             return len(_grouped(groups, layout, ragged, m, n, k, {**probe, "m_tile": mt},
                                 m_total, valid_m, k_total).schedule(probe["k_tile"]))
-    choice = {**choose_tiles(m, n, k, dtype, sms, rule, row_blocks, rates), **tiles}
+    choice = {**choose_tiles(m, n, k, dtype, sms, rule, row_blocks, rates, scaling), **tiles}
     make = dict(dtype=dtype, out_dtype=out_dtype, sm_count=sms, grouped=row_blocks is not None,
                 fp8_scaling="deepseek" if scaling == "deepseek" else None, **choice)
     kernel = gemm_kernel(**make)

@@ -43,8 +43,14 @@ Kernel structure (`block` = 128 x (consumers + 1) threads):
 * `fp8_scaling="deepseek"` (fp8 only): DeepSeek-V3's fine-grained scaling. Each
   128-K chunk (4 k32 wgmmas) accumulates into a fresh wgmma accumulator, which is then
   promoted on the CUDA cores: acc += chunk * (scale_a[row, kc] * scale_b[n // 128, kc])
-  with `fma.rn.f32`. scale_a is f32 [M, ceil(K/128)] (1x128 tiles of A), scale_b f32
-  [ceil(N/128), ceil(K/128)] (128x128 blocks of B).
+  with `fma.rn.f32`. `args` takes scale_a f32 [M, ceil(K/128)] (1x128 tiles of A) and
+  scale_b f32 [ceil(N/128), ceil(K/128)] (128x128 blocks of B). As DeepGEMM, the kernel
+  reads scale_a MN-major (a copy [ceil(K/128), M rounded up to 4], TMA's 16-byte stride
+  rule): the producer's TMA brings the m_tile scales of a stage's chunks with the stage
+  (a third tensor map, `tmap_sfa`, box m_tile x chunks; complete_tx on the same full[s]),
+  into a region after the stage ring, and the consumers read them with `ld.shared`.
+  scale_b is read from global per chunk by each consumer warp (one or two f32 loads;
+  DeepGEMM stages it in shared memory per tile).
 
 Left out (simplifications, named so timing studies know): the DeepSeek variant waits
 each chunk's wgmmas to zero before promoting (as DeepGEMM); no ping-pong consumer
@@ -63,6 +69,7 @@ from isa.errors import InputError
 from isa.tensor_map import make_tensor_map
 from workloads.kernels.templates import gemm_ptx
 
+SFA_ARG = 5                    # kernel argument index of the MN-major scale_a copy
 MAX_SHARED = 232448            # 227 KiB opt-in shared memory per CTA (sm_90)
 SM_COUNT = 132                 # H100 SXM / H800 SXM
 ELEM = {"bf16": 2, "fp16": 2, "fp8": 1, "tf32": 4}
@@ -98,7 +105,10 @@ class Config:
     m_sub = property(lambda s: s.m_tile // s.consumers // 64)   # m64 wgmmas per group
     a_bytes = property(lambda s: s.k_atoms * s.m_tile * 128)
     stage_bytes = property(lambda s: s.k_atoms * (s.m_tile + s.n_tile) * 128)
-    barrier_offset = property(lambda s: s.stages * s.stage_bytes)
+    # DeepSeek scaling: scale_a rows of a stage's 128-K chunks (TMA box after the stages)
+    sfa_bytes = property(lambda s: 4 * s.m_tile * s.chunks_per_tile if s.fp8_scaling else 0)
+    sfa_offset = property(lambda s: s.stages * s.stage_bytes)
+    barrier_offset = property(lambda s: s.stages * (s.stage_bytes + s.sfa_bytes))
     shared_bytes = property(lambda s: s.barrier_offset + 16 * s.stages)
     threads = property(lambda s: 128 * (s.consumers + 1))
     acc_regs = property(lambda s: s.m_sub * s.n_tile // 2)
@@ -181,7 +191,9 @@ class GemmKernel:
                     got = None if arr is None else (arr.shape, arr.dtype.name)
                     raise InputError(f"{name}: got {got}; accepted a float32 array of "
                                      f"shape {shape} for fp8_scaling='deepseek'")
-            out += [scale_a, scale_b]
+            sfa = np.zeros((ks, sfa_rows(m)), np.float32)
+            sfa[:, :m] = scale_a.T
+            out += [sfa, scale_b, sfa_map(cfg, sfa)]
         elif scale_a is not None or scale_b is not None:
             raise InputError("scale_a/scale_b given to a kernel without fp8_scaling; "
                              "accepted: None")
@@ -194,6 +206,20 @@ class GemmKernel:
             raise InputError("schedule: accepted an int32 array [blocks >= 1, 8] "
                              "(templates.gemm_groups.schedule) for a grouped kernel")
         return out + [np.ascontiguousarray(schedule), m, n, k, len(schedule)]
+
+
+def sfa_rows(m: int) -> int:
+    """Columns of the MN-major scale_a copy: M rounded up to 4 (16-byte TMA strides)."""
+    return -(-m // 4) * 4
+
+
+def sfa_map(cfg: Config, sfa) -> np.ndarray:
+    """Tensor map over the MN-major scale_a (kernel argument 5): box m_tile x chunks.
+    `sfa` is the [ceil(K/128), sfa_rows(M)] f32 array or an `isa.ShapeOnly` of it."""
+    box = (cfg.chunks_per_tile, cfg.m_tile)
+    if isinstance(sfa, np.ndarray):
+        return make_tensor_map(sfa, box, arg=SFA_ARG)
+    return make_tensor_map(0, box, arg=SFA_ARG, shape=sfa.shape, dtype=np.float32)
 
 
 def _shape2(arr, name) -> tuple[int, int]:

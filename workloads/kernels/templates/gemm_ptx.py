@@ -6,7 +6,9 @@ functions returning lists of lines; the layout they share is the `Config` proper
 
     shared: stage s at s * stage_bytes: A atoms [k_atoms][m_tile rows][128 B], then
             B atoms [k_atoms][n_tile rows][128 B] (128B-swizzled by TMA, 1024-aligned);
-            after the stages full[stages] and empty[stages] mbarriers (8 B each).
+            after the stages, with DeepSeek scaling, each stage's scale_a chunks
+            (`sfa_bytes`: [chunks][m_tile] f32, at sfa_offset + s * sfa_bytes); then
+            full[stages] and empty[stages] mbarriers (8 B each).
     registers: %d<acc> the f32 accumulators, flat index sub * (n_tile / 2) + i for the
             64-row wgmma block `sub` of this warpgroup and fragment element i; %t<acc>
             the per-128-K chunk accumulators of the DeepSeek FP8 recipe.
@@ -26,7 +28,7 @@ def emit(cfg) -> str:
 
 def _head(cfg) -> list[str]:
     scale_params = ("    .param .u64 scale_a,\n    .param .u64 scale_b,\n"
-                    if cfg.fp8_scaling else "")
+                    "    .param .align 64 .b8 tmap_sfa[128],\n" if cfg.fp8_scaling else "")
     if cfg.grouped:
         scale_params += "    .param .u64 sched,\n"
     acc = cfg.acc_regs
@@ -46,7 +48,7 @@ def _head(cfg) -> list[str]:
         regs += [f"    .reg .f32 %t<{acc}>;", f"    .reg .f32 %sa<{2 * cfg.m_sub}>;",
                  f"    .reg .f32 %sb<{cfg.n_blocks}>;",
                  f"    .reg .f32 %s<{2 * cfg.m_sub * cfg.n_blocks}>;",
-                 f"    .reg .b64 %pa<{2 * cfg.m_sub}>;"]
+                 "    .reg .b32 %rsfa;", "    .reg .b64 %rdsfa;"]
     tm = cfg.m_tile - 1
     tn = cfg.n_tile - 1
     lines = [
@@ -146,7 +148,8 @@ def _producer(cfg) -> list[str]:
              "    xor.b32 %r5, %phase, 1;", "P_WAIT:",
              "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r4], %r5;",
              "    @!%p1 bra P_WAIT;", "P_ISSUE:",
-             f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd2, [%r3], {cfg.stage_bytes};",
+             "    mbarrier.arrive.expect_tx.shared::cta.b64 %rd2, [%r3], "
+             f"{cfg.stage_bytes + cfg.sfa_bytes};",
              "    mov.u32 %r6, smem;", f"    mad.lo.u32 %r6, %stage, {cfg.stage_bytes}, %r6;",
              (f"    mad.lo.u32 %r7, %kt, {cfg.k_tile}, %k0;" if cfg.grouped else
               f"    mul.lo.u32 %r7, %kt, {cfg.k_tile};")]
@@ -158,6 +161,14 @@ def _producer(cfg) -> list[str]:
                   tma.format(map="%rd0", row="%m0"),
                   f"    add.u32 %r8, %r6, {cfg.a_bytes + j * cfg.n_tile * 128};",
                   tma.format(map="%rd1", row="%brow" if cfg.grouped else "%n0")]
+    if cfg.fp8_scaling:      # the stage's scale_a chunks: rows m0.., chunks kt * cpt (+ kc0)
+        lines += ["    mov.u64 %rdsfa, tmap_sfa;",
+                  "    mov.u32 %r8, smem;", f"    add.u32 %r8, %r8, {cfg.sfa_offset};",
+                  f"    mad.lo.u32 %r8, %stage, {cfg.sfa_bytes}, %r8;",
+                  f"    mul.lo.u32 %r9, %kt, {cfg.chunks_per_tile};",
+                  *(["    add.u32 %r9, %r9, %kc0;"] if cfg.grouped else []),
+                  "    cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::"
+                  "complete_tx::bytes [%r8], [%rdsfa, {%m0, %r9}], [%r3];"]
     lines += [*advance_stage(cfg), "    add.u32 %it, %it, 1;", "    add.u32 %kt, %kt, 1;",
               "    setp.lt.u32 %p0, %kt, %ktiles;", "    @%p0 bra P_K;",
               *_tile_end(cfg, "P"), "DONE:", "    ret;", "}"]
@@ -239,25 +250,20 @@ def _consumer(cfg) -> list[str]:
 
 
 def _scale_rows(cfg) -> list[str]:
-    """Per tile: %pa<2 m_sub> point at scale_a[min(row, M-1), 0] of this thread's rows."""
-    lines = ["    ld.param.u64 %rd6, [scale_a];", "    cvta.to.global.u64 %rd6, %rd6;",
-             "    sub.u32 %r17, %M, 1;", "    add.u32 %r18, %m0, %r14;"]
-    for sub in range(cfg.m_sub):
-        for h in range(2):
-            lines += [f"    add.u32 %r19, %r18, {64 * sub + 8 * h};",
-                      "    min.u32 %r19, %r19, %r17;",
-                      "    mul.lo.u32 %r19, %r19, %ksb;", "    mul.wide.u32 %rd7, %r19, 4;",
-                      f"    add.s64 %pa{2 * sub + h}, %rd6, %rd7;"]
-    return lines
+    """Per tile: %rsfa = the shared address of this thread's first scale_a row in stage 0."""
+    return ["    mov.u32 %rsfa, smem;", f"    add.u32 %rsfa, %rsfa, {cfg.sfa_offset};",
+            "    shl.b32 %r19, %r14, 2;", "    add.u32 %rsfa, %rsfa, %r19;"]
 
 
 def _promote(cfg, chunk: int) -> list[str]:
     """DeepSeek-V3 promotion: d += t * scale_a[row, kc] * scale_b[n_block, kc] (CUDA cores)."""
-    lines = [f"    mad.lo.u32 %r19, %kt, {cfg.chunks_per_tile}, {chunk};   // 128-K chunk kc",
-             *(["    add.u32 %r19, %r19, %kc0;"] if cfg.grouped else []),
-             "    mul.wide.u32 %rd8, %r19, 4;"]
-    for r in range(2 * cfg.m_sub):
-        lines += [f"    add.s64 %rd9, %pa{r}, %rd8;", f"    ld.global.f32 %sa{r}, [%rd9];"]
+    lines = [f"    mad.lo.u32 %r19, %stage, {cfg.sfa_bytes}, %rsfa;   // stage's scale_a rows"]
+    for sub in range(cfg.m_sub):
+        for h in range(2):
+            off = 4 * (chunk * cfg.m_tile + 64 * sub + 8 * h)
+            lines.append(f"    ld.shared.f32 %sa{2 * sub + h}, [%r19+{off}];")
+    lines += [f"    mad.lo.u32 %r19, %kt, {cfg.chunks_per_tile}, {chunk};   // 128-K chunk kc",
+              *(["    add.u32 %r19, %r19, %kc0;"] if cfg.grouped else [])]
     lines += ["    ld.param.u64 %rd10, [scale_b];", "    cvta.to.global.u64 %rd10, %rd10;",
               "    add.u32 %r20, %N, 127;", "    shr.u32 %r20, %r20, 7;",
               "    sub.u32 %r20, %r20, 1;            // last n block"]
