@@ -90,6 +90,7 @@ from typing import Any
 import numpy as np
 
 from models import cached_memory_layout as k
+from models import jit_cache  # noqa: F401  (drops a stale numba cache on import)
 from models.cached_memory_kernel import serve_request
 from models.hbm import hbm_fixed_latency_ps
 from models.l2 import l2_slice_latency_cycles

@@ -69,6 +69,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models import jit_cache  # noqa: F401  (drops a stale numba cache on import)
 from models import sm_core as core
 from models import sm_state as st
 from models.lsu import LoadStoreUnit

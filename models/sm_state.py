@@ -34,7 +34,11 @@ ST_TOP, ST_PASS, ST_AFTER_ISSUE, ST_PENDING = range(4)
  W_WAIT_SLOT, W_USED, W_FIELDS) = range(14)
 (S_N, S_LAST, S_WAKE, S_TOUCHED, S_SLOT_FREE, S_REASON, S_SINCE, S_TENSOR,
  S_FIELDS) = range(9)
-C_INDEX, C_LIVE, C_NARR, C_USED, C_FIELDS = range(5)
+C_INDEX, C_LIVE, C_NARR, C_USED = range(4)
+BARRIERS = 16                  # named barriers per CTA (bar.sync 0..15)
+C_BAR_N = 4                    # C_BAR_N + b: warps waiting at barrier b
+C_BAR_X = C_BAR_N + BARRIERS   # C_BAR_X + b: warps it expects (0: every live warp)
+C_FIELDS = C_BAR_X + BARRIERS
 (P_UNIT, P_INTERVAL, P_LATENCY, P_ACTION, P_COUNT, P_SB_LO, P_SB_HI, P_DST_LO, P_DST_HI,
  P_FIELDS) = range(10)
 H_COUNT, H_MAX, H_DONE, H_FIELDS = range(4)

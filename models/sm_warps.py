@@ -16,8 +16,12 @@ Left out: what `models.sm` leaves out. Units: SM cycles.
 from __future__ import annotations
 
 import numba as nb
+import numpy as np
 
 from models.sm_state import (
+    BARRIERS,
+    C_BAR_N,
+    C_BAR_X,
     C_INDEX,
     C_LIVE,
     C_NARR,
@@ -31,6 +35,7 @@ from models.sm_state import (
     L_RESIDENT,
     L_WAKE,
     NEVER,
+    P_COUNT,
     P_DST_HI,
     P_DST_LO,
     P_SB_HI,
@@ -104,18 +109,34 @@ def finish(w, cycle, wi, si, sw, ci, lp):
         lp[L_RESIDENT] -= 1
         lp[L_CTA_DONE] = ci[c, C_INDEX]
         return 2
-    if ci[c, C_NARR] == ci[c, C_LIVE]:
-        return 1
+    for b in range(BARRIERS):
+        n = ci[c, C_BAR_N + b]
+        if n and ci[c, C_BAR_X + b] == 0 and n == ci[c, C_LIVE]:
+            return 1
     return 0
 
 
 @nb.njit(cache=True)
-def release(c, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp):
-    """Every live warp of CTA slot `c` arrived at its barrier: let them go on."""
+def release(c, b, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp):
+    """Every warp barrier `b` of CTA slot `c` waits for arrived: let them go on (`ca` holds
+    the waiting warps of all barriers as w * BARRIERS + b)."""
     n = ci[c, C_NARR]
-    ci[c, C_NARR] = 0
+    kept = 0
+    go = np.empty(ci[c, C_BAR_N + b], np.int64)
+    j = 0
     for i in range(n):
-        w = ca[c, i]
+        e = ca[c, i]
+        if e % BARRIERS == b:
+            go[j] = e // BARRIERS
+            j += 1
+        else:
+            ca[c, kept] = e
+            kept += 1
+    ci[c, C_NARR] = kept
+    ci[c, C_BAR_N + b] = 0
+    ci[c, C_BAR_X + b] = 0
+    for i in range(j):
+        w = go[i]
         if wi[w, W_POS] == wi[w, W_END]:
             finish(w, cycle, wi, si, sw, ci, lp)
         else:
@@ -123,6 +144,16 @@ def release(c, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp):
             touch(si, wi[w, W_SCHED], cycle)
     if cycle + 1 < lp[L_WAKE]:
         lp[L_WAKE] = cycle + 1
+
+
+@nb.njit(cache=True)
+def release_full(c, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp):
+    """After a warp of CTA slot `c` retired: release each barrier that waits for every live
+    warp and now has them all."""
+    for b in range(BARRIERS):
+        n = ci[c, C_BAR_N + b]
+        if n and ci[c, C_BAR_X + b] == 0 and n == ci[c, C_LIVE]:
+            release(c, b, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
 
 
 @nb.njit(cache=True)
@@ -167,14 +198,20 @@ def post(w, e, action, cycle, done, mem, hold, ev_pc, pcs, regs, wi, wr, wm, si,
     if action == ACTION_BARRIER:
         wi[w, W_READY] = NEVER
         c = wi[w, W_CTA]
-        ca[c, ci[c, C_NARR]] = w
+        b = pcs[p, P_COUNT] % BARRIERS
+        want = pcs[p, P_COUNT] // BARRIERS
+        if want >= ca.shape[1]:
+            want = 0                       # the whole CTA: every live warp
+        ca[c, ci[c, C_NARR]] = w * BARRIERS + b
         ci[c, C_NARR] += 1
-        if ci[c, C_NARR] == ci[c, C_LIVE]:
-            release(c, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
+        ci[c, C_BAR_N + b] += 1
+        ci[c, C_BAR_X + b] = want
+        if ci[c, C_BAR_N + b] == (want if want else ci[c, C_LIVE]):
+            release(c, b, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
     elif e == wi[w, W_END]:
         c = wi[w, W_CTA]
         if finish(w, cycle, wi, si, sw, ci, lp) == 1:
-            release(c, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
+            release_full(c, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
     else:
         prepare(w, cycle + 1, ev_pc, pcs, regs, wi, wr, wm)
         if hold > wi[w, W_READY]:
@@ -192,7 +229,8 @@ def launch(cta, cycle, offsets, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp
     c = 0
     while ci[c, C_USED]:
         c += 1
-    ci[c, C_INDEX], ci[c, C_LIVE], ci[c, C_NARR], ci[c, C_USED] = cta, wpc, 0, 1
+    ci[c, :] = 0
+    ci[c, C_INDEX], ci[c, C_LIVE], ci[c, C_USED] = cta, wpc, 1
     lp[L_RESIDENT] += 1
     n_sched = si.shape[0]
     finished = False
@@ -216,7 +254,7 @@ def launch(cta, cycle, offsets, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp
         if offsets[gid] == offsets[gid + 1]:
             state = finish(w, cycle, wi, si, sw, ci, lp)
             if state == 1:
-                release(c, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
+                release_full(c, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
             finished = finished or state == 2
         else:
             prepare(w, cycle, ev_pc, pcs, regs, wi, wr, wm)

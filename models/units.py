@@ -58,7 +58,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isa.operands import DAddr, DNeg, DReg, DVec
+from isa.operands import DAddr, DImm, DNeg, DReg, DVec
 from models import vpcu, zce
 
 UNIT_NAMES = ("fp32", "fp16", "fp64", "int32", "sfu", "conversion", "shuffle", "tensor", "lsu",
@@ -213,10 +213,21 @@ def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
         elif ins.unit == "lsu" and latency_class_is_memory(ins):
             action = ACTION_MEMORY
         elif ins.opname in ("bar", "barrier") and not ins.has("arrive"):
-            action = ACTION_BARRIER
+            action, count = ACTION_BARRIER, barrier_count(ins)
         timings.append(InstrTiming(UNIT_INDEX[unit], latency, interval, sources, destinations,
                                    action, count))
     return timings, max(len(numbering.index), 1)
+
+
+def barrier_count(ins) -> int:
+    """A `bar.sync b{, n}`'s timing count: b + BARRIERS x ceil(n / 32), the warps it waits
+    for; 0 warps (no n, or operands that are not immediates; a register id counts as
+    barrier 0) and n >= the CTA's threads mean every live warp of the CTA (`sm_warps`)."""
+    from models.sm_state import BARRIERS
+    ops = ins.ops
+    b = int(ops[0].value) if ops and isinstance(ops[0], DImm) else 0
+    warps = -(-int(ops[1].value) // 32) if len(ops) > 1 and isinstance(ops[1], DImm) else 0
+    return b % BARRIERS + BARRIERS * warps
 
 
 DATA_TIMED = {"vmma": vpcu.vmma_timing, "zmma": zce.zmma_timing}

@@ -54,3 +54,44 @@ def test_phase_table_grows_keeping_its_slots():
     assert table.table.shape[0] == 5
     assert table.table[1, sm_state.H_DONE] == 17
     assert (table.table[2:, sm_state.H_DONE] == -1).all()
+
+
+NAMED_BARRIERS = """.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry nb(.param .u64 out)
+{{
+    .reg .pred %p<2>;
+    .reg .b32 %r<4>;
+    mov.u32 %r0, %tid.x;
+    mov.u32 %r1, 0;
+    setp.lt.u32 %p0, %r0, 64;
+    @%p0 bra FIRST;
+    bar.sync {second_id}, {second_count};   // warps 2, 3
+{chain}
+    ret;
+FIRST:
+{chain}
+    bar.sync 1, {first_count};              // warps 0, 1 (with 2, 3 when 128)
+    ret;
+}}
+"""
+
+
+def _named_barrier_cycles(second_id: int, count: int) -> int:
+    chain = "\n".join(["    add.u32 %r1, %r1, 1;"] * CHAIN)
+    ptx = NAMED_BARRIERS.format(second_id=second_id, second_count=count, first_count=count,
+                                chain=chain)
+    return simulator.simulate_kernel(ptx, "nb", 1, 128, [np.zeros(4, np.float32)], H100,
+                                     timing_only=True).cycles
+
+
+def test_named_barriers_hold_only_their_warps():
+    """bar.sync b, n waits for n / 32 warps at barrier b: warps 2-3 at barrier 2 (64
+    threads) go on at once and their chain overlaps that of warps 0-1; at one barrier of
+    128 threads they wait for warps 0-1's chain, so theirs runs after it."""
+    chain = CHAIN * H100.units.int32.latency_cycles
+    apart = _named_barrier_cycles(2, 64)
+    joined = _named_barrier_cycles(1, 128)
+    assert chain <= apart < 1.5 * chain
+    assert joined >= 2 * chain

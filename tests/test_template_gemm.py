@@ -134,6 +134,20 @@ def test_fp8_deepseek_scaling_with_two_consumers_and_persistent_tiles():
     np.testing.assert_array_equal(base, other)
 
 
+def test_fp8_deepseek_scaling_with_k_tiles_of_two_chunks_and_a_k_bound():
+    """k_tile 256 (two scale chunks per stage, a partial last k-tile) matches the recipe;
+    a kernel generated for a smaller k_max refuses the K (its staged scale_b would not
+    fit) and names the bound."""
+    qa, qb, sa, sb, _, _ = scaled_fp8(136, 200, 384, seed=3)
+    got = run(gemm_kernel(**{**DEEPSEEK, "k_tile": 256, "persistent": True, "sm_count": 2,
+                             "k_max": 384}), qa, qb, sa, sb)
+    np.testing.assert_allclose(got, deepseek_reference(qa, qb, sa, sb), rtol=2.0 ** -21,
+                               atol=1e-6)
+    small = gemm_kernel(**{**DEEPSEEK, "k_max": 256})
+    with pytest.raises(InputError, match="K = 384.*up to 256"):
+        small.args(qa, qb, np.zeros((136, 200), np.float32), sa, sb)
+
+
 @pytest.mark.parametrize("dtype", ["bf16", "fp8"])
 def test_persistent_and_one_cta_per_tile_give_identical_c(dtype):
     """3 CTAs walking 12 tiles (the stage ring carried across tiles) == 12 CTAs."""

@@ -129,12 +129,14 @@ def _fill(m: int, n: int, dtype: str, sm_count: int, blocks, rates: TileRates):
 
 def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
                  rule: str = DEFAULT_RULE, row_blocks=None,
-                 rates: TileRates | None = None, scaling: str = "none") -> dict:
+                 rates: TileRates | None = None, scaling: str = "none",
+                 k_max: int | None = None) -> dict:
     """Template arguments for an M x N x K GEMM by the heuristic of the module docstring;
     `row_blocks(m_tile)` counts the m-blocks when they are not ceil(M / m_tile) (grouped
     GEMMs: M is then the rows per group). Rule "fill" weighs tiles with `rates` (default:
     the h100_sxm preset's, `tile_rates`). `scaling="deepseek"` leaves room in each stage
-    for its scale_a chunk (`templates.gemm`)."""
+    for its scale_a chunk and for a tile's scale_b up to `k_max` (default K,
+    `templates.gemm`)."""
     blocks = row_blocks or (lambda mt: math.ceil(m / mt))
     if rule not in TILE_RULES:
         raise InputError(f"--rule {rule!r}: accepted {', '.join(TILE_RULES)}")
@@ -154,8 +156,12 @@ def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
             return math.ceil(tiles / sm_count) * nt
         n_tile = 256 if cost(256) <= cost(128) else 128
     k_tile = 128 // ELEM[dtype]
-    stage_bytes = (m_tile + n_tile) * 128 + (4 * m_tile if scaling == "deepseek" else 0)
-    stages = max(2, min(MAX_STAGES, MAX_SHARED // (stage_bytes + 16)))
+    stage_bytes = (m_tile + n_tile) * 128
+    room = MAX_SHARED
+    if scaling == "deepseek":
+        stage_bytes += 4 * m_tile
+        room -= 16 * math.ceil(4 * max(1, n_tile // 128) * math.ceil((k_max or k) / 128) / 16)
+    stages = max(2, min(MAX_STAGES, room // (stage_bytes + 16)))
     tiles = blocks(m_tile) * math.ceil(n / n_tile)
     return {"m_tile": m_tile, "n_tile": n_tile, "k_tile": k_tile, "stages": stages,
             "consumers": consumers, "persistent": tiles > sm_count}
@@ -267,16 +273,18 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
     shape: GroupedShape | None = None
     row_blocks = None
     if groups > 1 or (layout, ragged) != ("contiguous", "m") or m_total or valid_m or k_total:
-        probe = {**choose_tiles(m, n, k, dtype, sms, rule, rates=rates, scaling=scaling),
-                 **tiles}
+        probe = {**choose_tiles(m, n, k, dtype, sms, rule, rates=rates, scaling=scaling,
+                                k_max=k_total), **tiles}
         _grouped(groups, layout, ragged, m, n, k, probe, m_total, valid_m, k_total)
 
         def row_blocks(mt: int) -> int:
             return len(_grouped(groups, layout, ragged, m, n, k, {**probe, "m_tile": mt},
                                 m_total, valid_m, k_total).schedule(probe["k_tile"]))
-    choice = {**choose_tiles(m, n, k, dtype, sms, rule, row_blocks, rates, scaling), **tiles}
+    choice = {**choose_tiles(m, n, k, dtype, sms, rule, row_blocks, rates, scaling,
+                             k_total), **tiles}
     make = dict(dtype=dtype, out_dtype=out_dtype, sm_count=sms, grouped=row_blocks is not None,
-                fp8_scaling="deepseek" if scaling == "deepseek" else None, **choice)
+                fp8_scaling="deepseek" if scaling == "deepseek" else None,
+                k_max=max(k, k_total or 0), **choice)
     kernel = gemm_kernel(**make)
     if row_blocks is not None:
         shape = _grouped(groups, layout, ragged, m, n, k, choice, m_total, valid_m, k_total)

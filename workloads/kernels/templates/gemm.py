@@ -49,8 +49,10 @@ Kernel structure (`block` = 128 x (consumers + 1) threads):
   rule): the producer's TMA brings the m_tile scales of a stage's chunks with the stage
   (a third tensor map, `tmap_sfa`, box m_tile x chunks; complete_tx on the same full[s]),
   into a region after the stage ring, and the consumers read them with `ld.shared`.
-  scale_b is read from global per chunk by each consumer warp (one or two f32 loads;
-  DeepGEMM stages it in shared memory per tile).
+  scale_b, as DeepGEMM's, is staged in shared memory per tile: the consumer threads
+  copy the tile's [n_blocks][chunks] scales (`ld.global`, `st.shared`) between two
+  named barriers (`bar.sync 1`, consumers only), into a region sized for `k_max`
+  (`sfb_chunks` = ceil(k_max / k_tile) x k_tile / 128; `args` refuses a larger K).
 
 Left out (simplifications, named so timing studies know): the DeepSeek variant waits
 each chunk's wgmmas to zero before promoting (as DeepGEMM); no ping-pong consumer
@@ -95,6 +97,7 @@ class Config:
     sm_count: int
     grouped: bool = False
     tile_limit: int = 0
+    sfb_chunks: int = 0        # DeepSeek scaling: scale_b chunks a tile may need (k_max)
 
     ptx_type = property(lambda s: PTX_TYPE[s.dtype])
     kshape = property(lambda s: KSHAPE[s.dtype])
@@ -108,7 +111,10 @@ class Config:
     # DeepSeek scaling: scale_a rows of a stage's 128-K chunks (TMA box after the stages)
     sfa_bytes = property(lambda s: 4 * s.m_tile * s.chunks_per_tile if s.fp8_scaling else 0)
     sfa_offset = property(lambda s: s.stages * s.stage_bytes)
-    barrier_offset = property(lambda s: s.stages * (s.stage_bytes + s.sfa_bytes))
+    # ... and a tile's scale_b, [n_blocks][sfb_chunks] f32, staged by the consumers
+    sfb_offset = property(lambda s: s.stages * (s.stage_bytes + s.sfa_bytes))
+    sfb_bytes = property(lambda s: -(-4 * s.n_blocks * s.sfb_chunks // 16) * 16)
+    barrier_offset = property(lambda s: s.sfb_offset + s.sfb_bytes)
     shared_bytes = property(lambda s: s.barrier_offset + 16 * s.stages)
     threads = property(lambda s: 128 * (s.consumers + 1))
     acc_regs = property(lambda s: s.m_sub * s.n_tile // 2)
@@ -121,7 +127,8 @@ class Config:
         name = (f"gemm_{self.dtype}_{self.out_dtype}_m{self.m_tile}n{self.n_tile}k{self.k_tile}"
                 f"_s{self.stages}_c{self.consumers}")
         return name + ("_persistent" if self.persistent else "") + \
-            ("_deepseek" if self.fp8_scaling else "") + ("_grouped" if self.grouped else "") + \
+            (f"_deepseek{self.sfb_chunks}" if self.fp8_scaling else "") + \
+            ("_grouped" if self.grouped else "") + \
             (f"_t{self.tile_limit}" if self.tile_limit else "")
 
 
@@ -191,6 +198,11 @@ class GemmKernel:
                     got = None if arr is None else (arr.shape, arr.dtype.name)
                     raise InputError(f"{name}: got {got}; accepted a float32 array of "
                                      f"shape {shape} for fp8_scaling='deepseek'")
+            need = math.ceil(k / cfg.k_tile) * cfg.chunks_per_tile
+            if need > cfg.sfb_chunks:
+                raise InputError(f"K = {k} needs {need} scale_b chunks per tile; this "
+                                 f"kernel holds {cfg.sfb_chunks}: accepted K up to "
+                                 f"{cfg.sfb_chunks * 128} (generate it with k_max >= K)")
             sfa = np.zeros((ks, sfa_rows(m)), np.float32)
             sfa[:, :m] = scale_a.T
             out += [sfa, scale_b, sfa_map(cfg, sfa)]
@@ -236,8 +248,9 @@ def gemm_kernel(m_tile: int = 128, n_tile: int = 128, k_tile: int = 64, stages: 
                 dtype: str = "bf16", out_dtype: str = "bf16", consumers: int = 1,
                 persistent: bool = False, fp8_scaling: str | None = None,
                 sm_count: int = SM_COUNT, grouped: bool = False,
-                tile_limit: int = 0) -> GemmKernel:
-    """Generate a warp-specialized TMA + wgmma GEMM kernel (see the module docstring)."""
+                tile_limit: int = 0, k_max: int = 8192) -> GemmKernel:
+    """Generate a warp-specialized TMA + wgmma GEMM kernel (see the module docstring);
+    `k_max` (DeepSeek scaling only) bounds the K (per group) it accepts."""
     if dtype not in ELEM:
         raise _bad("dtype", dtype, ", ".join(ELEM))
     if out_dtype not in OUT_BYTES:
@@ -269,8 +282,11 @@ def gemm_kernel(m_tile: int = 128, n_tile: int = 128, k_tile: int = 64, stages: 
             or (tile_limit and not persistent):
         raise _bad("tile_limit", tile_limit, "0 (all tiles) or, with persistent=True, "
                    "a positive tile count")
+    if isinstance(k_max, bool) or not isinstance(k_max, int) or k_max < 1:
+        raise _bad("k_max", k_max, "a positive integer (the largest K, for DeepSeek scaling)")
+    sfb = math.ceil(k_max / k_tile) * max(1, k_tile // 128) if fp8_scaling else 0
     cfg = Config(m_tile, n_tile, k_tile, stages, dtype, out_dtype, consumers,
-                 bool(persistent), fp8_scaling, sm_count, bool(grouped), tile_limit)
+                 bool(persistent), fp8_scaling, sm_count, bool(grouped), tile_limit, sfb)
     if cfg.shared_bytes > MAX_SHARED:
         raise _bad("stages", stages, f"a ring within {MAX_SHARED} bytes of shared memory "
                    f"(227 KiB): {stages} stages x {cfg.stage_bytes} B + barriers = "

@@ -7,7 +7,8 @@ functions returning lists of lines; the layout they share is the `Config` proper
     shared: stage s at s * stage_bytes: A atoms [k_atoms][m_tile rows][128 B], then
             B atoms [k_atoms][n_tile rows][128 B] (128B-swizzled by TMA, 1024-aligned);
             after the stages, with DeepSeek scaling, each stage's scale_a chunks
-            (`sfa_bytes`: [chunks][m_tile] f32, at sfa_offset + s * sfa_bytes); then
+            (`sfa_bytes`: [chunks][m_tile] f32, at sfa_offset + s * sfa_bytes) and the
+            tile's scale_b ([n_blocks][sfb_chunks] f32 at sfb_offset); then
             full[stages] and empty[stages] mbarriers (8 B each).
     registers: %d<acc> the f32 accumulators, flat index sub * (n_tile / 2) + i for the
             64-row wgmma block `sub` of this warpgroup and fragment element i; %t<acc>
@@ -48,7 +49,7 @@ def _head(cfg) -> list[str]:
         regs += [f"    .reg .f32 %t<{acc}>;", f"    .reg .f32 %sa<{2 * cfg.m_sub}>;",
                  f"    .reg .f32 %sb<{cfg.n_blocks}>;",
                  f"    .reg .f32 %s<{2 * cfg.m_sub * cfg.n_blocks}>;",
-                 "    .reg .b32 %rsfa;", "    .reg .b64 %rdsfa;"]
+                 "    .reg .b32 %rsfa, %rsfb, %q<6>;", "    .reg .b64 %rdsfa;"]
     tm = cfg.m_tile - 1
     tn = cfg.n_tile - 1
     lines = [
@@ -250,9 +251,36 @@ def _consumer(cfg) -> list[str]:
 
 
 def _scale_rows(cfg) -> list[str]:
-    """Per tile: %rsfa = the shared address of this thread's first scale_a row in stage 0."""
-    return ["    mov.u32 %rsfa, smem;", f"    add.u32 %rsfa, %rsfa, {cfg.sfa_offset};",
-            "    shl.b32 %r19, %r14, 2;", "    add.u32 %rsfa, %rsfa, %r19;"]
+    """Per tile: %rsfa = the shared address of this thread's first scale_a row in stage 0;
+    the consumers stage the tile's scale_b chunks at %rsfb (DeepGEMM's sfb): entry
+    i < n_blocks x L (L = k-tiles x chunks per k-tile) is b = i / L, chunk c = i % L,
+    from scale_b[min(n0 / 128 + b, last) (+ sbrow), min(kc0 + c, ksb - 1)]."""
+    threads = 128 * cfg.consumers
+    kc0 = "%kc0" if cfg.grouped else "0"
+    lines = ["    mov.u32 %rsfa, smem;", f"    add.u32 %rsfa, %rsfa, {cfg.sfa_offset};",
+             "    shl.b32 %r19, %r14, 2;", "    add.u32 %rsfa, %rsfa, %r19;",
+             "    mov.u32 %rsfb, smem;", f"    add.u32 %rsfb, %rsfb, {cfg.sfb_offset};",
+             f"    bar.sync 1, {threads};          // the last tile's scale_b reads are done",
+             "    ld.param.u64 %rd10, [scale_b];", "    cvta.to.global.u64 %rd10, %rd10;",
+             "    add.u32 %r20, %N, 127;", "    shr.u32 %r20, %r20, 7;",
+             "    sub.u32 %r20, %r20, 1;            // last n block",
+             "    sub.u32 %q5, %ksb, 1;             // last chunk",
+             f"    mul.lo.u32 %q0, %ktiles, {cfg.chunks_per_tile};   // L",
+             f"    mul.lo.u32 %q1, %q0, {cfg.n_blocks};", "    mov.u32 %q2, %thr;", "C_SFB:",
+             "    setp.ge.u32 %p2, %q2, %q1;", "    @%p2 bra C_SFB_DONE;",
+             "    div.u32 %q3, %q2, %q0;", "    rem.u32 %q4, %q2, %q0;",
+             "    shr.u32 %r21, %n0, 7;", "    add.u32 %r21, %r21, %q3;",
+             "    min.u32 %r21, %r21, %r20;",
+             *(["    add.u32 %r21, %r21, %sbrow;"] if cfg.grouped else []),
+             f"    add.u32 %r19, %q4, {kc0};", "    min.u32 %r19, %r19, %q5;",
+             "    mad.lo.u32 %r21, %r21, %ksb, %r19;",
+             "    mul.wide.u32 %rd11, %r21, 4;", "    add.s64 %rd11, %rd10, %rd11;",
+             "    ld.global.f32 %sb0, [%rd11];",
+             f"    mad.lo.u32 %r21, %q3, {cfg.sfb_chunks}, %q4;", "    shl.b32 %r21, %r21, 2;",
+             "    add.u32 %r21, %r21, %rsfb;", "    st.shared.f32 [%r21], %sb0;",
+             f"    add.u32 %q2, %q2, {threads};", "    bra.uni C_SFB;", "C_SFB_DONE:",
+             f"    bar.sync 1, {threads};          // this tile's scale_b is staged"]
+    return lines
 
 
 def _promote(cfg, chunk: int) -> list[str]:
@@ -262,18 +290,10 @@ def _promote(cfg, chunk: int) -> list[str]:
         for h in range(2):
             off = 4 * (chunk * cfg.m_tile + 64 * sub + 8 * h)
             lines.append(f"    ld.shared.f32 %sa{2 * sub + h}, [%r19+{off}];")
-    lines += [f"    mad.lo.u32 %r19, %kt, {cfg.chunks_per_tile}, {chunk};   // 128-K chunk kc",
-              *(["    add.u32 %r19, %r19, %kc0;"] if cfg.grouped else [])]
-    lines += ["    ld.param.u64 %rd10, [scale_b];", "    cvta.to.global.u64 %rd10, %rd10;",
-              "    add.u32 %r20, %N, 127;", "    shr.u32 %r20, %r20, 7;",
-              "    sub.u32 %r20, %r20, 1;            // last n block"]
+    lines += [f"    mad.lo.u32 %r19, %kt, {cfg.chunks_per_tile}, {chunk};   // tile chunk c",
+              "    shl.b32 %r19, %r19, 2;", "    add.u32 %r19, %r19, %rsfb;"]
     for b in range(cfg.n_blocks):
-        lines += ["    shr.u32 %r21, %n0, 7;", f"    add.u32 %r21, %r21, {b};",
-                  "    min.u32 %r21, %r21, %r20;",
-                  *(["    add.u32 %r21, %r21, %sbrow;"] if cfg.grouped else []),
-                  "    mad.lo.u32 %r21, %r21, %ksb, %r19;",
-                  "    mul.wide.u32 %rd11, %r21, 4;", "    add.s64 %rd11, %rd10, %rd11;",
-                  f"    ld.global.f32 %sb{b}, [%rd11];"]
+        lines.append(f"    ld.shared.f32 %sb{b}, [%r19+{4 * b * cfg.sfb_chunks}];")
         for r in range(2 * cfg.m_sub):
             lines.append(f"    mul.f32 %s{r * cfg.n_blocks + b}, %sa{r}, %sb{b};")
     half = cfg.n_tile // 2
