@@ -18,7 +18,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("models/*.py", "isa/fpround.py", "isa/semantics/memory.py")
 STAMP = "numba_sources.sha1"
-_done = False
 
 
 def sources_hash() -> str:
@@ -31,11 +30,7 @@ def sources_hash() -> str:
 
 
 def refresh() -> bool:
-    """Drop stale numba cache files; True when some were dropped (once per process)."""
-    global _done
-    if _done:
-        return False
-    _done = True
+    """Drop stale numba cache files; True when the sources had changed."""
     stamp = ROOT / "models" / "__pycache__" / STAMP
     now = sources_hash()
     try:

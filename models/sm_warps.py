@@ -16,7 +16,6 @@ Left out: what `models.sm` leaves out. Units: SM cycles.
 from __future__ import annotations
 
 import numba as nb
-import numpy as np
 
 from models.sm_state import (
     BARRIERS,
@@ -110,10 +109,18 @@ def finish(w, cycle, wi, si, sw, ci, lp):
         lp[L_CTA_DONE] = ci[c, C_INDEX]
         return 2
     for b in range(BARRIERS):
-        n = ci[c, C_BAR_N + b]
-        if n and ci[c, C_BAR_X + b] == 0 and n == ci[c, C_LIVE]:
+        if ci[c, C_BAR_X + b] == 0 and barrier_full(c, b, ci):
             return 1
     return 0
+
+
+@nb.njit(cache=True)
+def barrier_full(c, b, ci):
+    """Barrier `b` of CTA slot `c` has warps and all it waits for: its expected count, or
+    every live warp when it expects 0."""
+    n = ci[c, C_BAR_N + b]
+    want = ci[c, C_BAR_X + b]
+    return n > 0 and n == (want if want else ci[c, C_LIVE])
 
 
 @nb.njit(cache=True)
@@ -121,27 +128,22 @@ def release(c, b, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp):
     """Every warp barrier `b` of CTA slot `c` waits for arrived: let them go on (`ca` holds
     the waiting warps of all barriers as w * BARRIERS + b)."""
     n = ci[c, C_NARR]
-    kept = 0
-    go = np.empty(ci[c, C_BAR_N + b], np.int64)
-    j = 0
-    for i in range(n):
-        e = ca[c, i]
-        if e % BARRIERS == b:
-            go[j] = e // BARRIERS
-            j += 1
-        else:
-            ca[c, kept] = e
-            kept += 1
-    ci[c, C_NARR] = kept
     ci[c, C_BAR_N + b] = 0
     ci[c, C_BAR_X + b] = 0
-    for i in range(j):
-        w = go[i]
+    kept = 0
+    for i in range(n):           # (finish touches neither `ca` nor the barrier counts)
+        e = ca[c, i]
+        if e % BARRIERS != b:
+            ca[c, kept] = e
+            kept += 1
+            continue
+        w = e // BARRIERS
         if wi[w, W_POS] == wi[w, W_END]:
             finish(w, cycle, wi, si, sw, ci, lp)
         else:
             prepare(w, cycle + 1, ev_pc, pcs, regs, wi, wr, wm)
             touch(si, wi[w, W_SCHED], cycle)
+    ci[c, C_NARR] = kept
     if cycle + 1 < lp[L_WAKE]:
         lp[L_WAKE] = cycle + 1
 
@@ -151,8 +153,7 @@ def release_full(c, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp):
     """After a warp of CTA slot `c` retired: release each barrier that waits for every live
     warp and now has them all."""
     for b in range(BARRIERS):
-        n = ci[c, C_BAR_N + b]
-        if n and ci[c, C_BAR_X + b] == 0 and n == ci[c, C_LIVE]:
+        if ci[c, C_BAR_X + b] == 0 and barrier_full(c, b, ci):
             release(c, b, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
 
 
@@ -206,7 +207,7 @@ def post(w, e, action, cycle, done, mem, hold, ev_pc, pcs, regs, wi, wr, wm, si,
         ci[c, C_NARR] += 1
         ci[c, C_BAR_N + b] += 1
         ci[c, C_BAR_X + b] = want
-        if ci[c, C_BAR_N + b] == (want if want else ci[c, C_LIVE]):
+        if barrier_full(c, b, ci):
             release(c, b, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
     elif e == wi[w, W_END]:
         c = wi[w, W_CTA]

@@ -60,6 +60,7 @@ import numpy as np
 
 from isa.operands import DAddr, DImm, DNeg, DReg, DVec
 from models import vpcu, zce
+from models.sm_state import BARRIERS
 
 UNIT_NAMES = ("fp32", "fp16", "fp64", "int32", "sfu", "conversion", "shuffle", "tensor", "lsu",
               "branch")
@@ -223,7 +224,6 @@ def barrier_count(ins) -> int:
     """A `bar.sync b{, n}`'s timing count: b + BARRIERS x ceil(n / 32), the warps it waits
     for; 0 warps (no n, or operands that are not immediates; a register id counts as
     barrier 0) and n >= the CTA's threads mean every live warp of the CTA (`sm_warps`)."""
-    from models.sm_state import BARRIERS
     ops = ins.ops
     b = int(ops[0].value) if ops and isinstance(ops[0], DImm) else 0
     warps = -(-int(ops[1].value) // 32) if len(ops) > 1 and isinstance(ops[1], DImm) else 0

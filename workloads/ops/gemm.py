@@ -61,6 +61,7 @@ from workloads.kernels.templates.gemm import (
     MAX_SHARED,
     OUT_BYTES,
     gemm_kernel,
+    scale_bytes,
     sfa_map,
     sfa_rows,
 )
@@ -159,8 +160,9 @@ def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
     stage_bytes = (m_tile + n_tile) * 128
     room = MAX_SHARED
     if scaling == "deepseek":
-        stage_bytes += 4 * m_tile
-        room -= 16 * math.ceil(4 * max(1, n_tile // 128) * math.ceil((k_max or k) / 128) / 16)
+        per_stage, per_tile = scale_bytes(m_tile, n_tile, k_tile, k_max or k)
+        stage_bytes += per_stage
+        room -= per_tile
     stages = max(2, min(MAX_STAGES, room // (stage_bytes + 16)))
     tiles = blocks(m_tile) * math.ceil(n / n_tile)
     return {"m_tile": m_tile, "n_tile": n_tile, "k_tile": k_tile, "stages": stages,
@@ -272,19 +274,20 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
     out_dtype = out_dtype or ("f32" if dtype == "tf32" else "bf16")
     shape: GroupedShape | None = None
     row_blocks = None
+    k_max = max(k, k_total or 0)           # the largest K a group's tiles walk
     if groups > 1 or (layout, ragged) != ("contiguous", "m") or m_total or valid_m or k_total:
         probe = {**choose_tiles(m, n, k, dtype, sms, rule, rates=rates, scaling=scaling,
-                                k_max=k_total), **tiles}
+                                k_max=k_max), **tiles}
         _grouped(groups, layout, ragged, m, n, k, probe, m_total, valid_m, k_total)
 
         def row_blocks(mt: int) -> int:
             return len(_grouped(groups, layout, ragged, m, n, k, {**probe, "m_tile": mt},
                                 m_total, valid_m, k_total).schedule(probe["k_tile"]))
     choice = {**choose_tiles(m, n, k, dtype, sms, rule, row_blocks, rates, scaling,
-                             k_total), **tiles}
+                             k_max), **tiles}
     make = dict(dtype=dtype, out_dtype=out_dtype, sm_count=sms, grouped=row_blocks is not None,
                 fp8_scaling="deepseek" if scaling == "deepseek" else None,
-                k_max=max(k, k_total or 0), **choice)
+                k_max=k_max, **choice)
     kernel = gemm_kernel(**make)
     if row_blocks is not None:
         shape = _grouped(groups, layout, ragged, m, n, k, choice, m_total, valid_m, k_total)

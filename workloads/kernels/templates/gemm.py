@@ -97,7 +97,7 @@ class Config:
     sm_count: int
     grouped: bool = False
     tile_limit: int = 0
-    sfb_chunks: int = 0        # DeepSeek scaling: scale_b chunks a tile may need (k_max)
+    k_max: int = 0             # DeepSeek scaling: the largest K (per group) it accepts
 
     ptx_type = property(lambda s: PTX_TYPE[s.dtype])
     kshape = property(lambda s: KSHAPE[s.dtype])
@@ -109,11 +109,14 @@ class Config:
     a_bytes = property(lambda s: s.k_atoms * s.m_tile * 128)
     stage_bytes = property(lambda s: s.k_atoms * (s.m_tile + s.n_tile) * 128)
     # DeepSeek scaling: scale_a rows of a stage's 128-K chunks (TMA box after the stages)
-    sfa_bytes = property(lambda s: 4 * s.m_tile * s.chunks_per_tile if s.fp8_scaling else 0)
+    # and a tile's scale_b, [n_blocks][sfb_chunks] f32, staged by the consumers
+    sfb_chunks = property(lambda s: scale_chunks(s.k_max, s.k_tile) if s.fp8_scaling else 0)
+    sfa_bytes = property(lambda s: s._scale_bytes[0])
+    sfb_bytes = property(lambda s: s._scale_bytes[1])
+    _scale_bytes = property(lambda s: scale_bytes(s.m_tile, s.n_tile, s.k_tile, s.k_max)
+                            if s.fp8_scaling else (0, 0))
     sfa_offset = property(lambda s: s.stages * s.stage_bytes)
-    # ... and a tile's scale_b, [n_blocks][sfb_chunks] f32, staged by the consumers
     sfb_offset = property(lambda s: s.stages * (s.stage_bytes + s.sfa_bytes))
-    sfb_bytes = property(lambda s: -(-4 * s.n_blocks * s.sfb_chunks // 16) * 16)
     barrier_offset = property(lambda s: s.sfb_offset + s.sfb_bytes)
     shared_bytes = property(lambda s: s.barrier_offset + 16 * s.stages)
     threads = property(lambda s: 128 * (s.consumers + 1))
@@ -198,7 +201,7 @@ class GemmKernel:
                     got = None if arr is None else (arr.shape, arr.dtype.name)
                     raise InputError(f"{name}: got {got}; accepted a float32 array of "
                                      f"shape {shape} for fp8_scaling='deepseek'")
-            need = math.ceil(k / cfg.k_tile) * cfg.chunks_per_tile
+            need = scale_chunks(k, cfg.k_tile)
             if need > cfg.sfb_chunks:
                 raise InputError(f"K = {k} needs {need} scale_b chunks per tile; this "
                                  f"kernel holds {cfg.sfb_chunks}: accepted K up to "
@@ -218,6 +221,18 @@ class GemmKernel:
             raise InputError("schedule: accepted an int32 array [blocks >= 1, 8] "
                              "(templates.gemm_groups.schedule) for a grouped kernel")
         return out + [np.ascontiguousarray(schedule), m, n, k, len(schedule)]
+
+
+def scale_chunks(k: int, k_tile: int) -> int:
+    """128-K scale chunks of the k-tiles covering K (a partial last k-tile counts whole)."""
+    return math.ceil(k / k_tile) * max(1, k_tile // 128)
+
+
+def scale_bytes(m_tile: int, n_tile: int, k_tile: int, k_max: int) -> tuple[int, int]:
+    """Shared bytes of DeepSeek scaling: (per stage: its scale_a chunks, per tile: the
+    staged scale_b for K up to k_max, rounded up to 16)."""
+    per_tile = 4 * max(1, n_tile // 128) * scale_chunks(k_max, k_tile)
+    return 4 * m_tile * max(1, k_tile // 128), -(-per_tile // 16) * 16
 
 
 def sfa_rows(m: int) -> int:
@@ -284,9 +299,9 @@ def gemm_kernel(m_tile: int = 128, n_tile: int = 128, k_tile: int = 64, stages: 
                    "a positive tile count")
     if isinstance(k_max, bool) or not isinstance(k_max, int) or k_max < 1:
         raise _bad("k_max", k_max, "a positive integer (the largest K, for DeepSeek scaling)")
-    sfb = math.ceil(k_max / k_tile) * max(1, k_tile // 128) if fp8_scaling else 0
     cfg = Config(m_tile, n_tile, k_tile, stages, dtype, out_dtype, consumers,
-                 bool(persistent), fp8_scaling, sm_count, bool(grouped), tile_limit, sfb)
+                 bool(persistent), fp8_scaling, sm_count, bool(grouped), tile_limit,
+                 k_max if fp8_scaling else 0)
     if cfg.shared_bytes > MAX_SHARED:
         raise _bad("stages", stages, f"a ring within {MAX_SHARED} bytes of shared memory "
                    f"(227 KiB): {stages} stages x {cfg.stage_bytes} B + barriers = "
