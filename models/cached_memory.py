@@ -94,12 +94,17 @@ from models import jit_cache  # noqa: F401  (drops a stale numba cache on import
 from models.cached_memory_kernel import serve_request
 from models.hbm import hbm_fixed_latency_ps
 from models.l2 import l2_slice_latency_cycles
+from models.sm_memory import LOG_COUNTS, LOG_DONE, LOG_ISSUE, LOG_KIND
 from simulator.engine import Clock
 from simulator.hooks import Hooks
 from simulator.stats import Stat, Tracer
 
 CACHED_MEMORY_ACCESS = "CACHED_MEMORY_ACCESS"
 """One warp request was served. data: sm_id, kind, issue_ps, done_ps, counts."""
+CACHED_MEMORY_BATCH = "CACHED_MEMORY_BATCH"
+"""Requests an SM served inside its compiled loop (`models.sm_memory`). data: sm_id,
+kinds (int64 array of `KIND_CODES`), issue_ps, done_ps (arrays), counts (2-D, one row per
+request, columns `COUNT_NAMES`)."""
 
 COUNT_NAMES = ("sectors", "l1_hit_sectors", "l1_miss_sectors", "l2_hit_sectors",
                "l2_miss_sectors", "l3_hit_sectors", "l3_miss_sectors", "hbm_read_sectors",
@@ -107,6 +112,8 @@ COUNT_NAMES = ("sectors", "l1_hit_sectors", "l1_miss_sectors", "l2_hit_sectors",
                "l2_far_lines", "l2_writeback_sectors", "l3_writeback_sectors", "l2_requests",
                "l3_requests", "hbm_requests", "l2_copy_hit_sectors")
 _KINDS = {"load": k.KIND_LOAD, "store": k.KIND_STORE, "atomic": k.KIND_ATOMIC}
+KIND_CODES = tuple(sorted(_KINDS, key=_KINDS.get))
+"""Access kind names by the compiled code's kind number."""
 _PENDING_CHUNK = 4096
 """Requests whose counts `CachedMemoryTracer` keeps before summing them (one numpy sum
 per chunk instead of one addition per request)."""
@@ -122,6 +129,13 @@ def _tags(units: int, size_bytes: int, line_bytes: int, sector_bytes: int, ways:
     meta = np.zeros((units, sets, ways, 2 + line_bytes // sector_bytes), np.int64)
     meta[..., 0] = -1
     return meta, np.zeros((units, sets, ways, 2), np.uint8)
+
+
+NO_INLINE_MEMORY = (np.zeros(k.N_PARAMS, np.int64), *(tuple(level) for level in zip(
+    *(_tags(1, 0, 32, 32, 1) for _ in range(3)), strict=True)), np.zeros(1, np.int64),
+    np.zeros((1, 1, 2), np.int64), np.zeros(1, np.int64), np.zeros(k.N_COUNTS, np.int64))
+"""What SMs in front of another memory pass for `CachedMemory.inline_state` (same types,
+never used: their `L_INLINE` is off)."""
 
 
 class CachedMemory:
@@ -209,6 +223,20 @@ class CachedMemory:
             p[index] = value
         return p
 
+    def inline_state(self) -> tuple:
+        """The arrays `serve_request` works on, for SMs that serve their requests inside
+        the compiled loop (`models.sm_memory`)."""
+        return (self.params, self.meta, self.flags, self.free_fs, self.banks, self.lru,
+                self.counts)
+
+    def fire_batch(self, sm_id: int, log: np.ndarray) -> None:
+        """Hand requests served inside SM `sm_id`'s loop (`models.sm_memory` log rows) to the
+        listeners as one `CACHED_MEMORY_BATCH`."""
+        if self.hooks.listening:
+            self.hooks.fire(CACHED_MEMORY_BATCH, sm_id=sm_id, kinds=log[:, LOG_KIND],
+                            issue_ps=log[:, LOG_ISSUE], done_ps=log[:, LOG_DONE],
+                            counts=log[:, LOG_COUNTS:])
+
     def access(self, sm_id: int, kind: str, sectors: np.ndarray, now_ps: int) -> int:
         """Completion time in ps of one warp's access (see `models.flat_memory` Contract)."""
         done = serve_request(_KINDS[kind], sm_id, sectors, now_ps, self.params, self.meta,
@@ -241,7 +269,7 @@ class CachedMemoryTracer(Tracer):
         Stat("row_misses", "count", "HBM accesses that opened a row"),
         Stat("row_hit_rate", "fraction", "row_hits / (row_hits + row_misses)"),
     )
-    POSITIONS = (CACHED_MEMORY_ACCESS,)
+    POSITIONS = (CACHED_MEMORY_ACCESS, CACHED_MEMORY_BATCH)
 
     def __init__(self, sheet) -> None:
         super().__init__(sheet)
@@ -252,6 +280,16 @@ class CachedMemoryTracer(Tracer):
     def on_event(self, owner: str, position: str, data: Mapping[str, Any]) -> None:
         """Keep one request's counts; they are summed per `_PENDING_CHUNK` requests (and by
         `flush`, which writes the sums to the sheet)."""
+        if position == CACHED_MEMORY_BATCH:
+            kinds, counts = data["kinds"], data["counts"]
+            for code, kind in enumerate(KIND_CODES):
+                rows = kinds == code
+                n = int(np.count_nonzero(rows))
+                if n:
+                    self._sum(kind)
+                    self.totals[kind] += counts[rows].sum(axis=0)
+                    self.requests[kind] += n
+            return
         kind = data["kind"]
         pending = self.pending.get(kind)
         if pending is None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from models.sm_memory import lsu_window
 from simulator.engine import Clock
 from simulator.trace import KIND_ATOMIC, KIND_LOAD, KIND_STORE
 
@@ -61,8 +62,8 @@ class LoadStoreUnit:
     def issue(self, cycle: int, kind: int, sectors: np.ndarray) -> int:
         """Cycle at which a load, store or atomic of `sectors` (at least one) issued at
         `cycle` completes (data usable / store performed)."""
-        start = max(cycle, self.l1_free)
-        self.l1_free = start + -(-int(sectors.size) // self.sectors_per_cycle)
+        start, self.l1_free = lsu_window(cycle, self.l1_free, int(sectors.size),
+                                         self.sectors_per_cycle)
         clock = self.clock
         done_ps = self.memory.access(self.sm_id, _KIND_NAMES[kind], sectors,
                                      clock.edge_ps(start))

@@ -40,7 +40,10 @@ The issue loop is compiled (`models.sm_core.run`, numba) over a struct of arrays
 (`models.sm_state.SmState`); this class holds the parts that need Python and answers the
 loop's requests: global memory accesses through the `models.lsu.LoadStoreUnit`, TMA
 messages through the `TmaEngine`, finished CTAs (hooks, the dispatcher, the next launch),
-and SimPy. Time advances only to cycles where something can happen (the earliest ready
+and SimPy. In front of the cached memory (`CachedMemory.inline_state`) the loop serves
+global accesses and TMA messages itself (`models.sm_memory`, same timing, same order) and
+logs what the memory's per-request hook carried; the SM fires the log as one
+`CACHED_MEMORY_BATCH` when it is full and at the end of its process. Time advances only to cycles where something can happen (the earliest ready
 warp or free unit); a scheduler is asked for a warp only from its `wake` cycle on (or when
 a launch, barrier release or finished warp changed its warps). The SimPy process yields
 only when the next such cycle lies more than `quantum_cycles` ahead of the simulation
@@ -69,9 +72,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models import jit_cache  # noqa: F401  (drops a stale numba cache on import)
+from models import (
+    jit_cache,  # noqa: F401  (drops a stale numba cache on import)
+    sm_memory,
+)
 from models import sm_core as core
 from models import sm_state as st
+from models.cached_memory import NO_INLINE_MEMORY
 from models.lsu import LoadStoreUnit
 from models.sm_warps import launch as launch_cta
 from models.tma import TmaEngine
@@ -135,6 +142,8 @@ class KernelImage:
         setattr_(self, "slot_events", np.ascontiguousarray(
             events if events is not None else np.zeros(0), np.int64))
         setattr_(self, "offsets", np.ascontiguousarray(trace.warp_offsets, np.int64))
+        setattr_(self, "ev_sstart", np.ascontiguousarray(trace.sector_start, np.int64))
+        setattr_(self, "ev_sectors", np.ascontiguousarray(trace.sectors, np.int64))
         unit = np.array([t.unit for t in self.timings], dtype=np.int64)
         interval = np.array([t.interval_cycles for t in self.timings], dtype=np.int64)
         per_warp = np.diff(trace.warp_offsets)
@@ -168,6 +177,16 @@ class StreamingMultiprocessor:
                                   config.shared_memory.latency_cycles,
                                   config.l1.hit_latency_cycles)
         self.quantum_ps = self.clock.cycles_to_ps(quantum_cycles)
+        self.memory = memory
+        inline = getattr(memory, "inline_state", None)
+        self.memory_state = inline() if inline is not None else NO_INLINE_MEMORY
+        self.log = sm_memory.new_log()
+        lp = self.state.lp
+        lp[st.L_INLINE] = inline is not None
+        lp[st.L_SM_ID] = sm_id
+        lp[st.L_FREQ_KHZ] = self.clock.freq_khz
+        lp[st.L_L1_SECTORS] = self.lsu.sectors_per_cycle
+        lp[st.L_TMA_BYTES] = self.tma.bytes_per_clk
 
     @property
     def resident(self) -> int:
@@ -225,9 +244,21 @@ class StreamingMultiprocessor:
         trace = kernel.trace
         s, n = int(trace.sector_start[e]), int(kernel.ev_detail[e])
         kind = int(kernel.ev_kind[e])
+        if lp[st.L_INLINE]:                 # the request log was full
+            self._drain_log()
+            return sm_memory.serve_event(kind, tma, cycle, kernel.ev_sectors[s:s + n],
+                                         self.memory_state, lp, self.log)
         if tma:
             return self.tma.issue(cycle, kind == KIND_BULK_STORE, trace.sectors[s:s + n])
         return self.lsu.issue(cycle, kind, trace.sectors[s:s + n])
+
+    def _drain_log(self) -> None:
+        """Hand the logged requests to the memory's listeners (`models.sm_memory`)."""
+        lp = self.state.lp
+        n = int(lp[st.L_LOG_N])
+        if n:
+            self.memory.fire_batch(self.sm_id, self.log[:n])
+            lp[st.L_LOG_N] = 0
 
     def _fire_stalls(self, cycle: int) -> None:
         """Fire the stall cycles summed so far, open stretches counted up to `cycle`."""
@@ -249,12 +280,15 @@ class StreamingMultiprocessor:
         lp = s.lp
         lp[st.L_WINDOW] = clock.ps_to_cycles(env.now + self.quantum_ps)
         run = core.run
+        memory, log = self.memory_state, self.log
         while True:
             kernel = self.kernel
             lp[st.L_LISTEN] = hooks.listening
+            lp[st.L_MEM_LISTEN] = self.memory.hooks.listening
             rc = run(kernel.ev_pc, kernel.ev_kind, kernel.ev_detail, kernel.ev_slot, kernel.pcs,
                      kernel.regs, kernel.slot_events, s.wi, s.wr, s.wm, s.wg, s.si, s.uf, s.sw,
-                     s.ci, s.ca, self.phases.table, lp, s.stall)
+                     s.ci, s.ca, self.phases.table, lp, s.stall, kernel.ev_sstart,
+                     kernel.ev_sectors, memory, log)
             if rc == st.RC_MEMORY or rc == st.RC_TMA:
                 lp[st.L_DONE] = self._memory(rc == st.RC_TMA)
             elif rc == st.RC_CTA_DONE:
@@ -272,6 +306,7 @@ class StreamingMultiprocessor:
                                    f"{self.cycle}")
             else:
                 break
+        self._drain_log()
         if hooks.listening:
             self._fire_stalls(self.cycle)
         lp[st.L_FINISH] = max(self.finish_cycle, self.cycle)

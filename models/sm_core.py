@@ -12,6 +12,8 @@ SM from where it stopped until it needs Python and says why (`RC_*`):
   completion only the memory system knows (global loads/stores/atomics through the LSU, TMA
   messages); the caller writes the completion cycle to `L_DONE` and calls `run` again, which
   finishes the issue and goes on with the next scheduler of the same cycle.
+  With `L_INLINE` set (cached memory) the loop serves them itself (`models.sm_memory`)
+  and asks only when its request log is full.
 * `RC_CTA_DONE`: CTA `L_CTA_DONE` finished during the issue just made; the caller fires its
   hooks and launches the next CTA (`models.sm_warps.launch`) before calling `run` again,
   which then reads the issuing scheduler's wake-up (the launch may have lowered it).
@@ -36,6 +38,7 @@ from __future__ import annotations
 import numba as nb
 
 from models.lsu import shared_access
+from models.sm_memory import serve_event
 from models.sm_state import (
     H_DONE,
     L_CONST_LAT,
@@ -43,6 +46,7 @@ from models.sm_state import (
     L_CYCLE,
     L_DONE,
     L_GROW,
+    L_INLINE,
     L_K,
     L_LISTEN,
     L_NEXT,
@@ -109,9 +113,11 @@ from simulator.trace import KIND_ATOMIC, KIND_BULK_STORE, KIND_LOAD, KIND_SHARED
 
 @nb.njit(cache=True)
 def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr,
-           wm, wg, si, uf, sw, ci, ca, ph, lp):
+           wm, wg, si, uf, sw, ci, ca, ph, lp, ev_sstart, sectors, memory, log):
     """Issue warp `w`'s next instruction on scheduler `k` at `cycle`: 0 when done, else the
-    `RC_*` asking the caller for the memory system's completion cycle."""
+    `RC_*` asking the caller for the memory system's completion cycle (global accesses and
+    TMA messages are served here when `L_INLINE` is set and the request log has room,
+    `models.sm_memory`)."""
     e = wi[w, W_POS]
     p = ev_pc[e]
     unit, interval, latency = pcs[p, P_UNIT], pcs[p, P_INTERVAL], pcs[p, P_LATENCY]
@@ -126,13 +132,29 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
             done, lp[L_SHARED_FREE] = shared_access(cycle, lp[L_SHARED_FREE], detail,
                                                     lp[L_SHARED_LAT])
         elif (kind == KIND_LOAD or kind == KIND_STORE or kind == KIND_ATOMIC) and detail > 0:
-            lp[L_PEND_W], lp[L_PEND_E] = w, e
-            return RC_MEMORY
+            done = -1
+            if lp[L_INLINE]:
+                first = ev_sstart[e]
+                done = serve_event(kind, False, cycle, sectors[first:first + detail], memory, lp,
+                                   log)
+            if done < 0:
+                lp[L_PEND_W], lp[L_PEND_E] = w, e
+                return RC_MEMORY
         else:
             done = cycle + lp[L_CONST_LAT]
     elif action == ACTION_TMA:
-        lp[L_PEND_W], lp[L_PEND_E] = w, e
-        return RC_TMA
+        done = -1
+        if lp[L_INLINE]:
+            first = ev_sstart[e]
+            done = serve_event(ev_kind[e], True, cycle, sectors[first:first + ev_detail[e]],
+                               memory, lp, log)
+        if done < 0:
+            lp[L_PEND_W], lp[L_PEND_E] = w, e
+            return RC_TMA
+        mem = 1
+        if ev_kind[e] != KIND_BULK_STORE:
+            contribute(ev_slot[e], done, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm,
+                        si, lp)
     elif action == ACTION_WGMMA:
         uf[k, unit] = cycle + 1
         start = max(cycle, si[k, S_TENSOR])
@@ -274,7 +296,7 @@ def _pick(k, cycle, policy, wi, si, uf, sw):
 
 @nb.njit(cache=True)
 def run(ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr, wm, wg, si, uf,
-        sw, ci, ca, ph, lp, stall):
+        sw, ci, ca, ph, lp, stall, ev_sstart, sectors, memory, log):
     """Advance the SM until it needs the caller; the reason (`RC_*`)."""
     n_sched = si.shape[0]
     listening = lp[L_LISTEN]
@@ -324,7 +346,8 @@ def run(ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr, wm, 
                         si[k, S_SLOT_FREE] = cycle + 1
                         si[k, S_LAST] = w
                         rc = _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs,
-                                    slot_events, wi, wr, wm, wg, si, uf, sw, ci, ca, ph, lp)
+                                    slot_events, wi, wr, wm, wg, si, uf, sw, ci, ca, ph, lp,
+                                    ev_sstart, sectors, memory, log)
                         if rc != 0 or lp[L_CTA_DONE] >= 0:
                             lp[L_STATE] = ST_PENDING if rc != 0 else ST_AFTER_ISSUE
                             lp[L_K], lp[L_NEXT] = k, next_cycle

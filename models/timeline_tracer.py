@@ -51,7 +51,7 @@ import numpy as np
 import pandas as pd
 
 from models import cached_memory_layout as ck
-from models.cached_memory import CACHED_MEMORY_ACCESS
+from models.cached_memory import CACHED_MEMORY_ACCESS, CACHED_MEMORY_BATCH
 from models.sm import SM_CTA_DONE, SM_CTA_LAUNCH, SM_STALL
 
 TIMELINE_COLUMNS = ("run_id", "kernel", "start_us", "time_us", "component", "stat", "value",
@@ -185,12 +185,15 @@ class TimelineTracer:
             self.mem_counts.append
 
         def on_memory(owner: str, position: str, data: Mapping[str, Any]) -> None:
+            if position == CACHED_MEMORY_BATCH:
+                self._add_memory(data["done_ps"], data["counts"])
+                return
             keep_done(data["done_ps"])
             keep_counts(data["counts"])
             if len(done) >= _MEMORY_CHUNK:
                 self._drain_memory()
 
-        hooks.attach(on_memory, (CACHED_MEMORY_ACCESS,))
+        hooks.attach(on_memory, (CACHED_MEMORY_ACCESS, CACHED_MEMORY_BATCH))
 
     # -- events ---------------------------------------------------------------------
     def _residency(self, s: int, cycle: int, step: int) -> None:
@@ -218,14 +221,17 @@ class TimelineTracer:
     def _drain_memory(self) -> None:
         if not self.mem_done_ps:
             return
-        cycles = np.asarray(self.mem_done_ps, dtype=np.float64) * self.cycles_per_ps
-        counts = np.stack(self.mem_counts)
+        self._add_memory(np.asarray(self.mem_done_ps), np.stack(self.mem_counts))
+        self.mem_done_ps.clear()
+        self.mem_counts.clear()
+
+    def _add_memory(self, done_ps: np.ndarray, counts: np.ndarray) -> None:
+        """Bytes per level of requests done at `done_ps` (counts: one row per request)."""
+        cycles = done_ps.astype(np.float64) * self.cycles_per_ps
         for k, columns in enumerate(_LEVEL_COUNTS):
             sectors = counts[:, list(columns)].sum(axis=1)
             self.buckets.add_at(3 * self.n_sms + k, cycles,
                                 sectors.astype(np.float64) * ck.SECTOR_BYTES_ASSUMED)
-        self.mem_done_ps.clear()
-        self.mem_counts.clear()
 
     # -- the table ------------------------------------------------------------------
     def frame(self, run_id: str, kernel: str, cycles: int) -> pd.DataFrame:

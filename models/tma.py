@@ -31,13 +31,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from models.sm_memory import (  # noqa: F401  (the engine's constants live with the loop)
+    CHUNK_SECTORS,
+    SECTOR_BYTES,
+    TMA_EXTRA_LATENCY_CYCLES,
+    TMA_ISSUE_CYCLES,
+    tma_window,
+)
 from simulator.engine import Clock
 
-SECTOR_BYTES = 32
 TMA_BYTES_PER_CLK = 128
-TMA_ISSUE_CYCLES = 1
-TMA_EXTRA_LATENCY_CYCLES = 100
-CHUNK_SECTORS = 128
 
 
 class TmaEngine:
@@ -55,10 +58,9 @@ class TmaEngine:
 
     def issue(self, cycle: int, store: bool, sectors: np.ndarray) -> int:
         """Cycle at which a message issued at `cycle` has completed (data in place)."""
-        start = max(cycle + TMA_ISSUE_CYCLES, self.free_cycle)
         n = int(sectors.size)
         per = self.bytes_per_clk
-        self.free_cycle = start + max(-(-n * SECTOR_BYTES // per), 1)
+        start, self.free_cycle = tma_window(cycle, self.free_cycle, n, per)
         done = self.free_cycle
         clock, kind = self.clock, "store" if store else "load"
         for first in range(0, n, CHUNK_SECTORS):

@@ -1,0 +1,137 @@
+"""Global accesses and TMA messages served inside the compiled SM loop (cached memory only).
+
+What it models
+--------------
+The same timing as `models.lsu.LoadStoreUnit.issue` and `models.tma.TmaEngine.issue` in
+front of `models.cached_memory.CachedMemory.access`, without leaving the compiled loop:
+`serve_event` takes a traced global load/store/atomic or TMA message, books the SM's L1
+data path or TMA engine (`lsu_window`, `tma_window`, shared with those classes), runs each
+request through `models.cached_memory_kernel.serve_request` on the memory's arrays and
+returns the completion cycle. The order of requests is that of the issues, exactly as when
+the loop asked Python for each one, so results are identical; only the Python round trip
+per request is gone.
+
+What the per-request hook (`CACHED_MEMORY_ACCESS`) carried goes to the SM's request log
+(`LOG_*` columns: memory kind, issue and done ps, then the `COUNT_NAMES` counts); the SM
+hands full logs, and what is left at its end, to the memory's listeners as one
+`CACHED_MEMORY_BATCH` firing (`models.sm`). With no listener nothing is logged. When the
+log lacks room for an event's requests `serve_event` returns -1 and the loop asks Python,
+which drains the log and calls it again.
+
+The SM's parameters and bookings live in its loop variables (`models.sm_state`):
+`L_SM_ID`, `L_FREQ_KHZ` (its clock, `simulator.engine.Clock`), `L_L1_FREE` /
+`L_L1_SECTORS` (data path free cycle, sectors per cycle), `L_TMA_FREE` / `L_TMA_BYTES`
+(engine free cycle, bytes per cycle), `L_LOG_N` (rows used), `L_MEM_LISTEN`.
+
+Left out: what `models.lsu`, `models.tma` and `models.cached_memory` leave out. Units: SM
+cycles, ps at the memory interface, 32-byte sectors.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from models.cached_memory_kernel import serve_request
+from models.cached_memory_layout import KIND_ATOMIC, KIND_LOAD, KIND_STORE, N_COUNTS
+from models.sm_state import (
+    L_FREQ_KHZ,
+    L_L1_FREE,
+    L_L1_SECTORS,
+    L_LOG_N,
+    L_MEM_LISTEN,
+    L_SM_ID,
+    L_TMA_BYTES,
+    L_TMA_FREE,
+)
+from simulator.engine import KHZ_PS_PRODUCT
+from simulator.trace import KIND_ATOMIC as TRACE_ATOMIC
+from simulator.trace import KIND_BULK_STORE
+from simulator.trace import KIND_STORE as TRACE_STORE
+
+SECTOR_BYTES = 32
+TMA_ISSUE_CYCLES = 1
+TMA_EXTRA_LATENCY_CYCLES = 100
+CHUNK_SECTORS = 128
+LOG_KIND, LOG_ISSUE, LOG_DONE, LOG_COUNTS = 0, 1, 2, 3
+LOG_ROWS = 4096
+
+
+def new_log() -> np.ndarray:
+    """An empty request log of one SM."""
+    return np.zeros((LOG_ROWS, LOG_COUNTS + N_COUNTS), np.int64)
+
+
+@nb.njit(cache=True)
+def edge_ps(cycle, freq_khz):
+    """`simulator.engine.Clock.edge_ps`."""
+    return -(-cycle * KHZ_PS_PRODUCT // freq_khz)
+
+
+@nb.njit(cache=True)
+def done_cycle(done_ps, freq_khz):
+    """The first cycle edge at or after `done_ps` (`ps_to_cycles(done_ps - 1) + 1`)."""
+    return (done_ps - 1) * freq_khz // KHZ_PS_PRODUCT + 1
+
+
+@nb.njit(cache=True)
+def lsu_window(cycle, free, n_sectors, sectors_per_cycle):
+    """(start, next free cycle) of the L1 data path for `n_sectors` issued at `cycle`."""
+    start = max(cycle, free)
+    return start, start + -(-n_sectors // sectors_per_cycle)
+
+
+@nb.njit(cache=True)
+def tma_window(cycle, free, n_sectors, bytes_per_clk):
+    """(start, next free cycle) of the TMA engine for a message of `n_sectors` issued at
+    `cycle`."""
+    start = max(cycle + TMA_ISSUE_CYCLES, free)
+    return start, start + max(-(-n_sectors * SECTOR_BYTES // bytes_per_clk), 1)
+
+
+@nb.njit(cache=True)
+def _request(kind, sectors, at_cycle, mem, lp, log):
+    """One request to the cached memory at cycle `at_cycle`; its done cycle."""
+    p, meta, flags, free_fs, banks, lru, counts = mem
+    now_ps = edge_ps(at_cycle, lp[L_FREQ_KHZ])
+    done_ps = serve_request(kind, lp[L_SM_ID], sectors, now_ps, p, meta, flags, free_fs,
+                            banks, lru, counts)
+    if lp[L_MEM_LISTEN]:
+        row = lp[L_LOG_N]
+        log[row, LOG_KIND] = kind
+        log[row, LOG_ISSUE] = now_ps
+        log[row, LOG_DONE] = done_ps
+        for c in range(counts.size):
+            log[row, LOG_COUNTS + c] = counts[c]
+        lp[L_LOG_N] = row + 1
+    return done_cycle(done_ps, lp[L_FREQ_KHZ])
+
+
+@nb.njit(cache=True)
+def serve_event(trace_kind, tma, cycle, sectors, mem, lp, log):
+    """Completion cycle of a global access (`tma` False; `trace_kind` load/store/atomic of
+    `simulator.trace`) or TMA message issued at `cycle` touching `sectors`; -1 when the log
+    lacks room for its requests."""
+    n = sectors.size
+    if tma:
+        chunks = -(-n // CHUNK_SECTORS)
+        if lp[L_MEM_LISTEN] and lp[L_LOG_N] + chunks > log.shape[0]:
+            return -1
+        kind = KIND_STORE if trace_kind == KIND_BULK_STORE else KIND_LOAD
+        per = lp[L_TMA_BYTES]
+        start, lp[L_TMA_FREE] = tma_window(cycle, lp[L_TMA_FREE], n, per)
+        done = lp[L_TMA_FREE]
+        for first in range(0, n, CHUNK_SECTORS):
+            at = start + first * SECTOR_BYTES // per
+            done = max(done, _request(kind, sectors[first:first + CHUNK_SECTORS], at, mem, lp,
+                                      log))
+        return done + TMA_EXTRA_LATENCY_CYCLES
+    if lp[L_MEM_LISTEN] and lp[L_LOG_N] >= log.shape[0]:
+        return -1
+    start, lp[L_L1_FREE] = lsu_window(cycle, lp[L_L1_FREE], n, lp[L_L1_SECTORS])
+    kind = KIND_LOAD
+    if trace_kind == TRACE_STORE:
+        kind = KIND_STORE
+    elif trace_kind == TRACE_ATOMIC:
+        kind = KIND_ATOMIC
+    return _request(kind, sectors, start, mem, lp, log)
