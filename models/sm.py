@@ -43,7 +43,8 @@ messages through the `TmaEngine`, finished CTAs (hooks, the dispatcher, the next
 and SimPy. In front of the cached memory (`CachedMemory.inline_state`) the loop serves
 global accesses and TMA messages itself (`models.sm_memory`, same timing, same order) and
 logs what the memory's per-request hook carried; the SM fires the log as one
-`CACHED_MEMORY_BATCH` when it is full and at the end of its process. Time advances only to cycles where something can happen (the earliest ready
+`CACHED_MEMORY_BATCH` when it is full and at the end of its process.
+Time advances only to cycles where something can happen (the earliest ready
 warp or free unit); a scheduler is asked for a warp only from its `wake` cycle on (or when
 a launch, barrier release or finished warp changed its warps). The SimPy process yields
 only when the next such cycle lies more than `quantum_cycles` ahead of the simulation
