@@ -40,13 +40,19 @@ def _n_warps(idx: np.ndarray) -> int:
 
 
 def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 0,
-                skip_units: frozenset | None = None) -> None:
+                skip_units: frozenset | None = None, skip_pcs: np.ndarray | None = None) -> None:
     """Run the batch to completion; raises `PtxError` on faults and deadlocks.
 
-    Instructions of a unit in `skip_units` (timing mode) advance the pc without their
-    semantics, unless they are control instructions.
+    Instructions of a unit in `skip_units` and those where `skip_pcs` is True (timing
+    mode, `isa.dataflow`) advance the pc without their semantics, unless they are control
+    instructions.
     """
     instrs = m.program.instrs
+    skip = None
+    if skip_units is not None or skip_pcs is not None:
+        skip = np.array([not ins.control and (ins.unit in (skip_units or ()) or (
+            skip_pcs is not None and bool(skip_pcs[pc]))) for pc, ins in enumerate(instrs)],
+            dtype=bool).tolist()
     pc = m.pc
     limit = max_steps or (1 << 62)
     with np.errstate(all="ignore"):
@@ -79,7 +85,7 @@ def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 
                 pc[lanes] = target + 1
             else:
                 pc[exec_lanes] = target + 1
-            if skip_units is None or ins.control or ins.unit not in skip_units:
+            if skip is None or not skip[target]:
                 ins.sem(m, ins, exec_lanes)
             if observer is not None:
                 observer(m, ins, exec_lanes, nw)

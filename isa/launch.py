@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from isa.dataflow import data_only_pcs
 from isa.decode import Program, decode
 from isa.errors import LaunchError
 from isa.interpreter import StepCounts, run_machine
@@ -237,7 +238,9 @@ def run_kernel(ptx, entry: str, grid, block, args: list, shared_bytes: int = 0, 
     Timing mode: `cta_range=(first, stop)` runs only the CTAs with those linear indices
     (x fastest), for sampled simulation; `timing_only=True` skips the data of tensor-core
     instructions (`mma`, `wmma.mma`, `wgmma.mma_async`: their destination registers keep
-    stale values), which is where large GEMMs and attention spend their arithmetic, while
+    stale values), which is where large GEMMs and attention spend their arithmetic, and of
+    the register-only instructions whose results reach no address, guard or branch
+    (`isa.dataflow.data_only_pcs`: FP32 promotion, softmax, epilogue conversions), while
     control flow, addresses and memory traffic still execute. Pointer arguments may be
     `ShapeOnly`. With either option the results are not meaningful, so nothing is copied
     back into the caller's arrays.
@@ -260,10 +263,11 @@ def run_kernel(ptx, entry: str, grid, block, args: list, shared_bytes: int = 0, 
     counts = StepCounts(len(program.instrs))
     steps = 0
     skip = TIMING_ONLY_SKIPPED_UNITS if timing_only else None
+    skip_pcs = data_only_pcs(program) if timing_only else None
     for cta_ids in cta_batches(launch, max_batch_threads, cta_range):
         m = Machine(program, launch, cta_ids, gmem, kparam)
         m.copies_bulk_data = not timing_only
-        run_machine(m, counts, observer, max_steps, skip_units=skip)
+        run_machine(m, counts, observer, max_steps, skip_units=skip, skip_pcs=skip_pcs)
         steps += m.steps
     for arr, buf in ([] if partial else arrays):
         out = gmem.bytes_of(buf).view(arr.dtype).reshape(arr.shape)

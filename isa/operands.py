@@ -213,3 +213,21 @@ class DPipe:
     def __init__(self, value, pred):
         self.value = value
         self.pred = pred
+
+
+def registers_of(op) -> list[DReg]:
+    """The registers operand `op` names (a vector's items, an address's base register,
+    both halves of a `p|q` pipe)."""
+    if isinstance(op, DReg):
+        return [op]
+    if isinstance(op, DNeg):
+        return [op.reg]
+    if isinstance(op, DVec):
+        return [r for item in op.items for r in registers_of(item)]
+    if isinstance(op, DAddr) and isinstance(op.base, DReg):
+        return [op.base]
+    pipe_value = getattr(op, "value", None)
+    pipe_pred = getattr(op, "pred", None)
+    if isinstance(pipe_value, DReg) and isinstance(pipe_pred, DReg):
+        return [pipe_value, pipe_pred]
+    return []

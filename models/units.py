@@ -58,7 +58,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from isa.operands import DAddr, DImm, DNeg, DReg, DVec
+from isa.operands import DAddr, DImm, DReg
+from isa.operands import registers_of as _registers
 from models import vpcu, zce
 from models.sm_state import BARRIERS
 
@@ -100,22 +101,6 @@ class InstrTiming:
     destinations: tuple[int, ...]
     action: int
     count: int = 0
-
-
-def _registers(op) -> list[DReg]:
-    if isinstance(op, DReg):
-        return [op]
-    if isinstance(op, DNeg):
-        return [op.reg]
-    if isinstance(op, DVec):
-        return [r for item in op.items for r in _registers(item)]
-    if isinstance(op, DAddr) and isinstance(op.base, DReg):
-        return [op.base]
-    pipe_value = getattr(op, "value", None)
-    pipe_pred = getattr(op, "pred", None)
-    if isinstance(pipe_value, DReg) and isinstance(pipe_pred, DReg):
-        return [pipe_value, pipe_pred]
-    return []
 
 
 class RegisterNumbering:
