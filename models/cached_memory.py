@@ -114,6 +114,8 @@ COUNT_NAMES = ("sectors", "l1_hit_sectors", "l1_miss_sectors", "l2_hit_sectors",
 _KINDS = {"load": k.KIND_LOAD, "store": k.KIND_STORE, "atomic": k.KIND_ATOMIC}
 KIND_CODES = tuple(sorted(_KINDS, key=_KINDS.get))
 """Access kind names by the compiled code's kind number."""
+_SCRATCH_SECTORS = 1024
+"""Scratch room of `inline_state` at least (a TMA chunk is 128 sectors)."""
 _PENDING_CHUNK = 4096
 """Requests whose counts `CachedMemoryTracer` keeps before summing them (one numpy sum
 per chunk instead of one addition per request)."""
@@ -133,7 +135,8 @@ def _tags(units: int, size_bytes: int, line_bytes: int, sector_bytes: int, ways:
 
 NO_INLINE_MEMORY = (np.zeros(k.N_PARAMS, np.int64), *(tuple(level) for level in zip(
     *(_tags(1, 0, 32, 32, 1) for _ in range(3)), strict=True)), np.zeros(1, np.int64),
-    np.zeros((1, 1, 2), np.int64), np.zeros(1, np.int64), np.zeros(k.N_COUNTS, np.int64))
+    np.zeros((1, 1, 2), np.int64), np.zeros(1, np.int64), np.zeros(k.N_COUNTS, np.int64),
+    np.ones(1, np.bool_), np.zeros(1, np.int64))
 """What SMs in front of another memory pass for `CachedMemory.inline_state` (same types,
 never used: their `L_INLINE` is off)."""
 
@@ -173,6 +176,7 @@ class CachedMemory:
         self.banks[:, -1] = 0  # data bus: last direction read, no write-back waiting
         self.lru = np.zeros(1, np.int64)
         self.counts = np.zeros(k.N_COUNTS, np.int64)
+        self.inline: tuple | None = None
 
     @staticmethod
     def _params(config, n_sms: int) -> np.ndarray:
@@ -223,11 +227,17 @@ class CachedMemory:
             p[index] = value
         return p
 
-    def inline_state(self) -> tuple:
-        """The arrays `serve_request` works on, for SMs that serve their requests inside
-        the compiled loop (`models.sm_memory`)."""
-        return (self.params, self.meta, self.flags, self.free_fs, self.banks, self.lru,
-                self.counts)
+    def inline_state(self, max_sectors: int = 0) -> tuple:
+        """The arrays `serve_scratch` works on (with scratch room for requests of up to
+        `max_sectors`), for SMs that serve their requests inside the compiled loop
+        (`models.sm_memory`). SMs read it again before each call of the loop, as a larger
+        request elsewhere may have replaced the scratch arrays."""
+        if self.inline is None or self.inline[-1].size < max_sectors:
+            size = max(max_sectors, _SCRATCH_SECTORS)
+            self.inline = (self.params, self.meta, self.flags, self.free_fs, self.banks,
+                           self.lru, self.counts, np.ones(size, np.bool_),
+                           np.zeros(size, np.int64))
+        return self.inline
 
     def fire_batch(self, sm_id: int, log: np.ndarray) -> None:
         """Hand requests served inside SM `sm_id`'s loop (`models.sm_memory` log rows) to the

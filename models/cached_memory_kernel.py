@@ -348,6 +348,17 @@ def serve_request(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru
 
 
 @step
+def serve_scratch(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, counts,
+                  need, line_done):
+    """`serve_request` on scratch arrays of at least the request's size (callers that must
+    not allocate: the compiled SM loop, `models.sm_memory`)."""
+    n = sectors.size
+    need[:n] = True
+    return _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, counts,
+                  need[:n], line_done[:n])
+
+
+@step
 def _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, counts, need,
            line_done):
     """`serve_request` on scratch arrays `need` (all True) and `line_done` of the request's

@@ -145,6 +145,7 @@ class KernelImage:
         setattr_(self, "offsets", np.ascontiguousarray(trace.warp_offsets, np.int64))
         setattr_(self, "ev_sstart", np.ascontiguousarray(trace.sector_start, np.int64))
         setattr_(self, "ev_sectors", np.ascontiguousarray(trace.sectors, np.int64))
+        setattr_(self, "max_sectors", int(trace.detail.max()) if trace.detail.size else 0)
         unit = np.array([t.unit for t in self.timings], dtype=np.int64)
         interval = np.array([t.interval_cycles for t in self.timings], dtype=np.int64)
         per_warp = np.diff(trace.warp_offsets)
@@ -179,11 +180,10 @@ class StreamingMultiprocessor:
                                   config.l1.hit_latency_cycles)
         self.quantum_ps = self.clock.cycles_to_ps(quantum_cycles)
         self.memory = memory
-        inline = getattr(memory, "inline_state", None)
-        self.memory_state = inline() if inline is not None else NO_INLINE_MEMORY
+        self.inline = getattr(memory, "inline_state", None)
         self.log = sm_memory.new_log()
         lp = self.state.lp
-        lp[st.L_INLINE] = inline is not None
+        lp[st.L_INLINE] = self.inline is not None
         lp[st.L_SM_ID] = sm_id
         lp[st.L_FREQ_KHZ] = self.clock.freq_khz
         lp[st.L_L1_SECTORS] = self.lsu.sectors_per_cycle
@@ -208,6 +208,13 @@ class StreamingMultiprocessor:
         """Go on with `kernel`, whose first CTAs' events are this one's (snapshot resume)."""
         self.kernel = kernel
         self.phases.ensure(kernel.slot_events.size)
+
+    def _memory_state(self) -> tuple:
+        """The memory arrays the loop serves requests on (`CachedMemory.inline_state`, room
+        for this kernel's largest request), or stand-ins of the same types."""
+        if self.inline is None:
+            return NO_INLINE_MEMORY
+        return self.inline(self.kernel.max_sectors)
 
     # -- CTAs -----------------------------------------------------------------------
     def launch(self, cta: int) -> None:
@@ -248,7 +255,7 @@ class StreamingMultiprocessor:
         if lp[st.L_INLINE]:                 # the request log was full
             self._drain_log()
             return sm_memory.serve_event(kind, tma, cycle, kernel.ev_sectors[s:s + n],
-                                         self.memory_state, lp, self.log)
+                                         self._memory_state(), lp, self.log)
         if tma:
             return self.tma.issue(cycle, kind == KIND_BULK_STORE, trace.sectors[s:s + n])
         return self.lsu.issue(cycle, kind, trace.sectors[s:s + n])
@@ -281,9 +288,10 @@ class StreamingMultiprocessor:
         lp = s.lp
         lp[st.L_WINDOW] = clock.ps_to_cycles(env.now + self.quantum_ps)
         run = core.run
-        memory, log = self.memory_state, self.log
+        log = self.log
         while True:
             kernel = self.kernel
+            memory = self._memory_state()
             lp[st.L_LISTEN] = hooks.listening
             lp[st.L_MEM_LISTEN] = self.memory.hooks.listening
             rc = run(kernel.ev_pc, kernel.ev_kind, kernel.ev_detail, kernel.ev_slot, kernel.pcs,

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import numba as nb
 
+from models.cached_memory_layout import step
 from models.lsu import shared_access
 from models.sm_memory import serve_event
 from models.sm_state import (
@@ -111,7 +112,7 @@ from models.units import (
 from simulator.trace import KIND_ATOMIC, KIND_BULK_STORE, KIND_LOAD, KIND_SHARED, KIND_STORE
 
 
-@nb.njit(cache=True)
+@step
 def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr,
            wm, wg, si, uf, sw, ci, ca, ph, lp, ev_sstart, sectors, memory, log):
     """Issue warp `w`'s next instruction on scheduler `k` at `cycle`: 0 when done, else the
@@ -203,7 +204,7 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
     return 0
 
 
-@nb.njit(cache=True)
+@step
 def _after(k, last, sw):
     """Loose round robin's start: the position after `last` in scheduler `k`'s age order."""
     j = 0
@@ -212,7 +213,7 @@ def _after(k, last, sw):
     return j + 1
 
 
-@nb.njit(cache=True)
+@step
 def _first_reason(k, cycle, policy, wi, si, sw):
     """Why the first warp in scheduler `k`'s policy order cannot issue at `cycle`."""
     n = si[k, S_N]
@@ -230,7 +231,7 @@ def _first_reason(k, cycle, policy, wi, si, sw):
     return REASON_PIPE_BUSY
 
 
-@nb.njit(cache=True)
+@step
 def _stretch(k, reason, cycle, si, stall):
     """End scheduler `k`'s open stall stretch at `cycle` and open one of `reason`."""
     open_reason = si[k, S_REASON]
@@ -241,7 +242,7 @@ def _stretch(k, reason, cycle, si, stall):
         si[k, S_SINCE] = cycle
 
 
-@nb.njit(cache=True)
+@step
 def _scheduler_done(k, reason, wake, next_cycle, cycle, listening, si, stall):
     """Scheduler `k` was asked at `cycle` (issued, or stalled for `reason`): its stall
     stretch when hooks listen (else it is marked for accounting), and the loop's next cycle
@@ -254,7 +255,7 @@ def _scheduler_done(k, reason, wake, next_cycle, cycle, listening, si, stall):
     return min(wake, next_cycle)
 
 
-@nb.njit(cache=True)
+@step
 def _pick(k, cycle, policy, wi, si, uf, sw):
     """(warp, -1) for the first warp in policy order that can issue at `cycle`, else
     (-1, the earliest cycle one might)."""
@@ -298,6 +299,14 @@ def _pick(k, cycle, policy, wi, si, uf, sw):
 def run(ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr, wm, wg, si, uf,
         sw, ci, ca, ph, lp, stall, ev_sstart, sectors, memory, log):
     """Advance the SM until it needs the caller; the reason (`RC_*`)."""
+    return _run(ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr, wm, wg, si,
+                uf, sw, ci, ca, ph, lp, stall, ev_sstart, sectors, memory, log)
+
+
+@step
+def _run(ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr, wm, wg, si, uf,
+         sw, ci, ca, ph, lp, stall, ev_sstart, sectors, memory, log):
+    """`run` compiled without reference counting (no array is created in the loop)."""
     n_sched = si.shape[0]
     listening = lp[L_LISTEN]
     policy = lp[L_POLICY]

@@ -32,8 +32,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from models.cached_memory_kernel import serve_request
-from models.cached_memory_layout import KIND_ATOMIC, KIND_LOAD, KIND_STORE, N_COUNTS
+from models.cached_memory_kernel import serve_scratch
+from models.cached_memory_layout import KIND_ATOMIC, KIND_LOAD, KIND_STORE, N_COUNTS, step
 from models.sm_state import (
     L_FREQ_KHZ,
     L_L1_FREE,
@@ -89,13 +89,13 @@ def tma_window(cycle, free, n_sectors, bytes_per_clk):
     return start, start + max(-(-n_sectors * SECTOR_BYTES // bytes_per_clk), 1)
 
 
-@nb.njit(cache=True)
+@step
 def _request(kind, sectors, at_cycle, mem, lp, log):
     """One request to the cached memory at cycle `at_cycle`; its done cycle."""
-    p, meta, flags, free_fs, banks, lru, counts = mem
+    p, meta, flags, free_fs, banks, lru, counts, need, line_done = mem
     now_ps = edge_ps(at_cycle, lp[L_FREQ_KHZ])
-    done_ps = serve_request(kind, lp[L_SM_ID], sectors, now_ps, p, meta, flags, free_fs,
-                            banks, lru, counts)
+    done_ps = serve_scratch(kind, lp[L_SM_ID], sectors, now_ps, p, meta, flags, free_fs,
+                            banks, lru, counts, need, line_done)
     if lp[L_MEM_LISTEN]:
         row = lp[L_LOG_N]
         log[row, LOG_KIND] = kind

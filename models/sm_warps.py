@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numba as nb
 
+from models.cached_memory_layout import step
 from models.sm_state import (
     BARRIERS,
     C_BAR_N,
@@ -59,14 +60,14 @@ from models.sm_state import (
 from models.units import ACTION_BARRIER, ACTION_MBARRIER_WAIT
 
 
-@nb.njit(cache=True)
+@step
 def touch(si, k, cycle):
     si[k, S_TOUCHED] = 1
     if cycle < si[k, S_WAKE]:
         si[k, S_WAKE] = cycle
 
 
-@nb.njit(cache=True)
+@step
 def prepare(w, base, ev_pc, pcs, regs, wi, wr, wm):
     """Scoreboard check of the warp's next instruction; ready no earlier than `base`."""
     p = ev_pc[wi[w, W_POS]]
@@ -82,7 +83,7 @@ def prepare(w, base, ev_pc, pcs, regs, wi, wr, wm):
     wi[w, W_MEM] = mem
 
 
-@nb.njit(cache=True)
+@step
 def finish(w, cycle, wi, si, sw, ci, lp):
     """Retire a warp: 0, 1 when its CTA's waiting warps are now all of it (release them),
     2 when its CTA is done (`L_CTA_DONE`)."""
@@ -114,7 +115,7 @@ def finish(w, cycle, wi, si, sw, ci, lp):
     return 0
 
 
-@nb.njit(cache=True)
+@step
 def barrier_full(c, b, ci):
     """Barrier `b` of CTA slot `c` has warps and all it waits for: its expected count, or
     every live warp when it expects 0."""
@@ -123,7 +124,7 @@ def barrier_full(c, b, ci):
     return n > 0 and n == (want if want else ci[c, C_LIVE])
 
 
-@nb.njit(cache=True)
+@step
 def release(c, b, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp):
     """Every warp barrier `b` of CTA slot `c` waits for arrived: let them go on (`ca` holds
     the waiting warps of all barriers as w * BARRIERS + b)."""
@@ -148,7 +149,7 @@ def release(c, b, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp):
         lp[L_WAKE] = cycle + 1
 
 
-@nb.njit(cache=True)
+@step
 def release_full(c, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp):
     """After a warp of CTA slot `c` retired: release each barrier that waits for every live
     warp and now has them all."""
@@ -157,7 +158,7 @@ def release_full(c, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp):
             release(c, b, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
 
 
-@nb.njit(cache=True)
+@step
 def contribute(slot, at, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm, si, lp):
     """One contribution to mbarrier phase `slot` at cycle `at`; its waiters go on when it
     was the last."""
@@ -183,7 +184,7 @@ def contribute(slot, at, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm, s
             lp[L_WAKE] = cycle + 1
 
 
-@nb.njit(cache=True)
+@step
 def post(w, e, action, cycle, done, mem, hold, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci,
           ca, lp):
     """The rest of an issue once its result cycle `done` is known."""
