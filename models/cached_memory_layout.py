@@ -21,6 +21,8 @@ import numba
 
 step = numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 """How the cached memory's steps compile (no Python wrapper, no reference counting)."""
+inline_step = numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False, inline="always")
+"""`step`, inlined into its callers by numba (the SM loop's per-issue helpers)."""
 
 KIND_LOAD, KIND_STORE, KIND_ATOMIC = 0, 1, 2
 

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import numba as nb
 
-from models.cached_memory_layout import step
+from models.cached_memory_layout import inline_step, step
 from models.lsu import shared_access
 from models.sm_memory import serve_event
 from models.sm_state import (
@@ -112,7 +112,7 @@ from models.units import (
 from simulator.trace import KIND_ATOMIC, KIND_BULK_STORE, KIND_LOAD, KIND_SHARED, KIND_STORE
 
 
-@step
+@inline_step
 def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr,
            wm, wg, si, uf, sw, ci, ca, ph, lp, ev_sstart, sectors, memory, log):
     """Issue warp `w`'s next instruction on scheduler `k` at `cycle`: 0 when done, else the
@@ -231,7 +231,7 @@ def _first_reason(k, cycle, policy, wi, si, sw):
     return REASON_PIPE_BUSY
 
 
-@step
+@inline_step
 def _stretch(k, reason, cycle, si, stall):
     """End scheduler `k`'s open stall stretch at `cycle` and open one of `reason`."""
     open_reason = si[k, S_REASON]
@@ -242,7 +242,7 @@ def _stretch(k, reason, cycle, si, stall):
         si[k, S_SINCE] = cycle
 
 
-@step
+@inline_step
 def _scheduler_done(k, reason, wake, next_cycle, cycle, listening, si, stall):
     """Scheduler `k` was asked at `cycle` (issued, or stalled for `reason`): its stall
     stretch when hooks listen (else it is marked for accounting), and the loop's next cycle
@@ -255,7 +255,7 @@ def _scheduler_done(k, reason, wake, next_cycle, cycle, listening, si, stall):
     return min(wake, next_cycle)
 
 
-@step
+@inline_step
 def _pick(k, cycle, policy, wi, si, uf, sw):
     """(warp, -1) for the first warp in policy order that can issue at `cycle`, else
     (-1, the earliest cycle one might)."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numba as nb
 
-from models.cached_memory_layout import step
+from models.cached_memory_layout import inline_step, step
 from models.sm_state import (
     BARRIERS,
     C_BAR_N,
@@ -60,14 +60,14 @@ from models.sm_state import (
 from models.units import ACTION_BARRIER, ACTION_MBARRIER_WAIT
 
 
-@step
+@inline_step
 def touch(si, k, cycle):
     si[k, S_TOUCHED] = 1
     if cycle < si[k, S_WAKE]:
         si[k, S_WAKE] = cycle
 
 
-@step
+@inline_step
 def prepare(w, base, ev_pc, pcs, regs, wi, wr, wm):
     """Scoreboard check of the warp's next instruction; ready no earlier than `base`."""
     p = ev_pc[wi[w, W_POS]]
@@ -184,7 +184,7 @@ def contribute(slot, at, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm, s
             lp[L_WAKE] = cycle + 1
 
 
-@step
+@inline_step
 def post(w, e, action, cycle, done, mem, hold, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci,
           ca, lp):
     """The rest of an issue once its result cycle `done` is known."""
