@@ -56,12 +56,15 @@ issues.
 
 Hooks (fired on `self.hooks`, owner `sm<id>`): `SM_ISSUE` (issued, busy_cycles: per-unit
 arrays) once per finished CTA, from counts precomputed over its trace (every event of a CTA
-issues exactly once); `SM_STALL` (reason, cycles, cycle): scheduler cycles without an issue
-since the previous firing up to `cycle`, by the reason of the first warp in policy order
-(`models.warp_scheduler.STALL_REASONS`), followed per scheduler as stretches over which the
-reason stays the same, summed per reason and fired once per reason at each yield and at
-the end; `SM_CTA_LAUNCH` / `SM_CTA_DONE` (cta, warps, cycle). The totals equal those of one
-event per issue and per idle scheduler-cycle.
+issues exactly once); `SM_STALL` (reasons: the names of
+`models.warp_scheduler.STALL_REASONS`; cycles: int64 array; stalls: 2-D int64, a row per
+entry of cycles, a column per reason): row i holds the scheduler cycles without an issue
+since the previous row up to `cycles[i]`, by the reason of the first warp in policy order,
+followed per scheduler as stretches over which the reason stays the same. The loop logs a
+row at each yield (none when all are zero) and the SM fires the rows logged so far before
+its other hooks, when the log is full and at the end, so listeners see them in order;
+`SM_CTA_LAUNCH` / `SM_CTA_DONE` (cta, warps, cycle). The totals equal those of one event
+per issue and per idle scheduler-cycle.
 
 Left out: instruction fetch and caches, operand collectors, warp-level divergence costs
 beyond the traced active masks, CTA launch latency. Units: SM cycles, ps for the SimPy clock.
@@ -225,6 +228,7 @@ class StreamingMultiprocessor:
         done = launch_cta(cta, cycle, kernel.offsets, kernel.ev_pc, kernel.pcs, kernel.regs,
                            s.wi, s.wr, s.wm, s.si, s.sw, s.ci, s.ca, s.lp)
         if self.hooks.listening:
+            self._drain_stalls()
             self.hooks.fire(SM_CTA_LAUNCH, cta=cta, warps=s.wpc, cycle=cycle)
         if done:
             self._cta_done()
@@ -236,6 +240,7 @@ class StreamingMultiprocessor:
         lp[st.L_CTA_DONE] = -1
         if self.hooks.listening:
             kernel = self.kernel
+            self._drain_stalls()
             self.hooks.fire(SM_ISSUE, issued=kernel.cta_issued[cta],
                             busy_cycles=kernel.cta_busy_cycles[cta])
             self.hooks.fire(SM_CTA_DONE, cta=cta, warps=kernel.trace.warps_per_cta,
@@ -268,17 +273,24 @@ class StreamingMultiprocessor:
             self.memory.fire_batch(self.sm_id, self.log[:n])
             lp[st.L_LOG_N] = 0
 
+    def _drain_stalls(self) -> None:
+        """Fire the stall log's rows as one `SM_STALL` (the loop logs a row at each yield
+        while hooks listen, `models.sm_core.log_stalls`)."""
+        s = self.state
+        n = int(s.lp[st.L_STALL_N])
+        if n:
+            rows = s.stall_log[:n]
+            self.hooks.fire(SM_STALL, reasons=STALL_REASONS, cycles=rows[:, 0],
+                            stalls=rows[:, 1:])
+            s.lp[st.L_STALL_N] = 0
+
     def _fire_stalls(self, cycle: int) -> None:
         """Fire the stall cycles summed so far, open stretches counted up to `cycle`."""
         s = self.state
-        core.close_stretches(cycle, s.si, s.stall)
-        cycles = s.stall.tolist()
-        if any(cycles):
-            fire = self.hooks.fire
-            for reason, n in zip(STALL_REASONS, cycles, strict=True):
-                if n:
-                    fire(SM_STALL, reason=reason, cycles=n, cycle=cycle)
-            s.stall[:] = 0
+        if s.lp[st.L_STALL_N] == st.STALL_ROWS:
+            self._drain_stalls()
+        core.log_stalls(cycle, s.si, s.stall, s.lp, s.stall_log)
+        self._drain_stalls()
 
     # -- the process ----------------------------------------------------------------
     def process(self):
@@ -296,16 +308,16 @@ class StreamingMultiprocessor:
             lp[st.L_MEM_LISTEN] = self.memory.hooks.listening
             rc = run(kernel.ev_pc, kernel.ev_kind, kernel.ev_detail, kernel.ev_slot, kernel.pcs,
                      kernel.regs, kernel.slot_events, s.wi, s.wr, s.wm, s.wg, s.si, s.uf, s.sw,
-                     s.ci, s.ca, self.phases.table, lp, s.stall, kernel.ev_sstart,
-                     kernel.ev_sectors, memory, log)
+                     s.ci, s.ca, self.phases.table, lp, s.stall, s.stall_log,
+                     kernel.ev_sstart, kernel.ev_sectors, memory, log)
             if rc == st.RC_MEMORY or rc == st.RC_TMA:
                 lp[st.L_DONE] = self._memory(rc == st.RC_TMA)
             elif rc == st.RC_CTA_DONE:
                 self._cta_done()
             elif rc == st.RC_YIELD:
                 cycle = int(lp[st.L_CYCLE])
-                if hooks.listening:
-                    self._fire_stalls(cycle)
+                if lp[st.L_STALL_N] == st.STALL_ROWS:
+                    self._drain_stalls()
                 yield env.timeout(clock.edge_ps(cycle) - env.now)
                 lp[st.L_WINDOW] = clock.ps_to_cycles(env.now + self.quantum_ps)
             elif rc == st.RC_GROW:

@@ -57,6 +57,7 @@ from models.sm_state import (
     L_RESIDENT,
     L_SHARED_FREE,
     L_SHARED_LAT,
+    L_STALL_N,
     L_STATE,
     L_WAKE,
     L_WINDOW,
@@ -297,15 +298,15 @@ def _pick(k, cycle, policy, wi, si, uf, sw):
 
 @nb.njit(cache=True)
 def run(ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr, wm, wg, si, uf,
-        sw, ci, ca, ph, lp, stall, ev_sstart, sectors, memory, log):
+        sw, ci, ca, ph, lp, stall, stall_log, ev_sstart, sectors, memory, log):
     """Advance the SM until it needs the caller; the reason (`RC_*`)."""
     return _run(ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr, wm, wg, si,
-                uf, sw, ci, ca, ph, lp, stall, ev_sstart, sectors, memory, log)
+                uf, sw, ci, ca, ph, lp, stall, stall_log, ev_sstart, sectors, memory, log)
 
 
 @step
 def _run(ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr, wm, wg, si, uf,
-         sw, ci, ca, ph, lp, stall, ev_sstart, sectors, memory, log):
+         sw, ci, ca, ph, lp, stall, stall_log, ev_sstart, sectors, memory, log):
     """`run` compiled without reference counting (no array is created in the loop)."""
     n_sched = si.shape[0]
     listening = lp[L_LISTEN]
@@ -391,7 +392,28 @@ def _run(ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr, wm,
         state = ST_TOP
         if next_cycle > lp[L_WINDOW]:
             lp[L_STATE] = ST_TOP
+            if listening:
+                log_stalls(next_cycle, si, stall, lp, stall_log)
             return RC_YIELD
+
+
+@nb.njit(cache=True)
+def log_stalls(cycle, si, stall, lp, stall_log):
+    """Close the open stall stretches at `cycle` and move the stall cycles summed so far to a
+    row (cycle, then cycles per reason) of `stall_log` (none when all are zero; the caller
+    drains a full log before the next call, `L_STALL_N`)."""
+    close_stretches(cycle, si, stall)
+    total = 0
+    for r in range(stall.size):
+        total += stall[r]
+    if total == 0:
+        return
+    row = lp[L_STALL_N]
+    stall_log[row, 0] = cycle
+    for r in range(stall.size):
+        stall_log[row, 1 + r] = stall[r]
+        stall[r] = 0
+    lp[L_STALL_N] = row + 1
 
 
 @nb.njit(cache=True)

@@ -30,7 +30,7 @@ ST_TOP, ST_PASS, ST_AFTER_ISSUE, ST_PENDING = range(4)
 (L_STATE, L_CYCLE, L_WAKE, L_NEXT, L_K, L_RESIDENT, L_FINISH, L_WINDOW, L_LISTEN, L_POLICY,
  L_SHARED_FREE, L_SHARED_LAT, L_CONST_LAT, L_PEND_W, L_PEND_E, L_DONE, L_CTA_DONE,
  L_NEXT_SCHED, L_GROW, L_INLINE, L_SM_ID, L_FREQ_KHZ, L_L1_FREE, L_L1_SECTORS, L_TMA_FREE,
- L_TMA_BYTES, L_LOG_N, L_MEM_LISTEN, L_SIZE) = range(29)
+ L_TMA_BYTES, L_LOG_N, L_MEM_LISTEN, L_STALL_N, L_SIZE) = range(30)
 (W_GID, W_CTA, W_SCHED, W_POS, W_END, W_READY, W_UNIT, W_MEM, W_DONE, W_WG_OPEN, W_NGROUPS,
  W_WAIT_SLOT, W_USED, W_FIELDS) = range(14)
 (S_N, S_LAST, S_WAKE, S_TOUCHED, S_SLOT_FREE, S_REASON, S_SINCE, S_TENSOR,
@@ -44,6 +44,7 @@ C_FIELDS = C_BAR_X + BARRIERS
  P_FIELDS) = range(10)
 H_COUNT, H_MAX, H_DONE, H_FIELDS = range(4)
 GROUPS_START = 16
+STALL_ROWS = 1024              # rows of an SM's stall log (cycle, then stalls per reason)
 
 
 
@@ -91,6 +92,7 @@ class SmState:
         self.lp[L_SHARED_LAT] = shared_latency
         self.lp[L_CONST_LAT] = const_latency
         self.stall = np.zeros(5, np.int64)
+        self.stall_log = np.zeros((STALL_ROWS, 1 + self.stall.size), np.int64)
 
     def make_room(self) -> None:
         """Room for one more CTA: a free CTA slot and `wpc` free warp slots."""

@@ -51,8 +51,10 @@ class SmTracer(Tracer):
             self.issued += data["issued"]
             self.busy += data["busy_cycles"]
         elif position == SM_STALL:
-            reason = data["reason"]
-            self.stalls[reason] = self.stalls.get(reason, 0) + data["cycles"]
+            for reason, n in zip(data["reasons"], data["stalls"].sum(axis=0).tolist(),
+                                 strict=True):
+                if n:
+                    self.stalls[reason] = self.stalls.get(reason, 0) + n
         elif position == SM_CTA_LAUNCH:
             self.warp_cycles -= data["warps"] * data["cycle"]
             self.ctas += 1

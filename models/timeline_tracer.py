@@ -167,7 +167,10 @@ class TimelineTracer:
 
         def on_sm(owner: str, position: str, data: Mapping[str, Any]) -> None:
             if position == SM_STALL:
-                self._stall(row, data["cycle"], data["cycles"])
+                stall = self._stall
+                for cycle, cycles in zip(data["cycles"].tolist(),
+                                         data["stalls"].sum(axis=1).tolist(), strict=True):
+                    stall(row, cycle, cycles)
             elif position == SM_CTA_LAUNCH:
                 self.cta_launch[data["cta"]] = data["cycle"]
                 self._residency(row, data["cycle"], 1)
