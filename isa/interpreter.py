@@ -12,6 +12,7 @@ instruction counters hang off it; with no observer the loop pays one `is None` t
 
 from __future__ import annotations
 
+import numba as nb
 import numpy as np
 
 from isa.errors import PtxError
@@ -34,9 +35,32 @@ def _lanes_of(idx: np.ndarray):
     return idx
 
 
+@nb.njit(cache=True)
+def _lowest(pc: np.ndarray) -> tuple[int, np.ndarray]:
+    """(lowest pc, the sorted thread slots at it)."""
+    low = pc[0]
+    for i in range(1, pc.size):
+        if pc[i] < low:
+            low = pc[i]
+    idx = np.empty(pc.size, np.int64)
+    n = 0
+    for i in range(pc.size):
+        if pc[i] == low:
+            idx[n] = i
+            n += 1
+    return low, idx[:n]
+
+
+@nb.njit(cache=True)
 def _n_warps(idx: np.ndarray) -> int:
-    w = idx >> 5
-    return int(np.count_nonzero(w[1:] != w[:-1])) + 1
+    """Warps among the sorted thread slots `idx`."""
+    n, prev = 0, -1
+    for i in range(idx.size):
+        w = idx[i] >> 5
+        if w != prev:
+            n += 1
+            prev = w
+    return n
 
 
 def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 0,
@@ -57,12 +81,11 @@ def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 
     limit = max_steps or (1 << 62)
     with np.errstate(all="ignore"):
         while True:
-            target = int(pc.min())
+            target, idx = _lowest(pc)
             if target >= BLOCKED:
                 if target == BLOCKED:
                     _deadlock(m)
                 return
-            idx = np.flatnonzero(pc == target)
             lanes = _lanes_of(idx)
             ins = instrs[target]
             nw = _n_warps(idx)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba as nb
 import numpy as np
 
 from isa.event_detail import EVENT_DETAILS
@@ -161,6 +162,28 @@ def _distinct_per_group(values: np.ndarray, group: np.ndarray) -> tuple[np.ndarr
     return v[keep], g[keep]
 
 
+@nb.njit(cache=True)
+def warp_runs(lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first index, warp slot, lane count) of each run of `lanes` (sorted thread slots)
+    that lies in one warp slot."""
+    n = lanes.size
+    starts = np.empty(n, np.int64)
+    slots = np.empty(n, np.int64)
+    k = 0
+    prev = -1
+    for i in range(n):
+        w = lanes[i] >> 5
+        if w != prev:
+            starts[k] = i
+            slots[k] = w
+            k += 1
+            prev = w
+    active = np.empty(k, np.int16)
+    for j in range(k):
+        active[j] = (starts[j + 1] if j + 1 < k else n) - starts[j]
+    return starts[:k], slots[:k], active
+
+
 class TraceRecorder:
     """Observer for `isa.run_kernel` that builds a `WarpTrace` (call `finish()` after the run)."""
 
@@ -184,20 +207,15 @@ class TraceRecorder:
             gx, gy = self.grid[0], self.grid[1]
             self._cta_linear = ids[:, 0] + gx * (ids[:, 1] + gy * ids[:, 2])
         lanes = m.lane_ids(exec_lanes)
-        slot_warp = lanes >> 5
-        new = np.ones(lanes.size, dtype=bool)
-        new[1:] = slot_warp[1:] != slot_warp[:-1]
-        starts = np.flatnonzero(new)
-        warp_slots = slot_warp[starts]
+        starts, warp_slots, active = warp_runs(lanes)
         wpc = self.warps_per_cta
         gwarp = self._cta_linear[warp_slots // wpc] * wpc + warp_slots % wpc
-        active = np.diff(np.append(starts, lanes.size)).astype(np.int16)
         nw = gwarp.size
         kind, detail, sstart = KIND_NONE, np.zeros(nw, dtype=np.int32), None
         if ins.opname in TILE_OPS:
             kind, detail, sstart = self._tile(m, ins, lanes, starts, nw)
         elif ins.unit == "lsu" and ins.spec.latency == "mem":
-            group = np.cumsum(new) - 1
+            group = np.repeat(np.arange(nw, dtype=np.int64), active)
             kind, detail, sstart = self._memory(m, ins, exec_lanes, lanes, group, gwarp, nw)
         elif ins.opname in EVENT_DETAILS:
             detail = EVENT_DETAILS[ins.opname](m, ins, exec_lanes)
