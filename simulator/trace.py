@@ -138,28 +138,27 @@ def _expand(first: np.ndarray, group: np.ndarray, count: int) -> tuple[np.ndarra
     return (first[:, None] + steps).reshape(-1), np.repeat(group, count)
 
 
+@nb.njit(cache=True)
 def _distinct_per_group(values: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(values, groups) with duplicates inside each group removed, sorted by group.
-
-    When group and value offset fit in one 62-bit key together (always, for a warp's lanes)
-    a single sort of that key does it; otherwise a two-key lexsort.
-    """
-    if values.size:
-        lo = values.min()
-        value_bits = int(values.max() - lo).bit_length()
-        if int(group.max()).bit_length() + value_bits <= 62:
-            key = np.sort((group.astype(np.int64) << value_bits)
-                          | (values - lo).astype(np.int64))
-            keep = np.ones(key.size, dtype=bool)
-            keep[1:] = key[1:] != key[:-1]
-            key = key[keep]
-            offset = (key & ((1 << value_bits) - 1)).astype(values.dtype)
-            return offset + lo, key >> value_bits
-    order = np.lexsort((values, group))
-    v, g = values[order], group[order]
-    keep = np.ones(v.size, dtype=bool)
-    keep[1:] = (v[1:] != v[:-1]) | (g[1:] != g[:-1])
-    return v[keep], g[keep]
+    """(values, groups) with duplicates inside each group removed, each group's values
+    ascending; `group` is non-decreasing (the lanes of a warp are contiguous)."""
+    n = values.size
+    out_v = np.empty(n, values.dtype)
+    out_g = np.empty(n, group.dtype)
+    k = 0
+    i = 0
+    while i < n:
+        j = i
+        while j < n and group[j] == group[i]:
+            j += 1
+        run = np.sort(values[i:j])
+        for t in range(run.size):
+            if t == 0 or run[t] != run[t - 1]:
+                out_v[k] = run[t]
+                out_g[k] = group[i]
+                k += 1
+        i = j
+    return out_v[:k], out_g[:k]
 
 
 @nb.njit(cache=True)
