@@ -47,6 +47,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+import numba as nb
 import numpy as np
 import pandas as pd
 
@@ -64,6 +65,42 @@ LEVELS = ("l1", "l2", "l3", "hbm")
 _MEMORY_CHUNK = 4096
 _LEVEL_COUNTS = ((ck.C_SECTORS,), (ck.C_L1_MISS,), (ck.C_L3_HIT, ck.C_L3_MISS),
                  (ck.C_HBM_READ, ck.C_HBM_WRITE))
+
+
+@nb.njit(cache=True)
+def _widen(data, width, cycle, span_end):
+    """`TimeBuckets.fit` on (data, width)."""
+    rows, capacity = data.shape
+    while cycle > capacity * width or (not span_end and cycle == capacity * width):
+        merged = np.zeros_like(data)
+        for r in range(rows):
+            for b in range(capacity // 2):
+                merged[r, b] = data[r, 2 * b] + data[r, 2 * b + 1]
+        data = merged
+        width *= 2
+    return data, width
+
+
+@nb.njit(cache=True)
+def _add_spans(data, width, row, starts, ends, amounts):
+    """`TimeBuckets.add_span` over arrays, the same arithmetic in the same order."""
+    for i in range(starts.size):
+        start, end, amount = starts[i], ends[i], amounts[i]
+        if end <= start:
+            data, width = _widen(data, width, start, False)
+            data[row, start // width] += amount
+            continue
+        data, width = _widen(data, width, end, True)
+        first, last = start // width, math.ceil(end / width) - 1
+        if first == last:
+            data[row, first] += amount
+            continue
+        rate = amount / (end - start)
+        data[row, first] += rate * ((first + 1) * width - start)
+        for b in range(first + 1, last):
+            data[row, b] += rate * width
+        data[row, last] += rate * (end - last * width)
+    return data, width
 
 
 class TimeBuckets:
@@ -106,6 +143,12 @@ class TimeBuckets:
         line[first] += rate * ((first + 1) * width - start)
         line[first + 1:last] += rate * width
         line[last] += rate * (end - last * width)
+
+    def add_spans(self, row: int, starts: np.ndarray, ends: np.ndarray,
+                  amounts: np.ndarray) -> None:
+        """`add_span` for each (start, end, amount) in turn (int64 arrays), compiled."""
+        self.data, self.width_cycles = _add_spans(self.data, self.width_cycles, row, starts,
+                                                  ends, amounts)
 
     def add_at(self, row: int, cycles: np.ndarray, amounts: np.ndarray) -> None:
         """Add `amounts[i]` at time `cycles[i]`, all into one row."""
@@ -167,10 +210,7 @@ class TimelineTracer:
 
         def on_sm(owner: str, position: str, data: Mapping[str, Any]) -> None:
             if position == SM_STALL:
-                stall = self._stall
-                for cycle, cycles in zip(data["cycles"].tolist(),
-                                         data["stalls"].sum(axis=1).tolist(), strict=True):
-                    stall(row, cycle, cycles)
+                self._stalls(row, data["cycles"].tolist(), data["stalls"].sum(axis=1).tolist())
             elif position == SM_CTA_LAUNCH:
                 self.cta_launch[data["cta"]] = data["cycle"]
                 self._residency(row, data["cycle"], 1)
@@ -209,11 +249,23 @@ class TimelineTracer:
             self.window_end[s] = cycle
         self.resident[s], self.changed_cycle[s] = resident + step, cycle
 
-    def _stall(self, s: int, cycle: int, cycles: int) -> None:
-        if cycle != self.window_end[s]:
-            self._close_window(s)
-            self.window_start[s], self.window_end[s] = self.window_end[s] or 0, cycle
-        self.pending_stall[s] += cycles
+    def _stalls(self, s: int, at: list[int], stalls: list[int]) -> None:
+        """Stall cycles `stalls[i]` fired at cycle `at[i]`: each covers the cycles since the
+        SM's previous firing (its window); the windows they close are added in one compiled
+        call, the last stays open for firings at the same cycle."""
+        start, end, pending = self.window_start[s], self.window_end[s], self.pending_stall[s]
+        spans: list[tuple[int, int, int]] = []
+        for cycle, cycles in zip(at, stalls, strict=True):
+            if cycle != end:
+                if pending:
+                    spans.append((start, end or 0, pending))
+                    pending = 0
+                start, end = end or 0, cycle
+            pending += cycles
+        self.window_start[s], self.window_end[s], self.pending_stall[s] = start, end, pending
+        if spans:
+            starts, ends, amounts = np.array(spans, dtype=np.int64).T.copy()
+            self.buckets.add_spans(self.n_sms + s, starts, ends, amounts)
 
     def _close_window(self, s: int) -> None:
         if self.pending_stall[s]:
