@@ -54,12 +54,12 @@ TMA_ISSUE_CYCLES = 1
 TMA_EXTRA_LATENCY_CYCLES = 100
 CHUNK_SECTORS = 128
 LOG_KIND, LOG_ISSUE, LOG_DONE, LOG_COUNTS = 0, 1, 2, 3
-LOG_ROWS = 4096
+LOG_ROWS = 256
 
 
 def new_log() -> np.ndarray:
     """An empty request log of one SM."""
-    return np.zeros((LOG_ROWS, LOG_COUNTS + N_COUNTS), np.int64)
+    return np.empty((LOG_ROWS, LOG_COUNTS + N_COUNTS), np.int64)
 
 
 @nb.njit(cache=True)

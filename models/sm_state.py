@@ -44,7 +44,7 @@ C_FIELDS = C_BAR_X + BARRIERS
  P_FIELDS) = range(10)
 H_COUNT, H_MAX, H_DONE, H_FIELDS = range(4)
 GROUPS_START = 16
-STALL_ROWS = 1024              # rows of an SM's stall log (cycle, then stalls per reason)
+STALL_ROWS = 256               # rows of an SM's stall log (cycle, then stalls per reason)
 
 
 
