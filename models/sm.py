@@ -90,7 +90,7 @@ from models.units import ACTION_WGMMA, UNIT_NAMES, InstrTiming
 from models.warp_scheduler import STALL_REASONS, policy_code
 from simulator.engine import Clock
 from simulator.hooks import Hooks
-from simulator.trace import KIND_BULK_STORE, WarpTrace
+from simulator.trace import KIND_BULK_STORE, SECTOR_KINDS, WarpTrace
 
 SM_ISSUE = "SM_ISSUE"
 SM_STALL = "SM_STALL"
@@ -148,7 +148,8 @@ class KernelImage:
         setattr_(self, "offsets", np.ascontiguousarray(trace.warp_offsets, np.int64))
         setattr_(self, "ev_sstart", np.ascontiguousarray(trace.sector_start, np.int64))
         setattr_(self, "ev_sectors", np.ascontiguousarray(trace.sectors, np.int64))
-        setattr_(self, "max_sectors", int(trace.detail.max()) if trace.detail.size else 0)
+        sized = np.isin(trace.kind, tuple(SECTOR_KINDS))
+        setattr_(self, "max_sectors", int(trace.detail[sized].max()) if sized.any() else 0)
         unit = np.array([t.unit for t in self.timings], dtype=np.int64)
         interval = np.array([t.interval_cycles for t in self.timings], dtype=np.int64)
         per_warp = np.diff(trace.warp_offsets)
@@ -260,7 +261,7 @@ class StreamingMultiprocessor:
         if lp[st.L_INLINE]:                 # the request log was full
             self._drain_log()
             return sm_memory.serve_event(kind, tma, cycle, kernel.ev_sectors[s:s + n],
-                                         self._memory_state(), lp, self.log)
+                                         self.inline(max(n, kernel.max_sectors)), lp, self.log)
         if tma:
             return self.tma.issue(cycle, kind == KIND_BULK_STORE, trace.sectors[s:s + n])
         return self.lsu.issue(cycle, kind, trace.sectors[s:s + n])

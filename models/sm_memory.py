@@ -15,8 +15,9 @@ What the per-request hook (`CACHED_MEMORY_ACCESS`) carried goes to the SM's requ
 (`LOG_*` columns: memory kind, issue and done ps, then the `COUNT_NAMES` counts); the SM
 hands full logs, and what is left at its end, to the memory's listeners as one
 `CACHED_MEMORY_BATCH` firing (`models.sm`). With no listener nothing is logged. When the
-log lacks room for an event's requests `serve_event` returns -1 and the loop asks Python,
-which drains the log and calls it again.
+log lacks room for an event's requests (or the memory's scratch arrays for one request)
+`serve_event` returns -1 and the loop asks Python, which drains the log (grows the
+scratch) and calls it again.
 
 The SM's parameters and bookings live in its loop variables (`models.sm_state`):
 `L_SM_ID`, `L_FREQ_KHZ` (its clock, `simulator.engine.Clock`), `L_L1_FREE` /
@@ -113,6 +114,8 @@ def serve_event(trace_kind, tma, cycle, sectors, mem, lp, log):
     `simulator.trace`) or TMA message issued at `cycle` touching `sectors`; -1 when the log
     lacks room for its requests."""
     n = sectors.size
+    if min(n, CHUNK_SECTORS if tma else n) > mem[-1].size:
+        return -1                          # the caller grows the scratch arrays
     if tma:
         chunks = -(-n // CHUNK_SECTORS)
         if lp[L_MEM_LISTEN] and lp[L_LOG_N] + chunks > log.shape[0]:

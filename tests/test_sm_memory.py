@@ -9,6 +9,8 @@ import pytest
 
 import isa.launch
 import models
+import models.cached_memory
+import models.sm
 import workloads.ops.attention
 import workloads.ops.elementwise
 import workloads.ops.gemm
@@ -53,6 +55,14 @@ def _same(a, b):
 def test_loop_serves_requests_as_the_python_path_does(kind, kw, monkeypatch):
     inline = _run(kind, kw)
     monkeypatch.setattr(CachedMemory, "inline_state", None)   # SMs ask Python per request
+    _same(inline, _run(kind, kw))
+
+
+def test_requests_larger_than_the_scratch_arrays_grow_them(monkeypatch):
+    kind, kw = CASES[0]
+    inline = _run(kind, kw)
+    monkeypatch.setattr(models.cached_memory, "_SCRATCH_SECTORS", 1)
+    monkeypatch.setattr(models.sm, "SECTOR_KINDS", frozenset())   # no size known ahead
     _same(inline, _run(kind, kw))
 
 
