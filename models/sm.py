@@ -295,8 +295,16 @@ class StreamingMultiprocessor:
 
     # -- the process ----------------------------------------------------------------
     def process(self):
-        """SimPy process: run the compiled loop until no CTA is resident and the dispatcher
-        is empty, answering its requests (`models.sm_state` RC_*)."""
+        """SimPy process of `steps`."""
+        env = self.env
+        for at_ps in self.steps():
+            yield env.timeout(at_ps - env.now)
+
+    def steps(self):
+        """Run the compiled loop until no CTA is resident and the dispatcher is empty,
+        answering its requests (`models.sm_state` RC_*); yields the time (ps) to continue
+        at whenever the loop reaches past its window, and goes on once the caller has
+        advanced `env.now` to it (`process` under SimPy, `simulator.replay_session`)."""
         env, clock, hooks, s = self.env, self.clock, self.hooks, self.state
         lp = s.lp
         lp[st.L_WINDOW] = clock.ps_to_cycles(env.now + self.quantum_ps)
@@ -319,7 +327,7 @@ class StreamingMultiprocessor:
                 cycle = int(lp[st.L_CYCLE])
                 if lp[st.L_STALL_N] == st.STALL_ROWS:
                     self._drain_stalls()
-                yield env.timeout(clock.edge_ps(cycle) - env.now)
+                yield clock.edge_ps(cycle)
                 lp[st.L_WINDOW] = clock.ps_to_cycles(env.now + self.quantum_ps)
             elif rc == st.RC_GROW:
                 s.widen_groups()

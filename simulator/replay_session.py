@@ -27,8 +27,11 @@ never copied). Units: ps (SimPy time), CTAs.
 from __future__ import annotations
 
 import copy
+import heapq
 from dataclasses import dataclass, field
 from typing import Any
+
+from simpy.core import NORMAL, URGENT
 
 from models.cached_memory import CachedMemory, CachedMemoryTracer
 from models.sm import SM_CTA_DONE
@@ -65,6 +68,8 @@ class ReplaySession:
     done_log: CtaDoneLog
     processes: dict = field(default_factory=dict)   # SimPy process -> SM
     pending: list = field(default_factory=list)     # a copy's (wake-up ps, SM) to resume
+    queue: list | None = None                       # the event queue without SimPy (`start`)
+    order: int = 0                                  # its scheduling counter
 
     def wire(self) -> None:
         """Attach the tracers to the memory's and the SMs' hooks."""
@@ -79,10 +84,33 @@ class ReplaySession:
             sm.hooks.attach(self.done_log.on_event, (SM_CTA_DONE,))
 
     def start(self) -> None:
-        """Start the process of every SM holding a CTA."""
+        """Start the process of every SM holding a CTA: SimPy processes, or, when only the
+        SMs schedule events (`copyable`), entries of the session's own queue, which runs
+        their `steps` in exactly SimPy's order (time, then start-ups before wake-ups, then
+        scheduling order) without SimPy's per-event objects."""
+        if copyable(self):
+            self.queue = []
+            for sm in self.sms:
+                if sm.resident:
+                    self._schedule(self.env.now, URGENT, sm, None)
+            return
         for sm in self.sms:
             if sm.resident:
                 self.processes[self.env.process(sm.process())] = sm
+
+    def _schedule(self, at_ps: int, priority: int, sm, steps) -> None:
+        heapq.heappush(self.queue, (at_ps, priority, self.order, sm, steps))
+        self.order += 1
+
+    def _step(self) -> None:
+        """Process the queue's next entry: the SM runs until it yields its next time."""
+        at_ps, _priority, _order, sm, steps = heapq.heappop(self.queue)
+        self.env._now = at_ps
+        if steps is None:
+            steps = sm.steps()
+        wake = next(steps, None)
+        if wake is not None:
+            self._schedule(wake, NORMAL, sm, steps)
 
     def step_to_end(self, snapshot_from: int | None = None):
         """Run the replay to its end; with `snapshot_from`, the session copied at the first
@@ -90,6 +118,17 @@ class ReplaySession:
         (None if there was none)."""
         env, dispatcher = self.env, self.dispatcher
         snapshot = None
+        if self.queue is not None:
+            queue, step = self.queue, self._step
+            if snapshot_from is not None:
+                while queue:
+                    if snapshot_from <= dispatcher.next_cta < dispatcher.n_ctas:
+                        snapshot = self.copy()
+                        break
+                    step()
+            while queue:
+                step()
+            return snapshot
         if snapshot_from is not None and copyable(self):
             step = env.step
             while env._queue:
@@ -104,6 +143,8 @@ class ReplaySession:
         """A deep copy (new environment with the pending SM wake-ups, hooks wired anew)."""
         env = self.env
         wakes = []
+        if self.queue is not None:
+            wakes = [(entry[0], entry[3]) for entry in sorted(self.queue, key=lambda q: q[:3])]
         for at_ps, _priority, _eid, event in sorted(env._queue, key=lambda q: q[:3]):
             for callback in event.callbacks or ():
                 sm = self.processes.get(getattr(callback, "__self__", None))
@@ -112,6 +153,8 @@ class ReplaySession:
         fresh = SimEnvironment()
         fresh._now = env.now
         memo: dict[int, Any] = {id(env): fresh, id(self.processes): {}}
+        if self.queue is not None:
+            memo[id(self.queue)] = []
         for sm in self.sms:
             memo[id(sm.kernel)] = sm.kernel
             memo[id(sm.hooks)] = Hooks(sm.hooks.owner)
@@ -128,7 +171,10 @@ class ReplaySession:
             sm.set_kernel(kernel)
         env = self.env
         for at_ps, sm in self.pending:
-            self.processes[env.process(_woken(env, sm, at_ps))] = sm
+            if self.queue is not None:
+                self._schedule(at_ps, NORMAL, sm, None)
+            else:
+                self.processes[env.process(_woken(env, sm, at_ps))] = sm
         self.pending = []
 
 
