@@ -74,6 +74,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba as nb
 import numpy as np
 
 from models import (
@@ -90,7 +91,7 @@ from models.units import ACTION_WGMMA, UNIT_NAMES, InstrTiming
 from models.warp_scheduler import STALL_REASONS, policy_code
 from simulator.engine import Clock
 from simulator.hooks import Hooks
-from simulator.trace import KIND_BULK_STORE, SECTOR_KINDS, WarpTrace
+from simulator.trace import KIND_BULK_STORE, KIND_NAMES, SECTOR_KINDS, WarpTrace
 
 SM_ISSUE = "SM_ISSUE"
 SM_STALL = "SM_STALL"
@@ -114,6 +115,25 @@ def _pc_table(timings: list[InstrTiming]) -> tuple[np.ndarray, np.ndarray]:
         table[p] = (t.unit, t.interval_cycles, t.latency_cycles, t.action, t.count, lo, mid,
                     mid, len(flat))
     return table, np.array(flat or [0], np.int64)
+
+
+@nb.njit(cache=True)
+def _cta_counts(offsets, pc, kind, detail, unit, interval, sized, warps_per_cta, n_ctas,
+                n_units):
+    """(warp-instructions and initiation-interval cycles per CTA and unit, the largest
+    sector count of an event whose kind is `sized`) over a trace's events."""
+    issued = np.zeros((n_ctas, n_units), np.int64)
+    busy = np.zeros((n_ctas, n_units), np.int64)
+    largest = 0
+    for w in range(offsets.size - 1):
+        c = w // warps_per_cta
+        for e in range(offsets[w], offsets[w + 1]):
+            p = pc[e]
+            issued[c, unit[p]] += 1
+            busy[c, unit[p]] += interval[p]
+            if sized[kind[e]] and detail[e] > largest:
+                largest = detail[e]
+    return issued, busy, largest
 
 
 @dataclass(frozen=True)
@@ -148,17 +168,16 @@ class KernelImage:
         setattr_(self, "offsets", np.ascontiguousarray(trace.warp_offsets, np.int64))
         setattr_(self, "ev_sstart", np.ascontiguousarray(trace.sector_start, np.int64))
         setattr_(self, "ev_sectors", np.ascontiguousarray(trace.sectors, np.int64))
-        sized = np.isin(trace.kind, tuple(SECTOR_KINDS))
-        setattr_(self, "max_sectors", int(trace.detail[sized].max()) if sized.any() else 0)
-        unit = np.array([t.unit for t in self.timings], dtype=np.int64)
-        interval = np.array([t.interval_cycles for t in self.timings], dtype=np.int64)
-        per_warp = np.diff(trace.warp_offsets)
-        cta = np.repeat(np.arange(per_warp.size, dtype=np.int64), per_warp) // trace.warps_per_cta
-        key = cta * n_units + unit[trace.pc]
-        size = trace.n_ctas * n_units
-        setattr_(self, "cta_issued", np.bincount(key, minlength=size).reshape(-1, n_units))
-        busy = np.bincount(key, weights=interval[trace.pc], minlength=size)
-        setattr_(self, "cta_busy_cycles", busy.astype(np.int64).reshape(-1, n_units))
+        unit = np.array([t.unit for t in self.timings] or [0], dtype=np.int64)
+        interval = np.array([t.interval_cycles for t in self.timings] or [0], dtype=np.int64)
+        sized = np.zeros(len(KIND_NAMES), np.bool_)
+        sized[list(SECTOR_KINDS)] = True
+        issued, busy, max_sectors = _cta_counts(
+            self.offsets, self.ev_pc, self.ev_kind, self.ev_detail, unit, interval, sized,
+            trace.warps_per_cta, trace.n_ctas, n_units)
+        setattr_(self, "cta_issued", issued)
+        setattr_(self, "cta_busy_cycles", busy)
+        setattr_(self, "max_sectors", int(max_sectors))
 
 
 class StreamingMultiprocessor:
