@@ -14,12 +14,12 @@ TOLERANCE = 0.03
 # (dtype, m, n, k, compute SMs, grouped arguments): persistent grids with more tiles than
 # SMs and a partial last round, K long enough to be cut, both dtypes, each layout
 CASES = {
-    "fp8-uneven-rounds": ("fp8", 896, 768, 5120, 4, {}),
-    "bf16-k-only": ("bf16", 320, 512, 2048, 3, {}),
+    "fp8-uneven-rounds": ("fp8", 896, 768, 12288, 4, {}),
+    "bf16-k-only": ("bf16", 320, 512, 4096, 3, {}),
     "bf16-5-rounds": ("bf16", 1024, 512, 2560, 3, {}),
     "fp8-contiguous-groups": ("fp8", 128, 256, 1024, 2, dict(groups=12, m_total=1400)),
-    "fp8-masked-groups": ("fp8", 128, 256, 8192, 4, dict(groups=6, layout="masked",
-                                                        valid_m=500)),
+    "fp8-masked-groups": ("fp8", 128, 256, 12288, 4, dict(groups=6, layout="masked",
+                                                         valid_m=500)),
     "bf16-ragged-k": ("bf16", 256, 256, 256, 2, dict(groups=6, ragged="k", k_total=15360)),
 }
 

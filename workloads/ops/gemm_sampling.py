@@ -23,11 +23,11 @@ time(F, Kt) is the bilinear extrapolation
                   w_jb = (F - j_a)/(j_b - j_a),  v_κ1 = (κ2 - Kt)/(κ2 - κ1), v_κ2 = 1 - v_κ1.
 
 j ∈ {0, 1} when there is a partial round (S(0, κ) is the partial round alone), else
-{1, 2}; κ1 = 2·(stages + 1), κ2 = 4·(stages + 1) (`K_DEPTHS`: below about twice the ring
+{1, 2}; κ1 = 2·(stages + 1), κ2 = 8·(stages + 1) (`K_DEPTHS`: below about twice the ring
 the producer's prefetch of the next tile still overlaps the previous tile's epilogue and
-a k-tile costs less than in the steady state; the slope between them spans 2·(stages+1)
-k-tiles, so the drift of the memory system's k-tile cost over a long K is averaged over
-more than one ring). Cycles are extrapolated with the same weights (`simulate_op`). HBM
+a k-tile costs less than in the steady state; on the whole chip a k-tile costs more the
+deeper into K the CTAs are, as CTAs that share an operand panel drift apart and stop
+hitting each other's lines in the L2, so the slope is measured out to 8 rings). Cycles are extrapolated with the same weights (`simulate_op`). HBM
 bytes are not linear in the rounds (operand panels read by an earlier round are L2 hits in
 a later one), so a plan that cuts rounds gives its samples their own byte weights
 (`SamplePoint.byte_weight`, `byte_weights`): the same linear extrapolation, in the
@@ -52,10 +52,14 @@ import math
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 
-K_DEPTHS = (2, 4)
+K_DEPTHS = (2, 8)
 """κ1, κ2 in units of (stages + 1) k-tiles: past the ring's fill and the per-tile overlap
-of the producer with the previous tile's epilogue, where time grows linearly in k-tiles,
-and far enough apart that the k-tile slope is measured over many k-tiles."""
+of the producer with the previous tile's epilogue, and far enough apart that the k-tile
+slope includes the drift of a long K. Measured on h800_sxm (FP8 DeepSeek-scaled, 4-stage
+tiles, 2026-11-26): 4096x7168x16384 (128 k-tiles) against full 736.7 us, (2, 4) read
+693.6 (-5.9 %; with K exact and rounds cut 726.5, -1.4 %), (2, 8) 748.6 (+1.6 %), (4, 12)
+746.7 (+1.4 %); 4096x4096x7168 and 4096x1536x7168 (56 k-tiles, cut by (2, 4), not by
+(2, 8)) read -7.5 % and -6.4 % with (2, 4)."""
 K_MIN_FACTOR = 1.5
 """K is cut only when the GEMM has at least 1.5 x κ2 k-tiles (else the cut saves little)."""
 MIN_EXTRA_ROUNDS = 3
