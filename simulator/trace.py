@@ -162,6 +162,25 @@ def _distinct_per_group(values: np.ndarray, group: np.ndarray) -> tuple[np.ndarr
 
 
 @nb.njit(cache=True)
+def _warp_order(warp: np.ndarray, n_warps: int) -> tuple[np.ndarray, np.ndarray]:
+    """(where each event goes when the events are grouped by warp, keeping their order
+    within a warp; events per warp): a counting sort."""
+    per_warp = np.zeros(max(n_warps, warp.max() + 1 if warp.size else 0), np.int64)
+    for i in range(warp.size):
+        per_warp[warp[i]] += 1
+    start = np.empty(per_warp.size, np.int64)
+    total = 0
+    for w in range(per_warp.size):
+        start[w] = total
+        total += per_warp[w]
+    dest = np.empty(warp.size, np.int64)
+    for i in range(warp.size):
+        dest[i] = start[warp[i]]
+        start[warp[i]] += 1
+    return dest, per_warp
+
+
+@nb.njit(cache=True)
 def warp_runs(lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(first index, warp slot, lane count) of each run of `lanes` (sorted thread slots)
     that lies in one warp slot."""
@@ -311,16 +330,22 @@ class TraceRecorder:
         detail = np.concatenate([c[4] for c in chunks])
         sstart = np.concatenate([c[5] if c[5] is not None else np.zeros(c[0].size, np.int64)
                                  for c in chunks])
-        narrow = np.uint16 if n_warps <= np.iinfo(np.uint16).max else np.int64
-        order = np.argsort(warp.astype(narrow), kind="stable")
+        dest, per_warp = _warp_order(warp.astype(np.int64), n_warps)
+
+        def grouped(values: np.ndarray, dtype=None) -> np.ndarray:
+            out = np.empty(values.size, dtype or values.dtype)
+            out[dest] = values
+            return out
+
         slot = None
         if self._slot_chunks:
-            slot = np.concatenate([self._slot_chunks.get(k, np.full(c[0].size, -1, np.int32))
-                                   for k, c in enumerate(chunks, start=first)])[order]
+            slot = grouped(np.concatenate([
+                self._slot_chunks.get(k, np.full(c[0].size, -1, np.int32))
+                for k, c in enumerate(chunks, start=first)]))
         return {"chunks": len(self._chunks), "first_warp": int(warp.min()),
-                "last_warp": int(warp.max()), "per_warp": np.bincount(warp, minlength=n_warps),
-                "pc": pc[order], "active": active[order], "kind": kind[order],
-                "detail": detail[order], "sstart": sstart[order].astype(np.int64), "slot": slot}
+                "last_warp": int(warp.max()), "per_warp": per_warp,
+                "pc": grouped(pc), "active": grouped(active), "kind": grouped(kind),
+                "detail": grouped(detail), "sstart": grouped(sstart, np.int64), "slot": slot}
 
 
 def _append_grouped(old: dict, new: dict) -> dict:
