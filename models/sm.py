@@ -313,6 +313,15 @@ class StreamingMultiprocessor:
         self._drain_stalls()
 
     # -- the process ----------------------------------------------------------------
+    def _loop_args(self) -> tuple:
+        """The arguments of `models.sm_core.run` as they stand (a launch, wider wgmma
+        groups, a new kernel or larger scratch arrays replace some)."""
+        kernel, s = self.kernel, self.state
+        return (kernel.ev_pc, kernel.ev_kind, kernel.ev_detail, kernel.ev_slot, kernel.pcs,
+                kernel.regs, kernel.slot_events, s.wi, s.wr, s.wm, s.wg, s.si, s.uf, s.sw,
+                s.ci, s.ca, self.phases.table, s.lp, s.stall, s.stall_log, kernel.ev_sstart,
+                kernel.ev_sectors, self._memory_state(), self.log)
+
     def process(self):
         """SimPy process of `steps`."""
         env = self.env
@@ -328,20 +337,17 @@ class StreamingMultiprocessor:
         lp = s.lp
         lp[st.L_WINDOW] = clock.ps_to_cycles(env.now + self.quantum_ps)
         run = core.run
-        log = self.log
+        args = self._loop_args()
         while True:
-            kernel = self.kernel
-            memory = self._memory_state()
             lp[st.L_LISTEN] = hooks.listening
             lp[st.L_MEM_LISTEN] = self.memory.hooks.listening
-            rc = run(kernel.ev_pc, kernel.ev_kind, kernel.ev_detail, kernel.ev_slot, kernel.pcs,
-                     kernel.regs, kernel.slot_events, s.wi, s.wr, s.wm, s.wg, s.si, s.uf, s.sw,
-                     s.ci, s.ca, self.phases.table, lp, s.stall, s.stall_log,
-                     kernel.ev_sstart, kernel.ev_sectors, memory, log)
+            rc = run(*args)
             if rc == st.RC_MEMORY or rc == st.RC_TMA:
                 lp[st.L_DONE] = self._memory(rc == st.RC_TMA)
+                args = self._loop_args()           # the scratch arrays may have grown
             elif rc == st.RC_CTA_DONE:
                 self._cta_done()
+                args = self._loop_args()           # a launch may have widened the state
             elif rc == st.RC_YIELD:
                 cycle = int(lp[st.L_CYCLE])
                 if lp[st.L_STALL_N] == st.STALL_ROWS:
@@ -350,6 +356,7 @@ class StreamingMultiprocessor:
                 lp[st.L_WINDOW] = clock.ps_to_cycles(env.now + self.quantum_ps)
             elif rc == st.RC_GROW:
                 s.widen_groups()
+                args = self._loop_args()
             elif rc == st.RC_STUCK:
                 raise RuntimeError(f"sm{self.sm_id}: no warp can ever issue at cycle "
                                    f"{self.cycle}")
