@@ -59,7 +59,7 @@ def test_overhead_adds_to_time_not_to_cycles(fidelity):
 def test_sampled_gemm_op_counts_one_overhead():
     """A sampled GEMM op (several reduced launches, extrapolation weights summing to 1)
     adds the overhead of one launch, not of every sample."""
-    sizes = {"m": 64, "n": 128, "k": 4096, "dtype": "bf16"}
+    sizes = {"m": 64, "n": 128, "k": 8192, "dtype": "bf16"}
     base_cfg, more_cfg = _config(0.0), _config(OVERHEAD_US)
     plan = build_op("gemm", base_cfg, **sizes)
     assert len(plan.samples) > 1
