@@ -27,7 +27,8 @@ j ∈ {0, 1} when there is a partial round (S(0, κ) is the partial round alone)
 the producer's prefetch of the next tile still overlaps the previous tile's epilogue and
 a k-tile costs less than in the steady state; on the whole chip a k-tile costs more the
 deeper into K the CTAs are, as CTAs that share an operand panel drift apart and stop
-hitting each other's lines in the L2, so the slope is measured out to 8 rings). Cycles are extrapolated with the same weights (`simulate_op`). HBM
+hitting each other's lines in the L2, so the slope is measured out to 8 rings). Cycles are
+extrapolated with the same weights (`simulate_op`). HBM
 bytes are not linear in the rounds (operand panels read by an earlier round are L2 hits in
 a later one), so a plan that cuts rounds gives its samples their own byte weights
 (`SamplePoint.byte_weight`, `byte_weights`): the same linear extrapolation, in the
