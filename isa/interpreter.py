@@ -74,9 +74,8 @@ def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 
     instrs = m.program.instrs
     skip = None
     if skip_units is not None or skip_pcs is not None:
-        skip = np.array([not ins.control and (ins.unit in (skip_units or ()) or (
-            skip_pcs is not None and bool(skip_pcs[pc]))) for pc, ins in enumerate(instrs)],
-            dtype=bool).tolist()
+        skip = [not ins.control and (ins.unit in (skip_units or ()) or (
+            skip_pcs is not None and bool(skip_pcs[pc]))) for pc, ins in enumerate(instrs)]
     pc = m.pc
     limit = max_steps or (1 << 62)
     with np.errstate(all="ignore"):

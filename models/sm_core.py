@@ -114,6 +114,18 @@ from simulator.trace import KIND_ATOMIC, KIND_BULK_STORE, KIND_LOAD, KIND_SHARED
 
 
 @inline_step
+def _answered(w, e, action, cycle, done, ev_pc, ev_kind, ev_slot, pcs, regs, slot_events, wi,
+              wr, wm, si, sw, ci, ca, ph, lp):
+    """The rest of issuing memory event `e` of warp `w` once its completion cycle `done` is
+    known (from the memory system, here or through the caller): a TMA load's `complete_tx`
+    on its mbarrier phase, then the scoreboard and warp state (`post`)."""
+    if action == ACTION_TMA and ev_kind[e] != KIND_BULK_STORE:
+        contribute(ev_slot[e], done, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm, si,
+                   lp)
+    post(w, e, action, cycle, done, 1, 0, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
+
+
+@inline_step
 def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr,
            wm, wg, si, uf, sw, ci, ca, ph, lp, ev_sstart, sectors, memory, log):
     """Issue warp `w`'s next instruction on scheduler `k` at `cycle`: 0 when done, else the
@@ -153,10 +165,9 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
         if done < 0:
             lp[L_PEND_W], lp[L_PEND_E] = w, e
             return RC_TMA
-        mem = 1
-        if ev_kind[e] != KIND_BULK_STORE:
-            contribute(ev_slot[e], done, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm,
-                        si, lp)
+        _answered(w, e, action, cycle, done, ev_pc, ev_kind, ev_slot, pcs, regs, slot_events,
+                  wi, wr, wm, si, sw, ci, ca, ph, lp)
+        return 0
     elif action == ACTION_WGMMA:
         uf[k, unit] = cycle + 1
         start = max(cycle, si[k, S_TENSOR])
@@ -317,11 +328,8 @@ def _run(ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr, wm,
     k = lp[L_K]
     if state == ST_PENDING:
         w, e, done = lp[L_PEND_W], lp[L_PEND_E], lp[L_DONE]
-        action = pcs[ev_pc[e], P_ACTION]
-        if action == ACTION_TMA and ev_kind[e] != KIND_BULK_STORE:
-            contribute(ev_slot[e], done, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm,
-                        si, lp)
-        post(w, e, action, cycle, done, 1, 0, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
+        _answered(w, e, pcs[ev_pc[e], P_ACTION], cycle, done, ev_pc, ev_kind, ev_slot, pcs,
+                  regs, slot_events, wi, wr, wm, si, sw, ci, ca, ph, lp)
         state = ST_AFTER_ISSUE
         if lp[L_CTA_DONE] >= 0:
             lp[L_STATE] = state
