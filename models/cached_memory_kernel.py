@@ -56,6 +56,7 @@ from models.cached_memory_layout import (
     C_L3_WRITEBACK,
     C_SECTORS,
     KIND_ATOMIC,
+    KIND_BULK_LOAD,
     KIND_LOAD,
     KIND_STORE,
     LEVEL_L1,
@@ -370,9 +371,12 @@ def _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, count
     l1m, l1f = meta[LEVEL_L1], flags[LEVEL_L1]
     l1_sets = l1m.shape[1]
     spl1, spl2 = p[P_L1_SPL], p[P_L2_SPL]
-    # 1. L1: loads look up (hits refresh LRU), stores update lines held, atomics bypass.
-    # Lookups change no tag, so a run of sectors of one line reuses its way.
-    if kind != KIND_ATOMIC and l1_sets > 0:
+    l1 = l1_sets > 0 and kind != KIND_ATOMIC and kind != KIND_BULK_LOAD
+    if kind == KIND_BULK_LOAD:
+        kind = KIND_LOAD                   # from here on a load that neither looks up nor fills L1
+    # 1. L1: loads look up (hits refresh LRU), stores update lines held, atomics and bulk
+    # loads bypass. Lookups change no tag, so a run of sectors of one line reuses its way.
+    if l1:
         last_line, way = -1, -1
         for i in range(n):
             line = sectors[i] // spl1
@@ -429,7 +433,7 @@ def _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, count
         i = j
     # 4. L1 fills: loads allocate the sectors they fetched, data present when it arrives
     # (a sector of the line installed just before finds it in the way it went to).
-    if kind == KIND_LOAD and l1_sets > 0:
+    if kind == KIND_LOAD and l1:
         last_line, way = -1, -1
         for i in range(n):
             if need[i]:

@@ -24,7 +24,7 @@ step = numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 inline_step = numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False, inline="always")
 """`step`, inlined into its callers by numba (the SM loop's per-issue helpers)."""
 
-KIND_LOAD, KIND_STORE, KIND_ATOMIC = 0, 1, 2
+KIND_LOAD, KIND_STORE, KIND_ATOMIC, KIND_BULK_LOAD = 0, 1, 2, 3
 
 # params indices
 (P_L1_PS, P_NOC_PS, P_FAR_PS, P_SLICE_PS, P_L3_PS, P_HBM_PS, P_ACTIVATE_PS, P_PRECHARGE_PS,

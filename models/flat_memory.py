@@ -14,13 +14,14 @@ passed and its bytes have left every pipe it uses.
 
 Contract (`MemoryInterface`):
     access(sm_id: int, kind: str, sectors: np.ndarray, now_ps: int) -> int
-        kind is "load", "store" or "atomic"; `sectors` are distinct 32-byte sector indices
-        (byte address >> 5) of one warp instruction (int64, possibly empty); `now_ps` is the
-        issue time in integer picoseconds, non-decreasing per SM and within a small window
-        across SMs. Returns the completion time in ps (>= now_ps): load data usable, store
-        or atomic performed. Calls must not change functional results; the memory fires its
-        own hooks (`MEMORY_ACCESS` here: sm_id, kind, sectors, l2_bytes, hbm_bytes,
-        issue_ps, done_ps) and keeps no counters.
+        kind is "load", "store", "atomic" or "bulk_load" (a TMA / bulk-copy load: it reads
+        like "load" but bypasses the SM's L1, as `cp.async.bulk` does); `sectors` are
+        distinct 32-byte sector indices (byte address >> 5) of one warp instruction (int64,
+        possibly empty); `now_ps` is the issue time in integer picoseconds, non-decreasing
+        per SM and within a small window across SMs. Returns the completion time in ps
+        (>= now_ps): load data usable, store or atomic performed. Calls must not change
+        functional results; the memory fires its own hooks (`MEMORY_ACCESS` here: sm_id,
+        kind, sectors, l2_bytes, hbm_bytes, issue_ps, done_ps) and keeps no counters.
     hooks: a `simulator.hooks.Hooks`.
 
 Left out: L1 hits, cache capacity and conflicts, partition distance, HBM channels and row
@@ -38,6 +39,8 @@ from simulator.engine import Clock
 from simulator.hooks import Hooks
 
 SECTOR_BYTES = 32
+LOAD_KINDS = ("load", "bulk_load")
+"""The contract's kinds that read (a bulk load is a TMA / bulk-copy load: no L1)."""
 MEMORY_ACCESS = "MEMORY_ACCESS"
 
 
@@ -92,7 +95,7 @@ class FlatMemory:
         size = int(sectors.size) * SECTOR_BYTES
         listed = sectors.tolist()
         misses = self._newly_added(self.resident, listed)
-        if kind != "load":
+        if kind not in LOAD_KINDS:
             misses += self._newly_added(self.dirty, listed)
         hbm_bytes = misses * SECTOR_BYTES
         done = max(self.ports[sm_id].reserve(now_ps, size), self.l2.reserve(now_ps, size))

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from models.flat_memory import SECTOR_BYTES, BandwidthPipe
+from models.flat_memory import LOAD_KINDS, SECTOR_BYTES, BandwidthPipe
 from simulator.hooks import LINK_SEND, Hooks
 from simulator.stats import LinkTracer
 
@@ -150,10 +150,10 @@ class LinkMemory:
         pipes = self.pipes[window.link]
         size = int(sectors.size) * SECTOR_BYTES
         if window.signal:
-            if kind == "load":
+            if kind in LOAD_KINDS:
                 return pipes.drained(now_ps)
             return pipes.send(now_ps, size, message=True)
-        if kind == "load":
+        if kind in LOAD_KINDS:
             request_left = pipes.send(now_ps, 0)
             return pipes.receive(request_left, size) + pipes.latency_ps
         arrived = pipes.send(now_ps, size)

@@ -34,7 +34,14 @@ import numba as nb
 import numpy as np
 
 from models.cached_memory_kernel import serve_scratch
-from models.cached_memory_layout import KIND_ATOMIC, KIND_LOAD, KIND_STORE, N_COUNTS, step
+from models.cached_memory_layout import (
+    KIND_ATOMIC,
+    KIND_BULK_LOAD,
+    KIND_LOAD,
+    KIND_STORE,
+    N_COUNTS,
+    step,
+)
 from models.sm_state import (
     L_FREQ_KHZ,
     L_L1_FREE,
@@ -120,7 +127,7 @@ def serve_event(trace_kind, tma, cycle, sectors, mem, lp, log):
         chunks = -(-n // CHUNK_SECTORS)
         if lp[L_MEM_LISTEN] and lp[L_LOG_N] + chunks > log.shape[0]:
             return -1
-        kind = KIND_STORE if trace_kind == KIND_BULK_STORE else KIND_LOAD
+        kind = KIND_STORE if trace_kind == KIND_BULK_STORE else KIND_BULK_LOAD
         per = lp[L_TMA_BYTES]
         start, lp[L_TMA_FREE] = tma_window(cycle, lp[L_TMA_FREE], n, per)
         done = lp[L_TMA_FREE]

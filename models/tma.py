@@ -20,11 +20,13 @@ is published; the measured H800 PCIe plateau of 1.80-1.83 TB/s over 114 SMs is H
 against 264.5 for a plain `ld` on the H800 PCIe (HPMLL tma_lat_random log, see
 notes/hopper-params.md section 7, "TMA extra over ld (L2 hit) ~100 cycles").
 
-Left out: the shared-memory write of the box (swizzle and bank costs), L1 bypass (the
-memory contract has no kind for it: TMA loads are "load" requests and may allocate in the
-L1 of the cached memory), multicast to a cluster, descriptor fetch and prefetch. Shared to
-shared bulk copies (no global sectors) take only the engine time. Units: SM cycles, bytes,
-32-byte sectors, ps at the memory interface.
+Loads go to the memory as "bulk_load" requests: they read through L2 and neither look up
+nor fill the SM's L1 (bulk copies land in shared memory; CUDA C++ Programming Guide,
+"Asynchronous Data Copies using the Tensor Memory Accelerator"). Stores are "store".
+
+Left out: the shared-memory write of the box (swizzle and bank costs), multicast to a
+cluster, descriptor fetch and prefetch. Shared to shared bulk copies (no global sectors) take
+only the engine time. Units: SM cycles, bytes, 32-byte sectors, ps at the memory interface.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ class TmaEngine:
         per = self.bytes_per_clk
         start, self.free_cycle = tma_window(cycle, self.free_cycle, n, per)
         done = self.free_cycle
-        clock, kind = self.clock, "store" if store else "load"
+        clock, kind = self.clock, "store" if store else "bulk_load"
         for first in range(0, n, CHUNK_SECTORS):
             at = start + first * SECTOR_BYTES // per
             done_ps = self.memory.access(self.sm_id, kind, sectors[first:first + CHUNK_SECTORS],

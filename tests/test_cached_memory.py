@@ -20,6 +20,7 @@ from models.memory_system import build_address_map
 from simulator.engine import Clock
 from workloads.kernels.case import load_ptx
 from workloads.kernels.catalog import KERNELS
+from workloads.ops.registry import build_op, simulate_op
 
 SECTOR = 32
 LINE = 128
@@ -153,6 +154,40 @@ def test_second_access_to_the_same_sector_hits_l1():
     assert probe.counts[-1][COUNT_NAMES.index("l1_hit_sectors")] == 1
     probe.mem.access(4, "load", sector, 2 * IDLE_PS)
     assert probe.counts[-1][COUNT_NAMES.index("l2_hit_sectors")] == 1
+
+
+def test_bulk_loads_bypass_l1():
+    """A TMA ("bulk_load") read neither looks up nor fills the SM's L1: after one, a plain
+    load of the same sector misses L1 and hits L2; a second bulk load of a sector the L1
+    holds still goes to L2 (L2 hit) and leaves the L1's copy alone."""
+    probe = _Probe(_config())
+    sector = np.array([12345], np.int64)
+    l1_hit, l1_miss, l2_hit = (COUNT_NAMES.index(n) for n in
+                               ("l1_hit_sectors", "l1_miss_sectors", "l2_hit_sectors"))
+    probe.mem.access(3, "bulk_load", sector, 0)
+    assert probe.counts[-1][l1_hit] == 0 and probe.counts[-1][l2_hit] == 0
+    probe.mem.access(3, "load", sector, IDLE_PS)
+    assert probe.counts[-1][l1_miss] == 1 and probe.counts[-1][l2_hit] == 1
+    bulk = probe.mem.access(3, "bulk_load", sector, 2 * IDLE_PS) - 2 * IDLE_PS
+    assert probe.counts[-1][l1_hit] == 0 and probe.counts[-1][l2_hit] == 1
+    plain = probe.mem.access(3, "load", sector, 3 * IDLE_PS) - 3 * IDLE_PS
+    assert probe.counts[-1][l1_hit] == 1
+    assert plain < bulk
+
+
+def test_tma_kernel_reports_bulk_loads_apart():
+    """A TMA kernel's box reads are `memory.*.bulk_load` stats with no L1 level; its plain
+    loads stay `memory.*.load`."""
+    cfg = models.load_preset("h800_sxm", {"sm.count": 2})
+    stats = []
+    simulate_op(build_op("gemm", cfg, m=128, n=128, k=256, groups=2, shape_only=True), cfg,
+                "full", stats=stats)
+    frame = stats[-1][2]
+    components = set(frame.component)
+    assert {"memory.l2.bulk_load", "memory.hbm.bulk_load"} <= components
+    assert "memory.l1.bulk_load" not in components
+    bulk = frame[(frame.component == "memory.l2.bulk_load") & (frame.stat == "bytes")]
+    assert float(bulk.value.sum()) == 2 * (128 * 256 + 256 * 128) * 2   # A and B, bf16
 
 
 def test_footprint_between_l1_and_l2_sizes_hits_l2_on_the_second_pass():
