@@ -130,8 +130,8 @@ def _fs_per_byte(bytes_per_second: float) -> int:
 def _tags(units: int, size_bytes: int, line_bytes: int, sector_bytes: int, ways: int):
     """Empty tag state of `units` caches of `size_bytes` each (whole sets only)."""
     sets = max(size_bytes // (line_bytes * ways), 0)
-    meta = np.zeros((units, sets, ways, 2 + line_bytes // sector_bytes), np.int64)
-    meta[..., 0] = -1
+    meta = np.zeros((units, sets, 2 + line_bytes // sector_bytes, ways), np.int64)
+    meta[:, :, 0, :] = -1
     return meta, np.zeros((units, sets, ways, 2), np.uint8)
 
 

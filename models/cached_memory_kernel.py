@@ -7,8 +7,9 @@ call: the SM's L1 tag array, the crossbar port, the L2 slices' tag arrays, the o
 HBM banks and channels. The policy and timing rules are written in `models.cached_memory`;
 this module holds only the arithmetic, on arrays the caller owns:
 
-* `meta[level]` int64 `[unit, set, way, 2 + sectors_per_line]`: the line number (tag, -1 =
+* `meta[level]` int64 `[unit, set, 2 + sectors_per_line, way]`: the line number (tag, -1 =
   empty), the LRU stamp, then per sector the ps at which its data is (or will be) present;
+  ways last, so a set's tags (and its stamps) lie side by side for the lookups' scans;
 * `flags[level]` uint8 `[unit, set, way, 2]`: the valid-sector and dirty-sector masks;
 * `free_fs` int64: the "next free" time of every bandwidth pipe in femtoseconds, laid out as
   the `PIPE_*` offsets in `params` say; `lru` int64 `[1]`: the LRU stamp counter;
@@ -105,8 +106,8 @@ def _book(free_fs, pipe, at_ps, size_bytes, fs_per_byte):
 
 @step
 def _find(meta, unit, s, line):
-    for w in range(meta.shape[2]):
-        if meta[unit, s, w, _TAG] == line:
+    for w in range(meta.shape[3]):
+        if meta[unit, s, _TAG, w] == line:
             return w
     return -1
 
@@ -114,10 +115,10 @@ def _find(meta, unit, s, line):
 @step
 def _victim(meta, unit, s):
     way = 0
-    for w in range(meta.shape[2]):
-        if meta[unit, s, w, _TAG] == -1:
+    for w in range(meta.shape[3]):
+        if meta[unit, s, _TAG, w] == -1:
             return w
-        if meta[unit, s, w, _STAMP] < meta[unit, s, way, _STAMP]:
+        if meta[unit, s, _STAMP, w] < meta[unit, s, _STAMP, way]:
             way = w
     return way
 
@@ -125,15 +126,15 @@ def _victim(meta, unit, s):
 @step
 def _fill_way(meta, flags, lru, unit, s, way, mask, ready_ps):
     """`_install` (clean) of `mask` into a line known to sit in `way`."""
-    for k in range(meta.shape[3] - _READY):
+    for k in range(meta.shape[2] - _READY):
         if mask & (1 << k):
             if flags[unit, s, way, _VALID] & (1 << k):
-                meta[unit, s, way, _READY + k] = max(meta[unit, s, way, _READY + k], ready_ps)
+                meta[unit, s, _READY + k, way] = max(meta[unit, s, _READY + k, way], ready_ps)
             else:
-                meta[unit, s, way, _READY + k] = ready_ps
+                meta[unit, s, _READY + k, way] = ready_ps
     flags[unit, s, way, _VALID] |= mask
     lru[0] += 1
-    meta[unit, s, way, _STAMP] = lru[0]
+    meta[unit, s, _STAMP, way] = lru[0]
 
 
 @step
@@ -144,9 +145,9 @@ def _install(meta, flags, lru, unit, s, line, mask, ready_ps, dirty):
     evicted, evicted_mask = -1, 0
     if way < 0:
         way = _victim(meta, unit, s)
-        if meta[unit, s, way, _TAG] != -1 and flags[unit, s, way, _DIRTY] != 0:
-            evicted, evicted_mask = meta[unit, s, way, _TAG], flags[unit, s, way, _DIRTY]
-        meta[unit, s, way, _TAG] = line
+        if meta[unit, s, _TAG, way] != -1 and flags[unit, s, way, _DIRTY] != 0:
+            evicted, evicted_mask = meta[unit, s, _TAG, way], flags[unit, s, way, _DIRTY]
+        meta[unit, s, _TAG, way] = line
         flags[unit, s, way, _VALID] = 0
         flags[unit, s, way, _DIRTY] = 0
     _fill_way(meta, flags, lru, unit, s, way, mask, ready_ps)
@@ -190,12 +191,12 @@ def _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_p
     present = l3f[unit, s, way, _VALID] & mask if way >= 0 else 0
     missing = mask & ~present
     data = start
-    for k in range(l3m.shape[3] - _READY):
+    for k in range(l3m.shape[2] - _READY):
         if present & (1 << k):
-            data = max(data, l3m[unit, s, way, _READY + k])
+            data = max(data, l3m[unit, s, _READY + k, way])
     if way >= 0:
         lru[0] += 1
-        l3m[unit, s, way, _STAMP] = lru[0]
+        l3m[unit, s, _STAMP, way] = lru[0]
     counts[C_L3_HIT] += popcount(present)
     counts[C_L3_MISS] += popcount(missing)
     counts[C_L3_REQUESTS] = 1
@@ -221,9 +222,9 @@ def _present(meta, flags, unit, s, line, mask):
         return 0, 0, way
     present = flags[unit, s, way, _VALID] & mask
     ready = 0
-    for k in range(meta.shape[3] - _READY):
+    for k in range(meta.shape[2] - _READY):
         if present & (1 << k):
-            ready = max(ready, meta[unit, s, way, _READY + k])
+            ready = max(ready, meta[unit, s, _READY + k, way])
     return present, ready, way
 
 
@@ -285,13 +286,13 @@ def _write_copies(p, l2m, l2f, home, line, mask, at_ps, writer):
         if way < 0:
             continue
         if q == writer:
-            for k in range(l2m.shape[3] - _READY):
+            for k in range(l2m.shape[2] - _READY):
                 if mask & (1 << k) and l2f[c, s, way, _VALID] & (1 << k):
-                    l2m[c, s, way, _READY + k] = at_ps
+                    l2m[c, s, _READY + k, way] = at_ps
             continue
         l2f[c, s, way, _VALID] = l2f[c, s, way, _VALID] & ~mask & 0xFF
         if l2f[c, s, way, _VALID] == 0:
-            l2m[c, s, way, _TAG] = -1
+            l2m[c, s, _TAG, way] = -1
 
 
 @step
@@ -329,7 +330,7 @@ def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, 
     done = max(t, ready)
     if not missing:
         lru[0] += 1
-        l2m[c, s, way, _STAMP] = lru[0]
+        l2m[c, s, _STAMP, way] = lru[0]
         return done + back
     counts[C_FAR_LINES] += 1
     copied = _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line,
@@ -388,13 +389,13 @@ def _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, count
                 continue
             if kind == KIND_STORE:
                 l1f[sm, s, way, _VALID] |= bit
-                l1m[sm, s, way, _READY + sectors[i] % spl1] = now_ps
+                l1m[sm, s, _READY + sectors[i] % spl1, way] = now_ps
             elif l1f[sm, s, way, _VALID] & bit:
                 need[i] = False
-                ready = l1m[sm, s, way, _READY + sectors[i] % spl1]
+                ready = l1m[sm, s, _READY + sectors[i] % spl1, way]
                 done = max(done, max(now_ps + p[P_L1_PS], ready))
                 lru[0] += 1
-                l1m[sm, s, way, _STAMP] = lru[0]
+                l1m[sm, s, _STAMP, way] = lru[0]
     missed = 0
     for i in range(n):
         missed += need[i]

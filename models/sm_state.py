@@ -74,7 +74,7 @@ class SmState:
         self.wpc = warps_per_cta
         self.wi = np.zeros((0, W_FIELDS), np.int64)
         self.wr = np.zeros((0, max(n_regs, 1)), np.int64)
-        self.wm = np.zeros((0, max(n_regs, 1)), np.int64)
+        self.wm = np.zeros((0, max(n_regs, 1)), np.int8)    # flags: a byte keeps the state small
         self.wg = np.zeros((0, GROUPS_START), np.int64)
         self.si = np.zeros((n_schedulers, S_FIELDS), np.int64)
         self.si[:, S_LAST] = -1
@@ -105,7 +105,7 @@ class SmState:
         if more > 0:
             self.wi = np.concatenate([self.wi, np.zeros((more, W_FIELDS), np.int64)])
             self.wr = np.concatenate([self.wr, np.zeros((more, self.wr.shape[1]), np.int64)])
-            self.wm = np.concatenate([self.wm, np.zeros((more, self.wm.shape[1]), np.int64)])
+            self.wm = np.concatenate([self.wm, np.zeros((more, self.wm.shape[1]), np.int8)])
             self.wg = np.concatenate([self.wg, np.zeros((more, self.wg.shape[1]), np.int64)])
             self.sw = np.concatenate([self.sw, np.zeros((self.sw.shape[0], more), np.int64)],
                                      axis=1)
