@@ -333,36 +333,52 @@ class StreamingMultiprocessor:
         answering its requests (`models.sm_state` RC_*); yields the time (ps) to continue
         at whenever the loop reaches past its window, and goes on once the caller has
         advanced `env.now` to it (`process` under SimPy, `simulator.replay_session`)."""
-        env, clock, hooks, s = self.env, self.clock, self.hooks, self.state
-        lp = s.lp
+        env, clock, lp = self.env, self.clock, self.state.lp
         lp[st.L_WINDOW] = clock.ps_to_cycles(env.now + self.quantum_ps)
         run = core.run
         args = self._loop_args()
         while True:
-            lp[st.L_LISTEN] = hooks.listening
-            lp[st.L_MEM_LISTEN] = self.memory.hooks.listening
+            self.listen()
             rc = run(*args)
-            if rc == st.RC_MEMORY or rc == st.RC_TMA:
-                lp[st.L_DONE] = self._memory(rc == st.RC_TMA)
-                args = self._loop_args()           # the scratch arrays may have grown
-            elif rc == st.RC_CTA_DONE:
-                self._cta_done()
-                args = self._loop_args()           # a launch may have widened the state
-            elif rc == st.RC_YIELD:
+            if rc == st.RC_YIELD:
                 cycle = int(lp[st.L_CYCLE])
-                if lp[st.L_STALL_N] == st.STALL_ROWS:
-                    self._drain_stalls()
+                self.yielding()
                 yield clock.edge_ps(cycle)
                 lp[st.L_WINDOW] = clock.ps_to_cycles(env.now + self.quantum_ps)
-            elif rc == st.RC_GROW:
-                s.widen_groups()
-                args = self._loop_args()
-            elif rc == st.RC_STUCK:
-                raise RuntimeError(f"sm{self.sm_id}: no warp can ever issue at cycle "
-                                   f"{self.cycle}")
-            else:
+            elif rc == st.RC_END:
                 break
+            else:
+                self.answer(rc)
+                args = self._loop_args()
+        self.end()
+
+    def listen(self) -> None:
+        """Tell the loop whether hooks listen (the SM's, the memory's)."""
+        lp = self.state.lp
+        lp[st.L_LISTEN] = self.hooks.listening
+        lp[st.L_MEM_LISTEN] = self.memory.hooks.listening
+
+    def yielding(self) -> None:
+        """The loop stopped past its window: drain a full stall log before waiting."""
+        if self.state.lp[st.L_STALL_N] == st.STALL_ROWS:
+            self._drain_stalls()
+
+    def answer(self, rc: int) -> None:
+        """Serve the loop's request `rc` (`RC_MEMORY`, `RC_TMA`, `RC_CTA_DONE`, `RC_GROW`;
+        `RC_STUCK` raises) so that it can go on; the state's arrays may be replaced."""
+        if rc == st.RC_MEMORY or rc == st.RC_TMA:
+            self.state.lp[st.L_DONE] = self._memory(rc == st.RC_TMA)
+        elif rc == st.RC_CTA_DONE:
+            self._cta_done()
+        elif rc == st.RC_GROW:
+            self.state.widen_groups()
+        else:
+            raise RuntimeError(f"sm{self.sm_id}: no warp can ever issue at cycle {self.cycle}")
+
+    def end(self) -> None:
+        """The loop ended (nothing resident, nothing to dispatch): the logs' rest."""
         self._drain_log()
-        if hooks.listening:
+        if self.hooks.listening:
             self._fire_stalls(self.cycle)
+        lp = self.state.lp
         lp[st.L_FINISH] = max(self.finish_cycle, self.cycle)

@@ -93,11 +93,14 @@ class SmState:
         self.lp[L_CONST_LAT] = const_latency
         self.stall = np.zeros(5, np.int64)
         self.stall_log = np.zeros((STALL_ROWS, 1 + self.stall.size), np.int64)
+        self.generation = 0    # counts replacements of the arrays (`make_room`, `widen_groups`)
 
     def make_room(self) -> None:
         """Room for one more CTA: a free CTA slot and `wpc` free warp slots."""
         free_ctas = int(np.count_nonzero(self.ci[:, C_USED] == 0))
         free_warps = int(np.count_nonzero(self.wi[:, W_USED] == 0))
+        if free_ctas < 1 or self.wpc > free_warps:
+            self.generation += 1
         if free_ctas < 1:
             self.ci = np.concatenate([self.ci, np.zeros((1, C_FIELDS), np.int64)])
             self.ca = np.concatenate([self.ca, np.zeros((1, self.ca.shape[1]), np.int64)])
@@ -113,4 +116,5 @@ class SmState:
     def widen_groups(self) -> None:
         """Twice the room for open wgmma groups per warp."""
         self.wg = np.concatenate([self.wg, np.zeros_like(self.wg)], axis=1)
+        self.generation += 1
         self.lp[L_GROW] = 0

@@ -27,7 +27,6 @@ never copied). Units: ps (SimPy time), CTAs.
 from __future__ import annotations
 
 import copy
-import heapq
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +34,7 @@ from simpy.core import NORMAL, URGENT
 
 from models.cached_memory import CachedMemory, CachedMemoryTracer
 from models.sm import SM_CTA_DONE
+from models.sm_driver import Q_ORDER, SmDriver, SmQueue
 from models.sm_tracer import MemoryTracer, SmTracer
 from models.timeline_tracer import TimelineTracer
 from simulator.engine import SimEnvironment
@@ -68,8 +68,7 @@ class ReplaySession:
     done_log: CtaDoneLog
     processes: dict = field(default_factory=dict)   # SimPy process -> SM
     pending: list = field(default_factory=list)     # a copy's (wake-up ps, SM) to resume
-    queue: list | None = None                       # the event queue without SimPy (`start`)
-    order: int = 0                                  # its scheduling counter
+    queue: SmQueue | None = None                    # the event queue without SimPy (`start`)
 
     def wire(self) -> None:
         """Attach the tracers to the memory's and the SMs' hooks."""
@@ -89,28 +88,17 @@ class ReplaySession:
         their `steps` in exactly SimPy's order (time, then start-ups before wake-ups, then
         scheduling order) without SimPy's per-event objects."""
         if copyable(self):
-            self.queue = []
+            self.queue = SmQueue(len(self.sms))
             for sm in self.sms:
                 if sm.resident:
-                    self._schedule(self.env.now, URGENT, sm, None)
+                    self._schedule(self.env.now, URGENT, sm)
             return
         for sm in self.sms:
             if sm.resident:
                 self.processes[self.env.process(sm.process())] = sm
 
-    def _schedule(self, at_ps: int, priority: int, sm, steps) -> None:
-        heapq.heappush(self.queue, (at_ps, priority, self.order, sm, steps))
-        self.order += 1
-
-    def _step(self) -> None:
-        """Process the queue's next entry: the SM runs until it yields its next time."""
-        at_ps, _priority, _order, sm, steps = heapq.heappop(self.queue)
-        self.env._now = at_ps
-        if steps is None:
-            steps = sm.steps()
-        wake = next(steps, None)
-        if wake is not None:
-            self._schedule(wake, NORMAL, sm, steps)
+    def _schedule(self, at_ps: int, priority: int, sm) -> None:
+        self.queue.push(at_ps, priority, self.sms.index(sm))
 
     def step_to_end(self, snapshot_from: int | None = None):
         """Run the replay to its end; with `snapshot_from`, the session copied at the first
@@ -119,15 +107,14 @@ class ReplaySession:
         env, dispatcher = self.env, self.dispatcher
         snapshot = None
         if self.queue is not None:
-            queue, step = self.queue, self._step
+            driver = SmDriver(self.sms, self.queue)
             if snapshot_from is not None:
-                while queue:
-                    if snapshot_from <= dispatcher.next_cta < dispatcher.n_ctas:
-                        snapshot = self.copy()
-                        break
-                    step()
-            while queue:
-                step()
+                def stop() -> bool:
+                    return snapshot_from <= dispatcher.next_cta < dispatcher.n_ctas
+
+                if len(self.queue) and (stop() or driver.run(env, stop)):
+                    snapshot = self.copy()
+            driver.run(env)
             return snapshot
         if snapshot_from is not None and copyable(self):
             step = env.step
@@ -144,7 +131,7 @@ class ReplaySession:
         env = self.env
         wakes = []
         if self.queue is not None:
-            wakes = [(entry[0], entry[3]) for entry in sorted(self.queue, key=lambda q: q[:3])]
+            wakes = [(entry[0], self.sms[entry[3]]) for entry in self.queue.entries()]
         for at_ps, _priority, _eid, event in sorted(env._queue, key=lambda q: q[:3]):
             for callback in event.callbacks or ():
                 sm = self.processes.get(getattr(callback, "__self__", None))
@@ -154,7 +141,7 @@ class ReplaySession:
         fresh._now = env.now
         memo: dict[int, Any] = {id(env): fresh, id(self.processes): {}}
         if self.queue is not None:
-            memo[id(self.queue)] = []
+            memo[id(self.queue)] = SmQueue(len(self.sms), int(self.queue.ctl[Q_ORDER]))
         for sm in self.sms:
             memo[id(sm.kernel)] = sm.kernel
             memo[id(sm.hooks)] = Hooks(sm.hooks.owner)
@@ -172,7 +159,7 @@ class ReplaySession:
         env = self.env
         for at_ps, sm in self.pending:
             if self.queue is not None:
-                self._schedule(at_ps, NORMAL, sm, None)
+                self._schedule(at_ps, NORMAL, sm)
             else:
                 self.processes[env.process(_woken(env, sm, at_ps))] = sm
         self.pending = []

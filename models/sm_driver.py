@@ -1,0 +1,217 @@
+"""Every SM of a replay stepped from one compiled call, in SimPy's event order.
+
+What it models
+--------------
+Nothing new: the same SM loop (`models.sm_core`) and the same order of events as
+`simulator.replay_session`'s Python queue, whose entries are the SMs' wake-ups ordered by
+(time, priority, scheduling order), start-ups (`URGENT`) before wake-ups (`NORMAL`). An SM
+resumed at time t sets its window to t + quantum and runs its loop; when the loop stops
+past the window (`RC_YIELD`) the SM is scheduled again at the edge of its next cycle.
+
+`SmQueue` holds that queue as a binary heap in an int64 array (a row per entry: time in
+ps, priority, scheduling order, SM index; each SM is queued at most once) with its counters
+(`ctl`: entries, next scheduling order, the time of the last entry taken, a stop request).
+`drive` pops entries and runs their SMs' loops on per-SM typed lists of the state arrays
+(`models.sm_state.SmState`), re-queueing yielding SMs itself, until an SM needs Python:
+a request of its loop (memory the loop cannot serve, a finished CTA, wider wgmma groups,
+no warp can issue), its end, a full stall log at a yield, or a stop requested by the
+caller at the next yield. `SmDriver` is the Python side: it answers the requests through
+the SM (`StreamingMultiprocessor.answer` / `end` / `yielding`, as `steps` does) and keeps
+the typed lists in step with arrays the answers replace (`SmState.generation`). The
+result is that of the SMs' `steps` generators under the Python queue, bit for bit, without
+a Python round trip and a numba dispatch per yield.
+
+Left out: processes other than SMs (a session with other processes uses SimPy). Units: ps
+(queue), SM cycles (loops).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+from numba.typed import List
+from simpy.core import NORMAL
+
+from models import sm_core as core
+from models import sm_state as st
+from models.cached_memory_layout import step
+from models.sm_memory import edge_ps
+from simulator.engine import KHZ_PS_PRODUCT
+
+Q_N, Q_ORDER, Q_NOW, Q_STOP = range(4)
+E_TIME, E_PRIORITY, E_ORDER, E_SM = range(4)
+NO_SM = -1
+"""`drive`'s SM when the queue ran empty."""
+
+
+@step
+def _before(q, i, j):
+    """Entry i of the heap comes before entry j (time, then priority, then order)."""
+    for c in range(E_SM):
+        if q[i, c] != q[j, c]:
+            return q[i, c] < q[j, c]
+    return False
+
+
+@step
+def _swap(q, i, j):
+    for c in range(E_SM + 1):
+        q[i, c], q[j, c] = q[j, c], q[i, c]
+
+
+@step
+def _push(q, ctl, at_ps, priority, sm):
+    """Queue SM `sm` at `at_ps` with `priority`, after the entries scheduled before it."""
+    i = ctl[Q_N]
+    ctl[Q_N] = i + 1
+    q[i, E_TIME], q[i, E_PRIORITY], q[i, E_ORDER], q[i, E_SM] = at_ps, priority, ctl[Q_ORDER], sm
+    ctl[Q_ORDER] += 1
+    while i > 0:
+        parent = (i - 1) // 2
+        if not _before(q, i, parent):
+            break
+        _swap(q, i, parent)
+        i = parent
+
+
+@step
+def _pop(q, ctl):
+    """Take the first entry; its SM (its time goes to `ctl[Q_NOW]`)."""
+    ctl[Q_NOW] = q[0, E_TIME]
+    sm = q[0, E_SM]
+    n = ctl[Q_N] - 1
+    ctl[Q_N] = n
+    if n > 0:
+        _swap(q, 0, n)
+        i = 0
+        while True:
+            first, left, right = i, 2 * i + 1, 2 * i + 2
+            if left < n and _before(q, left, first):
+                first = left
+            if right < n and _before(q, right, first):
+                first = right
+            if first == i:
+                break
+            _swap(q, i, first)
+            i = first
+    return sm
+
+
+@nb.njit(cache=True)
+def push(q, ctl, at_ps, priority, sm):
+    """`_push` from Python."""
+    _push(q, ctl, at_ps, priority, sm)
+
+
+@nb.njit(cache=True)
+def pop(q, ctl):
+    """`_pop` from Python (tests)."""
+    return _pop(q, ctl)
+
+
+@nb.njit(cache=True)
+def drive(q, ctl, sm, quantum_ps, freq_khz, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs,
+          slot_events, ph, ev_sstart, sectors, memory, wis, wrs, wms, wgs, sis, ufs, sws,
+          cis, cas, lps, stalls, stall_logs, logs):
+    """Run SM `sm`'s loop on (or, with `NO_SM`, the queue's first entry's), then the
+    queue's, until one needs Python: (`RC_*`, SM), or (`RC_END`, `NO_SM`) when the queue
+    is empty (module docstring)."""
+    while True:
+        if sm == NO_SM:
+            if ctl[Q_N] == 0:
+                return st.RC_END, NO_SM
+            sm = _pop(q, ctl)
+            lps[sm][st.L_WINDOW] = (ctl[Q_NOW] + quantum_ps) * freq_khz // KHZ_PS_PRODUCT
+        lp = lps[sm]
+        rc = core._run(ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wis[sm],
+                       wrs[sm], wms[sm], wgs[sm], sis[sm], ufs[sm], sws[sm], cis[sm], cas[sm],
+                       ph, lp, stalls[sm], stall_logs[sm], ev_sstart, sectors, memory, logs[sm])
+        if rc != st.RC_YIELD:
+            return rc, sm
+        _push(q, ctl, edge_ps(lp[st.L_CYCLE], freq_khz), NORMAL, sm)
+        if lp[st.L_STALL_N] == st.STALL_ROWS or ctl[Q_STOP]:
+            return rc, sm
+        sm = NO_SM
+
+
+class SmQueue:
+    """The event queue of a replay whose only processes are its SMs (module docstring)."""
+
+    def __init__(self, n_sms: int, order: int = 0) -> None:
+        self.q = np.zeros((max(n_sms, 1), E_SM + 1), np.int64)
+        self.ctl = np.zeros(4, np.int64)
+        self.ctl[Q_ORDER] = order
+
+    def __len__(self) -> int:
+        return int(self.ctl[Q_N])
+
+    def push(self, at_ps: int, priority: int, sm: int) -> None:
+        """Queue SM index `sm` at `at_ps`."""
+        push(self.q, self.ctl, at_ps, priority, sm)
+
+    def entries(self) -> list[tuple[int, int, int, int]]:
+        """(time, priority, order, SM index) of every entry, in queue order."""
+        rows = self.q[:len(self)].tolist()
+        return sorted((int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows)
+
+
+_FIELDS = ("wi", "wr", "wm", "wg", "si", "uf", "sw", "ci", "ca", "lp", "stall", "stall_log")
+
+
+class SmDriver:
+    """Steps the SMs of a session through `drive` (module docstring)."""
+
+    def __init__(self, sms: list, queue: SmQueue) -> None:
+        self.sms, self.queue = sms, queue
+        for sm in sms:
+            sm.listen()
+        self.lists = {name: List([getattr(sm.state, name) for sm in sms]) for name in _FIELDS}
+        self.lists["log"] = List([sm.log for sm in sms])
+        self.generations = [sm.state.generation for sm in sms]
+
+    def _refresh(self, i: int) -> None:
+        """SM `i`'s arrays into the lists, if an answer replaced some."""
+        state = self.sms[i].state
+        if state.generation != self.generations[i]:
+            for name in _FIELDS:
+                self.lists[name][i] = getattr(state, name)
+            self.generations[i] = state.generation
+
+    def run(self, env, stop=None) -> bool:
+        """Step until the queue is empty (False) or, with `stop` (a callable), until the
+        first event boundary with entries left at which `stop()` holds (True). Only an
+        answer can change what `stop` reads, so it is asked at the end of the steps that
+        had one."""
+        sms, q, ctl = self.sms, self.queue.q, self.queue.ctl
+        first = sms[0]
+        kernel, lists = first.kernel, self.lists
+        kernel_args = (kernel.ev_pc, kernel.ev_kind, kernel.ev_detail, kernel.ev_slot,
+                       kernel.pcs, kernel.regs, kernel.slot_events, first.phases.table,
+                       kernel.ev_sstart, kernel.ev_sectors)
+        state_args = tuple(lists[name] for name in (*_FIELDS, "log"))
+        quantum_ps, freq_khz = first.quantum_ps, first.clock.freq_khz
+        memory = first._memory_state()
+        sm = NO_SM
+        while True:
+            rc, sm = drive(q, ctl, sm, quantum_ps, freq_khz, *kernel_args, memory, *state_args)
+            env._now = int(ctl[Q_NOW])
+            if sm == NO_SM:
+                return False
+            unit = sms[sm]
+            if rc == st.RC_YIELD or rc == st.RC_END:    # the SM's step ended
+                if rc == st.RC_YIELD:
+                    unit.yielding()
+                else:
+                    unit.end()
+                sm = NO_SM
+                if ctl[Q_STOP]:
+                    ctl[Q_STOP] = 0
+                    if ctl[Q_N] and stop():
+                        return True
+                continue
+            unit.answer(rc)
+            unit.listen()
+            self._refresh(sm)
+            memory = first._memory_state()       # the scratch arrays may have grown
+            if stop is not None and stop():
+                ctl[Q_STOP] = 1
