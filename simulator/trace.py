@@ -181,6 +181,33 @@ def _warp_order(warp: np.ndarray, n_warps: int) -> tuple[np.ndarray, np.ndarray]
 
 
 @nb.njit(cache=True)
+def _grouped_fields(dest, sizes, chunk_pc, chunk_kind, has_sstart, active, detail, sstarts):
+    """The events' pc, kind, active lanes, detail and first sector moved to their places
+    `dest` in warp order, in one pass: pc and kind are per chunk (`sizes` events each),
+    the others per event; `sstarts` holds those of the chunks with `has_sstart` only (0
+    for the rest)."""
+    n = dest.size
+    pc = np.empty(n, np.int32)
+    kind = np.empty(n, np.int8)
+    active_out = np.empty_like(active)
+    detail_out = np.empty_like(detail)
+    sstart = np.zeros(n, np.int64)
+    e = s = 0
+    for c in range(sizes.size):
+        for _ in range(sizes[c]):
+            d = dest[e]
+            pc[d] = chunk_pc[c]
+            kind[d] = chunk_kind[c]
+            active_out[d] = active[e]
+            detail_out[d] = detail[e]
+            if has_sstart[c]:
+                sstart[d] = sstarts[s]
+                s += 1
+            e += 1
+    return pc, kind, active_out, detail_out, sstart
+
+
+@nb.njit(cache=True)
 def warp_runs(lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(first index, warp slot, lane count) of each run of `lanes` (sorted thread slots)
     that lies in one warp slot."""
@@ -323,29 +350,26 @@ class TraceRecorder:
         the chunk count covered and the lowest and highest warp."""
         chunks = self._chunks[first:]
         sizes = np.array([c[0].size for c in chunks], dtype=np.int64)
-        warp = np.concatenate([c[0] for c in chunks])
-        pc = np.repeat(np.array([c[1] for c in chunks], dtype=np.int32), sizes)
-        kind = np.repeat(np.array([c[3] for c in chunks], dtype=np.int8), sizes)
-        active = np.concatenate([c[2] for c in chunks])
-        detail = np.concatenate([c[4] for c in chunks])
-        sstart = np.concatenate([c[5] if c[5] is not None else np.zeros(c[0].size, np.int64)
-                                 for c in chunks])
-        dest, per_warp = _warp_order(warp.astype(np.int64), n_warps)
-
-        def grouped(values: np.ndarray, dtype=None) -> np.ndarray:
-            out = np.empty(values.size, dtype or values.dtype)
-            out[dest] = values
-            return out
-
+        warp = np.concatenate([c[0] for c in chunks]).astype(np.int64, copy=False)
+        has_sstart = np.array([c[5] is not None for c in chunks], dtype=np.bool_)
+        sstarts = [c[5] for c in chunks if c[5] is not None]
+        dest, per_warp = _warp_order(warp, n_warps)
+        pc, kind, active, detail, sstart = _grouped_fields(
+            dest, sizes, np.array([c[1] for c in chunks], dtype=np.int32),
+            np.array([c[3] for c in chunks], dtype=np.int8), has_sstart,
+            np.concatenate([c[2] for c in chunks]), np.concatenate([c[4] for c in chunks]),
+            np.concatenate(sstarts).astype(np.int64, copy=False) if sstarts
+            else np.zeros(0, np.int64))
         slot = None
         if self._slot_chunks:
-            slot = grouped(np.concatenate([
-                self._slot_chunks.get(k, np.full(c[0].size, -1, np.int32))
-                for k, c in enumerate(chunks, start=first)]))
+            slots = np.concatenate([self._slot_chunks.get(k, np.full(c[0].size, -1, np.int32))
+                                    for k, c in enumerate(chunks, start=first)])
+            slot = np.empty(slots.size, slots.dtype)
+            slot[dest] = slots
         return {"chunks": len(self._chunks), "first_warp": int(warp.min()),
-                "last_warp": int(warp.max()), "per_warp": per_warp,
-                "pc": grouped(pc), "active": grouped(active), "kind": grouped(kind),
-                "detail": grouped(detail), "sstart": grouped(sstart, np.int64), "slot": slot}
+                "last_warp": int(warp.max()), "per_warp": per_warp, "pc": pc,
+                "active": active, "kind": kind, "detail": detail, "sstart": sstart,
+                "slot": slot}
 
 
 def _append_grouped(old: dict, new: dict) -> dict:
