@@ -84,8 +84,9 @@ class ReplaySession:
 
     def start(self) -> None:
         """Start the process of every SM holding a CTA: SimPy processes, or, when only the
-        SMs schedule events (`copyable`), entries of the session's own queue, which runs
-        their `steps` in exactly SimPy's order (time, then start-ups before wake-ups, then
+        SMs schedule events (`copyable`), entries of the session's own queue
+        (`models.sm_driver.SmQueue`), whose SMs `step_to_end` runs in one compiled call
+        (`SmDriver`) in exactly SimPy's order (time, then start-ups before wake-ups, then
         scheduling order) without SimPy's per-event objects."""
         if copyable(self):
             self.queue = SmQueue(len(self.sms))
