@@ -93,6 +93,7 @@ from models.sm_state import (
     ST_PASS,
     ST_PENDING,
     ST_TOP,
+    W_END,
     W_MEM,
     W_NGROUPS,
     W_POS,
@@ -107,6 +108,7 @@ from models.units import (
     ACTION_MBARRIER_WAIT,
     ACTION_MEMORY,
     ACTION_TMA,
+    ACTION_UNIT,
     ACTION_WGMMA,
     ACTION_WGMMA_COMMIT,
 )
@@ -214,6 +216,30 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
     post(w, e, action, cycle, done, mem, hold, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca,
           lp)
     return 0
+
+
+@inline_step
+def _burst(w, k, at, window, ev_pc, pcs, regs, wi, wr, wm, si, uf, sw, ci, ca, lp):
+    """Greedy-then-oldest keeps picking warp `w`, which scheduler `k` just issued, while it
+    can issue: its next instructions, if plain unit ops (no memory, barrier, tile op, not the
+    warp's last) ready at cycles `at`, `at` + 1, ... up to the loop's `window`, are issued
+    here at those cycles, as the passes over those cycles would. Nothing but the warp's own
+    issues changes its scoreboard or scheduler `k`'s units, and a plain op changes nothing
+    other warps or schedulers see, so the passes in between are skipped, not reordered."""
+    while at <= window:
+        e = wi[w, W_POS]
+        if e + 1 >= wi[w, W_END]:
+            return
+        p = ev_pc[e]
+        unit = pcs[p, P_UNIT]
+        if pcs[p, P_ACTION] != ACTION_UNIT or wi[w, W_READY] > at or uf[k, unit] > at:
+            return
+        si[k, S_WAKE] = at + 1
+        si[k, S_SLOT_FREE] = at + 1
+        uf[k, unit] = at + pcs[p, P_INTERVAL]
+        post(w, e, ACTION_UNIT, at, at + pcs[p, P_LATENCY], 0, 0, ev_pc, pcs, regs, wi, wr,
+             wm, si, sw, ci, ca, lp)
+        at += 1
 
 
 @step
@@ -370,6 +396,9 @@ def _run(ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr, wm,
                             lp[L_STATE] = ST_PENDING if rc != 0 else ST_AFTER_ISSUE
                             lp[L_K], lp[L_NEXT] = k, next_cycle
                             return rc if rc != 0 else RC_CTA_DONE
+                        if policy == POLICY_GTO:
+                            _burst(w, k, cycle + 1, lp[L_WINDOW], ev_pc, pcs, regs, wi, wr,
+                                   wm, si, uf, sw, ci, ca, lp)
                         wake = si[k, S_WAKE]
                     else:
                         wake = earliest
