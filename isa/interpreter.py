@@ -52,6 +52,28 @@ def _lowest(pc: np.ndarray) -> tuple[int, np.ndarray]:
 
 
 @nb.njit(cache=True)
+def _next_above(pc: np.ndarray, low: int) -> int:
+    """The lowest pc above `low` (a value past every pc when there is none)."""
+    nxt = np.iinfo(np.int64).max
+    for i in range(pc.size):
+        v = pc[i]
+        if low < v < nxt:
+            nxt = v
+    return nxt
+
+
+def _run_ends(instrs, skip: list[bool]) -> list[int]:
+    """For each pc, where the run of skipped, unguarded instructions from it ends (the pc
+    itself when it starts none)."""
+    ends = [0] * (len(instrs) + 1)
+    ends[-1] = len(instrs)
+    for pc in range(len(instrs) - 1, -1, -1):
+        plain = skip[pc] and instrs[pc].guard is None
+        ends[pc] = ends[pc + 1] if plain else pc
+    return ends
+
+
+@nb.njit(cache=True)
 def _n_warps(idx: np.ndarray) -> int:
     """Warps among the sorted thread slots `idx`."""
     n, prev = 0, -1
@@ -69,13 +91,16 @@ def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 
 
     Instructions of a unit in `skip_units` and those where `skip_pcs` is True (timing
     mode, `isa.dataflow`) advance the pc without their semantics, unless they are control
-    instructions.
+    instructions. A run of such unguarded instructions that no other thread's pc lies in
+    is stepped at once: its threads are those at its first pc in each of its steps (min-PC
+    order), so each instruction is counted and observed with them, as step by step.
     """
     instrs = m.program.instrs
     skip = None
     if skip_units is not None or skip_pcs is not None:
         skip = [not ins.control and (ins.unit in (skip_units or ()) or (
             skip_pcs is not None and bool(skip_pcs[pc]))) for pc, ins in enumerate(instrs)]
+    ends = _run_ends(instrs, skip) if skip is not None else None
     pc = m.pc
     limit = max_steps or (1 << 62)
     with np.errstate(all="ignore"):
@@ -88,6 +113,11 @@ def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 
             lanes = _lanes_of(idx)
             ins = instrs[target]
             nw = _n_warps(idx)
+            if ends is not None and ends[target] > target + 1:
+                last = min(ends[target], _next_above(pc, target))
+                if last > target + 1:
+                    _plain_run(m, counts, observer, lanes, nw, target, last, limit)
+                    continue
             counts.warp[target] += nw
             m.steps += 1
             if m.steps > limit:
@@ -111,6 +141,24 @@ def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 
                 ins.sem(m, ins, exec_lanes)
             if observer is not None:
                 observer(m, ins, exec_lanes, nw)
+
+
+def _plain_run(m: Machine, counts: StepCounts, observer, lanes, nw: int, first: int,
+               last: int, limit: int) -> None:
+    """Steps `first` .. `last` - 1 of `run_machine` for threads `lanes` (skipped, unguarded
+    instructions; no other thread at those pcs)."""
+    n_lanes = m.nlanes(lanes)
+    instrs = m.program.instrs
+    for target in range(first, last):
+        counts.warp[target] += nw
+        m.steps += 1
+        if m.steps > limit:
+            m.pc[lanes] = target
+            raise m.fault(instrs[target], f"step limit of {limit} reached (infinite loop?)")
+        counts.thread[target] += n_lanes
+        if observer is not None:
+            observer(m, instrs[target], lanes, nw)
+    m.pc[lanes] = last
 
 
 def _deadlock(m: Machine) -> None:

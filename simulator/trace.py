@@ -244,6 +244,7 @@ class TraceRecorder:
         self._tiles = TileRecorder()
         self._slot_chunks: dict[int, np.ndarray] = {}
         self._grouped: dict | None = None
+        self._last: tuple = (None,)         # (exec_lanes, its lanes, warp runs, warps, zeros)
 
     def __call__(self, m, ins, exec_lanes, n_warps: int) -> None:
         if m is not self._machine:
@@ -251,12 +252,19 @@ class TraceRecorder:
             ids = m.cta_ids.astype(np.int64)
             gx, gy = self.grid[0], self.grid[1]
             self._cta_linear = ids[:, 0] + gx * (ids[:, 1] + gy * ids[:, 2])
-        lanes = m.lane_ids(exec_lanes)
-        starts, warp_slots, active = warp_runs(lanes)
-        wpc = self.warps_per_cta
-        gwarp = self._cta_linear[warp_slots // wpc] * wpc + warp_slots % wpc
+            self._last = (None,)
+        last = self._last
+        if last[0] is exec_lanes:          # a run of instructions stepped with these lanes
+            lanes, starts, active, gwarp, zeros = last[1:]
+        else:
+            lanes = m.lane_ids(exec_lanes)
+            starts, warp_slots, active = warp_runs(lanes)
+            wpc = self.warps_per_cta
+            gwarp = self._cta_linear[warp_slots // wpc] * wpc + warp_slots % wpc
+            zeros = np.zeros(gwarp.size, dtype=np.int32)
+            self._last = (exec_lanes, lanes, starts, active, gwarp, zeros)
         nw = gwarp.size
-        kind, detail, sstart = KIND_NONE, np.zeros(nw, dtype=np.int32), None
+        kind, detail, sstart = KIND_NONE, zeros, None
         if ins.opname in TILE_OPS:
             kind, detail, sstart = self._tile(m, ins, lanes, starts, nw)
         elif ins.unit == "lsu" and ins.spec.latency == "mem":
