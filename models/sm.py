@@ -52,7 +52,9 @@ clock, so SMs run ahead of each other by at most that window (memory requests ar
 time-stamped exactly; shared pipes see them in nearly time order). Within a cycle the
 schedulers are visited in index order; an issue that needs the memory system suspends the
 loop there and resumes it with the answer, so the order of memory requests is that of the
-issues.
+issues. In a replay whose only processes are SMs, `models.sm_driver` runs every SM's loop
+from one compiled call in the same order and with the same answers (`answer`, `end`,
+`yielding`, which `steps` uses too).
 
 Hooks (fired on `self.hooks`, owner `sm<id>`): `SM_ISSUE` (issued, busy_cycles: per-unit
 arrays) once per finished CTA, from counts precomputed over its trace (every event of a CTA

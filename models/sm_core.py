@@ -27,7 +27,9 @@ Shared-memory and constant accesses, wgmma queues, group waits and mbarrier phas
 (`models.sm_state.PhaseTable`, one per launch: phase slots belong to one CTA, so the SMs of
 a launch share it) are timed here. Scheduling policies are integer codes (`POLICY_*`):
 greedy-then-oldest (the last issuer first, then oldest first) and loose round robin
-(starting one past the last issuer). Stall cycles accumulate per reason in `SmState.stall`
+(starting one past the last issuer); under greedy-then-oldest a warp's following plain
+unit ops that are ready cycle after cycle issue in one go (`_burst`), at the cycles the
+passes would give them. Stall cycles accumulate per reason in `SmState.stall`
 (indices of `models.warp_scheduler.STALL_REASONS`), as stretches per scheduler.
 
 Left out: what `models.sm` leaves out. Units: SM cycles.

@@ -146,7 +146,10 @@ class SmQueue:
         return int(self.ctl[Q_N])
 
     def push(self, at_ps: int, priority: int, sm: int) -> None:
-        """Queue SM index `sm` at `at_ps`."""
+        """Queue SM index `sm` at `at_ps` (an SM already queued is an error: `drive` relies on
+        at most one entry per SM for the heap's room)."""
+        if sm in self.q[:len(self), E_SM]:
+            raise ValueError(f"SM index {sm} is already queued")
         push(self.q, self.ctl, at_ps, priority, sm)
 
     def entries(self) -> list[tuple[int, int, int, int]]:
