@@ -221,7 +221,8 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
 
 
 @inline_step
-def _burst(w, k, at, window, ev_pc, pcs, regs, wi, wr, wm, si, uf, sw, ci, ca, lp):
+def _burst(w, k, at, window, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi,
+           wr, wm, wg, si, uf, sw, ci, ca, ph, lp, ev_sstart, sectors, memory, log):
     """Greedy-then-oldest keeps picking warp `w`, which scheduler `k` just issued, while it
     can issue: its next instructions, if plain unit ops (no memory, barrier, tile op, not the
     warp's last) ready at cycles `at`, `at` + 1, ... up to the loop's `window`, are issued
@@ -233,14 +234,12 @@ def _burst(w, k, at, window, ev_pc, pcs, regs, wi, wr, wm, si, uf, sw, ci, ca, l
         if e + 1 >= wi[w, W_END]:
             return
         p = ev_pc[e]
-        unit = pcs[p, P_UNIT]
-        if pcs[p, P_ACTION] != ACTION_UNIT or wi[w, W_READY] > at or uf[k, unit] > at:
+        if pcs[p, P_ACTION] != ACTION_UNIT or wi[w, W_READY] > at or uf[k, pcs[p, P_UNIT]] > at:
             return
         si[k, S_WAKE] = at + 1
         si[k, S_SLOT_FREE] = at + 1
-        uf[k, unit] = at + pcs[p, P_INTERVAL]
-        post(w, e, ACTION_UNIT, at, at + pcs[p, P_LATENCY], 0, 0, ev_pc, pcs, regs, wi, wr,
-             wm, si, sw, ci, ca, lp)
+        _issue(w, k, at, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr,
+               wm, wg, si, uf, sw, ci, ca, ph, lp, ev_sstart, sectors, memory, log)
         at += 1
 
 
@@ -399,8 +398,9 @@ def _run(ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr, wm,
                             lp[L_K], lp[L_NEXT] = k, next_cycle
                             return rc if rc != 0 else RC_CTA_DONE
                         if policy == POLICY_GTO:
-                            _burst(w, k, cycle + 1, lp[L_WINDOW], ev_pc, pcs, regs, wi, wr,
-                                   wm, si, uf, sw, ci, ca, lp)
+                            _burst(w, k, cycle + 1, lp[L_WINDOW], ev_pc, ev_kind, ev_detail,
+                                   ev_slot, pcs, regs, slot_events, wi, wr, wm, wg, si, uf, sw,
+                                   ci, ca, ph, lp, ev_sstart, sectors, memory, log)
                         wake = si[k, S_WAKE]
                     else:
                         wake = earliest

@@ -14,14 +14,14 @@ dispatcher has handed out at least `c` CTAs but still holds some (so the two rep
 still one), and `snapshot.resume(kernel, n_ctas)` continues that copy with `n_ctas` CTAs
 to dispatch and the image of the longer trace (its first CTAs' events are the same
 events at the same positions; `tests/test_speed_snapshot.py` compares with replays from
-a cold start). The copy is exact: SimPy's pending events at a boundary are the SMs'
-timeouts, whose order (time, then scheduling order) is rebuilt in a fresh environment,
-and an SM's process restarted at its wake-up time runs as the suspended one would, whose
-only state across a yield is on the SM. Hooks are not copied but wired anew to the
-copied tracers in the order `wire` attaches them.
+a cold start). The copy is exact: the pending events at a boundary are the SMs' wake-ups
+in the session's own queue, re-queued in their order (time, then scheduling order), and
+an SM resumed at its wake-up time runs as the suspended one would, whose only state across
+a yield is on the SM. Hooks are not copied but wired anew to the copied tracers in the
+order `wire` attaches them.
 
-Left out: memories other than `models.cached_memory` (a session with another memory is
-never copied). Units: ps (SimPy time), CTAs.
+Left out: memories other than `models.cached_memory` (a session with another memory runs
+its SMs as SimPy processes and is never copied). Units: ps (SimPy time), CTAs.
 """
 
 from __future__ import annotations
@@ -117,32 +117,18 @@ class ReplaySession:
                     snapshot = self.copy()
             driver.run(env)
             return snapshot
-        if snapshot_from is not None and copyable(self):
-            step = env.step
-            while env._queue:
-                if snapshot_from <= dispatcher.next_cta < dispatcher.n_ctas:
-                    snapshot = self.copy()
-                    break
-                step()
         env.run()
         return snapshot
 
     def copy(self) -> ReplaySession:
-        """A deep copy (new environment with the pending SM wake-ups, hooks wired anew)."""
-        env = self.env
-        wakes = []
-        if self.queue is not None:
-            wakes = [(entry[0], self.sms[entry[3]]) for entry in self.queue.entries()]
-        for at_ps, _priority, _eid, event in sorted(env._queue, key=lambda q: q[:3]):
-            for callback in event.callbacks or ():
-                sm = self.processes.get(getattr(callback, "__self__", None))
-                if sm is not None:
-                    wakes.append((at_ps, sm))
+        """A deep copy of a session on its own queue (`start`): new environment and queue
+        with the pending SM wake-ups, hooks wired anew."""
+        env, queue = self.env, self.queue
+        wakes = [(entry[0], self.sms[entry[3]]) for entry in queue.entries()]
         fresh = SimEnvironment()
         fresh._now = env.now
-        memo: dict[int, Any] = {id(env): fresh, id(self.processes): {}}
-        if self.queue is not None:
-            memo[id(self.queue)] = SmQueue(len(self.sms), int(self.queue.ctl[Q_ORDER]))
+        memo: dict[int, Any] = {id(env): fresh, id(self.processes): {},
+                                id(queue): SmQueue(len(self.sms), int(queue.ctl[Q_ORDER]))}
         for sm in self.sms:
             memo[id(sm.kernel)] = sm.kernel
             memo[id(sm.hooks)] = Hooks(sm.hooks.owner)
@@ -157,12 +143,8 @@ class ReplaySession:
         self.dispatcher.n_ctas = n_ctas
         for sm in self.sms:
             sm.set_kernel(kernel)
-        env = self.env
         for at_ps, sm in self.pending:
-            if self.queue is not None:
-                self._schedule(at_ps, NORMAL, sm)
-            else:
-                self.processes[env.process(_woken(env, sm, at_ps))] = sm
+            self._schedule(at_ps, NORMAL, sm)
         self.pending = []
 
 
@@ -170,8 +152,3 @@ def copyable(session: ReplaySession) -> bool:
     """Whether `copy` reproduces the session (the cached memory holds no SimPy state)."""
     return type(session.memory) is CachedMemory
 
-
-def _woken(env, sm, at_ps: int):
-    """The SM's process suspended until `at_ps`, resumed."""
-    yield env.timeout(at_ps - env.now)
-    yield from sm.process()
