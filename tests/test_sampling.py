@@ -32,9 +32,9 @@ def mma_bf16(m, n, k, warps=2):
 
 
 CASES = {
-    "sgemm_tiled_768x768x32": sgemm(768, 768, 32),
+    "sgemm_tiled_1536x1536x32": sgemm(1536, 1536, 32),
     "saxpy_6_waves": saxpy(6 * 1056 * 256 + 5000),
-    "mma_bf16_4096x1024x64": mma_bf16(4096, 1024, 64),
+    "mma_bf16_4096x2048x64": mma_bf16(4096, 2048, 64),
 }
 
 
