@@ -28,14 +28,33 @@ from __future__ import annotations
 
 import numpy as np
 
-from isa.operands import DVec, registers_of
+from isa.operands import DAddr, DVec, registers_of
 
 CANDIDATE_UNITS = frozenset({"arith", "int", "fp32", "sfu"})
+NO_DESTINATION = frozenset({"st", "red", "stmatrix", "wmma.store", "prefetch", "prefetchu",
+                            "cp.async", "bar"})
+"""Opcodes whose first operand is not a destination."""
 _CACHE_ATTR = "_data_only_pcs"
 
 
 def _key(reg) -> tuple[int, int]:
     return reg.fid, reg.index
+
+
+def defs_uses(ins) -> tuple[frozenset, frozenset]:
+    """(registers `ins` writes, registers it reads) as (file, index) keys. A guarded write
+    may leave the old value, so it reads its destinations too, and `wgmma.mma_async`
+    reads its accumulators."""
+    ops = list(ins.ops)
+    writes = bool(ops) and ins.opname not in NO_DESTINATION and not isinstance(ops[0], DAddr)
+    defs = frozenset(_key(r) for r in registers_of(ops[0])) if writes else frozenset()
+    uses = {_key(r) for op in (ops[1:] if writes else ops) for r in registers_of(op)}
+    if ins.guard is not None:
+        uses.update(_key(r) for r in registers_of(ins.guard))
+        uses |= defs
+    if ins.opname == "wgmma.mma_async":
+        uses |= defs
+    return defs, frozenset(uses)
 
 
 def _needed_by(ins) -> list:

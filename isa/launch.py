@@ -106,11 +106,13 @@ def dim3(value, what: str) -> tuple[int, int, int]:
 
 
 def compile_kernel(ptx: str, entry: str, file: str = "<ptx>") -> Program:
-    """Parse, decode and verify one entry of a PTX module."""
+    """Parse, decode and verify one entry of a PTX module, its global loads hoisted as ptxas
+    schedules them (`isa.schedule`)."""
+    from isa.schedule import hoist_loads
     from isa.verify import verify
     program = decode(parse(ptx, file), entry)
     verify(program)
-    return program
+    return hoist_loads(program)
 
 
 def check_launch(program: Program, grid, block, shared_bytes: int) -> Launch:

@@ -24,14 +24,16 @@ predicates none), from a liveness analysis over the control-flow graph (`isa.cfg
 register is live from a write to its last read on any path, so a value carried around a
 loop stays live over the whole loop and a temporary of one iteration does not. A guarded
 write does not end the old value's range, and `wgmma` accumulators are read as well as
-written. Against the allocations ncu reports for the 39 catalogued kernels on our H100
+written. The program is the one `isa.schedule` left, its global loads hoisted as ptxas
+issues them, so the values of loads in flight are live together. Against the allocations
+ncu reports for the 39 catalogued kernels on our H100
 (`workloads/reference/h100/ncu_own_kernels.csv`, 78 launches) the estimate gives the same
 CTAs per SM for 62 launches (the former estimate, which stretched every range touching a
 loop over the whole loop, 50: `add_n_bf16` 133 registers and 1 CTA of 256 threads per SM
-against ncu's 32 and 8); it reads up to 12 registers high where ptxas folds address
-arithmetic into instruction offsets (`add_n_bf16` 43, `wmma_gemm_f16` 44 vs 32) and up to
-15 low where ptxas keeps more in flight (`quantize_e4m3_128x1_t` 45 vs 60). Callers may
-pass the real count.
+against ncu's 32 and 8); it reads high where ptxas folds address arithmetic into
+instruction offsets or hoists fewer loads (`add_n_bf16` 43, `wmma_gemm_f16` 44, the norm
+backward kernels 50-52, all against 32) and up to 15 low where ptxas keeps more in flight
+(`quantize_e4m3_128x1_t` 45 vs 60). Callers may pass the real count.
 
 Left out: cluster launch, ptxas's exact allocation. Units: bytes, threads, counts.
 """
@@ -52,31 +54,14 @@ _WIDTH = {0: 0, 1: 1, 2: 1, 3: 2}
 none (they live in the predicate file), 16- and 32-bit one, 64-bit two."""
 
 
-def _defs_uses(ins) -> tuple[list, list]:
-    """(registers `ins` writes, registers it reads), as (file, index) keys; a guarded write
-    may keep the old value, so it is also a read (it does not end the old value's range)."""
-    from isa.operands import DAddr
-    from models.units import _NO_DESTINATION, _registers
-    ops = list(ins.ops)
-    writes = bool(ops) and ins.opname not in _NO_DESTINATION and ins.opname != "bar" \
-        and not isinstance(ops[0], DAddr)
-    defs = [(r.fid, r.index) for r in _registers(ops[0])] if writes else []
-    src = ops[1:] if writes else ops
-    uses = [(r.fid, r.index) for op in src for r in _registers(op)]
-    if ins.guard is not None:
-        uses += [(r.fid, r.index) for r in _registers(ins.guard)]
-    if ins.guard is not None or ins.opname == "wgmma.mma_async":   # accumulators: read too
-        uses += defs
-    return defs, uses
-
-
 def estimate_registers(program) -> int:
     """Peak 32-bit register slots live at once in `program` (module docstring)."""
     from isa.cfg import basic_blocks
+    from isa.dataflow import defs_uses
     instrs = program.instrs
     if not instrs:
         return 1
-    info = [_defs_uses(ins) for ins in instrs]
+    info = [defs_uses(ins) for ins in instrs]
     starts, succ = basic_blocks(program)
     ends = {s: (starts[i + 1] if i + 1 < len(starts) else len(instrs))
             for i, s in enumerate(starts)}

@@ -58,6 +58,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from isa.dataflow import NO_DESTINATION
 from isa.operands import DAddr, DImm, DReg
 from isa.operands import registers_of as _registers
 from models import vpcu, zce
@@ -70,8 +71,7 @@ UNIT_INDEX = {name: k for k, name in enumerate(UNIT_NAMES)}
  ACTION_WGMMA, ACTION_WGMMA_COMMIT, ACTION_WGMMA_WAIT) = range(9)
 ASYNC_ACTIONS = frozenset(range(ACTION_TMA, ACTION_WGMMA_WAIT + 1))
 
-_NO_DESTINATION = frozenset({"st", "red", "stmatrix", "wmma.store", "prefetch", "prefetchu",
-                             "cp.async"})
+_NO_DESTINATION = NO_DESTINATION - {"bar"}
 _ISA_UNIT = {"fp32": "fp32", "fp16": "fp16", "fp64": "fp64", "int": "int32", "sfu": "sfu",
              "tensor": "tensor", "lsu": "lsu", "ctrl": "branch", "sync": "branch",
              "misc": "branch"}

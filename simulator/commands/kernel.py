@@ -88,6 +88,7 @@ def _compile(file: str, entry: str | None):
     from isa.decode import decode
     from isa.errors import InputError
     from isa.parser import parse
+    from isa.schedule import hoist_loads
     from isa.verify import verify
 
     try:
@@ -103,7 +104,7 @@ def _compile(file: str, entry: str | None):
         entry = entries[0]
     program = decode(module, entry)
     verify(program)
-    return program
+    return hoist_loads(program)
 
 
 def make_arguments(program, elements: int, seed: int) -> tuple[list, list[dict]]:
