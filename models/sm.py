@@ -104,12 +104,13 @@ DEFAULT_QUANTUM_CYCLES = 64
 
 def _pc_table(timings: list[InstrTiming]) -> tuple[np.ndarray, np.ndarray]:
     """(per-pc `P_*` rows, flat register list) of the timings: the scoreboard registers
-    (sources then destinations, once each; a wgmma's sources only) and the destinations."""
+    (sources then destinations, once each, without those it does not wait for; a wgmma's
+    sources only) and the destinations."""
     table = np.zeros((max(len(timings), 1), st.P_FIELDS), np.int64)
     flat: list[int] = []
     for p, t in enumerate(timings):
         board = t.sources if t.action == ACTION_WGMMA else tuple(
-            dict.fromkeys(t.sources + t.destinations))
+            r for r in dict.fromkeys(t.sources + t.destinations) if r not in t.unchecked)
         lo = len(flat)
         flat.extend(board)
         mid = len(flat)

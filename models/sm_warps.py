@@ -57,7 +57,7 @@ from models.sm_state import (
     W_USED,
     W_WAIT_SLOT,
 )
-from models.units import ACTION_BARRIER, ACTION_MBARRIER_WAIT
+from models.units import ACTION_BARRIER, ACTION_MBARRIER_WAIT, ACTION_MEMORY
 
 
 @inline_step
@@ -191,8 +191,9 @@ def post(w, e, action, cycle, done, mem, hold, ev_pc, pcs, regs, wi, wr, wm, si,
     p = ev_pc[e]
     for i in range(pcs[p, P_DST_LO], pcs[p, P_DST_HI]):
         d = regs[i]
-        wr[w, d] = done
-        wm[w, d] = mem
+        if action != ACTION_MEMORY or done >= wr[w, d]:   # copies in flight: the latest
+            wr[w, d] = done
+            wm[w, d] = mem
     if done > wi[w, W_DONE]:
         wi[w, W_DONE] = done
     e += 1

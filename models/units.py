@@ -15,7 +15,10 @@ side) use the conversion unit, `shfl` the shuffle unit, divides and square roots
 type's unit with the SFU latency added (nvcc's divide is an SFU reciprocal plus FMAs).
 `mma`/`wmma.mma` use the tensor unit: interval = FMAs of the shape / (dense FMA rate of the
 input precision per sub-partition). Control and synchronisation ops use a one-cycle branch
-unit. `cp.async` writes a per-warp pseudo register that `cp.async.wait_*` reads.
+unit. `cp.async` writes a per-warp pseudo register that `cp.async.wait_*` reads; a copy
+does not wait for the warp's earlier ones (they are in flight together, as LDGSTS are), the
+register is ready when the last of them completes, so `cp.async.wait_group N` waits for
+every copy of the warp, whatever N (no per-group tracking).
 
 Hopper tile ops get their own actions, timed by the SM (`models.sm`) and the TMA engine
 (`models.tma`):
@@ -101,6 +104,7 @@ class InstrTiming:
     destinations: tuple[int, ...]
     action: int
     count: int = 0
+    unchecked: tuple[int, ...] = ()   # destinations the instruction itself does not wait for
 
 
 class RegisterNumbering:
@@ -182,8 +186,9 @@ def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
             src_regs.append(guard)
         sources = numbering.regs(src_regs)
         destinations = numbering.regs(dst_regs)
+        unchecked: tuple[int, ...] = ()
         if ins.opname == "cp.async":
-            destinations = (numbering.of((ASYNC_COPY_REGISTER,)),)
+            destinations = unchecked = (numbering.of((ASYNC_COPY_REGISTER,)),)
         elif ins.opname in ("cp.async.wait_group", "cp.async.wait_all"):
             sources = sources + (numbering.of((ASYNC_COPY_REGISTER,)),)
         elif ins.opname in ("cp.async.bulk", "cp.async.bulk.tensor") and \
@@ -201,7 +206,7 @@ def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
         elif ins.opname in ("bar", "barrier") and not ins.has("arrive"):
             action, count = ACTION_BARRIER, barrier_count(ins)
         timings.append(InstrTiming(UNIT_INDEX[unit], latency, interval, sources, destinations,
-                                   action, count))
+                                   action, count, unchecked))
     return timings, max(len(numbering.index), 1)
 
 
