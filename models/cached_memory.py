@@ -143,6 +143,12 @@ NO_INLINE_MEMORY = (np.zeros(k.N_PARAMS, np.int64), *(tuple(level) for level in 
 never used: their `L_INLINE` is off)."""
 
 
+FOREIGN_LINE = 1 << 44
+"""Line numbers of `CachedMemory.precondition_l2`'s lines: byte addresses from 2^51 on, above
+every buffer and the traced local window (`simulator.trace.LOCAL_TRACE_BASE` = 2^56 bytes
+is line 2^49, so they stay below it)."""
+
+
 class CachedMemory:
     """L1/L2/L3/HBM behind `MemoryInterface` (see the module docstring)."""
 
@@ -228,6 +234,23 @@ class CachedMemory:
         for index, value in values.items():
             p[index] = value
         return p
+
+    def precondition_l2(self, dirty_fraction: float) -> None:
+        """Fill every L2 way with a line of no kernel (line numbers from `FOREIGN_LINE`,
+        all sectors present, the oldest LRU stamp, so they go before any line the kernel
+        brings), every sector dirty in `dirty_fraction` of the ways (spread evenly over
+        each set's ways): the L2 of a kernel that has been streaming for a while, whose
+        new lines evict older ones and write the dirty ones back (`simulator.sampling`)."""
+        meta, flags = self.meta[k.LEVEL_L2], self.flags[k.LEVEL_L2]
+        units, sets, _, ways = meta.shape
+        meta[:, :, 0, :] = FOREIGN_LINE + np.arange(units * sets * ways,
+                                                    dtype=np.int64).reshape(units, sets, ways)
+        meta[:, :, 1:, :] = 0
+        full = (1 << (meta.shape[2] - 2)) - 1
+        way = np.arange(ways)
+        dirty = np.floor((way + 1) * dirty_fraction) > np.floor(way * dirty_fraction)
+        flags[:, :, :, 0] = full
+        flags[:, :, :, 1] = np.where(dirty, full, 0).astype(np.uint8)
 
     def inline_state(self, max_sectors: int = 0) -> tuple:
         """The arrays `serve_scratch` works on (with scratch room for requests of up to
