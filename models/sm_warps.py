@@ -57,7 +57,7 @@ from models.sm_state import (
     W_USED,
     W_WAIT_SLOT,
 )
-from models.units import ACTION_BARRIER, ACTION_MBARRIER_WAIT, ACTION_MEMORY
+from models.units import ACTION_BARRIER, ACTION_MBARRIER_WAIT, ACTION_MEMORY, ACTION_TMA
 
 
 @inline_step
@@ -191,7 +191,8 @@ def post(w, e, action, cycle, done, mem, hold, ev_pc, pcs, regs, wi, wr, wm, si,
     p = ev_pc[e]
     for i in range(pcs[p, P_DST_LO], pcs[p, P_DST_HI]):
         d = regs[i]
-        if action != ACTION_MEMORY or done >= wr[w, d]:   # copies in flight: the latest
+        if (action != ACTION_MEMORY and action != ACTION_TMA) or done >= wr[w, d]:
+            # asynchronous copies in flight together: the register holds the latest
             wr[w, d] = done
             wm[w, d] = mem
     if done > wi[w, W_DONE]:

@@ -33,7 +33,8 @@ Hopper tile ops get their own actions, timed by the SM (`models.sm`) and the TMA
   N newest groups completed; `wgmma.fence` is a one-cycle branch-unit op.
 * `cp.async.bulk{.tensor}` (`ACTION_TMA`): one LSU issue slot, then the SM's TMA engine.
   Stores write a per-warp pseudo register that `cp.async.bulk.wait_group` reads (it waits
-  for all of the warp's bulk stores, whatever N).
+  for all of the warp's bulk stores, whatever N); like `cp.async`, a store does not wait for
+  the warp's earlier ones.
 * `mbarrier.arrive*`, `expect_tx`, `complete_tx` (`ACTION_MBARRIER`): a shared-memory
   access that contributes to a barrier phase; `try_wait`/`test_wait`
   (`ACTION_MBARRIER_WAIT`) hold the warp until the phase completes in simulated time.
@@ -193,7 +194,7 @@ def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
             sources = sources + (numbering.of((ASYNC_COPY_REGISTER,)),)
         elif ins.opname in ("cp.async.bulk", "cp.async.bulk.tensor") and \
                 "bulk_group" in ins.flags:
-            destinations = (numbering.of((BULK_COPY_REGISTER,)),)
+            destinations = unchecked = (numbering.of((BULK_COPY_REGISTER,)),)
         elif ins.opname == "cp.async.bulk.wait_group":
             sources = sources + (numbering.of((BULK_COPY_REGISTER,)),)
         action, count = ACTION_UNIT, 0
