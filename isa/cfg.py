@@ -23,6 +23,11 @@ class BranchCheck:
     ok: bool               # region lies before the IPDOM in layout order
 
 
+def block_spans(starts: list[int], n: int) -> list[tuple[int, int]]:
+    """(first pc, end pc) of each block of `basic_blocks`' starts, in a program of `n` pcs."""
+    return list(zip(starts, [*starts[1:], n], strict=True))
+
+
 def basic_blocks(program) -> tuple[list[int], dict[int, list[int]]]:
     """Block start pcs (sorted) and successor block starts of each block."""
     instrs = program.instrs
@@ -36,8 +41,8 @@ def basic_blocks(program) -> tuple[list[int], dict[int, list[int]]]:
             leaders.add(ins.pc + 1)
     starts = sorted(p for p in leaders if p < n)
     succ: dict[int, list[int]] = {}
-    for i, s in enumerate(starts):
-        end = (starts[i + 1] if i + 1 < len(starts) else n) - 1
+    for s, stop in block_spans(starts, n):
+        end = stop - 1
         last = instrs[end]
         out: list[int] = []
         name = last.spec.name

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from isa.cfg import basic_blocks
+from isa.cfg import basic_blocks, block_spans
 from isa.dataflow import defs_uses
 
 REGISTER_ONLY_UNITS = frozenset({"arith", "int", "fp16", "fp32", "fp64", "sfu"})
@@ -68,8 +68,7 @@ def hoist_loads(program):
     starts, _ = basic_blocks(program)
     out = list(instrs)
     moved = False
-    for i, start in enumerate(starts):
-        end = starts[i + 1] if i + 1 < len(starts) else len(instrs)
+    for start, end in block_spans(starts, len(instrs)):
         block = instrs[start:end]
         order = _block_order(block)
         if order == list(range(len(block))):

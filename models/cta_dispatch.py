@@ -56,15 +56,14 @@ none (they live in the predicate file), 16- and 32-bit one, 64-bit two."""
 
 def estimate_registers(program) -> int:
     """Peak 32-bit register slots live at once in `program` (module docstring)."""
-    from isa.cfg import basic_blocks
+    from isa.cfg import basic_blocks, block_spans
     from isa.dataflow import defs_uses
     instrs = program.instrs
     if not instrs:
         return 1
     info = [defs_uses(ins) for ins in instrs]
     starts, succ = basic_blocks(program)
-    ends = {s: (starts[i + 1] if i + 1 < len(starts) else len(instrs))
-            for i, s in enumerate(starts)}
+    ends = dict(block_spans(starts, len(instrs)))
     gen: dict[int, set] = {}
     kill: dict[int, set] = {}
     for s in starts:
@@ -77,18 +76,21 @@ def estimate_registers(program) -> int:
             g.update(uses)
         gen[s], kill[s] = g, k - g
     live_in = {s: set(gen[s]) for s in starts}
+
+    def live_out(s: int) -> set:
+        return set().union(*(live_in[t] for t in succ.get(s, ()) if t in live_in))
+
     changed = True
     while changed:
         changed = False
         for s in reversed(starts):
-            out = set().union(*(live_in[t] for t in succ.get(s, ()) if t in live_in))
-            new = gen[s] | (out - kill[s])
+            new = gen[s] | (live_out(s) - kill[s])
             if new != live_in[s]:
                 live_in[s] = new
                 changed = True
     peak = 0
     for s in starts:
-        live = set().union(*(live_in[t] for t in succ.get(s, ()) if t in live_in))
+        live = live_out(s)
         for pc in range(ends[s] - 1, s - 1, -1):
             defs, uses = info[pc]
             after = live | set(defs)

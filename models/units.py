@@ -75,7 +75,6 @@ UNIT_INDEX = {name: k for k, name in enumerate(UNIT_NAMES)}
  ACTION_WGMMA, ACTION_WGMMA_COMMIT, ACTION_WGMMA_WAIT) = range(9)
 ASYNC_ACTIONS = frozenset(range(ACTION_TMA, ACTION_WGMMA_WAIT + 1))
 
-_NO_DESTINATION = NO_DESTINATION - {"bar"}
 _ISA_UNIT = {"fp32": "fp32", "fp16": "fp16", "fp64": "fp64", "int": "int32", "sfu": "sfu",
              "tensor": "tensor", "lsu": "lsu", "ctrl": "branch", "sync": "branch",
              "misc": "branch"}
@@ -178,7 +177,7 @@ def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
     for ins in program.instrs:
         unit, latency, interval = _unit_timing(ins, config)
         ops = list(ins.ops)
-        writes = ins.opname not in _NO_DESTINATION and ins.opname != "bar" and ops
+        writes = ins.opname not in NO_DESTINATION and ops
         dst_regs = _registers(ops[0]) if writes and not isinstance(ops[0], DAddr) else []
         src_ops = ops[1:] if dst_regs or ins.opname == "wgmma.mma_async" else ops
         src_regs = [r for op in src_ops for r in _registers(op)]

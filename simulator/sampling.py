@@ -64,6 +64,7 @@ import math
 import numpy as np
 
 from simulator import trace as trace_mod
+from simulator.trace_tiles import span_items
 
 TOLERANCE = 0.01
 MIN_WAVES = 5.0
@@ -118,9 +119,7 @@ def steady_dirty_fraction(trace, traced_ctas: int, n_ctas: int, l2_bytes: int,
     total = int(counts.sum())
     if total == 0 or traced_ctas < 1:
         return None
-    first = np.repeat(trace.sector_start[idx].astype(np.int64) - np.cumsum(counts) + counts,
-                      counts)
-    sectors = trace.sectors[first + np.arange(total)]
+    sectors = trace.sectors[span_items(trace.sector_start[idx], counts)]
     written = np.repeat(np.isin(trace.kind[idx], _WRITE_KINDS), counts)
     scale = (1 << trace_mod.SECTOR_SHIFT) * n_ctas / traced_ctas
     footprint = np.unique(sectors).size * scale

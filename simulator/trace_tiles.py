@@ -54,15 +54,19 @@ def _scalar(op, m, lane: np.ndarray, ty) -> int:
     return int(np.asarray(op.read(m, ty, lane)).reshape(-1)[0])
 
 
+def span_items(first: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """first[i], first[i] + 1, ..., first[i] + counts[i] - 1 for each i, concatenated
+    (int64)."""
+    counts = np.asarray(counts, np.int64)
+    total = int(counts.sum())
+    offset = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    return np.repeat(np.asarray(first, np.int64), counts) + offset
+
+
 def _row_sectors(start: np.ndarray, stop: np.ndarray) -> np.ndarray:
     """Distinct sectors of the byte ranges [start, stop) (stop > start)."""
     first, last = start >> SECTOR_SHIFT, (stop - 1) >> SECTOR_SHIFT
-    counts = last - first + 1
-    total = int(counts.sum())
-    if not total:
-        return np.zeros(0, np.int64)
-    offset = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-    return np.unique(np.repeat(first, counts) + offset)
+    return np.unique(span_items(first, last - first + 1))
 
 
 def box_sectors(m, ins, lane: np.ndarray, map_op, coords_op,
