@@ -122,12 +122,33 @@ def steady_dirty_fraction(trace, traced_ctas: int, n_ctas: int, l2_bytes: int,
     sectors = trace.sectors[span_items(trace.sector_start[idx], counts)]
     written = np.repeat(np.isin(trace.kind[idx], _WRITE_KINDS), counts)
     scale = (1 << trace_mod.SECTOR_SHIFT) * n_ctas / traced_ctas
-    footprint = np.unique(sectors).size * scale
-    loaded = np.unique(sectors[~written]).size * scale
+    distinct, distinct_loaded, distinct_written = _distinct_sectors(sectors, written)
+    footprint = distinct * scale
+    loaded = distinct_loaded * scale
     allocated = footprint + (partitions - 1) / partitions * loaded
     if allocated <= l2_bytes:
         return None
-    return np.unique(sectors[written]).size * scale / allocated * (1 - l2_bytes / allocated)
+    return distinct_written * scale / allocated * (1 - l2_bytes / allocated)
+
+
+def _distinct_sectors(sectors: np.ndarray, written: np.ndarray) -> tuple[int, int, int]:
+    """Distinct sectors of `sectors`, of those read, of those written: one sort of
+    sector x 2 + written (np.unique hashes and was 6x slower: 7.2 of the 18.5 CPU seconds
+    of a sampled 9-input residual add)."""
+    if sectors.size == 0:
+        return 0, 0, 0
+    keys = np.sort(sectors.astype(np.int64) * 2 + written)
+    first = np.empty(keys.size, np.bool_)
+    first[0] = True
+    np.not_equal(keys[1:], keys[:-1], out=first[1:])
+    distinct_keys = keys[first]
+    is_written = (distinct_keys & 1).astype(np.bool_)
+    sector = distinct_keys >> 1
+    new_sector = np.empty(sector.size, np.bool_)
+    new_sector[0] = True
+    np.not_equal(sector[1:], sector[:-1], out=new_sector[1:])
+    n_written = int(is_written.sum())
+    return int(new_sector.sum()), int(is_written.size - n_written), n_written
 
 
 def simulate_sampled(launch, replay):
