@@ -33,15 +33,17 @@ SwiGLU 32768x2048 on h800_sxm 141.8 us against full 139.4 (was 97.7, -30 %), qua
 4096x7168 -4.8 % (was -13 %), residual add of 9 inputs 4096x7168 +0.2 %
 (`tests/test_sampling_steady_l2.py`). A replay in full starts cold, as the real launch.
 
-A grid of fewer than
-`MIN_WAVES` waves is timed in full, and so is one whose marginals are still not steady at
-k_max when the grid was too small for k_max to reach `MAX_WAVES`: an unsteady kernel is
-extrapolated only from `MAX_WAVES` waves of evidence, and timing such a grid in full costs
-at most two waves more than that replay (mma_bf16 2048x1024x64, 6.2 waves of 1320 CTAs on
-h100_sxm, k_max = 5: marginals 4127, 4290, 4082 cycles, but the full run's waves 5 and 6
-took 3118 and 4117 and its 272-CTA partial wave ended 226 cycles after wave 6, so
-extrapolating 1.2 waves at 4186 read 3.1 % long; SwiGLU 512x2048 on 8 SMs, 8 waves, k_max =
-7, marginals within 3.8 % of each other: extrapolated one wave, -0.4 %).
+A grid of fewer than `MIN_WAVES` (8) waves is timed in full, so every extrapolated grid
+has k_max = `MAX_WAVES` and an unsteady kernel is extrapolated from `MAX_WAVES` waves of
+evidence. Below 8 waves the replays cost about as much as the full run: k = 4 waves if
+steady, k_max + 0.5 more if not, and a grid under 8 waves could not reach k_max = 7, so an
+unsteady one was timed in full after both replays (RMSNorm 4096x7168 on h800_sxm, 6.2
+waves: marginals 14578, 12121, 11868 cycles at k_max = 5, 2.1 % apart; sampled 11.9 s CPU
+against 6.3 s in full, the same result). Extrapolating such grids from fewer waves was
+not accurate enough (mma_bf16 2048x1024x64, 6.2 waves of 1320 CTAs on h100_sxm, k_max = 5:
+marginals 4127, 4290, 4082 cycles, but the full run's waves 5 and 6 took 3118 and 4117 and
+its 272-CTA partial wave ended 226 cycles after wave 6, so extrapolating 1.2 waves at 4186
+read 3.1 % long; the same RMSNorm extrapolated at a 3 % tolerance read +6.6 %).
 The result says what was done:
 `KernelResult.fidelity` ("sampled" or "full"), `waves_simulated` (k) and
 `extrapolated_fraction` ((n - k) * m / cycles).
@@ -67,7 +69,7 @@ from simulator import trace as trace_mod
 from simulator.trace_tiles import span_items
 
 TOLERANCE = 0.01
-MIN_WAVES = 5.0
+MIN_WAVES = 8.0
 START_WAVES = 4
 MAX_WAVES = 7
 GROWTH_FROM_SNAPSHOT = True
@@ -191,12 +193,7 @@ def simulate_sampled(launch, replay):
     def steady(marginals: list[int]) -> bool:
         return abs(marginals[-1] - marginals[-2]) < TOLERANCE * max(marginals[-2], 1)
 
-    def can_grow(k: int) -> bool:
-        return k < MAX_WAVES and k + 1 <= n_waves - 1
-
-    k = k_max = START_WAVES
-    while can_grow(k_max):
-        k_max += 1
+    k, k_max = START_WAVES, max(START_WAVES, min(MAX_WAVES, math.floor(n_waves - 1)))
     snapshot_from = None
     if GROWTH_FROM_SNAPSHOT and k_max > k:
         snapshot_from = k * wave - int(SNAPSHOT_LEAD_WAVES * wave)
@@ -206,9 +203,6 @@ def simulate_sampled(launch, replay):
         k = k_max
         last, _ = time_waves(k, resume=snapshot)
         marginals = wave_marginals(last.cta_done_cycles, wave, k)
-    if not steady(marginals) and k < MAX_WAVES:
-        full, _ = time_waves(math.ceil(n_waves), steady_l2=False)
-        return replay.result(full, fidelity="full", waves_simulated=n_waves)
     marginal = max((marginals[-1] + marginals[-2]) / 2, 0)
     extra = (n_waves - k) * marginal
     cycles = int(round(last.cycles + extra))

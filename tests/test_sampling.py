@@ -33,7 +33,7 @@ def mma_bf16(m, n, k, warps=2):
 
 CASES = {
     "sgemm_tiled_1536x1536x32": sgemm(1536, 1536, 32),
-    "saxpy_6_waves": saxpy(6 * 1056 * 256 + 5000),
+    "saxpy_8_waves": saxpy(8 * 1056 * 256 + 5000),
     "mma_bf16_4096x2048x64": mma_bf16(4096, 2048, 64),
 }
 
@@ -61,9 +61,10 @@ def test_small_grid_is_timed_in_full():
     assert res.fidelity == "full" and res.extrapolated_fraction == 0
 
 
-def test_unsteady_grid_with_few_waves_left_is_timed_in_full():
-    """Marginals not steady at k_max and the grid too small for k_max to reach MAX_WAVES: no
-    extrapolation, the cycles are those of the full run (6.2 waves of 1320 CTAs, k_max = 5)."""
+def test_grid_under_eight_waves_is_timed_in_full():
+    """Under MIN_WAVES (8) waves the grid is timed in full, not extrapolated from fewer
+    waves: mma_bf16 2048x1024x64, 6.2 waves of 1320 CTAs, whose marginals at 5 waves are
+    not steady and whose last waves are shorter; the cycles are those of the full run."""
     ptx, entry, grid, block, args = mma_bf16(2048, 1024, 64)
     sampled = simulator.simulate_kernel(ptx, entry, grid, block, args, H100, timing_only=True,
                                         fidelity="sampled")
