@@ -42,7 +42,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from isa.errors import LaunchError
+from models.sm_state import D_N, D_NEXT, D_STOP, NO_STOP
 
 RESERVED_SHARED_BYTES = 1024
 REGISTER_ROUND_THREAD = 8
@@ -148,20 +151,41 @@ def occupancy(config, block_threads: int, regs_per_thread: int,
 
 
 class CtaDispatcher:
-    """Hands out CTA linear indices in launch order."""
+    """Hands out CTA linear indices in launch order.
 
-    __slots__ = ("n_ctas", "next_cta")
+    Its state is one int64 array (`D_*` entries of `models.sm_state`: next CTA, CTA count,
+    and the dispatch count from which a caller wants the driver to stop), so that
+    `models.sm_driver.drive` hands out CTAs without a Python round trip."""
+
+    __slots__ = ("state",)
 
     def __init__(self, n_ctas: int) -> None:
-        self.n_ctas = n_ctas
-        self.next_cta = 0
+        self.state = np.array([0, n_ctas, NO_STOP], np.int64)
+
+    @property
+    def n_ctas(self) -> int:
+        return int(self.state[D_N])
+
+    @n_ctas.setter
+    def n_ctas(self, value: int) -> None:
+        self.state[D_N] = value
+
+    @property
+    def next_cta(self) -> int:
+        return int(self.state[D_NEXT])
+
+    def stop_from(self, dispatched: int | None) -> None:
+        """Ask the driver to stop once `dispatched` CTAs are handed out and some are left
+        (None: never)."""
+        self.state[D_STOP] = NO_STOP if dispatched is None else dispatched
 
     def take(self) -> int | None:
         """The next CTA to launch, or None when all have been handed out."""
-        if self.next_cta >= self.n_ctas:
+        state = self.state
+        cta = int(state[D_NEXT])
+        if cta >= state[D_N]:
             return None
-        cta = self.next_cta
-        self.next_cta += 1
+        state[D_NEXT] = cta + 1
         return cta
 
     def initial_fill(self, sms: list, ctas_per_sm: int) -> None:

@@ -296,16 +296,43 @@ class StreamingMultiprocessor:
             self.memory.fire_batch(self.sm_id, self.log[:n])
             lp[st.L_LOG_N] = 0
 
-    def _drain_stalls(self) -> None:
-        """Fire the stall log's rows as one `SM_STALL` (the loop logs a row at each yield
-        while hooks listen, `models.sm_core.log_stalls`)."""
+    def _drain_stalls(self, upto: int | None = None) -> None:
+        """Fire the stall log's rows (the first `upto`, default all) as one `SM_STALL` and
+        drop them (the loop logs a row at each yield while hooks listen,
+        `models.sm_core.log_stalls`)."""
         s = self.state
         n = int(s.lp[st.L_STALL_N])
-        if n:
-            rows = s.stall_log[:n]
+        cut = n if upto is None else min(upto, n)
+        if cut:
+            rows = s.stall_log[:cut]
             self.hooks.fire(SM_STALL, reasons=STALL_REASONS, cycles=rows[:, 0],
                             stalls=rows[:, 1:])
-            s.lp[st.L_STALL_N] = 0
+            if cut < n:
+                s.stall_log[:n - cut] = s.stall_log[cut:n].copy()
+            s.lp[st.L_STALL_N] = n - cut
+
+    def replay_cta_log(self) -> None:
+        """Fire the hooks of the CTAs finished and launched inside the compiled driver
+        (`models.sm_driver.drive`), in order, each after the stall rows logged before it,
+        as `_cta_done` and `launch` would have; empties the log."""
+        log = self.state.cta_log
+        n = int(log[0, 0])
+        if not n:
+            return
+        kernel, hooks = self.kernel, self.hooks
+        fired = 0
+        for kind, cta, cycle, stalls in log[1:n + 1, :st.T_FIELDS].tolist():
+            if stalls > fired:
+                self._drain_stalls(stalls - fired)
+                fired = stalls
+            if kind == st.T_DONE:
+                hooks.fire(SM_ISSUE, issued=kernel.cta_issued[cta],
+                           busy_cycles=kernel.cta_busy_cycles[cta])
+                hooks.fire(SM_CTA_DONE, cta=cta, warps=kernel.trace.warps_per_cta,
+                           cycle=cycle)
+            else:
+                hooks.fire(SM_CTA_LAUNCH, cta=cta, warps=self.state.wpc, cycle=cycle)
+        log[0, 0] = 0
 
     def _fire_stalls(self, cycle: int) -> None:
         """Fire the stall cycles summed so far, open stretches counted up to `cycle`."""

@@ -8,7 +8,9 @@ from-memory flags `wm` per register; open wgmma group completions `wg`), per sch
 (`ci`, `C_*`; warps waiting at its barrier `ca`), the loop's variables (`lp`, `L_*`) and
 stall cycles per reason (`stall`). Slots are reused as warps and CTAs finish; `make_room`
 and `widen_groups` grow the arrays (from Python, between calls of the loop).
-`PhaseTable` holds the mbarrier phases of one launch (`H_*` columns per phase slot).
+`cta_log` (`T_*` columns) holds the CTAs the compiled driver finished and launched
+(`models.sm_driver`) until Python fires their hooks; `D_*` index the dispatcher's state
+array. `PhaseTable` holds the mbarrier phases of one launch (`H_*` columns per phase slot).
 Per-pc timings (`P_*`) are built by `models.sm.KernelImage`. The codes of the loop's
 requests (`RC_*`), states (`ST_*`), policies (`POLICY_*`) and stall reasons (`REASON_*`)
 live here too.
@@ -45,6 +47,11 @@ C_FIELDS = C_BAR_X + BARRIERS
 H_COUNT, H_MAX, H_DONE, H_FIELDS = range(4)
 GROUPS_START = 16
 STALL_ROWS = 256               # rows of an SM's stall log (cycle, then stalls per reason)
+CTA_LOG_ROWS = 256             # rows of an SM's CTA log (row 0 holds the count)
+T_KIND, T_CTA, T_CYCLE, T_STALLS, T_FIELDS = range(5)   # CTA log columns
+T_DONE, T_LAUNCH = range(2)                              # CTA log kinds
+D_NEXT, D_N, D_STOP = range(3)  # `models.cta_dispatch.CtaDispatcher.state`
+NO_STOP = 1 << 62
 
 
 
@@ -93,6 +100,9 @@ class SmState:
         self.lp[L_CONST_LAT] = const_latency
         self.stall = np.zeros(5, np.int64)
         self.stall_log = np.zeros((STALL_ROWS, 1 + self.stall.size), np.int64)
+        # CTAs finished and launched inside `models.sm_driver.drive` (kind, CTA, cycle,
+        # stall-log rows before it), for their hooks; the count in [0, 0]
+        self.cta_log = np.zeros((CTA_LOG_ROWS + 1, T_FIELDS), np.int64)
         self.generation = 0    # counts replacements of the arrays (`make_room`, `widen_groups`)
 
     def make_room(self) -> None:

@@ -27,7 +27,7 @@ unit), one row per bucket (from `start_us` to `time_us`) and series:
     memory.<l>  bandwidth_gbps  GB/s      bytes / bucket duration
 
 and one row per CTA (not a bucket: `start_us`/`time_us` are its launch and completion on
-the SM), the first `MAX_CTA_ROWS` CTAs to complete:
+the SM), the first `MAX_CTA_ROWS` CTAs to complete (by completion cycle):
 
     sm.<id>     cta_span        index     the CTA's linear index in the grid
 
@@ -216,8 +216,9 @@ class TimelineTracer:
                 self._residency(row, data["cycle"], 1)
             else:
                 launched = self.cta_launch.pop(data["cta"])
-                if len(self.cta_spans) < MAX_CTA_ROWS:
-                    self.cta_spans.append((row, data["cta"], launched, data["cycle"]))
+                self.cta_spans.append((data["cycle"], row, data["cta"], launched))
+                if len(self.cta_spans) >= 2 * MAX_CTA_ROWS:
+                    self._first_spans()
                 self._residency(row, data["cycle"], -1)
 
         hooks.attach(on_sm, (SM_STALL, SM_CTA_LAUNCH, SM_CTA_DONE))
@@ -318,8 +319,17 @@ class TimelineTracer:
             return buckets
         return pd.concat([buckets, self._cta_table(run_id, kernel)], ignore_index=True)
 
+    def _first_spans(self) -> None:
+        """Keep the spans of the `MAX_CTA_ROWS` CTAs that finished first (by completion
+        cycle, then SM row and CTA: hooks of CTAs launched inside the compiled driver come
+        in batches, not in completion order across SMs)."""
+        self.cta_spans.sort()
+        del self.cta_spans[MAX_CTA_ROWS:]
+
     def _cta_table(self, run_id: str, kernel: str) -> pd.DataFrame:
-        spans = np.array(self.cta_spans, dtype=np.float64).reshape(-1, 4)
+        self._first_spans()
+        done = np.array(self.cta_spans, dtype=np.float64).reshape(-1, 4)
+        spans = done[:, [1, 2, 3, 0]]
         ids = np.array(self.sm_ids, dtype=np.int64)[spans[:, 0].astype(np.int64)]
         return pd.DataFrame({
             "run_id": run_id, "kernel": kernel,

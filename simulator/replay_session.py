@@ -113,7 +113,10 @@ class ReplaySession:
                 def stop() -> bool:
                     return snapshot_from <= dispatcher.next_cta < dispatcher.n_ctas
 
-                if len(self.queue) and (stop() or driver.run(env, stop)):
+                dispatcher.stop_from(snapshot_from)      # for CTAs launched in `drive`
+                stopped = len(self.queue) and (stop() or driver.run(env, stop))
+                dispatcher.stop_from(None)
+                if stopped:
                     snapshot = self.copy()
             driver.run(env)
             return snapshot
