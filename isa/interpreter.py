@@ -93,7 +93,9 @@ def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 
     mode, `isa.dataflow`) advance the pc without their semantics, unless they are control
     instructions. A run of such unguarded instructions that no other thread's pc lies in
     is stepped at once: its threads are those at its first pc in each of its steps (min-PC
-    order), so each instruction is counted and observed with them, as step by step.
+    order), so each instruction is counted and observed with them, as step by step (an
+    observer with a `record_run(m, first, stop, lanes, n_warps)` method is given the run in
+    one call instead).
     """
     instrs = m.program.instrs
     skip = None
@@ -149,6 +151,7 @@ def _plain_run(m: Machine, counts: StepCounts, observer, lanes, nw: int, first: 
     instructions; no other thread at those pcs)."""
     n_lanes = m.nlanes(lanes)
     instrs = m.program.instrs
+    record_run = getattr(observer, "record_run", None)
     for target in range(first, last):
         counts.warp[target] += nw
         m.steps += 1
@@ -156,8 +159,10 @@ def _plain_run(m: Machine, counts: StepCounts, observer, lanes, nw: int, first: 
             m.pc[lanes] = target
             raise m.fault(instrs[target], f"step limit of {limit} reached (infinite loop?)")
         counts.thread[target] += n_lanes
-        if observer is not None:
+        if observer is not None and record_run is None:
             observer(m, instrs[target], lanes, nw)
+    if record_run is not None:
+        record_run(m, first, last, lanes, nw)
     m.pc[lanes] = last
 
 

@@ -89,7 +89,7 @@ from models.cached_memory import NO_INLINE_MEMORY
 from models.lsu import LoadStoreUnit
 from models.sm_warps import launch as launch_cta
 from models.tma import TmaEngine
-from models.units import ACTION_WGMMA, UNIT_NAMES, InstrTiming
+from models.units import ACTION_WGMMA, UNIT_NAMES, InstrTiming, fused_count
 from models.warp_scheduler import STALL_REASONS, policy_code
 from simulator.engine import Clock
 from simulator.hooks import Hooks
@@ -105,7 +105,8 @@ DEFAULT_QUANTUM_CYCLES = 64
 def _pc_table(timings: list[InstrTiming]) -> tuple[np.ndarray, np.ndarray]:
     """(per-pc `P_*` rows, flat register list) of the timings: the scoreboard registers
     (sources then destinations, once each, without those it does not wait for; a wgmma's
-    sources only) and the destinations."""
+    sources only) and the destinations; a fused run's row (`models.units.fused_timing`)
+    has none and points at its first pc (`P_FIRST`, -1 for the others)."""
     table = np.zeros((max(len(timings), 1), st.P_FIELDS), np.int64)
     flat: list[int] = []
     for p, t in enumerate(timings):
@@ -116,15 +117,16 @@ def _pc_table(timings: list[InstrTiming]) -> tuple[np.ndarray, np.ndarray]:
         mid = len(flat)
         flat.extend(t.destinations)
         table[p] = (t.unit, t.interval_cycles, t.latency_cycles, t.action, t.count, lo, mid,
-                    mid, len(flat))
+                    mid, len(flat), t.first_pc)
     return table, np.array(flat or [0], np.int64)
 
 
 @nb.njit(cache=True)
-def _cta_counts(offsets, pc, kind, detail, unit, interval, sized, warps_per_cta, n_ctas,
-                n_units):
+def _cta_counts(offsets, pc, kind, detail, unit, interval, weight, sized, warps_per_cta,
+                n_ctas, n_units):
     """(warp-instructions and initiation-interval cycles per CTA and unit, the largest
-    sector count of an event whose kind is `sized`) over a trace's events."""
+    sector count of an event whose kind is `sized`) over a trace's events; an event of pc
+    `p` stands for `weight[p]` warp-instructions (a fused run's length, else 1)."""
     issued = np.zeros((n_ctas, n_units), np.int64)
     busy = np.zeros((n_ctas, n_units), np.int64)
     largest = 0
@@ -132,8 +134,8 @@ def _cta_counts(offsets, pc, kind, detail, unit, interval, sized, warps_per_cta,
         c = w // warps_per_cta
         for e in range(offsets[w], offsets[w + 1]):
             p = pc[e]
-            issued[c, unit[p]] += 1
-            busy[c, unit[p]] += interval[p]
+            issued[c, unit[p]] += weight[p]
+            busy[c, unit[p]] += interval[p] * weight[p]
             if sized[kind[e]] and detail[e] > largest:
                 largest = detail[e]
     return issued, busy, largest
@@ -173,11 +175,12 @@ class KernelImage:
         setattr_(self, "ev_sectors", np.ascontiguousarray(trace.sectors, np.int64))
         unit = np.array([t.unit for t in self.timings] or [0], dtype=np.int64)
         interval = np.array([t.interval_cycles for t in self.timings] or [0], dtype=np.int64)
+        weight = np.array([fused_count(t) for t in self.timings] or [1], dtype=np.int64)
         sized = np.zeros(len(KIND_NAMES), np.bool_)
         sized[list(SECTOR_KINDS)] = True
         issued, busy, max_sectors = _cta_counts(
-            self.offsets, self.ev_pc, self.ev_kind, self.ev_detail, unit, interval, sized,
-            trace.warps_per_cta, trace.n_ctas, n_units)
+            self.offsets, self.ev_pc, self.ev_kind, self.ev_detail, unit, interval, weight,
+            sized, trace.warps_per_cta, trace.n_ctas, n_units)
         setattr_(self, "cta_issued", issued)
         setattr_(self, "cta_busy_cycles", busy)
         setattr_(self, "max_sectors", int(max_sectors))

@@ -66,8 +66,13 @@ from models.sm_state import (
     NEVER,
     P_ACTION,
     P_COUNT,
+    P_DST_HI,
+    P_DST_LO,
+    P_FIRST,
     P_INTERVAL,
     P_LATENCY,
+    P_SB_HI,
+    P_SB_LO,
     P_UNIT,
     POLICY_GTO,
     RC_CTA_DONE,
@@ -95,16 +100,18 @@ from models.sm_state import (
     ST_PASS,
     ST_PENDING,
     ST_TOP,
+    W_DONE,
     W_END,
     W_MEM,
     W_NGROUPS,
     W_POS,
     W_READY,
+    W_SUB,
     W_UNIT,
     W_WAIT_SLOT,
     W_WG_OPEN,
 )
-from models.sm_warps import contribute, post
+from models.sm_warps import contribute, post, prepare
 from models.units import (
     ACTION_MBARRIER,
     ACTION_MBARRIER_WAIT,
@@ -127,6 +134,49 @@ def _answered(w, e, action, cycle, done, ev_pc, ev_kind, ev_slot, pcs, regs, slo
         contribute(ev_slot[e], done, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm, si,
                    lp)
     post(w, e, action, cycle, done, 1, 0, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
+
+
+@inline_step
+def _issue_run(w, k, e, p, cycle, latency, ev_pc, pcs, regs, wi, wr, wm, si, uf, sw, ci, ca,
+               lp):
+    """Issue fused event `e` (pcs P_FIRST .. + P_COUNT - 1, one-cycle plain ops of one unit
+    traced as one event, `models.units.fusable_run_ends`) from its next pc (`W_SUB`) at
+    `cycle`, and its following pcs at the next cycles while each is ready and the cycle
+    within the loop's window: the issues `_burst` makes of the same pcs traced one by one.
+    Where one stops short the event stays the warp's next, at that pc."""
+    first, n = pcs[p, P_FIRST], pcs[p, P_COUNT]
+    j = wi[w, W_SUB]
+    window = lp[L_WINDOW]
+    t = cycle
+    while True:
+        q = first + j
+        done = t + latency
+        for i in range(pcs[q, P_DST_LO], pcs[q, P_DST_HI]):
+            d = regs[i]
+            wr[w, d] = done
+            wm[w, d] = 0
+        if done > wi[w, W_DONE]:
+            wi[w, W_DONE] = done
+        j += 1
+        if j == n or t + 1 > window:
+            break
+        ready = t + 1
+        for i in range(pcs[q + 1, P_SB_LO], pcs[q + 1, P_SB_HI]):
+            if wr[w, regs[i]] > ready:
+                ready = wr[w, regs[i]]
+        if ready > t + 1:
+            break
+        t += 1
+    uf[k, pcs[p, P_UNIT]] = t + pcs[p, P_INTERVAL]
+    si[k, S_WAKE] = t + 1
+    si[k, S_SLOT_FREE] = t + 1
+    if j == n:
+        wi[w, W_SUB] = 0
+        post(w, e, ACTION_UNIT, t, t + latency, 0, 0, ev_pc, pcs, regs, wi, wr, wm, si, sw,
+             ci, ca, lp)
+    else:
+        wi[w, W_SUB] = j
+        prepare(w, t + 1, ev_pc, pcs, regs, wi, wr, wm)
 
 
 @inline_step
@@ -213,6 +263,10 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
                 wg[w, i] = wg[w, cut + i]
             wi[w, W_NGROUPS] = count
         done = cycle + latency
+    elif pcs[p, P_FIRST] >= 0:                          # a fused run of plain ops
+        _issue_run(w, k, e, p, cycle, latency, ev_pc, pcs, regs, wi, wr, wm, si, uf, sw, ci,
+                   ca, lp)
+        return 0
     else:                                               # plain units and bar.sync
         done = cycle + latency
     post(w, e, action, cycle, done, mem, hold, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca,

@@ -34,7 +34,7 @@ ST_TOP, ST_PASS, ST_AFTER_ISSUE, ST_PENDING = range(4)
  L_NEXT_SCHED, L_GROW, L_INLINE, L_SM_ID, L_FREQ_KHZ, L_L1_FREE, L_L1_SECTORS, L_TMA_FREE,
  L_TMA_BYTES, L_LOG_N, L_MEM_LISTEN, L_STALL_N, L_SIZE) = range(30)
 (W_GID, W_CTA, W_SCHED, W_POS, W_END, W_READY, W_UNIT, W_MEM, W_DONE, W_WG_OPEN, W_NGROUPS,
- W_WAIT_SLOT, W_USED, W_FIELDS) = range(14)
+ W_WAIT_SLOT, W_USED, W_SUB, W_FIELDS) = range(15)
 (S_N, S_LAST, S_WAKE, S_TOUCHED, S_SLOT_FREE, S_REASON, S_SINCE, S_TENSOR,
  S_FIELDS) = range(9)
 C_INDEX, C_LIVE, C_NARR, C_USED = range(4)
@@ -43,7 +43,7 @@ C_BAR_N = 4                    # C_BAR_N + b: warps waiting at barrier b
 C_BAR_X = C_BAR_N + BARRIERS   # C_BAR_X + b: warps it expects (0: every live warp)
 C_FIELDS = C_BAR_X + BARRIERS
 (P_UNIT, P_INTERVAL, P_LATENCY, P_ACTION, P_COUNT, P_SB_LO, P_SB_HI, P_DST_LO, P_DST_HI,
- P_FIELDS) = range(10)
+ P_FIRST, P_FIELDS) = range(11)
 H_COUNT, H_MAX, H_DONE, H_FIELDS = range(4)
 GROUPS_START = 16
 STALL_ROWS = 256               # rows of an SM's stall log (cycle, then stalls per reason)

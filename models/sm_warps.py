@@ -38,6 +38,7 @@ from models.sm_state import (
     P_COUNT,
     P_DST_HI,
     P_DST_LO,
+    P_FIRST,
     P_SB_HI,
     P_SB_LO,
     P_UNIT,
@@ -53,6 +54,7 @@ from models.sm_state import (
     W_POS,
     W_READY,
     W_SCHED,
+    W_SUB,
     W_UNIT,
     W_USED,
     W_WAIT_SLOT,
@@ -69,8 +71,11 @@ def touch(si, k, cycle):
 
 @inline_step
 def prepare(w, base, ev_pc, pcs, regs, wi, wr, wm):
-    """Scoreboard check of the warp's next instruction; ready no earlier than `base`."""
+    """Scoreboard check of the warp's next instruction (of a fused run, the pc of the run
+    it issues next, `W_SUB`); ready no earlier than `base`."""
     p = ev_pc[wi[w, W_POS]]
+    if pcs[p, P_FIRST] >= 0:
+        p = pcs[p, P_FIRST] + wi[w, W_SUB]
     ready_cycle = base
     mem = 0
     for i in range(pcs[p, P_SB_LO], pcs[p, P_SB_HI]):

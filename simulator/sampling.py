@@ -158,7 +158,7 @@ def simulate_sampled(launch, replay):
     n_ctas = launch.n_ctas
     wave = max(replay.ctas_per_wave(replay.n_sms), 1)
     n_waves = n_ctas / wave
-    recorder = launch.recorder()
+    recorder = replay.recorder(launch)
     warp_instr = thread_instr = traced = 0
     dirty: list = []
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 import isa
@@ -49,7 +50,7 @@ from models.sm import DEFAULT_QUANTUM_CYCLES, KernelImage, StreamingMultiprocess
 from models.sm_state import PhaseTable
 from models.sm_tracer import MemoryTracer, SmTracer
 from models.timeline_tracer import TimelineTracer
-from models.units import event_timings, instruction_timings
+from models.units import event_timings, fusable_run_ends, instruction_timings
 from simulator.engine import Clock
 from simulator.replay_session import CtaDoneLog, ReplaySession
 from simulator.stats import Stat, StatSheet
@@ -152,7 +153,7 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
     if fidelity == "sampled":
         from simulator.sampling import simulate_sampled
         return simulate_sampled(launch, replay)
-    recorder = launch.recorder()
+    recorder = replay.recorder(launch)
     functional = launch.run(recorder)
     return replay.result(replay.run(launch, recorder, functional.warp_instructions,
                                     functional.thread_instructions))
@@ -178,8 +179,8 @@ class KernelLaunch:
     def n_ctas(self) -> int:
         return self.grid[0] * self.grid[1] * self.grid[2]
 
-    def recorder(self) -> TraceRecorder:
-        return TraceRecorder(self.grid, self.block_threads, self.program.local_bytes)
+    def recorder(self, fuse_end: np.ndarray | None = None) -> TraceRecorder:
+        return TraceRecorder(self.grid, self.block_threads, self.program.local_bytes, fuse_end)
 
     def run(self, recorder: TraceRecorder, cta_range: tuple[int, int] | None = None):
         """Functional run of all CTAs, or of `cta_range`, traced into `recorder`."""
@@ -219,6 +220,15 @@ class Replay:
         """SMs the kernel runs on (compute or reserved communication SMs)."""
         sm = self.config.sm
         return sm.comm_count if self.sms == "comm" else sm.compute_count
+
+    def recorder(self, launch: KernelLaunch) -> TraceRecorder:
+        """A trace recorder for `launch` that records runs of plain one-cycle unit ops as one
+        event each (`models.units.fusable_run_ends`) when the scheduler is greedy-then-oldest,
+        which issues such runs back to back as the fused event is timed."""
+        if (self.policy or self.config.sm.scheduler_policy) != "gto":
+            return launch.recorder()
+        timings, _ = instruction_timings(launch.program, self.config)
+        return launch.recorder(fusable_run_ends(launch.program, timings))
 
     def ctas_per_wave(self, n_sms: int) -> int:
         return self.occ.ctas_per_sm * n_sms

@@ -19,6 +19,11 @@ memory instructions, what the timing model needs to know about the access:
   (`phase_slot`) they contribute to or wait for; `slot_events[slot]` counts contributions;
 * extension ops whose timing depends on data (`isa.event_detail`): that data as `detail`.
 
+A run of plain instructions the interpreter steps at once (`isa.interpreter`) is given to
+`record_run`; with a `fuse_end` table (`models.units.fusable_run_ends`) each stretch of it
+that the table allows is one event whose pc is the stretch's own, numbered after the
+program's pcs in `WarpTrace.fused_runs` order ((first pc, end) pairs).
+
 Global warp id = linear CTA index (x fastest) * warps_per_cta + warp within the CTA.
 Everything is vectorised over all warps of a step; `finish()` turns the recorded chunks into
 a `WarpTrace` whose events are grouped by warp, in each warp's execution order.
@@ -77,6 +82,7 @@ class WarpTrace:
     sectors: np.ndarray
     phase_slot: np.ndarray | None = None
     slot_events: np.ndarray | None = None
+    fused_runs: tuple[tuple[int, int], ...] = ()
 
     @property
     def n_warps(self) -> int:
@@ -85,7 +91,7 @@ class WarpTrace:
 
     @property
     def n_events(self) -> int:
-        """Recorded warp-instructions."""
+        """Recorded events (warp-instructions, a fused run counting once)."""
         return int(self.pc.size)
 
     def events_of(self, warp: int) -> slice:
@@ -232,8 +238,11 @@ def warp_runs(lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 class TraceRecorder:
     """Observer for `isa.run_kernel` that builds a `WarpTrace` (call `finish()` after the run)."""
 
-    def __init__(self, grid: tuple[int, int, int], block_threads: int, local_bytes: int = 0):
+    def __init__(self, grid: tuple[int, int, int], block_threads: int, local_bytes: int = 0,
+                 fuse_end: np.ndarray | None = None):
         self.grid = grid
+        self.fuse_end = fuse_end            # `models.units.fusable_run_ends`, or None
+        self.fused_runs: dict[tuple[int, int], int] = {}
         self.warps_per_cta = -(-block_threads // 32)
         self.local_stride_bytes = max(int(local_bytes), 1)
         self._machine = None
@@ -246,7 +255,8 @@ class TraceRecorder:
         self._grouped: dict | None = None
         self._last: tuple = (None,)         # (exec_lanes, its lanes, warp runs, warps, zeros)
 
-    def __call__(self, m, ins, exec_lanes, n_warps: int) -> None:
+    def _warps(self, m, exec_lanes) -> tuple:
+        """(lanes, warp run starts, active lanes, global warps, zeros) of `exec_lanes`."""
         if m is not self._machine:
             self._machine = m
             ids = m.cta_ids.astype(np.int64)
@@ -255,14 +265,38 @@ class TraceRecorder:
             self._last = (None,)
         last = self._last
         if last[0] is exec_lanes:          # a run of instructions stepped with these lanes
-            lanes, starts, active, gwarp, zeros = last[1:]
-        else:
-            lanes = m.lane_ids(exec_lanes)
-            starts, warp_slots, active = warp_runs(lanes)
-            wpc = self.warps_per_cta
-            gwarp = self._cta_linear[warp_slots // wpc] * wpc + warp_slots % wpc
-            zeros = np.zeros(gwarp.size, dtype=np.int32)
-            self._last = (exec_lanes, lanes, starts, active, gwarp, zeros)
+            return last[1:]
+        lanes = m.lane_ids(exec_lanes)
+        starts, warp_slots, active = warp_runs(lanes)
+        wpc = self.warps_per_cta
+        gwarp = self._cta_linear[warp_slots // wpc] * wpc + warp_slots % wpc
+        zeros = np.zeros(gwarp.size, dtype=np.int32)
+        self._last = (exec_lanes, lanes, starts, active, gwarp, zeros)
+        return self._last[1:]
+
+    def record_run(self, m, first: int, stop: int, lanes, n_warps: int) -> None:
+        """Instructions `first` .. `stop` - 1 stepped at once with `lanes` (plain, skipped,
+        unguarded: `isa.interpreter`): each stretch that `fuse_end` allows is one event whose
+        pc is its fused run's (numbered after the program's pcs, in `fused_runs` order)."""
+        instrs = m.program.instrs
+        fuse_end = self.fuse_end
+        pc = first
+        while pc < stop:
+            end = pc + 1 if fuse_end is None else min(int(fuse_end[pc]), stop)
+            if end - pc < 2:
+                self(m, instrs[pc], lanes, n_warps)
+                pc += 1
+                continue
+            key = (pc, end)
+            fid = self.fused_runs.get(key)
+            if fid is None:
+                fid = self.fused_runs[key] = len(instrs) + len(self.fused_runs)
+            _, _, active, gwarp, zeros = self._warps(m, lanes)
+            self._chunks.append((gwarp, fid, active, KIND_NONE, zeros, None))
+            pc = end
+
+    def __call__(self, m, ins, exec_lanes, n_warps: int) -> None:
+        lanes, starts, active, gwarp, zeros = self._warps(m, exec_lanes)
         nw = gwarp.size
         kind, detail, sstart = KIND_NONE, zeros, None
         if ins.opname in TILE_OPS:
@@ -351,7 +385,7 @@ class TraceRecorder:
         slot_events = np.array(self._tiles.slot_events, dtype=np.int64)
         return WarpTrace(self.warps_per_cta, n_ctas, offsets, grouped["pc"], grouped["active"],
                          grouped["kind"], grouped["detail"], grouped["sstart"], sectors,
-                         grouped["slot"], slot_events)
+                         grouped["slot"], slot_events, tuple(self.fused_runs))
 
     def _group(self, first: int, n_warps: int) -> dict:
         """The events of chunks `first:` grouped by warp: field arrays, the events per warp,
