@@ -144,6 +144,10 @@ def _expand(first: np.ndarray, group: np.ndarray, count: int) -> tuple[np.ndarra
     return (first[:, None] + steps).reshape(-1), np.repeat(group, count)
 
 
+_INSERTION_MAX = 64
+"""Groups up to this size are sorted in place by insertion (a warp's sectors or words)."""
+
+
 @nb.njit(cache=True)
 def _distinct_per_group(values: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(values, groups) with duplicates inside each group removed, each group's values
@@ -157,9 +161,19 @@ def _distinct_per_group(values: np.ndarray, group: np.ndarray) -> tuple[np.ndarr
         j = i
         while j < n and group[j] == group[i]:
             j += 1
-        run = np.sort(values[i:j])
+        if j - i > _INSERTION_MAX:
+            run = np.sort(values[i:j])
+        else:                      # a warp's few values: insertion sort, no allocation
+            run = out_v[k:k + j - i]
+            for t in range(j - i):
+                v = values[i + t]
+                u = t
+                while u > 0 and run[u - 1] > v:
+                    run[u] = run[u - 1]
+                    u -= 1
+                run[u] = v
         for t in range(run.size):
-            if t == 0 or run[t] != run[t - 1]:
+            if t == 0 or run[t] != out_v[k - 1]:
                 out_v[k] = run[t]
                 out_g[k] = group[i]
                 k += 1
