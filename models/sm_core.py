@@ -100,6 +100,9 @@ from models.sm_state import (
     ST_PASS,
     ST_PENDING,
     ST_TOP,
+    W_CG_DONE,
+    W_CG_LO,
+    W_CGROUPS,
     W_DONE,
     W_END,
     W_MEM,
@@ -113,6 +116,8 @@ from models.sm_state import (
 )
 from models.sm_warps import contribute, post, prepare
 from models.units import (
+    ACTION_COPY_COMMIT,
+    ACTION_COPY_WAIT,
     ACTION_MBARRIER,
     ACTION_MBARRIER_WAIT,
     ACTION_MEMORY,
@@ -120,6 +125,8 @@ from models.units import (
     ACTION_UNIT,
     ACTION_WGMMA,
     ACTION_WGMMA_COMMIT,
+    ACTION_WGMMA_WAIT,
+    WAIT_ALL,
 )
 from simulator.trace import KIND_ATOMIC, KIND_BULK_STORE, KIND_LOAD, KIND_SHARED, KIND_STORE
 
@@ -134,6 +141,48 @@ def _answered(w, e, action, cycle, done, ev_pc, ev_kind, ev_slot, pcs, regs, slo
         contribute(ev_slot[e], done, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm, si,
                    lp)
     post(w, e, action, cycle, done, 1, 0, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
+
+
+@inline_step
+def _copy_groups(w, p, action, pcs, regs, wi, wr):
+    """`cp.async.commit_group` / `wait_group N` / `wait_all` (pc `p`) of warp `w`; the cycle
+    a wait holds the warp to (0 for a commit). The pc's destinations are the open group's
+    pseudo register (the latest completion of the copies issued since the last commit) and
+    a ring of `COPY_GROUPS` committed groups' (`W_CGROUPS` committed so far; slots from
+    `W_CG_LO` on outstanding; every group before `W_CG_DONE` waited for). A commit moves the
+    open group into the ring; with the ring full the oldest group merges into the next one
+    (a wait for it then waits for both). Wait N holds until every group but the N newest
+    completed; wait_all (count `WAIT_ALL`) until every copy did."""
+    base = pcs[p, P_DST_LO]
+    n_ring = pcs[p, P_DST_HI] - base - 1
+    open_r = regs[base]
+    count = pcs[p, P_COUNT]
+    if action == ACTION_COPY_COMMIT or count == WAIT_ALL:
+        lo, g = wi[w, W_CG_LO], wi[w, W_CGROUPS]
+        if g - lo == n_ring:
+            older, newer = regs[base + 1 + lo % n_ring], regs[base + 1 + (lo + 1) % n_ring]
+            if wr[w, older] > wr[w, newer]:
+                wr[w, newer] = wr[w, older]
+            wi[w, W_CG_LO] = lo + 1
+        wr[w, regs[base + 1 + g % n_ring]] = wr[w, open_r]
+        wr[w, open_r] = 0
+        wi[w, W_CGROUPS] = g + 1
+        if action == ACTION_COPY_COMMIT:
+            return 0
+        count = 0
+    keep = wi[w, W_CGROUPS] - count
+    if keep <= wi[w, W_CG_DONE]:
+        return 0
+    lo = wi[w, W_CG_LO]
+    end = max(keep, lo + 1)          # a group merged forward lives in slot lo
+    hold = 0
+    for i in range(lo, end):
+        r = regs[base + 1 + i % n_ring]
+        if wr[w, r] > hold:
+            hold = wr[w, r]
+    wi[w, W_CG_LO] = end
+    wi[w, W_CG_DONE] = end
+    return hold
 
 
 @inline_step
@@ -253,7 +302,10 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
                 done = max(at, done)
                 mem = 1
                 hold = at
-    elif action > ACTION_WGMMA_COMMIT:                  # wgmma.wait_group N
+    elif action == ACTION_COPY_COMMIT or action == ACTION_COPY_WAIT:
+        hold = _copy_groups(w, p, action, pcs, regs, wi, wr)
+        done = cycle + latency
+    elif action == ACTION_WGMMA_WAIT:                   # wgmma.wait_group N
         n, count = wi[w, W_NGROUPS], pcs[p, P_COUNT]
         if n > count:
             cut = n - count

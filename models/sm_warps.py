@@ -59,7 +59,14 @@ from models.sm_state import (
     W_USED,
     W_WAIT_SLOT,
 )
-from models.units import ACTION_BARRIER, ACTION_MBARRIER_WAIT, ACTION_MEMORY, ACTION_TMA
+from models.units import (
+    ACTION_BARRIER,
+    ACTION_COPY_COMMIT,
+    ACTION_COPY_WAIT,
+    ACTION_MBARRIER_WAIT,
+    ACTION_MEMORY,
+    ACTION_TMA,
+)
 
 
 @inline_step
@@ -194,12 +201,13 @@ def post(w, e, action, cycle, done, mem, hold, ev_pc, pcs, regs, wi, wr, wm, si,
           ca, lp):
     """The rest of an issue once its result cycle `done` is known."""
     p = ev_pc[e]
-    for i in range(pcs[p, P_DST_LO], pcs[p, P_DST_HI]):
-        d = regs[i]
-        if (action != ACTION_MEMORY and action != ACTION_TMA) or done >= wr[w, d]:
-            # asynchronous copies in flight together: the register holds the latest
-            wr[w, d] = done
-            wm[w, d] = mem
+    if action != ACTION_COPY_COMMIT and action != ACTION_COPY_WAIT:   # those set their own
+        for i in range(pcs[p, P_DST_LO], pcs[p, P_DST_HI]):
+            d = regs[i]
+            if (action != ACTION_MEMORY and action != ACTION_TMA) or done >= wr[w, d]:
+                # asynchronous copies in flight together: the register holds the latest
+                wr[w, d] = done
+                wm[w, d] = mem
     if done > wi[w, W_DONE]:
         wi[w, W_DONE] = done
     e += 1
@@ -225,7 +233,8 @@ def post(w, e, action, cycle, done, mem, hold, ev_pc, pcs, regs, wi, wr, wm, si,
         prepare(w, cycle + 1, ev_pc, pcs, regs, wi, wr, wm)
         if hold > wi[w, W_READY]:
             wi[w, W_READY] = hold
-            wi[w, W_MEM] = 1 if action == ACTION_MBARRIER_WAIT else 0
+            wi[w, W_MEM] = 1 if action == ACTION_MBARRIER_WAIT or action == ACTION_COPY_WAIT \
+                else 0
 
 
 
