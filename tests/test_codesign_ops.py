@@ -143,6 +143,25 @@ def test_two_four_baseline_doubles_the_rate_and_halves_the_weights():
         build_op("gemm", both, **GEMM)
 
 
+def test_two_four_deepseek_fp8_gemm_keeps_the_scale_a_bytes_on_the_stage_barrier():
+    """The DeepSeek-scaled fp8 template's stage barrier also expects the stage's scale_a box;
+    the compressed expect_tx keeps those bytes (it once dropped them and the 128x1536x7168
+    GEMM deadlocked at its first stage barrier)."""
+    config = _h800(**{"units.tensor.sparse_2_4": True})
+    sizes = {"m": 128, "n": 1536, "k": 7168, "dtype": "fp8", "scaling": "deepseek"}
+    stock = build_op("gemm", _h800(), **sizes).launches[0].ptx
+    plan = build_op("gemm", config, **sizes)
+    (dense,), (compressed,) = (co._EXPECT_TX.findall(p) for p in (stock, plan.launches[0].ptx))
+    tiles = plan.launches[0].detail["tiles"]
+    ab = tiles["k_tile"] * (tiles["m_tile"] + tiles["n_tile"])      # fp8: one byte each
+    scale_a = int(dense[1]) - ab
+    assert scale_a > 0
+    assert int(compressed[1]) == tiles["k_tile"] // 128 * (
+        tiles["m_tile"] * 128 + tiles["n_tile"] * 80) + scale_a
+    res = simulate_op(plan, config, "sampled")
+    assert res["time_us"] > 0
+
+
 def test_atom_bytes_round_up_to_the_tma_granule():
     assert [co.atom_bytes(r) for r in (0.0, 0.1, 0.5, 0.51, 1.0, 1.2)] == \
         [16, 16, 64, 80, 128, 128]

@@ -198,17 +198,26 @@ def _narrow(raw, args: list, inner_bytes: int):
 
 
 def _compressed(launch, info: dict, elem_bytes: int):
-    """(ptx, args) with compressed TMA boxes and the matching expect_tx."""
+    """(ptx, args) with compressed TMA boxes and the matching expect_tx: the stage's A and B
+    bytes replaced by their compressed size, anything else the stage's barrier expects (the
+    DeepSeek-scaled template's scale_a box) kept."""
     tiles = launch.detail["tiles"]
     k_atoms = tiles["k_tile"] * elem_bytes // ATOM_BYTES
     ca, cb = info["a_atom_bytes"], info["b_atom_bytes"]
     args = list(launch.args)
     args[0], args[1] = _narrow(args[0], args, ca), _narrow(args[1], args, cb)
-    tx = k_atoms * (tiles["m_tile"] * ca + tiles["n_tile"] * cb)
-    ptx, count = _EXPECT_TX.subn(rf"\g<1>{tx};", launch.ptx)
-    if count != 1:
+    found = _EXPECT_TX.findall(launch.ptx)
+    if len(found) != 1:
         raise InputError("co-design: the GEMM producer's expect_tx was not found; accepted: "
                          "the stock GEMM template")
+    dense = k_atoms * ATOM_BYTES * (tiles["m_tile"] + tiles["n_tile"])
+    other = int(found[0][1]) - dense
+    if other < 0:
+        raise InputError(f"co-design: the GEMM producer expects {found[0][1]} bytes per stage, "
+                         f"less than its A and B boxes ({dense}); accepted: the stock GEMM "
+                         "template")
+    tx = k_atoms * (tiles["m_tile"] * ca + tiles["n_tile"] * cb) + other
+    ptx = _EXPECT_TX.sub(rf"\g<1>{tx};", launch.ptx)
     return ptx, args
 
 
