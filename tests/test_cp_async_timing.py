@@ -37,13 +37,17 @@ def copies_kernel(n: int) -> str:
 """
 
 
-def cycles(n: int) -> int:
-    src = np.arange(4096 * 8 // 4, dtype=np.uint32)
+def copy_cycles(ptx: str, entry: str, src: np.ndarray) -> int:
+    """Cycles of one thread running `entry` of `ptx` on h100_sxm with (src, out); the kernel
+    must have stored src[0] to out[0]."""
     out = np.zeros(1, np.uint32)
-    res = simulate_kernel(copies_kernel(n), "copies", 1, 1, [src, out],
-                          config=models.load_preset("h100_sxm"))
-    assert out[0] == 0
+    res = simulate_kernel(ptx, entry, 1, 1, [src, out], config=models.load_preset("h100_sxm"))
+    assert out[0] == src[0]
     return res.cycles
+
+
+def cycles(n: int) -> int:
+    return copy_cycles(copies_kernel(n), "copies", np.arange(4096 * 8 // 4, dtype=np.uint32))
 
 
 def test_copies_overlap():
@@ -122,12 +126,7 @@ def groups_kernel(wait: str) -> str:
 
 
 def group_cycles(wait: str) -> int:
-    src = np.arange(4096, dtype=np.uint32) + 7
-    out = np.zeros(1, np.uint32)
-    res = simulate_kernel(groups_kernel(wait), "groups", 1, 1, [src, out],
-                          config=models.load_preset("h100_sxm"))
-    assert out[0] == 7
-    return res.cycles
+    return copy_cycles(groups_kernel(wait), "groups", np.arange(4096, dtype=np.uint32) + 7)
 
 
 def test_wait_group_n_leaves_the_newest_groups_in_flight():
@@ -148,11 +147,7 @@ def ring_cycles(wait: str) -> int:
     ptx = copies_kernel(1).replace(
         "  cp.async.cg.shared.global [%r1+0], [%rd1+0], 16;\n  cp.async.commit_group;\n"
         "  cp.async.wait_all;", copies + "\n" + wait).replace(".b8 buf[16]", ".b8 buf[160]")
-    src = np.arange(4096 * 10 // 4, dtype=np.uint32)
-    out = np.zeros(1, np.uint32)
-    res = simulate_kernel(ptx, "copies", 1, 1, [src, out], config=models.load_preset("h100_sxm"))
-    assert out[0] == 0
-    return res.cycles
+    return copy_cycles(ptx, "copies", np.arange(4096 * 10 // 4, dtype=np.uint32))
 
 
 def test_more_groups_than_the_ring_merge_the_oldest():
