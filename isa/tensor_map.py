@@ -42,6 +42,7 @@ use the same function, so TMA-written tiles feed wgmma directly.
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass
 
@@ -74,7 +75,7 @@ class TensorMap:
 
     @property
     def box_bytes(self) -> int:
-        return int(np.prod(self.box)) * self.elem_bytes
+        return math.prod(self.box) * self.elem_bytes
 
 
 def _dtype_code(dtype) -> int:
