@@ -66,13 +66,9 @@ from models.sm_state import (
     NEVER,
     P_ACTION,
     P_COUNT,
-    P_DST_HI,
-    P_DST_LO,
     P_FIRST,
     P_INTERVAL,
     P_LATENCY,
-    P_SB_HI,
-    P_SB_LO,
     P_UNIT,
     POLICY_GTO,
     RC_CTA_DONE,
@@ -100,21 +96,16 @@ from models.sm_state import (
     ST_PASS,
     ST_PENDING,
     ST_TOP,
-    W_CG_DONE,
-    W_CG_LO,
-    W_CGROUPS,
-    W_DONE,
     W_END,
     W_MEM,
     W_NGROUPS,
     W_POS,
     W_READY,
-    W_SUB,
     W_UNIT,
     W_WAIT_SLOT,
     W_WG_OPEN,
 )
-from models.sm_warps import contribute, post, prepare
+from models.sm_warps import contribute, copy_groups, issue_run, post
 from models.units import (
     ACTION_COPY_COMMIT,
     ACTION_COPY_WAIT,
@@ -126,7 +117,6 @@ from models.units import (
     ACTION_WGMMA,
     ACTION_WGMMA_COMMIT,
     ACTION_WGMMA_WAIT,
-    WAIT_ALL,
 )
 from simulator.trace import KIND_ATOMIC, KIND_BULK_STORE, KIND_LOAD, KIND_SHARED, KIND_STORE
 
@@ -141,91 +131,6 @@ def _answered(w, e, action, cycle, done, ev_pc, ev_kind, ev_slot, pcs, regs, slo
         contribute(ev_slot[e], done, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm, si,
                    lp)
     post(w, e, action, cycle, done, 1, 0, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp)
-
-
-@inline_step
-def _copy_groups(w, p, action, pcs, regs, wi, wr):
-    """`cp.async.commit_group` / `wait_group N` / `wait_all` (pc `p`) of warp `w`; the cycle
-    a wait holds the warp to (0 for a commit). The pc's destinations are the open group's
-    pseudo register (the latest completion of the copies issued since the last commit) and
-    a ring of `COPY_GROUPS` committed groups' (`W_CGROUPS` committed so far; slots from
-    `W_CG_LO` on outstanding; every group before `W_CG_DONE` waited for). A commit moves the
-    open group into the ring; with the ring full the oldest group merges into the next one
-    (a wait for it then waits for both). Wait N holds until every group but the N newest
-    completed; wait_all (count `WAIT_ALL`) until every copy did."""
-    base = pcs[p, P_DST_LO]
-    n_ring = pcs[p, P_DST_HI] - base - 1
-    open_r = regs[base]
-    count = pcs[p, P_COUNT]
-    if action == ACTION_COPY_COMMIT or count == WAIT_ALL:
-        lo, g = wi[w, W_CG_LO], wi[w, W_CGROUPS]
-        if g - lo == n_ring:
-            older, newer = regs[base + 1 + lo % n_ring], regs[base + 1 + (lo + 1) % n_ring]
-            if wr[w, older] > wr[w, newer]:
-                wr[w, newer] = wr[w, older]
-            wi[w, W_CG_LO] = lo + 1
-        wr[w, regs[base + 1 + g % n_ring]] = wr[w, open_r]
-        wr[w, open_r] = 0
-        wi[w, W_CGROUPS] = g + 1
-        if action == ACTION_COPY_COMMIT:
-            return 0
-        count = 0
-    keep = wi[w, W_CGROUPS] - count
-    if keep <= wi[w, W_CG_DONE]:
-        return 0
-    lo = wi[w, W_CG_LO]
-    end = max(keep, lo + 1)          # a group merged forward lives in slot lo
-    hold = 0
-    for i in range(lo, end):
-        r = regs[base + 1 + i % n_ring]
-        if wr[w, r] > hold:
-            hold = wr[w, r]
-    wi[w, W_CG_LO] = end
-    wi[w, W_CG_DONE] = end
-    return hold
-
-
-@inline_step
-def _issue_run(w, k, e, p, cycle, latency, ev_pc, pcs, regs, wi, wr, wm, si, uf, sw, ci, ca,
-               lp):
-    """Issue fused event `e` (pcs P_FIRST .. + P_COUNT - 1, one-cycle plain ops of one unit
-    traced as one event, `models.units.fusable_run_ends`) from its next pc (`W_SUB`) at
-    `cycle`, and its following pcs at the next cycles while each is ready and the cycle
-    within the loop's window: the issues `_burst` makes of the same pcs traced one by one.
-    Where one stops short the event stays the warp's next, at that pc."""
-    first, n = pcs[p, P_FIRST], pcs[p, P_COUNT]
-    j = wi[w, W_SUB]
-    window = lp[L_WINDOW]
-    t = cycle
-    while True:
-        q = first + j
-        done = t + latency
-        for i in range(pcs[q, P_DST_LO], pcs[q, P_DST_HI]):
-            d = regs[i]
-            wr[w, d] = done
-            wm[w, d] = 0
-        if done > wi[w, W_DONE]:
-            wi[w, W_DONE] = done
-        j += 1
-        if j == n or t + 1 > window:
-            break
-        ready = t + 1
-        for i in range(pcs[q + 1, P_SB_LO], pcs[q + 1, P_SB_HI]):
-            if wr[w, regs[i]] > ready:
-                ready = wr[w, regs[i]]
-        if ready > t + 1:
-            break
-        t += 1
-    uf[k, pcs[p, P_UNIT]] = t + pcs[p, P_INTERVAL]
-    si[k, S_WAKE] = t + 1
-    si[k, S_SLOT_FREE] = t + 1
-    if j == n:
-        wi[w, W_SUB] = 0
-        post(w, e, ACTION_UNIT, t, t + latency, 0, 0, ev_pc, pcs, regs, wi, wr, wm, si, sw,
-             ci, ca, lp)
-    else:
-        wi[w, W_SUB] = j
-        prepare(w, t + 1, ev_pc, pcs, regs, wi, wr, wm)
 
 
 @inline_step
@@ -303,7 +208,7 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
                 mem = 1
                 hold = at
     elif action == ACTION_COPY_COMMIT or action == ACTION_COPY_WAIT:
-        hold = _copy_groups(w, p, action, pcs, regs, wi, wr)
+        hold = copy_groups(w, p, action, pcs, regs, wi, wr)
         done = cycle + latency
     elif action == ACTION_WGMMA_WAIT:                   # wgmma.wait_group N
         n, count = wi[w, W_NGROUPS], pcs[p, P_COUNT]
@@ -316,8 +221,8 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
             wi[w, W_NGROUPS] = count
         done = cycle + latency
     elif pcs[p, P_FIRST] >= 0:                          # a fused run of plain ops
-        _issue_run(w, k, e, p, cycle, latency, ev_pc, pcs, regs, wi, wr, wm, si, uf, sw, ci,
-                   ca, lp)
+        issue_run(w, k, e, p, cycle, latency, ev_pc, pcs, regs, wi, wr, wm, si, uf, sw, ci,
+                  ca, lp)
         return 0
     else:                                               # plain units and bar.sync
         done = cycle + latency

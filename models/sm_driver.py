@@ -124,29 +124,18 @@ def _turnover(disp, ctl, offsets, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, 
     (`replay_cta_log`); False, nothing changed, when Python must answer: the CTA log is
     full, the SM has no room for another CTA, or the CTA launched finished at once."""
     listening = lp[st.L_LISTEN]
-    n = cta_log[0, 0]
-    if listening and n + 2 > cta_log.shape[0] - 1:
+    if listening and cta_log[0, 0] + 2 > cta_log.shape[0] - 1:   # a done and a launch row
         return False
     more = disp[st.D_NEXT] < disp[st.D_N]
     if more:
-        free_warps = 0
-        for w in range(wi.shape[0]):
-            if wi[w, st.W_USED] == 0:
-                free_warps += 1
-        free_cta = False
-        for c in range(ci.shape[0]):
-            if ci[c, st.C_USED] == 0:
-                free_cta = True
-        if not free_cta or free_warps < ca.shape[1]:
+        free_ctas, free_warps = st.free_slots(wi, ci)
+        if free_ctas < 1 or free_warps < ca.shape[1]:
             return False
     cycle = lp[st.L_CYCLE]
     cta = lp[st.L_CTA_DONE]
     lp[st.L_CTA_DONE] = -1
     if listening:
-        n += 1
-        cta_log[n, st.T_KIND], cta_log[n, st.T_CTA] = st.T_DONE, cta
-        cta_log[n, st.T_CYCLE], cta_log[n, st.T_STALLS] = cycle, lp[st.L_STALL_N]
-        cta_log[0, 0] = n
+        _log_cta(cta_log, st.T_DONE, cta, cycle, lp[st.L_STALL_N])
     if not more:
         return True
     nxt = disp[st.D_NEXT]
@@ -156,11 +145,17 @@ def _turnover(disp, ctl, offsets, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, 
     finished = launch_cta(nxt, cycle, offsets, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca,
                           lp)
     if listening:
-        n += 1
-        cta_log[n, st.T_KIND], cta_log[n, st.T_CTA] = st.T_LAUNCH, nxt
-        cta_log[n, st.T_CYCLE], cta_log[n, st.T_STALLS] = cycle, lp[st.L_STALL_N]
-        cta_log[0, 0] = n
+        _log_cta(cta_log, st.T_LAUNCH, nxt, cycle, lp[st.L_STALL_N])
     return not finished
+
+
+@step
+def _log_cta(cta_log, kind, cta, cycle, stalls):
+    """Append a row (`T_*` columns) to an SM's CTA log; its count is in [0, 0]."""
+    n = cta_log[0, 0] + 1
+    cta_log[n, st.T_KIND], cta_log[n, st.T_CTA] = kind, cta
+    cta_log[n, st.T_CYCLE], cta_log[n, st.T_STALLS] = cycle, stalls
+    cta_log[0, 0] = n
 
 
 @nb.njit(cache=True)

@@ -20,6 +20,7 @@ Left out: nothing of the loop's state. Units: SM cycles.
 
 from __future__ import annotations
 
+import numba as nb
 import numpy as np
 
 NEVER = 1 << 62
@@ -53,6 +54,21 @@ T_DONE, T_LAUNCH = range(2)                              # CTA log kinds
 D_NEXT, D_N, D_STOP = range(3)  # `models.cta_dispatch.CtaDispatcher.state`
 NO_STOP = 1 << 62
 
+
+
+@nb.njit(cache=True)
+def free_slots(wi, ci):
+    """(free CTA slots, free warp slots) of an SM's state arrays (`SmState.make_room`, and
+    `models.sm_driver` before it launches a CTA itself)."""
+    free_ctas = 0
+    for c in range(ci.shape[0]):
+        if ci[c, C_USED] == 0:
+            free_ctas += 1
+    free_warps = 0
+    for w in range(wi.shape[0]):
+        if wi[w, W_USED] == 0:
+            free_warps += 1
+    return free_ctas, free_warps
 
 
 class PhaseTable:
@@ -107,8 +123,7 @@ class SmState:
 
     def make_room(self) -> None:
         """Room for one more CTA: a free CTA slot and `wpc` free warp slots."""
-        free_ctas = int(np.count_nonzero(self.ci[:, C_USED] == 0))
-        free_warps = int(np.count_nonzero(self.wi[:, W_USED] == 0))
+        free_ctas, free_warps = free_slots(self.wi, self.ci)
         if free_ctas < 1 or self.wpc > free_warps:
             self.generation += 1
         if free_ctas < 1:

@@ -7,7 +7,9 @@ and issuing: the scoreboard check of a warp's next instruction (`prepare`), the 
 issue once its result cycle is known (`post`: destinations, `bar.sync` arrival, the warp's
 end, the next check with a hold), retiring a warp and its CTA (`finish`), releasing a
 barrier (`release`), contributing to an mbarrier phase and waking its waiters
-(`contribute`), and making a CTA resident (`launch`). The semantics are those of
+(`contribute`), making a CTA resident (`launch`), `cp.async` group commits and waits
+(`copy_groups`) and issuing a fused run of plain ops pc by pc (`issue_run`). The semantics
+are those of
 `models.sm`'s docstring; the state layout is `models.sm_state`'s.
 
 Left out: what `models.sm` leaves out. Units: SM cycles.
@@ -34,18 +36,24 @@ from models.sm_state import (
     L_NEXT_SCHED,
     L_RESIDENT,
     L_WAKE,
+    L_WINDOW,
     NEVER,
     P_COUNT,
     P_DST_HI,
     P_DST_LO,
     P_FIRST,
+    P_INTERVAL,
     P_SB_HI,
     P_SB_LO,
     P_UNIT,
     S_LAST,
     S_N,
+    S_SLOT_FREE,
     S_TOUCHED,
     S_WAKE,
+    W_CG_DONE,
+    W_CG_LO,
+    W_CGROUPS,
     W_CTA,
     W_DONE,
     W_END,
@@ -66,6 +74,8 @@ from models.units import (
     ACTION_MBARRIER_WAIT,
     ACTION_MEMORY,
     ACTION_TMA,
+    ACTION_UNIT,
+    WAIT_ALL,
 )
 
 
@@ -279,3 +289,89 @@ def launch(cta, cycle, offsets, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp
     if cycle < lp[L_WAKE]:
         lp[L_WAKE] = cycle
     return finished
+
+
+@inline_step
+def copy_groups(w, p, action, pcs, regs, wi, wr):
+    """`cp.async.commit_group` / `wait_group N` / `wait_all` (pc `p`) of warp `w`; the cycle
+    a wait holds the warp to (0 for a commit). The pc's destinations are the open group's
+    pseudo register (the latest completion of the copies issued since the last commit) and
+    a ring of `COPY_GROUPS` committed groups' (`W_CGROUPS` committed so far; slots from
+    `W_CG_LO` on outstanding; every group before `W_CG_DONE` waited for). A commit moves the
+    open group into the ring; with the ring full the oldest group merges into the next one
+    (a wait for it then waits for both). Wait N holds until every group but the N newest
+    completed; wait_all (count `WAIT_ALL`) until every copy did."""
+    base = pcs[p, P_DST_LO]
+    n_ring = pcs[p, P_DST_HI] - base - 1
+    open_r = regs[base]
+    count = pcs[p, P_COUNT]
+    if action == ACTION_COPY_COMMIT or count == WAIT_ALL:
+        lo, g = wi[w, W_CG_LO], wi[w, W_CGROUPS]
+        if g - lo == n_ring:
+            older, newer = regs[base + 1 + lo % n_ring], regs[base + 1 + (lo + 1) % n_ring]
+            if wr[w, older] > wr[w, newer]:
+                wr[w, newer] = wr[w, older]
+            wi[w, W_CG_LO] = lo + 1
+        wr[w, regs[base + 1 + g % n_ring]] = wr[w, open_r]
+        wr[w, open_r] = 0
+        wi[w, W_CGROUPS] = g + 1
+        if action == ACTION_COPY_COMMIT:
+            return 0
+        count = 0
+    keep = wi[w, W_CGROUPS] - count
+    if keep <= wi[w, W_CG_DONE]:
+        return 0
+    lo = wi[w, W_CG_LO]
+    end = max(keep, lo + 1)          # a group merged forward lives in slot lo
+    hold = 0
+    for i in range(lo, end):
+        r = regs[base + 1 + i % n_ring]
+        if wr[w, r] > hold:
+            hold = wr[w, r]
+    wi[w, W_CG_LO] = end
+    wi[w, W_CG_DONE] = end
+    return hold
+
+
+@inline_step
+def issue_run(w, k, e, p, cycle, latency, ev_pc, pcs, regs, wi, wr, wm, si, uf, sw, ci, ca,
+               lp):
+    """Issue fused event `e` (pcs P_FIRST .. + P_COUNT - 1, one-cycle plain ops of one unit
+    traced as one event, `models.units.fusable_run_ends`) from its next pc (`W_SUB`) at
+    `cycle`, and its following pcs at the next cycles while each is ready and the cycle
+    within the loop's window: the issues `models.sm_core._burst` makes of the same pcs
+    traced one by one.
+    Where one stops short the event stays the warp's next, at that pc."""
+    first, n = pcs[p, P_FIRST], pcs[p, P_COUNT]
+    j = wi[w, W_SUB]
+    window = lp[L_WINDOW]
+    t = cycle
+    while True:
+        q = first + j
+        done = t + latency
+        for i in range(pcs[q, P_DST_LO], pcs[q, P_DST_HI]):
+            d = regs[i]
+            wr[w, d] = done
+            wm[w, d] = 0
+        if done > wi[w, W_DONE]:
+            wi[w, W_DONE] = done
+        j += 1
+        if j == n or t + 1 > window:
+            break
+        ready = t + 1
+        for i in range(pcs[q + 1, P_SB_LO], pcs[q + 1, P_SB_HI]):
+            if wr[w, regs[i]] > ready:
+                ready = wr[w, regs[i]]
+        if ready > t + 1:
+            break
+        t += 1
+    uf[k, pcs[p, P_UNIT]] = t + pcs[p, P_INTERVAL]
+    si[k, S_WAKE] = t + 1
+    si[k, S_SLOT_FREE] = t + 1
+    if j == n:
+        wi[w, W_SUB] = 0
+        post(w, e, ACTION_UNIT, t, t + latency, 0, 0, ev_pc, pcs, regs, wi, wr, wm, si, sw,
+             ci, ca, lp)
+    else:
+        wi[w, W_SUB] = j
+        prepare(w, t + 1, ev_pc, pcs, regs, wi, wr, wm)

@@ -21,7 +21,7 @@ ones (they are in flight together, as LDGSTS are). `cp.async.commit_group`
 (`ACTION_COPY_COMMIT`) moves the open group into a ring of `COPY_GROUPS` committed groups'
 registers, `cp.async.wait_group N` (`ACTION_COPY_WAIT`, `count` = N) holds the warp until
 all but the N newest committed groups completed, `cp.async.wait_all` until every copy did
-(`models.sm_core._copy_groups`; a two-stage pipeline with `wait_group 1`, `mma_bf16_gemm`
+(`models.sm_warps.copy_groups`; a two-stage pipeline with `wait_group 1`, `mma_bf16_gemm`
 512^3 on h100_sxm, 19.35 -> 10.69 us against ncu's 12.35).
 
 Hopper tile ops get their own actions, timed by the SM (`models.sm`) and the TMA engine
@@ -57,7 +57,7 @@ Fused runs: a run of plain one-cycle ops of one unit and latency (the 64 or 128 
 DeepSeek-scaled GEMM's promotion after every k-tile) may be traced as one event
 (`fusable_run_ends`, `simulator.trace.TraceRecorder`); `fused_timing` gives it a pc of its
 own after the program's (`first_pc`, `count`), and the SM issues its pcs one by one at the
-cycles greedy-then-oldest issues them traced one by one (`models.sm_core._issue_run`), so
+cycles greedy-then-oldest issues them traced one by one (`models.sm_warps.issue_run`), so
 the stats are the same bit for bit with fewer events (4096x4096x7168 fp8 on h800_sxm:
 15.8 -> 12.2 s CPU). Only under greedy-then-oldest (`simulator.simulate.Replay.recorder`).
 
@@ -109,7 +109,9 @@ _TILE_ACTIONS = {"cp.async.bulk.tensor": ACTION_TMA, "cp.async.bulk": ACTION_TMA
                  "mbarrier.try_wait": ACTION_MBARRIER_WAIT,
                  "mbarrier.test_wait": ACTION_MBARRIER_WAIT,
                  "wgmma.mma_async": ACTION_WGMMA, "wgmma.commit_group": ACTION_WGMMA_COMMIT,
-                 "wgmma.wait_group": ACTION_WGMMA_WAIT}
+                 "wgmma.wait_group": ACTION_WGMMA_WAIT,
+                 "cp.async.commit_group": ACTION_COPY_COMMIT,
+                 "cp.async.wait_group": ACTION_COPY_WAIT, "cp.async.wait_all": ACTION_COPY_WAIT}
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,11 +217,6 @@ def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
             # the open group, then the committed groups' ring (`models.sm_core`)
             destinations = unchecked = (numbering.of((ASYNC_COPY_REGISTER,)),) + tuple(
                 numbering.of((ASYNC_COPY_REGISTER, g)) for g in range(COPY_GROUPS))
-            action = ACTION_COPY_COMMIT
-            if ins.opname == "cp.async.wait_group":
-                action, count = ACTION_COPY_WAIT, int(ins.ops[0].value)
-            elif ins.opname == "cp.async.wait_all":
-                action, count = ACTION_COPY_WAIT, WAIT_ALL
         elif ins.opname in ("cp.async.bulk", "cp.async.bulk.tensor") and \
                 "bulk_group" in ins.flags:
             destinations = unchecked = (numbering.of((BULK_COPY_REGISTER,)),)
@@ -227,10 +224,10 @@ def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
             sources = sources + (numbering.of((BULK_COPY_REGISTER,)),)
         if ins.opname in _TILE_ACTIONS:
             action = _TILE_ACTIONS[ins.opname]
-            if action == ACTION_WGMMA_WAIT:
+            if ins.opname == "cp.async.wait_all":
+                count = WAIT_ALL
+            elif action in (ACTION_WGMMA_WAIT, ACTION_COPY_WAIT):
                 count = int(ins.ops[0].value)
-        elif action != ACTION_UNIT:
-            pass
         elif ins.unit == "lsu" and latency_class_is_memory(ins):
             action = ACTION_MEMORY
         elif ins.opname in ("bar", "barrier") and not ins.has("arrive"):
@@ -262,7 +259,7 @@ MAX_FUSED_RUN = 256
 def fusable_run_ends(program, timings: list[InstrTiming]) -> np.ndarray:
     """For each pc, the end (exclusive) of a run of instructions from it that may be traced
     as one event (`simulator.trace.TraceRecorder`; `models.sm_core` issues its pcs as
-    greedy-then-oldest issues them traced one by one, `_issue_run`): plain unit ops
+    greedy-then-oldest issues them traced one by one, `models.sm_warps.issue_run`): plain unit ops
     (`ACTION_UNIT`) of one unit and latency with a one-cycle initiation interval,
     unguarded, without data-timed or per-event details. pc + 1 where no run of two
     starts."""
@@ -302,7 +299,7 @@ def fused_timing(timings: list[InstrTiming], first: int, stop: int) -> InstrTimi
 
 def fused_count(t: InstrTiming) -> int:
     """Warp-instructions one event of timing `t` stands for (a fused run's length, else 1)."""
-    return t.count if t.action == ACTION_UNIT and t.count > 1 else 1
+    return t.count if t.first_pc >= 0 else 1
 
 
 def event_timings(trace, timings: list[InstrTiming], program, config):
