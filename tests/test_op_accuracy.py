@@ -32,7 +32,8 @@ def test_split_is_declared_and_disjoint():
     rows = acc.load_rows()
     fit, held = rows[rows.subset == "fit"], rows[rows.subset == "held"]
     key = ["dtype", "m", "n", "k"]
-    assert len(fit) == len(held) == 28
+    assert len(fit) == len(held) == 3 * 14
+    assert set(rows.dtype) == set(acc.FAMILY_OP)
     assert not set(map(tuple, fit[key].values)) & set(map(tuple, held[key].values))
 
 

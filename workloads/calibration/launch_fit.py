@@ -35,6 +35,7 @@ MAX_US = 20.0
 def fit_rows() -> pd.DataFrame:
     """The fit rows used: `family` ("gemm" or "attention"), `label`, `measured_us`."""
     g = gemm_accuracy.load_rows().query("subset == 'fit' and m <= @GEMM_MAX_M")
+    g = g[g.dtype.isin(gemm_accuracy.LAUNCH_FIT_FAMILIES)]
     a = attention_accuracy.load_rows().query(
         "subset == 'fit' and batch_size <= @ATTN_MAX_BATCH and kv_len <= @ATTN_MAX_KV")
     rows = [{"family": "gemm", "label": f"{r.dtype} {r.m}x{r.n}x{r.k}",
