@@ -12,7 +12,9 @@ this module holds only the arithmetic, on arrays the caller owns:
   ways last, so a set's tags (and its stamps) lie side by side for the lookups' scans;
 * `flags[level]` uint8 `[unit, set, way, 2]`: the valid-sector and dirty-sector masks;
 * `free_fs` int64: the "next free" time of every bandwidth pipe in femtoseconds, laid out as
-  the `PIPE_*` offsets in `params` say; `lru` int64 `[1]`: the LRU stamp counter;
+  the `PIPE_*` offsets in `params` say, then from `P_PIPE_ATOMIC` the slices' atomic tables
+  (per entry a tag, line + 1, and the ps its last atomic is done: `_atomic_unit`);
+  `lru` int64 `[1]`: the LRU stamp counter;
 * `banks` int64 `[channel, bank + 1, 2]`: per bank the open row (-1 = closed) and the ps the
   bank is free; the extra last entry of each channel (`bank = banks_per_channel`) holds the
   channel's data bus: the direction of its last transfer (0 read, 1 write) and the bytes of
@@ -40,6 +42,7 @@ import numba
 import numpy as np
 
 from models.cached_memory_layout import (
+    ATOMIC_ENTRIES,
     C_FAR_LINES,
     C_HBM_READ,
     C_HBM_REQUESTS,
@@ -63,6 +66,7 @@ from models.cached_memory_layout import (
     LEVEL_L1,
     LEVEL_L2,
     LEVEL_L3,
+    P_ATOMIC_PS,
     P_CHANNELS,
     P_FAR_PS,
     P_L1_PS,
@@ -74,6 +78,7 @@ from models.cached_memory_layout import (
     P_L3_SLICES,
     P_NOC_PS,
     P_PARTITIONS,
+    P_PIPE_ATOMIC,
     P_PIPE_DOWN,
     P_PIPE_L3,
     P_PIPE_SLICE,
@@ -239,9 +244,26 @@ def _evict_to(p, meta, flags, free_fs, banks, lru, counts, evicted, evicted_mask
 
 
 @step
-def _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line, mask, at_ps):
+def _atomic_unit(p, free_fs, home, line, at_ps, ops):
+    """Slice `home` performs `ops` serialized lane operations on one address of `line`,
+    its data there at `at_ps`, after the line's earlier atomics (`ATOMIC_ENTRIES`); the ps
+    the last is done."""
+    e = p[P_PIPE_ATOMIC] + 2 * (home * ATOMIC_ENTRIES + line % ATOMIC_ENTRIES)
+    start = at_ps
+    if free_fs[e] == line + 1:
+        start = max(start, free_fs[e + 1])
+    end = start + max(ops, 1) * p[P_ATOMIC_PS]
+    free_fs[e] = line + 1
+    free_fs[e + 1] = end
+    return end
+
+
+@step
+def _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line, mask, at_ps,
+                 ops):
     """The line's home slice serves `mask` from `at_ps` on (stores write it, loads and atomics
-    read it, fetching what is missing); the ps its answer leaves the slice."""
+    read it, fetching what is missing; atomics then take `ops` serialized operations,
+    `_atomic_unit`); the ps its answer leaves the slice."""
     l2m, l2f = meta[LEVEL_L2], flags[LEVEL_L2]
     s = l2_set_of_line(line, l2m.shape[1])
     t = _book(free_fs, p[P_PIPE_SLICE] + home, at_ps, popcount(mask) * p[P_SECTOR_BYTES],
@@ -261,6 +283,8 @@ def _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line, 
         data = max(data, fetched)
     evicted, evicted_mask = _install(l2m, l2f, lru, home, s, line, mask, fetched,
                                      kind == KIND_ATOMIC)
+    if kind == KIND_ATOMIC and p[P_ATOMIC_PS] > 0:
+        data = _atomic_unit(p, free_fs, home, line, data, ops)
     return max(data, _evict_to(p, meta, flags, free_fs, banks, lru, counts, evicted,
                                evicted_mask, t))
 
@@ -296,7 +320,7 @@ def _write_copies(p, l2m, l2f, home, line, mask, at_ps, writer):
 
 
 @step
-def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, at_ps):
+def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, at_ps, ops):
     """One L2 line of a request reaching the SM's partition at `at_ps`; the ps its answer is
     at the SM. Loads of a far-homed line look in the SM partition's copy first."""
     l2m, l2f = meta[LEVEL_L2], flags[LEVEL_L2]
@@ -307,14 +331,14 @@ def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, 
     counts[C_L2_LINES] += 1
     if not far:
         done = _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line,
-                            mask, at_ps)
+                            mask, at_ps, ops)
         if kind != KIND_LOAD:
             _write_copies(p, l2m, l2f, home, line, mask, done, -1)
         return done + back
     if kind != KIND_LOAD:
         counts[C_FAR_LINES] += 1
         done = _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line,
-                            mask, at_ps)
+                            mask, at_ps, ops)
         _write_copies(p, l2m, l2f, home, line, mask, done,
                       near if kind == KIND_STORE else -1)
         return done + back + p[P_FAR_PS]
@@ -334,7 +358,7 @@ def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, 
         return done + back
     counts[C_FAR_LINES] += 1
     copied = _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line,
-                          missing, t) + p[P_FAR_PS]
+                          missing, t, 1) + p[P_FAR_PS]
     evicted, evicted_mask = _install(l2m, l2f, lru, c, s, line, missing, copied, False)
     done = max(done, copied, _evict_to(p, meta, flags, free_fs, banks, lru, counts, evicted,
                                        evicted_mask, t))
@@ -342,27 +366,29 @@ def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, 
 
 
 @numba.njit(cache=True)
-def serve_request(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, counts):
-    """Run one warp request through the hierarchy; returns its completion time in ps."""
+def serve_request(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, counts,
+                  ops):
+    """Run one warp request through the hierarchy (`ops`: an atomic's lane operations on one
+    address); returns its completion time in ps."""
     n = sectors.size
     return _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, counts,
-                  np.ones(n, np.bool_), np.empty(n, np.int64))
+                  np.ones(n, np.bool_), np.empty(n, np.int64), ops)
 
 
 @step
 def serve_scratch(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, counts,
-                  need, line_done):
+                  need, line_done, ops):
     """`serve_request` on scratch arrays of at least the request's size (callers that must
     not allocate: the compiled SM loop, `models.sm_memory`)."""
     n = sectors.size
     need[:n] = True
     return _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, counts,
-                  need[:n], line_done[:n])
+                  need[:n], line_done[:n], ops)
 
 
 @step
 def _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, counts, need,
-           line_done):
+           line_done, ops):
     """`serve_request` on scratch arrays `need` (all True) and `line_done` of the request's
     size: no allocation, so it runs without reference counting."""
     counts[:] = 0
@@ -427,7 +453,7 @@ def _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, count
                 mask |= 1 << (sectors[j] % spl2)
             j += 1
         t = _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask,
-                     at_slice)
+                     at_slice, ops)
         for k in range(i, j):
             line_done[k] = t
         done = max(done, t)

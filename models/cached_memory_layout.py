@@ -33,7 +33,13 @@ KIND_LOAD, KIND_STORE, KIND_ATOMIC, KIND_BULK_LOAD = 0, 1, 2, 3
  P_PORT_FS, P_SLICE_FS, P_L3_FS, P_CHANNEL_FS, P_WRITEBACK_BOUND_FS,
  P_PIPE_UP, P_PIPE_DOWN, P_PIPE_SLICE, P_PIPE_L3, P_PIPE_CHANNEL,
  P_REFRESH_INTERVAL_FS, P_REFRESH_FS, P_WRITE_TO_READ_FS, P_READ_TO_WRITE_FS,
- N_PARAMS) = range(34)
+ P_ATOMIC_PS, P_PIPE_ATOMIC,
+ N_PARAMS) = range(36)
+
+ATOMIC_ENTRIES = 64
+"""Entries per L2 slice of the table that serializes atomics on one line (`free_fs` from
+`P_PIPE_ATOMIC` on: a tag (line + 1) and the ps the line's last atomic is performed, at
+`line % ATOMIC_ENTRIES`; two hot lines on one entry lose each other's order)."""
 
 # counts indices
 (C_SECTORS, C_L1_HIT, C_L1_MISS, C_L2_HIT, C_L2_MISS, C_L3_HIT, C_L3_MISS, C_HBM_READ,

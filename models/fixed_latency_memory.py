@@ -32,7 +32,8 @@ class FixedLatencyMemory:
         self.latency_ps = Clock(config.chip.clock_ghz).cycles_to_ps(cycles)
         self.hooks = Hooks("memory")
 
-    def access(self, sm_id: int, kind: str, sectors: np.ndarray, now_ps: int) -> int:
+    def access(self, sm_id: int, kind: str, sectors: np.ndarray, now_ps: int,
+               ops: int = 1) -> int:
         done = now_ps + self.latency_ps
         if self.hooks.listening:
             self.hooks.fire(MEMORY_ACCESS, sm_id=sm_id, kind=kind, sectors=int(sectors.size),

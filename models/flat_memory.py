@@ -13,14 +13,16 @@ and the whole HBM (`hbm.peak_bandwidth_gbps`). A request completes when its late
 passed and its bytes have left every pipe it uses.
 
 Contract (`MemoryInterface`):
-    access(sm_id: int, kind: str, sectors: np.ndarray, now_ps: int) -> int
+    access(sm_id: int, kind: str, sectors: np.ndarray, now_ps: int, ops: int = 1) -> int
         kind is "load", "store", "atomic" or "bulk_load" (a TMA / bulk-copy load: it reads
         like "load" but bypasses the SM's L1, as `cp.async.bulk` does); `sectors` are
         distinct 32-byte sector indices (byte address >> 5) of one warp instruction (int64,
         possibly empty); `now_ps` is the issue time in integer picoseconds, non-decreasing
         per SM and within a small window across SMs. Returns the completion time in ps
         (>= now_ps): load data usable, store or atomic performed. Calls must not change
-        functional results; the memory fires its own hooks (`MEMORY_ACCESS` here: sm_id,
+        functional results; `ops` is, for an atomic, the most lanes of the warp that update
+        one address (a memory that serializes same-address atomics uses it, this one does
+        not); the memory fires its own hooks (`MEMORY_ACCESS` here: sm_id,
         kind, sectors, l2_bytes, hbm_bytes, issue_ps, done_ps) and keeps no counters.
     hooks: a `simulator.hooks.Hooks`.
 
@@ -49,7 +51,8 @@ class MemoryInterface(Protocol):
 
     hooks: Hooks
 
-    def access(self, sm_id: int, kind: str, sectors: np.ndarray, now_ps: int) -> int: ...
+    def access(self, sm_id: int, kind: str, sectors: np.ndarray, now_ps: int,
+               ops: int = 1) -> int: ...
 
 
 class BandwidthPipe:
@@ -90,7 +93,8 @@ class FlatMemory:
         into.update(sectors)
         return len(into) - before
 
-    def access(self, sm_id: int, kind: str, sectors: np.ndarray, now_ps: int) -> int:
+    def access(self, sm_id: int, kind: str, sectors: np.ndarray, now_ps: int,
+               ops: int = 1) -> int:
         """Completion time in ps of one warp's access (see the module Contract)."""
         size = int(sectors.size) * SECTOR_BYTES
         listed = sectors.tolist()

@@ -128,18 +128,19 @@ class LinkMemory:
             tracer.attach(pipes.hooks)
         return [tracer]
 
-    def access(self, sm_id: int, kind: str, sectors: np.ndarray, now_ps: int) -> int:
+    def access(self, sm_id: int, kind: str, sectors: np.ndarray, now_ps: int,
+               ops: int = 1) -> int:
         """Completion time in ps of one warp's access (see `models.flat_memory` Contract)."""
         if not self.windows or sectors.size == 0:
-            return self.inner.access(sm_id, kind, sectors, now_ps)
+            return self.inner.access(sm_id, kind, sectors, now_ps, ops)
         which = np.searchsorted(self._starts, sectors, side="right") - 1
         inside = (which >= 0) & (sectors < self._ends[np.maximum(which, 0)])
         if not inside.any():
-            return self.inner.access(sm_id, kind, sectors, now_ps)
+            return self.inner.access(sm_id, kind, sectors, now_ps, ops)
         done = now_ps
         local = sectors[~inside]
         if local.size:
-            done = self.inner.access(sm_id, kind, local, now_ps)
+            done = self.inner.access(sm_id, kind, local, now_ps, ops)
         for index in np.unique(which[inside]):
             part = sectors[inside & (which == index)]
             done = max(done, self._remote(sm_id, kind, self.windows[index], part, now_ps))

@@ -59,12 +59,13 @@ class LoadStoreUnit:
         self.sectors_per_cycle = max(config.l1.bandwidth_bytes_per_clk // SECTOR_BYTES, 1)
         self.l1_free = 0
 
-    def issue(self, cycle: int, kind: int, sectors: np.ndarray) -> int:
+    def issue(self, cycle: int, kind: int, sectors: np.ndarray, ops: int = 1) -> int:
         """Cycle at which a load, store or atomic of `sectors` (at least one) issued at
-        `cycle` completes (data usable / store performed)."""
+        `cycle` completes (data usable / store performed); `ops`: an atomic's lane
+        operations on one address."""
         start, self.l1_free = lsu_window(cycle, self.l1_free, int(sectors.size),
                                          self.sectors_per_cycle)
         clock = self.clock
         done_ps = self.memory.access(self.sm_id, _KIND_NAMES[kind], sectors,
-                                     clock.edge_ps(start))
+                                     clock.edge_ps(start), ops)
         return clock.ps_to_cycles(done_ps - 1) + 1

@@ -93,7 +93,7 @@ from models.units import ACTION_WGMMA, UNIT_NAMES, InstrTiming, fused_count
 from models.warp_scheduler import STALL_REASONS, policy_code
 from simulator.engine import Clock
 from simulator.hooks import Hooks
-from simulator.trace import KIND_BULK_STORE, KIND_NAMES, SECTOR_KINDS, WarpTrace
+from simulator.trace import KIND_ATOMIC, KIND_BULK_STORE, KIND_NAMES, SECTOR_KINDS, WarpTrace
 
 SM_ISSUE = "SM_ISSUE"
 SM_STALL = "SM_STALL"
@@ -283,13 +283,17 @@ class StreamingMultiprocessor:
         trace = kernel.trace
         s, n = int(trace.sector_start[e]), int(kernel.ev_detail[e])
         kind = int(kernel.ev_kind[e])
+        ops = 1                             # an atomic's lane operations on one address
+        if kind == KIND_ATOMIC and not tma and kernel.ev_slot.size:
+            ops = max(int(kernel.ev_slot[e]), 1)
         if lp[st.L_INLINE]:                 # the request log was full
             self._drain_log()
             return sm_memory.serve_event(kind, tma, cycle, kernel.ev_sectors[s:s + n],
-                                         self.inline(max(n, kernel.max_sectors)), lp, self.log)
+                                         self.inline(max(n, kernel.max_sectors)), lp, self.log,
+                                         ops)
         if tma:
             return self.tma.issue(cycle, kind == KIND_BULK_STORE, trace.sectors[s:s + n])
-        return self.lsu.issue(cycle, kind, trace.sectors[s:s + n])
+        return self.lsu.issue(cycle, kind, trace.sectors[s:s + n], ops)
 
     def _drain_log(self) -> None:
         """Hand the logged requests to the memory's listeners (`models.sm_memory`)."""

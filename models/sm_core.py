@@ -122,6 +122,15 @@ from simulator.trace import KIND_ATOMIC, KIND_BULK_STORE, KIND_LOAD, KIND_SHARED
 
 
 @inline_step
+def lane_ops(kind, e, ev_slot):
+    """An atomic event's lane operations on one address (the trace keeps them in the event's
+    slot, `simulator.trace`); 1 for other accesses."""
+    if kind == KIND_ATOMIC and ev_slot.size:
+        return max(ev_slot[e], 1)
+    return 1
+
+
+@inline_step
 def _answered(w, e, action, cycle, done, ev_pc, ev_kind, ev_slot, pcs, regs, slot_events, wi,
               wr, wm, si, sw, ci, ca, ph, lp):
     """The rest of issuing memory event `e` of warp `w` once its completion cycle `done` is
@@ -158,7 +167,7 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
             if lp[L_INLINE]:
                 first = ev_sstart[e]
                 done = serve_event(kind, False, cycle, sectors[first:first + detail], memory, lp,
-                                   log)
+                                   log, lane_ops(kind, e, ev_slot))
             if done < 0:
                 lp[L_PEND_W], lp[L_PEND_E] = w, e
                 return RC_MEMORY
@@ -169,7 +178,7 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
         if lp[L_INLINE]:
             first = ev_sstart[e]
             done = serve_event(ev_kind[e], True, cycle, sectors[first:first + ev_detail[e]],
-                               memory, lp, log)
+                               memory, lp, log, 1)
         if done < 0:
             lp[L_PEND_W], lp[L_PEND_E] = w, e
             return RC_TMA

@@ -98,12 +98,13 @@ def tma_window(cycle, free, n_sectors, bytes_per_clk):
 
 
 @step
-def _request(kind, sectors, at_cycle, mem, lp, log):
-    """One request to the cached memory at cycle `at_cycle`; its done cycle."""
+def _request(kind, sectors, at_cycle, mem, lp, log, ops):
+    """One request to the cached memory at cycle `at_cycle` (`ops`: an atomic's lane
+    operations on one address); its done cycle."""
     p, meta, flags, free_fs, banks, lru, counts, need, line_done = mem
     now_ps = edge_ps(at_cycle, lp[L_FREQ_KHZ])
     done_ps = serve_scratch(kind, lp[L_SM_ID], sectors, now_ps, p, meta, flags, free_fs,
-                            banks, lru, counts, need, line_done)
+                            banks, lru, counts, need, line_done, ops)
     if lp[L_MEM_LISTEN]:
         row = lp[L_LOG_N]
         log[row, LOG_KIND] = kind
@@ -116,10 +117,10 @@ def _request(kind, sectors, at_cycle, mem, lp, log):
 
 
 @nb.njit(cache=True)
-def serve_event(trace_kind, tma, cycle, sectors, mem, lp, log):
+def serve_event(trace_kind, tma, cycle, sectors, mem, lp, log, ops):
     """Completion cycle of a global access (`tma` False; `trace_kind` load/store/atomic of
-    `simulator.trace`) or TMA message issued at `cycle` touching `sectors`; -1 when the log
-    lacks room for its requests."""
+    `simulator.trace`; `ops` an atomic's lane operations on one address) or TMA message
+    issued at `cycle` touching `sectors`; -1 when the log lacks room for its requests."""
     n = sectors.size
     if min(n, CHUNK_SECTORS if tma else n) > mem[-1].size:
         return -1                          # the caller grows the scratch arrays
@@ -134,7 +135,7 @@ def serve_event(trace_kind, tma, cycle, sectors, mem, lp, log):
         for first in range(0, n, CHUNK_SECTORS):
             at = start + first * SECTOR_BYTES // per
             done = max(done, _request(kind, sectors[first:first + CHUNK_SECTORS], at, mem, lp,
-                                      log))
+                                      log, 1))
         return done + TMA_EXTRA_LATENCY_CYCLES
     if lp[L_MEM_LISTEN] and lp[L_LOG_N] >= log.shape[0]:
         return -1
@@ -144,4 +145,4 @@ def serve_event(trace_kind, tma, cycle, sectors, mem, lp, log):
         kind = KIND_STORE
     elif trace_kind == TRACE_ATOMIC:
         kind = KIND_ATOMIC
-    return _request(kind, sectors, start, mem, lp, log)
+    return _request(kind, sectors, start, mem, lp, log, ops)

@@ -68,7 +68,9 @@ class WarpTrace:
     `active[e]` (lanes), `kind[e]` (a `KIND_*`), `detail[e]` (sector count for
     `SECTOR_KINDS`, bank-conflict degree for shared, else 0), for sector kinds
     `sectors[sector_start[e]:sector_start[e] + detail[e]]`, and `phase_slot[e]` (mbarrier
-    phase slot of tile-op events, else -1) with `slot_events[slot]` contributions per slot.
+    phase slot of tile-op events, with `slot_events[slot]` contributions per slot; for a
+    global atomic the most of its lanes that update one address, `lane_depth`, which the L2
+    serializes; else -1).
     """
 
     warps_per_cta: int
@@ -179,6 +181,22 @@ def _distinct_per_group(values: np.ndarray, group: np.ndarray) -> tuple[np.ndarr
                 k += 1
         i = j
     return out_v[:k], out_g[:k]
+
+
+def lane_depth(addr: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
+    """Per group (warp), the most of its lanes with one address `addr` (int32, 0 for a
+    group without lanes): how many operations an atomic serializes on one address."""
+    depth = np.zeros(n_groups, np.int32)
+    if addr.size == 0:
+        return depth
+    order = np.lexsort((addr, group))
+    a, g = addr[order], group[order]
+    new = np.ones(a.size, np.bool_)
+    new[1:] = (a[1:] != a[:-1]) | (g[1:] != g[:-1])
+    starts = np.flatnonzero(new)
+    runs = np.diff(np.append(starts, a.size)).astype(np.int32)
+    np.maximum.at(depth, g[starts], runs)
+    return depth
 
 
 @nb.njit(cache=True)
@@ -350,6 +368,8 @@ class TraceRecorder:
             lane = lanes & 31
             addr = (LOCAL_TRACE_BASE + (gwarp[group] * self.local_stride_bytes + addr) * 32
                     + lane * nbytes)
+        if kind == KIND_ATOMIC:             # the event's slot: lanes per address
+            self._slot_chunks[len(self._chunks)] = lane_depth(addr, group, nw)
         first = addr >> SECTOR_SHIFT
         span = ((addr[0] + nbytes - 1) >> SECTOR_SHIFT) - first[0] + 1 if addr.size else 1
         sec, grp = _expand(first, group, int(span))

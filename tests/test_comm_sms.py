@@ -17,7 +17,7 @@ class RecordingMemory(FixedLatencyMemory):
         super().__init__(config)
         self.sm_ids: set[int] = set()
 
-    def access(self, sm_id, kind, sectors, now_ps):
+    def access(self, sm_id, kind, sectors, now_ps, ops=1):
         self.sm_ids.add(sm_id)
         return super().access(sm_id, kind, sectors, now_ps)
 

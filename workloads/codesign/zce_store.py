@@ -133,10 +133,11 @@ class CompressedStoreMemory:
         attach = getattr(self.inner, "attach_tracers", None)
         return attach(sheet) if attach else []
 
-    def access(self, sm_id: int, kind: str, sectors: np.ndarray, now_ps: int) -> int:
+    def access(self, sm_id: int, kind: str, sectors: np.ndarray, now_ps: int,
+               ops: int = 1) -> int:
         """Completion time in ps of one warp's access (`models.flat_memory` Contract)."""
         if kind != "store" or sectors.size == 0 or not self.windows:
-            return self.inner.access(sm_id, kind, sectors, now_ps)
+            return self.inner.access(sm_id, kind, sectors, now_ps, ops)
         which = np.searchsorted(self._firsts, sectors, side="right") - 1
         inside = (which >= 0) & (sectors < self._lasts[np.maximum(which, 0)])
         if not inside.any():
