@@ -51,14 +51,19 @@ class ChipSpec(SpecMixin):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LaunchSpec(SpecMixin):
-    """The fixed cost of one kernel launch, outside the simulated kernel: the launch
-    latency of a (graph-replayed) launch and what CUDA events around one operator see
-    beyond its kernel (the front end, the teardown). The simulator adds it once per
-    launch to `KernelResult.time_us`; the kernel's cycles leave it out. 0 (the default)
-    times the kernel alone."""
+    """The fixed costs of one kernel launch the SMs' simulated span leaves out: inside the
+    kernel's duration as a profiler measures it (`kernel_front_end_us`, added to
+    `KernelResult.kernel_time_us`) and outside it, what CUDA events around one operator see
+    beyond its kernel (`kernel_overhead_us`, added to `KernelResult.time_us`). Neither is
+    in the kernel's cycles; 0 (the default) leaves each out."""
 
     kernel_overhead_us: float = spec_field(
         "Microseconds added to every simulated kernel launch (0: the kernel alone).",
+        default=0.0, minimum=0)
+    kernel_front_end_us: float = spec_field(
+        "Microseconds of every launch inside the kernel's duration on the GPU beyond the "
+        "SMs' simulated span (grid launch and CTA rasterization, end-of-kernel drain): "
+        "added to `KernelResult.kernel_time_us`, not to its cycles (0: the span alone).",
         default=0.0, minimum=0)
 
 

@@ -50,7 +50,7 @@ from models.sm_tracer import MemoryTracer, SmTracer
 from models.timeline_tracer import TimelineTracer
 from models.units import event_timings, instruction_timings
 from simulator.hooks import Hooks
-from simulator.simulate import KernelResult, _kernel_stats, _resolve_config
+from simulator.simulate import KernelResult, _kernel_stats, _resolve_config, kernel_us
 from simulator.stats import StatSheet
 from simulator.system import DEFAULT_MEMORY, MEMORY_MODELS, SM_ROLES, build_system
 from simulator.trace import SECTOR_SHIFT, TraceRecorder
@@ -241,7 +241,7 @@ class _Run:
     def result(self, system, config, run_id: str) -> KernelResult:
         p = self.prepared
         cycles = max(sm.finish_cycle for sm in self.sms)
-        time_us = system.clock.cycles_to_ps(cycles) / 1e6
+        time_us = kernel_us(config, cycles)
         self.sm_tracer.flush()
         self.cache_tracer.flush()
         used = sum(1 for sm in self.sms if sm.finish_cycle > 0)

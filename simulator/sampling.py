@@ -48,7 +48,8 @@ The result says what was done:
 `KernelResult.fidelity` ("sampled" or "full"), `waves_simulated` (k) and
 `extrapolated_fraction` ((n - k) * m / cycles).
 
-Stats: the kernel's `cycles` and `time_us` are the extrapolated ones. Rows that count work
+Stats: the kernel's `cycles` and `time_us` are the extrapolated ones (the launch's fixed
+`launch.kernel_front_end_us` added once, not extrapolated). Rows that count work
 (units `count`, `B`, `cycles`: instructions, issues, busy and stall cycles, requests,
 sectors, bytes) are scaled by n_ctas / simulated CTAs, except the kernel's `ctas_per_sm`
 and `sms_used`; ratios (`fraction`, hit rates, occupancy) are those of the simulated
@@ -66,6 +67,7 @@ import math
 import numpy as np
 
 from simulator import trace as trace_mod
+from simulator.simulate import front_end_us
 from simulator.trace_tiles import span_items
 
 TOLERANCE = 0.01
@@ -206,11 +208,12 @@ def simulate_sampled(launch, replay):
     marginal = max((marginals[-1] + marginals[-2]) / 2, 0)
     extra = (n_waves - k) * marginal
     cycles = int(round(last.cycles + extra))
-    time_us = last.time_us * cycles / max(last.cycles, 1)
+    front = front_end_us(replay.config)
+    time_us = (last.time_us - front) * cycles / max(last.cycles, 1) + front
     factor = n_ctas / last.ctas
     result = replay.result(last, fidelity="sampled", waves_simulated=float(k),
                            extrapolated_fraction=extra / max(cycles, 1))
-    result.cycles, result.time_us = cycles, time_us
+    result.cycles, result.kernel_time_us = cycles, time_us
     result.instructions = int(round(last.warp_instructions * factor))
     result.stats = _scale_stats(result.stats, factor, cycles, time_us)
     return result

@@ -26,10 +26,12 @@ pointer arguments may then be `isa.ShapeOnly`. A sampled run also leaves them un
 SMs: `sms="compute"` (the default) runs the CTAs on the `sm.count - sm.comm_count` compute
 SMs, `sms="comm"` on the `sm.comm_count` SMs reserved for communication kernels.
 
-Launch overhead: `KernelResult.time_us` = `kernel_time_us` (the simulated kernel, `cycles`
-at the SM clock) + `launch_overhead_us` (the config's `launch.kernel_overhead_us`, a fixed
-cost per launch outside the kernel; 0 gives the kernel alone). Cycles, goldens and the
-stats' `time_us` row are the kernel's; the stats carry `launch_overhead_us` beside it.
+Launch costs: `KernelResult.kernel_time_us` = the SMs' span (`cycles` at the SM clock) +
+`launch.kernel_front_end_us` (a fixed part of every launch's duration on the GPU that the
+SMs do not see: what ncu measures beyond it); `KernelResult.time_us` = `kernel_time_us` +
+`launch_overhead_us` (the config's `launch.kernel_overhead_us`, a fixed cost per launch
+outside the kernel). 0 leaves either out. Cycles and goldens are the span's; the stats'
+`time_us` row is `kernel_time_us`, with `front_end_us` and `launch_overhead_us` beside it.
 
 Left out: concurrent kernels. Units: SM cycles, microseconds, counts, bytes.
 """
@@ -59,7 +61,9 @@ from simulator.trace import TraceRecorder
 
 KERNEL_STATS = (
     Stat("cycles", "cycles", "kernel duration in SM cycles"),
-    Stat("time_us", "us", "kernel duration (cycles at the SM clock, launch overhead excluded)"),
+    Stat("time_us", "us", "kernel duration (cycles at the SM clock + front_end_us, launch "
+         "overhead excluded)"),
+    Stat("front_end_us", "us", "fixed part of the kernel duration beyond the SMs' span"),
     Stat("launch_overhead_us", "us", "fixed launch cost added to KernelResult.time_us"),
     Stat("warp_instructions", "count", "warp-instructions executed"),
     Stat("thread_instructions", "count", "thread-instructions executed"),
@@ -74,8 +78,8 @@ KERNEL_STATS = (
 class KernelResult:
     """Timing of one kernel launch (the functional outputs are in the caller's arrays).
 
-    `time_us` = `kernel_time_us` + `launch_overhead_us` (taken from `config` when not
-    given); assigning `time_us` sets the kernel part (the sampled extrapolation does)."""
+    `kernel_time_us` = the SMs' span + `launch.kernel_front_end_us`; `time_us` =
+    `kernel_time_us` + `launch_overhead_us` (taken from `config` when not given)."""
 
     cycles: int
     kernel_time_us: float
@@ -98,17 +102,27 @@ class KernelResult:
         """Kernel duration plus the fixed launch overhead, microseconds."""
         return self.kernel_time_us + self.launch_overhead_us
 
-    @time_us.setter
-    def time_us(self, kernel_us: float) -> None:
-        self.kernel_time_us = kernel_us
+
+def _launch_value(config, name: str) -> float:
+    if isinstance(config, dict):
+        return float(config.get("launch", {}).get(name, 0.0))
+    launch = getattr(config, "launch", None)
+    return float(getattr(launch, name, 0.0)) if launch is not None else 0.0
 
 
 def launch_overhead_us(config) -> float:
     """`launch.kernel_overhead_us` of a config object or its `to_dict()` (0 when absent)."""
-    if isinstance(config, dict):
-        return float(config.get("launch", {}).get("kernel_overhead_us", 0.0))
-    launch = getattr(config, "launch", None)
-    return float(launch.kernel_overhead_us) if launch is not None else 0.0
+    return _launch_value(config, "kernel_overhead_us")
+
+
+def front_end_us(config) -> float:
+    """`launch.kernel_front_end_us` of a config object or its `to_dict()` (0 when absent)."""
+    return _launch_value(config, "kernel_front_end_us")
+
+
+def kernel_us(config, cycles: float) -> float:
+    """A kernel's duration: `cycles` of the SMs at the config's clock plus the front end."""
+    return Clock(config.chip.clock_ghz).cycles_to_ps(cycles) / 1e6 + front_end_us(config)
 
 
 def _resolve_config(config):
@@ -272,7 +286,7 @@ class Replay:
         """The figures of a session stepped to its end."""
         config, sms = self.config, session.sms
         cycles = max(sm.finish_cycle for sm in sms)
-        time_us = Clock(config.chip.clock_ghz).cycles_to_ps(cycles) / 1e6
+        time_us = kernel_us(config, cycles)
         session.sm_tracer.flush()
         session.cache_tracer.flush()
         used = sum(1 for sm in sms if sm.finish_cycle > 0)
@@ -294,7 +308,7 @@ def _kernel_stats(sheet, config, occ, warp_instructions, thread_instructions, cy
         sheet.declare(stat)
     max_warps = config.sm.max_warps_per_sm
     values = {
-        "cycles": cycles, "time_us": time_us,
+        "cycles": cycles, "time_us": time_us, "front_end_us": front_end_us(config),
         "launch_overhead_us": launch_overhead_us(config),
         "warp_instructions": warp_instructions,
         "thread_instructions": thread_instructions,

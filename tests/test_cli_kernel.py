@@ -148,11 +148,12 @@ def test_help_documents_the_input_rule(capsys):
 
 def test_model_adds_cycles_and_time(capsys):
     """`--model` times the same launch; time_us is cycles over the preset's clock plus the
-    preset's launch overhead."""
+    preset's front end and launch overhead."""
     r = run_json(capsys, SAXPY, "--grid", "4", "--block", "128", "--model", "h100_sxm")
     timing = r["timing"]
     preset = models.load_preset("h100_sxm")
-    clock_ghz, overhead_us = preset.chip.clock_ghz, preset.launch.kernel_overhead_us
+    clock_ghz = preset.chip.clock_ghz
+    overhead_us = preset.launch.kernel_overhead_us + preset.launch.kernel_front_end_us
     assert timing["model"] == "h100_sxm" and timing["cycles"] > 0
     assert timing["time_us"] - overhead_us == pytest.approx(
         timing["cycles"] / (clock_ghz * 1e3), rel=1e-3)

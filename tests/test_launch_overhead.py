@@ -1,5 +1,6 @@
-"""Launch overhead: `launch.kernel_overhead_us` is added once per launch to `time_us`, never
-to cycles; 0 gives the kernel alone, exactly as before the parameter existed."""
+"""Launch costs: `launch.kernel_overhead_us` is added once per launch to `time_us`, and
+`launch.kernel_front_end_us` once to `kernel_time_us`, never to cycles; 0 leaves each out,
+exactly as before the parameters existed."""
 
 import numpy as np
 import pytest
@@ -15,9 +16,9 @@ from workloads.ops import build_op, simulate_op
 OVERHEAD_US = 2.75
 
 
-def _config(overhead_us: float):
+def _config(overhead_us: float, front_end_us: float = 0.0):
     return models.load_preset("h100_sxm").with_overrides(
-        {"launch.kernel_overhead_us": overhead_us})
+        {"launch.kernel_overhead_us": overhead_us, "launch.kernel_front_end_us": front_end_us})
 
 
 def _saxpy(config, fidelity="full"):
@@ -80,3 +81,43 @@ def test_overhead_read_from_config_object_or_dict():
 def test_negative_overhead_is_refused_with_its_key():
     with pytest.raises(ConfigError, match="launch.kernel_overhead_us"):
         _config(-1.0)
+
+
+FRONT_US = 2.5
+
+
+def test_front_end_adds_to_kernel_time_once():
+    """The front end moves kernel_time_us (and time_us, and the stats' time_us row) by
+    exactly its value; cycles stay."""
+    base, more = _saxpy(_config(0.0)), _saxpy(_config(0.0, FRONT_US))
+    assert more.cycles == base.cycles
+    assert more.kernel_time_us == pytest.approx(base.kernel_time_us + FRONT_US, abs=1e-9)
+    assert more.time_us == pytest.approx(base.time_us + FRONT_US, abs=1e-9)
+    assert _kernel_stat(more, "time_us") == pytest.approx(more.kernel_time_us, abs=1e-9)
+    assert _kernel_stat(more, "front_end_us") == FRONT_US
+
+
+def test_sampled_front_end_is_not_extrapolated():
+    """A sampled launch (waves extrapolated) adds the front end once."""
+    results = []
+    for config in (_config(0.0), _config(0.0, FRONT_US)):
+        launch = build_op("residual-add", config, rows=4096, cols=7168, inputs=2).launches[0]
+        results.append(simulator.simulate_kernel(
+            launch.ptx, launch.entry, launch.grid, launch.block, list(launch.args),
+            config=config, shared_bytes=launch.shared_bytes, fidelity="sampled",
+            timing_only=launch.timing_only))
+    base, more = results
+    assert base.fidelity == "sampled" and base.extrapolated_fraction > 0.5
+    assert more.cycles == base.cycles
+    assert more.kernel_time_us == pytest.approx(base.kernel_time_us + FRONT_US, abs=1e-9)
+
+
+def test_front_end_is_not_scaled_by_the_sustained_clock():
+    """An op whose launch runs below the preset clock (a compute-bound bf16 GEMM): moving
+    microseconds from the launch overhead to the front end leaves its time unchanged."""
+    sizes = {"m": 2048, "n": 2048, "k": 2048, "dtype": "bf16"}
+    outside, inside = _config(OVERHEAD_US), _config(OVERHEAD_US - FRONT_US, FRONT_US)
+    a = simulate_op(build_op("gemm", outside, **sizes), outside, "sampled")
+    b = simulate_op(build_op("gemm", inside, **sizes), inside, "sampled")
+    assert a["sm_clock_ghz"] < outside.chip.clock_ghz
+    assert b["time_us"] == pytest.approx(a["time_us"], abs=1e-6)

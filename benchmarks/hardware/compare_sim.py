@@ -9,7 +9,7 @@ beside it) and the kernel time's error against ncu's duration. No GPU needed; sl
 larger sizes (use --size-index 0 and --only).
 
     python benchmarks/hardware/compare_sim.py [--size-index 0] [--only saxpy silu ...]
-        [--fidelity sampled|full] [--csv OUT.csv]
+        [--fidelity sampled|full] [--csv OUT.csv] [--set KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -50,6 +50,9 @@ def main(argv=None) -> int:
     ap.add_argument("--fidelity", default="sampled", choices=("sampled", "full"))
     ap.add_argument("--model", default="h100_sxm")
     ap.add_argument("--csv", type=Path)
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="config override (e.g. launch.kernel_front_end_us=0 for the fit of "
+                         "workloads.calibration.front_end_fit)")
     args = ap.parse_args(argv)
 
     import models
@@ -59,6 +62,9 @@ def main(argv=None) -> int:
 
     patch_fma_exact()
     config = models.load_preset(args.model)
+    if args.set:
+        from simulator.commands.models import parse_overrides
+        config = config.with_overrides(parse_overrides(args.set))
     table = measured()
     if args.size_index is not None:
         table = table[table["size_index"] == args.size_index]

@@ -177,7 +177,8 @@ def _simulate_launch(launch: Launch, config, fidelity: str, params: set[str]):
 
 class ClockParts(NamedTuple):
     """What re-timing a launch simulated at the preset clock needs (cycles summed over SMs
-    and sub-partitions)."""
+    and sub-partitions); `overhead_us`: the launch's fixed parts (`launch.kernel_front_end_us`
+    and `launch.kernel_overhead_us`), which the SM clock does not scale."""
     overhead_us: float
     kernel_us: float
     busy_cycles: float
@@ -192,7 +193,8 @@ def _clock_parts(res, launch: Launch, config) -> ClockParts:
     if launch.overrides:
         config = config.with_overrides(launch.overrides)
     frame = res.stats
-    overhead = frame[(frame.component == "kernel") & (frame.stat == "launch_overhead_us")]
+    overhead = frame[(frame.component == "kernel")
+                     & frame.stat.isin(("launch_overhead_us", "front_end_us"))]
     overhead_us = float(overhead.value.sum())
     slots = float(res.cycles) * config.sm.count * config.sm.subpartitions
     busy = tensor_busy_fraction(frame, config.sm.count, config.sm.subpartitions) * slots
