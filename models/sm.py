@@ -283,7 +283,7 @@ class StreamingMultiprocessor:
         trace = kernel.trace
         s, n = int(trace.sector_start[e]), int(kernel.ev_detail[e])
         kind = int(kernel.ev_kind[e])
-        ops = 1                             # an atomic's lane operations on one address
+        ops = 1             # an atomic's lane operations on one address (`sm_core.lane_ops`)
         if kind == KIND_ATOMIC and not tma and kernel.ev_slot.size:
             ops = max(int(kernel.ev_slot[e]), 1)
         if lp[st.L_INLINE]:                 # the request log was full
