@@ -10,7 +10,8 @@ through every level in one numba call (`models.cached_memory_kernel`).
 1. L1 of the SM: sectored, set-associative, LRU, `sm.l1_bytes(carveout)` bytes (the carve-out
    the CTA dispatcher chose for the kernel). Loads look up and allocate the sectors they miss
    (`ld.global.nc` and default loads alike); stores write through and only update lines the L1
-   holds; atomics and bulk loads (TMA, "bulk_load") bypass it. A hit is usable after
+   holds; atomics, bulk loads (TMA, "bulk_load") and loads that skip the L1 (`ld.global.cg`,
+   `.cv`, `cp.async.cg`: "load_cg") bypass it. A hit is usable after
    `l1.hit_latency_cycles`.
 2. Misses cross the SM's crossbar port (one pipe per direction per SM at
    `noc.port_bandwidth_bytes_per_clk`: write data up, read data down) to the L2 slice chosen by
@@ -120,8 +121,9 @@ COUNT_NAMES = ("sectors", "l1_hit_sectors", "l1_miss_sectors", "l2_hit_sectors",
                "l2_far_lines", "l2_writeback_sectors", "l3_writeback_sectors", "l2_requests",
                "l3_requests", "hbm_requests", "l2_copy_hit_sectors")
 _KINDS = {"load": k.KIND_LOAD, "store": k.KIND_STORE, "atomic": k.KIND_ATOMIC,
-          "bulk_load": k.KIND_BULK_LOAD}
+          "bulk_load": k.KIND_BULK_LOAD, "load_cg": k.KIND_LOAD_CG}
 KIND_CODES = tuple(sorted(_KINDS, key=_KINDS.get))
+_L1_BYPASS = frozenset({"bulk_load", "load_cg"})   # request kinds that skip the L1
 """Access kind names by the compiled code's kind number."""
 _SCRATCH_SECTORS = 1024
 """Scratch room of `inline_state` at least (a TMA chunk is 128 sectors)."""
@@ -363,7 +365,7 @@ class CachedMemoryTracer(Tracer):
         rows = 0, 0
         for kind in sorted(self.totals):
             c = self.totals[kind]
-            l1_looked = 0 if kind == "bulk_load" else c[k.C_SECTORS]     # bulk loads bypass L1
+            l1_looked = 0 if kind in _L1_BYPASS else c[k.C_SECTORS]
             levels = (("l1", l1_looked, c[k.C_L1_HIT], c[k.C_L1_MISS], self.requests[kind]),
                       ("l2", c[k.C_L1_MISS], c[k.C_L2_HIT], c[k.C_L2_MISS], c[k.C_L2_REQUESTS]),
                       ("l3", c[k.C_L3_HIT] + c[k.C_L3_MISS], c[k.C_L3_HIT], c[k.C_L3_MISS],

@@ -62,6 +62,7 @@ from models.cached_memory_layout import (
     KIND_ATOMIC,
     KIND_BULK_LOAD,
     KIND_LOAD,
+    KIND_LOAD_CG,
     KIND_STORE,
     LEVEL_L1,
     LEVEL_L2,
@@ -398,8 +399,9 @@ def _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, count
     l1m, l1f = meta[LEVEL_L1], flags[LEVEL_L1]
     l1_sets = l1m.shape[1]
     spl1, spl2 = p[P_L1_SPL], p[P_L2_SPL]
-    l1 = l1_sets > 0 and kind != KIND_ATOMIC and kind != KIND_BULK_LOAD
-    if kind == KIND_BULK_LOAD:
+    l1 = (l1_sets > 0 and kind != KIND_ATOMIC and kind != KIND_BULK_LOAD
+          and kind != KIND_LOAD_CG)
+    if kind == KIND_BULK_LOAD or kind == KIND_LOAD_CG:
         kind = KIND_LOAD                   # from here on a load that neither looks up nor fills L1
     # 1. L1: loads look up (hits refresh LRU), stores update lines held, atomics and bulk
     # loads bypass. Lookups change no tag, so a run of sectors of one line reuses its way.

@@ -24,7 +24,9 @@ step = numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False)
 inline_step = numba.njit(cache=True, no_cpython_wrapper=True, _nrt=False, inline="always")
 """`step`, inlined into its callers by numba (the SM loop's per-issue helpers)."""
 
-KIND_LOAD, KIND_STORE, KIND_ATOMIC, KIND_BULK_LOAD = 0, 1, 2, 3
+KIND_LOAD, KIND_STORE, KIND_ATOMIC, KIND_BULK_LOAD, KIND_LOAD_CG = 0, 1, 2, 3, 4
+"""Memory request kinds; `KIND_LOAD_CG` is a global load that skips the L1 (`ld.global.cg`,
+`.cv`, `cp.async.cg`): it neither looks up nor fills the L1, as a bulk (TMA) load."""
 
 # params indices
 (P_L1_PS, P_NOC_PS, P_FAR_PS, P_SLICE_PS, P_L3_PS, P_HBM_PS, P_ACTIVATE_PS, P_PRECHARGE_PS,

@@ -41,7 +41,7 @@ from simulator.engine import Clock
 from simulator.hooks import Hooks
 
 SECTOR_BYTES = 32
-LOAD_KINDS = ("load", "bulk_load")
+LOAD_KINDS = ("load", "bulk_load", "load_cg")
 """The contract's kinds that read (a bulk load is a TMA / bulk-copy load: no L1)."""
 MEMORY_ACCESS = "MEMORY_ACCESS"
 

@@ -31,10 +31,11 @@ import numpy as np
 
 from models.sm_memory import lsu_window
 from simulator.engine import Clock
-from simulator.trace import KIND_ATOMIC, KIND_LOAD, KIND_STORE
+from simulator.trace import KIND_ATOMIC, KIND_LOAD, KIND_LOAD_CG, KIND_STORE
 
 SECTOR_BYTES = 32
-_KIND_NAMES = {KIND_LOAD: "load", KIND_STORE: "store", KIND_ATOMIC: "atomic"}
+_KIND_NAMES = {KIND_LOAD: "load", KIND_STORE: "store", KIND_ATOMIC: "atomic",
+               KIND_LOAD_CG: "load_cg"}
 
 
 @nb.njit(cache=True)

@@ -118,7 +118,14 @@ from models.units import (
     ACTION_WGMMA_COMMIT,
     ACTION_WGMMA_WAIT,
 )
-from simulator.trace import KIND_ATOMIC, KIND_BULK_STORE, KIND_LOAD, KIND_SHARED, KIND_STORE
+from simulator.trace import (
+    KIND_ATOMIC,
+    KIND_BULK_STORE,
+    KIND_LOAD,
+    KIND_LOAD_CG,
+    KIND_SHARED,
+    KIND_STORE,
+)
 
 
 @inline_step
@@ -162,7 +169,8 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
         if kind == KIND_SHARED:
             done, lp[L_SHARED_FREE] = shared_access(cycle, lp[L_SHARED_FREE], detail,
                                                     lp[L_SHARED_LAT])
-        elif (kind == KIND_LOAD or kind == KIND_STORE or kind == KIND_ATOMIC) and detail > 0:
+        elif (kind == KIND_LOAD or kind == KIND_STORE or kind == KIND_ATOMIC
+              or kind == KIND_LOAD_CG) and detail > 0:
             done = -1
             if lp[L_INLINE]:
                 first = ev_sstart[e]

@@ -38,6 +38,7 @@ from models.cached_memory_layout import (
     KIND_ATOMIC,
     KIND_BULK_LOAD,
     KIND_LOAD,
+    KIND_LOAD_CG,
     KIND_STORE,
     N_COUNTS,
     step,
@@ -55,6 +56,7 @@ from models.sm_state import (
 from simulator.engine import KHZ_PS_PRODUCT
 from simulator.trace import KIND_ATOMIC as TRACE_ATOMIC
 from simulator.trace import KIND_BULK_STORE
+from simulator.trace import KIND_LOAD_CG as TRACE_LOAD_CG
 from simulator.trace import KIND_STORE as TRACE_STORE
 
 SECTOR_BYTES = 32
@@ -145,4 +147,6 @@ def serve_event(trace_kind, tma, cycle, sectors, mem, lp, log, ops):
         kind = KIND_STORE
     elif trace_kind == TRACE_ATOMIC:
         kind = KIND_ATOMIC
+    elif trace_kind == TRACE_LOAD_CG:
+        kind = KIND_LOAD_CG
     return _request(kind, sectors, start, mem, lp, log, ops)

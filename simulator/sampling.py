@@ -102,7 +102,7 @@ def wave_marginals(done_cycles: list[int], wave: int, k: int) -> list[int]:
     return [b - a for a, b in zip(milestones, milestones[1:], strict=False)]
 
 
-_READ_KINDS = (trace_mod.KIND_LOAD, trace_mod.KIND_BULK_LOAD)
+_READ_KINDS = (trace_mod.KIND_LOAD, trace_mod.KIND_BULK_LOAD, trace_mod.KIND_LOAD_CG)
 _WRITE_KINDS = (trace_mod.KIND_STORE, trace_mod.KIND_BULK_STORE, trace_mod.KIND_ATOMIC)
 
 

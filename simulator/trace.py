@@ -50,10 +50,13 @@ LOCAL_TRACE_BASE = 1 << 56
 """Where traced local addresses live: far above global buffers, apart from every window."""
 
 (KIND_NONE, KIND_LOAD, KIND_STORE, KIND_ATOMIC, KIND_SHARED, KIND_CONST, KIND_BULK_LOAD,
- KIND_BULK_STORE, KIND_MBARRIER, KIND_MBARRIER_WAIT) = range(10)
+ KIND_BULK_STORE, KIND_MBARRIER, KIND_MBARRIER_WAIT, KIND_LOAD_CG) = range(11)
 KIND_NAMES = ("none", "load", "store", "atomic", "shared", "const", "bulk_load", "bulk_store",
-              "mbarrier", "mbarrier_wait")
-SECTOR_KINDS = frozenset({KIND_LOAD, KIND_STORE, KIND_ATOMIC, KIND_BULK_LOAD, KIND_BULK_STORE})
+              "mbarrier", "mbarrier_wait", "load_cg")
+SECTOR_KINDS = frozenset({KIND_LOAD, KIND_STORE, KIND_ATOMIC, KIND_BULK_LOAD, KIND_BULK_STORE,
+                          KIND_LOAD_CG})
+_L1_BYPASS_FLAGS = frozenset({"cg", "cv"})
+"""Cache operators of a global load that caches in L2 only (`KIND_LOAD_CG`)."""
 
 _STORE_OPS = frozenset({"st", "red", "stmatrix", "wmma.store"})
 _ATOMIC_OPS = frozenset({"atom", "red"})
@@ -121,7 +124,9 @@ def _memory_kind(ins, space: str) -> int:
         return KIND_SHARED
     if ins.opname in _ATOMIC_OPS:
         return KIND_ATOMIC
-    return KIND_STORE if ins.opname in _STORE_OPS else KIND_LOAD
+    if ins.opname in _STORE_OPS:
+        return KIND_STORE
+    return KIND_LOAD_CG if ins.flags & _L1_BYPASS_FLAGS and space == "global" else KIND_LOAD
 
 
 def _space_of(ins, addr: np.ndarray) -> tuple[str, np.ndarray]:
