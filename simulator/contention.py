@@ -25,8 +25,9 @@ Left out: contention between two compute streams (compute and wgrad share the co
 SMs without slowing each other), partner choice per compute node (one measured partner
 stands for all nodes beside a collective), and a second fixed-point pass. The L2 miss
 sectors of the compute launch alone and beside the collective are kept with each pair.
-Times are kernel times (`KernelResult.kernel_time_us`: the launch overhead, paid once per
-launch whatever runs beside it, is not stretched). Units: microseconds, sectors.
+Times are the SMs' spans (`KernelResult.kernel_time_us` less `launch.kernel_front_end_us`:
+the launch's fixed costs, paid once whatever runs beside it, are not stretched). Units:
+microseconds, sectors.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from simulator.concurrent import simulate_concurrent
+from simulator.simulate import front_end_us
 
 COMPUTE_LANES = ("compute", "wgrad")
 
@@ -90,9 +92,11 @@ def measure_pair(compute_launch, comm_launch, config, compute_op: str = "",
     alone_m = simulate_concurrent([comm_launch], config).kernels[comm_launch.name]
     both = simulate_concurrent([compute_launch, comm_launch], config).kernels
     c, m = both[compute_launch.name], both[comm_launch.name]
+    front = front_end_us(config)
     return PairEffect(compute_op or compute_launch.name, comm_op or comm_launch.name,
-                      alone_c.kernel_time_us, c.kernel_time_us, alone_m.kernel_time_us,
-                      m.kernel_time_us, _l2_misses(alone_c), _l2_misses(c))
+                      alone_c.kernel_time_us - front, c.kernel_time_us - front,
+                      alone_m.kernel_time_us - front, m.kernel_time_us - front,
+                      _l2_misses(alone_c), _l2_misses(c))
 
 
 def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:

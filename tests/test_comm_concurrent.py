@@ -101,3 +101,20 @@ def test_disagreeing_overrides_are_an_error():
     b = build_op("alltoall", cfg, ranks=8, tokens=64, hidden=2048, comm_sms=8).launches[0]
     with pytest.raises(ValueError, match="share one config"):
         simulate_concurrent([a, b], cfg)
+
+
+def test_pair_effect_compares_the_sms_spans_without_the_front_end():
+    """`contention.measure_pair` times the SMs' spans: the launch's fixed front end, paid
+    once whatever runs beside it, neither dilutes nor adds to the stretch."""
+    from simulator.contention import measure_pair
+
+    effects = []
+    for front in (0.0, 2.75):
+        cfg = models.load_preset("h800_sxm", {**SMALL_L2, "launch.kernel_front_end_us": front})
+        gemm = build_op("gemm", cfg, m=512, n=1024, k=1024, dtype="bf16").launches[0]
+        dispatch = build_op("alltoall", cfg, ranks=8, tokens=64, hidden=2048).launches[0]
+        effects.append(measure_pair(gemm, dispatch, cfg))
+    a, b = effects
+    assert a.compute_stretch == pytest.approx(b.compute_stretch, rel=1e-12)
+    assert a.comm_stretch == pytest.approx(b.comm_stretch, rel=1e-12)
+    assert a.compute_alone_us == pytest.approx(b.compute_alone_us, abs=1e-9)
