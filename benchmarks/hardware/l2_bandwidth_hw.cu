@@ -2,6 +2,8 @@
 // GEMM template's tensor copies use) and plain `ld.global.cg` loads, from an L2-resident
 // footprint. Standalone (no Python): prints CSV rows on stdout.
 //   nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -o l2_bw l2_bandwidth_hw.cu && ./l2_bw
+// PTX for the simulator (benchmarks/hardware/l2_ld_sim.py runs its ld_read):
+//   nvcc -ptx -O3 -arch=sm_90a l2_bandwidth_hw.cu -o l2_bandwidth_hw.ptx
 //
 // bulk_read: one thread per CTA keeps `stages` bulk copies of `chunk` bytes in flight into a
 // shared-memory ring (mbarrier expect_tx / complete_tx per stage, as a GEMM producer does).

@@ -2,10 +2,11 @@
 
 The `ld_cg` rows of `workloads/reference/h100/l2_bandwidth.csv` (1, 33 and 132 CTAs of 1024
 threads, each CTA reading its own 128 KiB with 16-byte `ld.global.cg`, four in flight per
-thread, L2 warm) are re-run on the simulator with the same kernel (`l2_ld_read.ptx`): bytes
-per SM cycle from launches of N and 2N passes, as the hardware run computed them (the
-difference cancels the cold first pass). Prints measured and simulated B/clk per SM and the
-aggregate TB/s. No GPU needed (~1 min).
+thread, L2 warm) are re-run on the simulator with the same kernel (`ld_read` of
+`l2_bandwidth_hw.ptx`, made by `nvcc -ptx -O3 -arch=sm_90a l2_bandwidth_hw.cu -o
+l2_bandwidth_hw.ptx`): bytes per SM cycle from launches of N and 2N passes, as the hardware
+run computed them (the difference cancels the cold first pass). Prints measured and
+simulated B/clk per SM and the aggregate TB/s. No GPU needed (~1 min).
 
     python benchmarks/hardware/l2_ld_sim.py [--model h100_sxm] [--ctas 1 33 132]
 """
@@ -30,7 +31,7 @@ def simulated_bytes_per_clk(ctas: int, config) -> float:
     """Bytes per SM cycle of all `ctas` CTAs together (N and 2N passes differenced)."""
     import simulator
 
-    ptx = (HERE / "l2_ld_read.ptx").read_text()
+    ptx = (HERE / "l2_bandwidth_hw.ptx").read_text()
     cycles = []
     for passes in PASSES:
         src = np.zeros(ctas * REGION // 4, np.uint32)
