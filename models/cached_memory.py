@@ -123,8 +123,9 @@ COUNT_NAMES = ("sectors", "l1_hit_sectors", "l1_miss_sectors", "l2_hit_sectors",
 _KINDS = {"load": k.KIND_LOAD, "store": k.KIND_STORE, "atomic": k.KIND_ATOMIC,
           "bulk_load": k.KIND_BULK_LOAD, "load_cg": k.KIND_LOAD_CG}
 KIND_CODES = tuple(sorted(_KINDS, key=_KINDS.get))
-_L1_BYPASS = frozenset({"bulk_load", "load_cg"})   # request kinds that skip the L1
 """Access kind names by the compiled code's kind number."""
+_L1_BYPASS = frozenset({"bulk_load", "load_cg"})
+"""Access kinds that skip the L1 (their sectors are not looked up there)."""
 _SCRATCH_SECTORS = 1024
 """Scratch room of `inline_state` at least (a TMA chunk is 128 sectors)."""
 _PENDING_CHUNK = 4096

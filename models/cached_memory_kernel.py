@@ -399,12 +399,13 @@ def _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, count
     l1m, l1f = meta[LEVEL_L1], flags[LEVEL_L1]
     l1_sets = l1m.shape[1]
     spl1, spl2 = p[P_L1_SPL], p[P_L2_SPL]
-    l1 = (l1_sets > 0 and kind != KIND_ATOMIC and kind != KIND_BULK_LOAD
-          and kind != KIND_LOAD_CG)
-    if kind == KIND_BULK_LOAD or kind == KIND_LOAD_CG:
+    skip_l1 = kind == KIND_BULK_LOAD or kind == KIND_LOAD_CG
+    l1 = l1_sets > 0 and kind != KIND_ATOMIC and not skip_l1
+    if skip_l1:
         kind = KIND_LOAD                   # from here on a load that neither looks up nor fills L1
-    # 1. L1: loads look up (hits refresh LRU), stores update lines held, atomics and bulk
-    # loads bypass. Lookups change no tag, so a run of sectors of one line reuses its way.
+    # 1. L1: loads look up (hits refresh LRU), stores update lines held, atomics, bulk loads
+    # and loads that skip the L1 (`.cg`, `.cv`) bypass. Lookups change no tag, so a run of
+    # sectors of one line reuses its way.
     if l1:
         last_line, way = -1, -1
         for i in range(n):

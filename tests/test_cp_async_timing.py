@@ -12,14 +12,12 @@ from simulator import simulate_kernel
 HEADER = ".version 8.0\n.target sm_90\n.address_size 64\n"
 
 
-def copies_kernel(n: int) -> str:
-    """One thread copies `n` 16-byte chunks, 4 KiB apart (distinct lines), into shared
-    memory, waits for all and stores the first word."""
-    copies = "\n".join(f"  cp.async.cg.shared.global [%r1+{16 * k}], [%rd1+{4096 * k}], 16;"
-                       for k in range(n))
-    return HEADER + f""".visible .entry copies(.param .u64 src, .param .u64 out)
+def _prologue(entry: str, buf_bytes: int) -> str:
+    """Header and start of kernel `entry(src, out)`: a shared buffer `buf` of `buf_bytes`,
+    %rd1 = src and %rd2 = out as global addresses, %r1 = buf."""
+    return HEADER + f""".visible .entry {entry}(.param .u64 src, .param .u64 out)
 {{
-  .shared .align 16 .b8 buf[{16 * n}];
+  .shared .align 16 .b8 buf[{buf_bytes}];
   .reg .b32 %r<4>;
   .reg .b64 %rd<4>;
   ld.param.u64 %rd1, [src];
@@ -27,7 +25,15 @@ def copies_kernel(n: int) -> str:
   cvta.to.global.u64 %rd1, %rd1;
   cvta.to.global.u64 %rd2, %rd2;
   mov.u32 %r1, buf;
-{copies}
+"""
+
+
+def copies_kernel(n: int) -> str:
+    """One thread copies `n` 16-byte chunks, 4 KiB apart (distinct lines), into shared
+    memory, waits for all and stores the first word."""
+    copies = "\n".join(f"  cp.async.cg.shared.global [%r1+{16 * k}], [%rd1+{4096 * k}], 16;"
+                       for k in range(n))
+    return _prologue("copies", 16 * n) + f"""{copies}
   cp.async.commit_group;
   cp.async.wait_all;
   ld.shared.u32 %r2, [%r1];
@@ -101,17 +107,7 @@ def groups_kernel(wait: str) -> str:
     """One thread commits two groups of one 16-byte copy each: the first from a line read
     before (an L2 hit after the warm-up load), the second from a cold line; then `wait`,
     then it reads the first copy's word."""
-    return HEADER + f""".visible .entry groups(.param .u64 src, .param .u64 out)
-{{
-  .shared .align 16 .b8 buf[32];
-  .reg .b32 %r<4>;
-  .reg .b64 %rd<4>;
-  ld.param.u64 %rd1, [src];
-  ld.param.u64 %rd2, [out];
-  cvta.to.global.u64 %rd1, %rd1;
-  cvta.to.global.u64 %rd2, %rd2;
-  mov.u32 %r1, buf;
-  ld.global.cg.u32 %r3, [%rd1];
+    return _prologue("groups", 32) + f"""  ld.global.cg.u32 %r3, [%rd1];
   add.u32 %r3, %r3, 0;
   cp.async.cg.shared.global [%r1], [%rd1], 16;
   cp.async.commit_group;
