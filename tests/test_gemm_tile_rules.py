@@ -55,3 +55,28 @@ def test_fill_small_m_uses_64_row_tiles_and_rules_are_listed():
     assert "fill" in TILE_RULES
     with pytest.raises(InputError, match="accepted n128, n256, waves, fill"):
         choose_tiles(16, 4096, 4096, "fp8", 132, "biggest")
+
+
+def test_last_wave_fills_one_wave_with_narrow_tiles():
+    """M = 16, N = 4096 on 132 SMs: 64x32 tiles make 128 CTAs, one wave, the fullest last
+    wave (64x40 makes 103); "waves" keeps 64x128 (32 CTAs)."""
+    for scaling, dtype in (("none", "bf16"), ("deepseek", "fp8")):
+        choice = choose_tiles(16, 4096, 4096, dtype, 132, "last_wave", scaling=scaling)
+        assert _shape(choice) == (64, 32, 1) and not choice["persistent"]
+    assert choose_tiles(16, 4096, 4096, "fp8", 132, "waves")["n_tile"] == 128
+
+
+def test_last_wave_keeps_to_the_scale_blocks_with_deepseek_scaling():
+    """N = 7168: 64x56 tiles give 128 CTAs; with 128-column weight scales the template takes
+    divisors or multiples of 128 only, so 64x64 (112 CTAs; 64x32 would need two waves)."""
+    assert choose_tiles(16, 7168, 4096, "bf16", 132, "last_wave")["n_tile"] == 56
+    assert choose_tiles(16, 7168, 4096, "fp8", 132, "last_wave",
+                        scaling="deepseek")["n_tile"] == 64
+
+
+def test_last_wave_takes_the_wide_tile_on_full_grids():
+    """4096x4096: 128x256 tiles, 512 CTAs in 4 waves (116 in the last); 128x248 would need
+    5; the same tile as "waves"."""
+    big = choose_tiles(4096, 4096, 8192, "bf16", 132, "last_wave")
+    assert _shape(big) == (128, 256, 2) and big["persistent"]
+    assert "last_wave" in TILE_RULES

@@ -18,6 +18,16 @@ Tile heuristic (`choose_tiles`), the same for every shape — no per-shape facto
   on the 12 FIT rows where the two differ (M <= 128): fit MAPE +0.4 points (the template's
   64-row tiles read their A and B once per CTA from L2, cuBLAS's clusters multicast them),
   so "waves" stays the default.
+  "last_wave" (`_last_wave`) keeps the m_tile and picks the n_tile (16 to 256) with the
+  fewest waves, then the fullest last wave, DeepGEMM's criteria: narrow tiles at small M
+  (M = 16, N = 4096: 64x32 tiles on 128 SMs). On the 42 fit rows of the three families
+  (2026-11-27, h100_sxm, sampled; it differs from "waves" on the 18 rows with M <= 128):
+  MAPE 17.1 % against 18.2 % for "waves" (bf16 17.6 / 16.6 %, fp8 19.6 / 19.5 %, fp8_block
+  14.1 / 18.5 %): M <= 16 rows closer (fp8_block 16x4096x8192 +38.7 -> +1.5 %), M = 128
+  rows further (bf16 128x8192x4096 +5.8 -> +18.9 %: 128x32 tiles re-read A from the L2 in
+  every CTA, cuBLAS's clusters multicast it). Not yet the default: it also changes five of
+  the DeepSeek-V3 layer's nine GEMMs (128 -> 256 columns at M = 4096, fewer waves), and
+  the switch needs the held-back table and the layer's stored figures re-made together.
 * k_tile = one 128-byte swizzle row (64 bf16/fp16, 128 fp8, 32 tf32 elements).
 * stages: as many as fit in 227 KiB of shared memory, at most `MAX_STAGES`.
 * registers: the launch count is what one CTA per SM leaves (registers per SM / threads,
@@ -71,7 +81,7 @@ from workloads.ops.gemm_sampling import mean_k_tiles, plain_footprint, reduced_k
 from workloads.ops.registry import Flag, Launch, OpPlan, positive, register
 
 DTYPES = tuple(ELEM)                       # bf16, fp16, fp8, tf32
-TILE_RULES = ("n128", "n256", "waves", "fill")
+TILE_RULES = ("n128", "n256", "waves", "fill", "last_wave")
 DEFAULT_RULE = "waves"                     # lowest fit-row MAPE of TILE_RULES (docstring)
 MAX_STAGES = 8
 FUNCTIONAL_ELEMENTS = 1 << 20
@@ -129,6 +139,27 @@ def _fill(m: int, n: int, dtype: str, sm_count: int, blocks, rates: TileRates):
     return best
 
 
+def _last_wave(m: int, n: int, sm_count: int, blocks, scaling: str) -> int:
+    """Rule "last_wave": the n_tile for the template's m_tile by the criteria of DeepGEMM's
+    `get_best_configs` (recalled, not in the reference): the fewest waves of tiles over the
+    SMs, then the fullest last wave, then the narrower tile; n_tile from 16 to 256 in steps
+    of 8 (wgmma N; DeepGEMM's own list stops at 160), with DeepSeek scaling only the
+    divisors and multiples of 128 (the template reads one weight scale per 128 columns),
+    and no wider than N rounded up to 8."""
+    m_tile = 64 if m <= 64 else 128
+    widest = max(16, 8 * math.ceil(n / 8))
+    best, best_key = 128, None
+    for n_tile in range(16, 257, 8):
+        if n_tile > widest or (scaling == "deepseek" and 128 % n_tile and n_tile % 128):
+            continue
+        tiles = blocks(m_tile) * math.ceil(n / n_tile)
+        waves = math.ceil(tiles / sm_count)
+        key = (waves, -(tiles - (waves - 1) * sm_count), n_tile)
+        if best_key is None or key < best_key:
+            best, best_key = n_tile, key
+    return best
+
+
 def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
                  rule: str = DEFAULT_RULE, row_blocks=None,
                  rates: TileRates | None = None, scaling: str = "none",
@@ -148,6 +179,8 @@ def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
             import models
             rates = tile_rates(models.load_preset("h100_sxm"), dtype)
         m_tile, n_tile, consumers = _fill(m, n, dtype, sm_count, blocks, rates)
+    elif rule == "last_wave":
+        n_tile = _last_wave(m, n, sm_count, blocks, scaling)
     elif rule == "n128" or n < 256:
         n_tile = 128 if n >= 128 else max(8, 8 * math.ceil(n / 8))
     elif rule == "n256":
@@ -247,8 +280,8 @@ GEMM_FLAGS = (
     Flag("--layout", "grouped layout: contiguous (rows concatenated, padded to the tile) or "
          "masked ([groups, max_m, K] with valid rows per group)", kind="str",
          default="contiguous", choices=LAYOUTS),
-    Flag("--rule", "GEMM tile rule: n128, n256, waves or fill (default: the one chosen on the "
-         "calibration fit subset)", kind="str"),
+    Flag("--rule", "GEMM tile rule: n128, n256, waves, fill or last_wave (default: the one "
+         "chosen on the calibration fit subset)", kind="str"),
 )
 
 
