@@ -23,9 +23,10 @@ Tile heuristic (`choose_tiles`), the same for every shape — no per-shape facto
   (M = 16, N = 4096: 64x32 tiles on 128 SMs). On the 42 fit rows of the three families
   (2026-11-27, h100_sxm, sampled; it differs from "waves" on the 18 rows with M <= 128):
   MAPE 17.1 % against 18.2 % for "waves" (bf16 17.6 / 16.6 %, fp8 19.6 / 19.5 %, fp8_block
-  14.1 / 18.5 %): M <= 16 rows closer (fp8_block 16x4096x8192 +38.7 -> +1.5 %), M = 128
-  rows further (bf16 128x8192x4096 +5.8 -> +18.9 %: 128x32 tiles re-read A from the L2 in
-  every CTA, cuBLAS's clusters multicast it). Not yet the default: it also changes five of
+  14.1 / 18.5 %) and 17.5 % for "fill" (n128 and n256, far behind on 28 rows, not re-run):
+  M <= 16 rows closer (fp8_block 16x4096x8192 +38.7 -> +1.5 %), M = 128 rows further
+  (bf16 128x8192x4096 +5.8 -> +18.9 %: 128x32 tiles re-read A from the L2 in every CTA,
+  cuBLAS's clusters multicast it). Not yet the default: it also changes five of
   the DeepSeek-V3 layer's nine GEMMs (128 -> 256 columns at M = 4096, fewer waves), and
   the switch needs the held-back table and the layer's stored figures re-made together.
 * k_tile = one 128-byte swizzle row (64 bf16/fp16, 128 fp8, 32 tf32 elements).
