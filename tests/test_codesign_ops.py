@@ -94,8 +94,8 @@ the per-SM operand delivery (~570 cycles per k-tile), bounds the GEMM."""
 
 
 def _tensor_bound_gemm(config, k=1024):
-    """Two CTAs of 128 x 128, k / 64 k-tiles: tensor-bound on the SLOW rate."""
-    plan = build_op("gemm", config, m=128, n=256, k=k, dtype="bf16")
+    """Two CTAs of 128 x 128 (rule "waves"), k / 64 k-tiles: tensor-bound on the SLOW rate."""
+    plan = build_op("gemm", config, m=128, n=256, k=k, dtype="bf16", rule="waves")
     return plan, simulate_op(plan, config, "full")
 
 

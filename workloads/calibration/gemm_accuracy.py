@@ -15,8 +15,10 @@ subset. The fit subset serves two things only: `launch.kernel_overhead_us`, fitt
 `workloads.calibration.launch_fit` on the fit rows with m <= 16 (with small decode-
 attention fit rows), and the choice among the template heuristics of
 `workloads.ops.gemm.TILE_RULES` (`--fit`: the rule with the lowest MAPE over the fit rows
-of both dtypes becomes `workloads.ops.gemm.DEFAULT_RULE`; about 5 minutes per rule on one
-core: on 2026-11-26 n128 22.7 %, n256 26.8 %, waves 18.1 %, fill 18.4 %, so "waves").
+becomes `workloads.ops.gemm.DEFAULT_RULE`; about 7 minutes per rule on one core: on
+2026-11-26 over the 28 bf16/fp8 fit rows n128 22.7 %, n256 26.8 %, waves 18.1 %, fill
+18.4 %, so "waves"; on 2026-11-27 over the 42 fit rows of the three families n128 19.6 %,
+n256 30.8 %, waves 18.2 %, fill 17.5 %, last_wave 17.1 %, so "last_wave").
 There are no per-shape or per-dtype factors. MAPE and Pearson r are reported per dtype on
 the held-back rows.
 

@@ -6,29 +6,26 @@ Tile heuristic (`choose_tiles`), the same for every shape — no per-shape facto
 * m_tile 128 with two cooperative consumer warpgroups (64 rows each); m_tile 64 with one
   consumer when M <= 64 (decode-like GEMMs waste less of the tile).
 * n_tile by `rule` (one of `TILE_RULES`, chosen on the calibration fit subset by
-  `python -m workloads.calibration.gemm_accuracy --fit`: on 2026-11-26 the 28 fit rows
-  read MAPE n128 22.7 %, n256 26.8 %, waves 18.1 %, fill 18.4 %, so "waves"): "n128"
-  always 128; "n256" 256 when N >= 256;
+  `python -m workloads.calibration.gemm_accuracy --fit`: on 2026-11-27 the 42 fit rows of
+  the three families (h100_sxm, sampled) read MAPE n128 19.6 %, n256 30.8 %, waves 18.2 %,
+  fill 17.5 %, last_wave 17.1 %, so "last_wave"; on 2026-11-26 the 28 bf16/fp8 fit rows
+  had read n128 22.7 %, n256 26.8 %, waves 18.1 %, fill 18.4 %, and "waves" was the
+  default): "n128" always 128; "n256" 256 when N >= 256;
   "waves" the one of {128, 256} that needs the fewer tile-columns x waves of SMs (cost
   ceil(tiles / SMs) x n_tile, ties to 256, the larger tile reads less per FLOP);
   "fill" also picks m_tile (and the consumers) among `FILL_SHAPES` by a per-tile roofline
   (`TileRates` of the preset): waves x max(tensor cycles, operand bytes / the SM's share of
   the L2) per k-tile, so a GEMM with few tiles takes smaller ones and more SMs, as cuBLAS's
-  64x64 kernel at M = 128 (workloads/reference/h100/gemm_ncu_l2.csv). Scored against "waves"
-  on the 12 FIT rows where the two differ (M <= 128): fit MAPE +0.4 points (the template's
-  64-row tiles read their A and B once per CTA from L2, cuBLAS's clusters multicast them),
-  so "waves" stays the default.
+  64x64 kernel at M = 128 (workloads/reference/h100/gemm_ncu_l2.csv);
   "last_wave" (`_last_wave`) keeps the m_tile and picks the n_tile (16 to 256) with the
   fewest waves, then the fullest last wave, DeepGEMM's criteria: narrow tiles at small M
-  (M = 16, N = 4096: 64x32 tiles on 128 SMs). On the 42 fit rows of the three families
-  (2026-11-27, h100_sxm, sampled; it differs from "waves" on the 18 rows with M <= 128):
-  MAPE 17.1 % against 18.2 % for "waves" (bf16 17.6 / 16.6 %, fp8 19.6 / 19.5 %, fp8_block
-  14.1 / 18.5 %) and 17.5 % for "fill" (n128 and n256, far behind on 28 rows, not re-run):
-  M <= 16 rows closer (fp8_block 16x4096x8192 +38.7 -> +1.5 %), M = 128 rows further
-  (bf16 128x8192x4096 +5.8 -> +18.9 %: 128x32 tiles re-read A from the L2 in every CTA,
-  cuBLAS's clusters multicast it). Not yet the default: it also changes five of
-  the DeepSeek-V3 layer's nine GEMMs (128 -> 256 columns at M = 4096, fewer waves), and
-  the switch needs the held-back table and the layer's stored figures re-made together.
+  (M = 16, N = 4096: 64x32 tiles on 128 SMs). On the fit rows it differs from "waves" on the
+  18 with M <= 128 (per family last_wave / waves: bf16 17.6 / 16.6 %, fp8 19.6 / 19.5 %,
+  fp8_block 14.1 / 18.5 %): M <= 16 rows closer (fp8_block 16x4096x8192 +38.7 -> +1.5 %),
+  M = 128 rows further (bf16 128x8192x4096 +5.8 -> +18.9 %: 128x32 tiles re-read A from the
+  L2 in every CTA, where cuBLAS's clusters multicast it). With DeepSeek scaling it also
+  takes fewer waves of 256-column tiles where "waves" took more of 128 (five of the
+  DeepSeek-V3 layer's nine GEMMs, e.g. 4096x1536: 2 waves of 192 tiles, not 3 of 384).
 * k_tile = one 128-byte swizzle row (64 bf16/fp16, 128 fp8, 32 tf32 elements).
 * stages: as many as fit in 227 KiB of shared memory, at most `MAX_STAGES`.
 * registers: the launch count is what one CTA per SM leaves (registers per SM / threads,
@@ -83,7 +80,7 @@ from workloads.ops.registry import Flag, Launch, OpPlan, positive, register
 
 DTYPES = tuple(ELEM)                       # bf16, fp16, fp8, tf32
 TILE_RULES = ("n128", "n256", "waves", "fill", "last_wave")
-DEFAULT_RULE = "waves"                     # lowest fit-row MAPE of TILE_RULES (docstring)
+DEFAULT_RULE = "last_wave"                 # lowest fit-row MAPE of TILE_RULES (docstring)
 MAX_STAGES = 8
 FUNCTIONAL_ELEMENTS = 1 << 20
 NUMPY = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16, "fp8": ml_dtypes.float8_e4m3fn,
