@@ -64,6 +64,8 @@ def test_last_wave_fills_one_wave_with_narrow_tiles():
         choice = choose_tiles(16, 4096, 4096, dtype, 132, "last_wave", scaling=scaling)
         assert _shape(choice) == (64, 32, 1) and not choice["persistent"]
     assert choose_tiles(16, 4096, 4096, "fp8", 132, "waves")["n_tile"] == 128
+    assert [choose_tiles(16, n, 64, "bf16", 132, "last_wave")["n_tile"]
+            for n in (5, 8, 20)] == [8, 8, 16]        # no wider than N rounded up to 8
 
 
 def test_last_wave_keeps_to_the_scale_blocks_with_deepseek_scaling():

@@ -33,6 +33,9 @@ VARIANTS = {
                       out_dtype="f32"), 96, 80, 96),
     "bf16-persistent": (dict(m_tile=64, n_tile=64, persistent=True, sm_count=4),
                         200, 136, 128),
+    # narrow tiles of rule "last_wave" at small M (workloads.ops.gemm): 32 and 56 columns
+    "bf16-narrow-n32": (dict(m_tile=64, n_tile=32, stages=4), 16, 136, 256),
+    "bf16-narrow-n56": (dict(m_tile=64, n_tile=56, stages=4), 16, 120, 128),
 }
 DEEPSEEK = dict(m_tile=128, n_tile=128, k_tile=128, stages=3, dtype="fp8",
                 fp8_scaling="deepseek", out_dtype="f32")
@@ -110,12 +113,12 @@ def scaled_fp8(m, n, k, seed=1):
 
 
 @pytest.mark.parametrize("shape, n_tile", [((200, 136, 384), 128), ((128, 200, 256), 256),
-                                          ((64, 200, 256), 64)])
+                                          ((64, 200, 256), 64), ((16, 200, 256), 32)])
 def test_fp8_deepseek_scaling_matches_the_recipe(shape, n_tile):
     """The promoted f32 result equals the numpy recipe (to a few f32 ulps: the fma of
     the model and of numpy may round differently once in a while), and approximates the
     unquantized product as well as e4m3 allows. n_tile 256 spans two B scale blocks,
-    n_tile 64 half of one."""
+    n_tile 64 half of one, n_tile 32 a quarter."""
     m, n, k = shape
     qa, qb, sa, sb, a, b = scaled_fp8(m, n, k)
     got = run(gemm_kernel(**{**DEEPSEEK, "n_tile": n_tile}), qa, qb, sa, sb)
@@ -171,6 +174,7 @@ def test_kernel_shape_and_shared_memory_layout():
 
 ALL_VARIANTS = [p for p, *_ in VARIANTS.values()] + [
     DEEPSEEK, {**DEEPSEEK, "consumers": 2, "persistent": True},
+    {**DEEPSEEK, "m_tile": 64, "n_tile": 32},
     dict(m_tile=128, n_tile=256, k_tile=64, stages=3, consumers=2),
     dict(n_tile=256, k_tile=128, stages=4, dtype="fp8", consumers=2, persistent=True),
 ]

@@ -143,10 +143,12 @@ def _last_wave(m: int, n: int, sm_count: int, blocks, scaling: str) -> int:
     SMs, then the fullest last wave, then the narrower tile; n_tile from 16 to 256 in steps
     of 8 (wgmma N; DeepGEMM's own list stops at 160), with DeepSeek scaling only the
     divisors and multiples of 128 (the template reads one weight scale per 128 columns),
-    and no wider than N rounded up to 8."""
+    and no wider than N rounded up to 8 (N <= 8: one 8-column tile)."""
     m_tile = 64 if m <= 64 else 128
-    widest = max(16, 8 * math.ceil(n / 8))
-    best, best_key = 128, None
+    widest = 8 * math.ceil(n / 8)
+    if widest < 16:
+        return widest
+    best, best_key = 16, None
     for n_tile in range(16, 257, 8):
         if n_tile > widest or (scaling == "deepseek" and 128 % n_tile and n_tile % 128):
             continue
