@@ -9,7 +9,8 @@ wall clock of a shared machine includes waiting for a core) and the wall seconds
 whole simulation beside the goal (sampled <= 60 s on one core) and the simulated layer
 time; with `--per-op` instead the CPU seconds and simulated time of every distinct op
 (each simulated once, as `simulate_workload` does, whose cost is their sum), largest
-first, so the nodes that dominate the run time are named. The numba JIT of the memory
+first, so the nodes that dominate the run time are named, with how each was timed (in full,
+wave-sampled with the waves simulated, or by op-level samples). The numba JIT of the memory
 model is warmed up first (a tiny op) so it is not counted.
 Units: CPU and wall seconds, simulated microseconds.
 """
@@ -41,9 +42,23 @@ def per_op(graph, config, fidelity: str) -> list[tuple[float, str, dict, float]]
         seen.add(op.key)
         start = time.process_time()
         res = simulate_op(build_op(op.kind, config, **op.kwargs), config, fidelity)
-        rows.append((time.process_time() - start, op.kind, op.kwargs, res["time_us"]))
-        print(f"  ... {rows[-1][0]:7.1f} s  {node.name}", flush=True)
+        rows.append((time.process_time() - start, op.kind, op.kwargs, res["time_us"],
+                     timed_as(res)))
+        print(f"  ... {rows[-1][0]:7.1f} s  {node.name}  ({rows[-1][4]})", flush=True)
     return sorted(rows, key=lambda r: -r[0])
+
+
+def timed_as(res: dict) -> str:
+    """How an op's launches were timed: "full" / "sampled" with the waves simulated (of a
+    launch the wave sampler ran), or "op samples" (reduced launches of op-level sampling)."""
+    kernels = res["kernel"] if isinstance(res["kernel"], list) else [res["kernel"]]
+    parts = []
+    for k in kernels:
+        if "sampled_from" in k:
+            parts.append(f"op samples x{k['sampled_from']}")
+        else:
+            parts.append(f"{k.get('fidelity', '?')} {k.get('waves_simulated', 0.0):.1f} waves")
+    return ", ".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,9 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         cpu = sum(r[0] for r in rows)
         print(f"{graph.name} on {a.model}, {len(graph)} nodes, {len(rows)} distinct ops, "
               f"fidelity {a.fidelity}: {cpu:.1f} s CPU summed over the ops")
-        for op_cpu, kind, kwargs, sim_us in rows:
+        for op_cpu, kind, kwargs, sim_us, how in rows:
             sizes = ", ".join(f"{k}={v}" for k, v in kwargs.items())
-            print(f"  {op_cpu:7.1f} s  {kind:<14} {sim_us:10.1f} us  {sizes}", flush=True)
+            print(f"  {op_cpu:7.1f} s  {kind:<14} {sim_us:10.1f} us  {sizes}  [{how}]",
+                  flush=True)
         return 0
     start, cpu = time.perf_counter(), time.process_time()
     res = simulator.simulate_workload(graph, config=config, fidelity=a.fidelity)

@@ -44,3 +44,17 @@ def test_sampled_elementwise_kernel_within_3_percent_of_full(kind, sizes):
     assert abs(sampled.cycles / full.cycles - 1) <= TOLERANCE, (sampled.cycles, full.cycles)
     bytes_error = _hbm_bytes(sampled) / _hbm_bytes(full) - 1
     assert abs(bytes_error) <= TOLERANCE, (_hbm_bytes(sampled), _hbm_bytes(full))
+
+
+def test_op_result_says_how_each_launch_was_timed():
+    """`simulate_op`'s kernel entry carries what the wave sampler did: a grid of many waves
+    is sampled (waves simulated, a share extrapolated), one of few waves timed in full."""
+    from workloads.ops import simulate_op
+
+    many = simulate_op(build_op("residual-add", CONFIG, rows=512, cols=7168, inputs=2),
+                       CONFIG, "sampled")["kernel"]
+    assert many["fidelity"] == "sampled" and many["waves_simulated"] >= 4
+    assert 0 < many["extrapolated_fraction"] < 1
+    few = simulate_op(build_op("residual-add", CONFIG, rows=8, cols=448, inputs=2),
+                      CONFIG, "sampled")["kernel"]
+    assert few["fidelity"] == "full" and few["extrapolated_fraction"] == 0.0

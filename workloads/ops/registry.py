@@ -32,6 +32,11 @@ with a re-simulation at that clock within 1 % (`tests/test_clock_model.py`: 0.2-
 512x512x4096 on 16 SMs); an HBM-bound launch would be overstated (16x4096x4096 bf16 with
 the cap forced to bind, 1.83 -> 1.64 GHz: +5.5 %), which is why the kernel-level
 `simulate_kernel` and the golden suite stay at the preset clock.
+
+Each launch timed in full or by wave sampling says how in its `kernel` entry: `fidelity`
+("full" or "sampled": what `simulator.sampling` did, which may be "full" for a grid of few
+waves when the op asked for "sampled"), `waves_simulated` (0 where not counted) and
+`extrapolated_fraction`; launches replaced by op-level samples carry `sampled_from`.
 Units: microseconds, cycles, bytes, TFLOP/s, GB/s, GHz.
 """
 
@@ -258,7 +263,11 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
         cycles += weight * float(res.cycles)
         hbm_bytes += byte_weight * float(hbm.value.sum())
         if not use_samples:
-            kernels.append({**launch.describe(), "cycles": int(res.cycles)})
+            kernels.append({**launch.describe(), "cycles": int(res.cycles),
+                            "fidelity": getattr(res, "fidelity", "full"),
+                            "waves_simulated": float(getattr(res, "waves_simulated", 0.0)),
+                            "extrapolated_fraction": float(getattr(
+                                res, "extrapolated_fraction", 0.0))})
     preset_ghz = config.chip.clock_ghz
     groups = [parts] if use_samples else [[part] for part in parts]
     kernel_us = kernel_us_at_preset = 0.0
