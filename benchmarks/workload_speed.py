@@ -57,7 +57,7 @@ def timed_as(res: dict) -> str:
         if "sampled_from" in k:
             parts.append(f"op samples x{k['sampled_from']}")
         else:
-            parts.append(f"{k.get('fidelity', '?')} {k.get('waves_simulated', 0.0):.1f} waves")
+            parts.append(f"{k['fidelity']} {k['waves_simulated']:.1f} waves")
     return ", ".join(parts)
 
 

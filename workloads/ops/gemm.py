@@ -69,6 +69,7 @@ from workloads.kernels.templates.gemm import (
     ELEM,
     MAX_SHARED,
     OUT_BYTES,
+    fits_scale_blocks,
     gemm_kernel,
     scale_bytes,
     sfa_map,
@@ -137,27 +138,24 @@ def _fill(m: int, n: int, dtype: str, sm_count: int, blocks, rates: TileRates):
     return best
 
 
-def _last_wave(m: int, n: int, sm_count: int, blocks, scaling: str) -> int:
-    """Rule "last_wave": the n_tile for the template's m_tile by the criteria of DeepGEMM's
+def _last_wave(m_tile: int, n: int, sm_count: int, blocks, scaling: str) -> int:
+    """Rule "last_wave": the n_tile for `m_tile` by the criteria of DeepGEMM's
     `get_best_configs` (recalled, not in the reference): the fewest waves of tiles over the
     SMs, then the fullest last wave, then the narrower tile; n_tile from 16 to 256 in steps
     of 8 (wgmma N; DeepGEMM's own list stops at 160), with DeepSeek scaling only the
-    divisors and multiples of 128 (the template reads one weight scale per 128 columns),
-    and no wider than N rounded up to 8 (N <= 8: one 8-column tile)."""
-    m_tile = 64 if m <= 64 else 128
+    tiles that `fits_scale_blocks`, and no wider than N rounded up to 8 (N <= 8: one
+    8-column tile)."""
     widest = 8 * math.ceil(n / 8)
     if widest < 16:
         return widest
-    best, best_key = 16, None
-    for n_tile in range(16, 257, 8):
-        if n_tile > widest or (scaling == "deepseek" and 128 % n_tile and n_tile % 128):
-            continue
+
+    def key(n_tile: int) -> tuple[int, int, int]:
         tiles = blocks(m_tile) * math.ceil(n / n_tile)
         waves = math.ceil(tiles / sm_count)
-        key = (waves, -(tiles - (waves - 1) * sm_count), n_tile)
-        if best_key is None or key < best_key:
-            best, best_key = n_tile, key
-    return best
+        return waves, -(tiles - (waves - 1) * sm_count), n_tile
+
+    return min((nt for nt in range(16, min(widest, 256) + 1, 8)
+                if scaling != "deepseek" or fits_scale_blocks(nt)), key=key)
 
 
 def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
@@ -180,7 +178,7 @@ def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
             rates = tile_rates(models.load_preset("h100_sxm"), dtype)
         m_tile, n_tile, consumers = _fill(m, n, dtype, sm_count, blocks, rates)
     elif rule == "last_wave":
-        n_tile = _last_wave(m, n, sm_count, blocks, scaling)
+        n_tile = _last_wave(m_tile, n, sm_count, blocks, scaling)
     elif rule == "n128" or n < 256:
         n_tile = 128 if n >= 128 else max(8, 8 * math.ceil(n / 8))
     elif rule == "n256":

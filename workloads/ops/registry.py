@@ -264,10 +264,9 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
         hbm_bytes += byte_weight * float(hbm.value.sum())
         if not use_samples:
             kernels.append({**launch.describe(), "cycles": int(res.cycles),
-                            "fidelity": getattr(res, "fidelity", "full"),
-                            "waves_simulated": float(getattr(res, "waves_simulated", 0.0)),
-                            "extrapolated_fraction": float(getattr(
-                                res, "extrapolated_fraction", 0.0))})
+                            "fidelity": res.fidelity,
+                            "waves_simulated": float(res.waves_simulated),
+                            "extrapolated_fraction": float(res.extrapolated_fraction)})
     preset_ghz = config.chip.clock_ghz
     groups = [parts] if use_samples else [[part] for part in parts]
     kernel_us = kernel_us_at_preset = 0.0

@@ -223,6 +223,12 @@ class GemmKernel:
         return out + [np.ascontiguousarray(schedule), m, n, k, len(schedule)]
 
 
+def fits_scale_blocks(n_tile: int) -> bool:
+    """Whether a tile of `n_tile` columns can read DeepSeek's weight scales, one per 128
+    columns: a divisor or a multiple of 128."""
+    return 128 % n_tile == 0 or n_tile % 128 == 0
+
+
 def scale_chunks(k: int, k_tile: int) -> int:
     """128-K scale chunks of the k-tiles covering K (a partial last k-tile counts whole)."""
     return math.ceil(k / k_tile) * max(1, k_tile // 128)
@@ -288,7 +294,7 @@ def gemm_kernel(m_tile: int = 128, n_tile: int = 128, k_tile: int = 64, stages: 
     if fp8_scaling and dtype != "fp8":
         raise _bad("fp8_scaling", fp8_scaling, f"None for dtype={dtype!r} ('deepseek' "
                    "needs dtype='fp8')")
-    if fp8_scaling and not (128 % n_tile == 0 or n_tile % 128 == 0):
+    if fp8_scaling and not fits_scale_blocks(n_tile):
         raise _bad("n_tile", n_tile, "a divisor or multiple of 128 with fp8_scaling "
                    "(one B scale block per 128 columns)")
     if not isinstance(sm_count, int) or sm_count < 1:
