@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from isa.cluster import cluster_order, cluster_shape
 from isa.dataflow import data_only_pcs
 from isa.decode import Program, decode
 from isa.errors import LaunchError
@@ -35,6 +36,12 @@ class Launch:
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared_bytes: int = 0
+    cluster: tuple[int, int, int] = (1, 1, 1)    # CTAs per cluster (`isa.cluster`)
+    explicit_cluster: bool = False
+
+    @property
+    def cluster_ctas(self) -> int:
+        return self.cluster[0] * self.cluster[1] * self.cluster[2]
 
     @property
     def n_ctas(self) -> int:
@@ -115,8 +122,10 @@ def compile_kernel(ptx: str, entry: str, file: str = "<ptx>") -> Program:
     return hoist_loads(program)
 
 
-def check_launch(program: Program, grid, block, shared_bytes: int) -> Launch:
-    launch = Launch(dim3(grid, "grid"), dim3(block, "block"), int(shared_bytes))
+def check_launch(program: Program, grid, block, shared_bytes: int, cluster=None) -> Launch:
+    grid = dim3(grid, "grid")
+    shape, explicit = cluster_shape(program, grid, cluster)
+    launch = Launch(grid, dim3(block, "block"), int(shared_bytes), shape, explicit)
     if launch.block_threads > MAX_BLOCK_THREADS:
         raise LaunchError(f"block {launch.block} has {launch.block_threads} threads; "
                           f"at most {MAX_BLOCK_THREADS} are allowed")
@@ -230,7 +239,7 @@ def _scalar_bytes(arg, ty, where: str) -> np.ndarray:
 def run_kernel(ptx, entry: str, grid, block, args: list, shared_bytes: int = 0, *,
                file: str = "<ptx>", observer=None, max_batch_threads: int = DEFAULT_BATCH_THREADS,
                max_steps: int = 0, cta_range: tuple[int, int] | None = None,
-               timing_only: bool = False) -> FunctionalResult:
+               timing_only: bool = False, cluster=None) -> FunctionalResult:
     """Run a kernel functionally. Pointer arguments (numpy arrays) are updated in place.
 
     `ptx` is PTX text or a `Program` from `compile_kernel`. Raises `isa.PtxError` on
@@ -246,9 +255,12 @@ def run_kernel(ptx, entry: str, grid, block, args: list, shared_bytes: int = 0, 
     control flow, addresses and memory traffic still execute. Pointer arguments may be
     `ShapeOnly`. With either option the results are not meaningful, so nothing is copied
     back into the caller's arrays.
+
+    `cluster` (1 to 3 ints) launches thread-block clusters of that shape, as the entry's
+    `.reqnctapercluster` does (`isa.cluster`); a `cta_range` must then hold whole clusters.
     """
     program = ptx if isinstance(ptx, Program) else compile_kernel(ptx, entry, file)
-    launch = check_launch(program, grid, block, shared_bytes)
+    launch = check_launch(program, grid, block, shared_bytes, cluster)
     layout = GlobalLayout()
     layout.buffers = list(program.global_layout.buffers)
     layout.top = program.global_layout.top
@@ -280,7 +292,8 @@ def run_kernel(ptx, entry: str, grid, block, args: list, shared_bytes: int = 0, 
 
 def cta_batches(launch: Launch, max_batch_threads: int,
                 cta_range: tuple[int, int] | None = None):
-    """CTA index triples in launch order (x fastest), in batches; optionally a sub-range."""
+    """CTA index triples in launch order (x fastest), in batches; optionally a sub-range.
+    With clusters, cluster after cluster, whole clusters per batch (`isa.cluster`)."""
     tpc = -(-launch.block_threads // 32) * 32
     per = max(1, max_batch_threads // tpc)
     gx, gy, gz = launch.grid
@@ -291,6 +304,14 @@ def cta_batches(launch: Launch, max_batch_threads: int,
             raise LaunchError(f"cta_range {cta_range} must satisfy 0 <= first < stop <= "
                               f"{total} (the grid's CTA count)")
         total = stop
+    size = launch.cluster_ctas
+    order = None
+    if size > 1:
+        order = cluster_order(launch.grid, launch.cluster, first, total)
+        per = max(size, per // size * size)
+        first, total = 0, order.size
     for start in range(first, total, per):
         lin = np.arange(start, min(start + per, total), dtype=np.int64)
+        if order is not None:
+            lin = order[lin]
         yield np.stack([lin % gx, (lin // gx) % gy, lin // (gx * gy)], axis=1)

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from isa.cluster import OFFSET_MASK, RANK_SHIFT
+from isa.cluster import ranks as cluster_ranks
 from isa.errors import PtxError
 from isa.memory import (
     GLOBAL_BASE,
@@ -54,6 +56,18 @@ class Machine:
                     (lin // (block[0] * block[1])).astype(np.uint32)]
         self.cta_ids = cta_ids                       # [n_cta, 3]
         self.ctaid = [cta_ids[self.cta_of, k].astype(np.uint32) for k in range(3)]
+        self.cluster = getattr(launch, "cluster", (1, 1, 1))
+        self.cluster_size = self.cluster[0] * self.cluster[1] * self.cluster[2]
+        rank = cluster_ranks(cta_ids, self.cluster)
+        self.cluster_rank = rank                     # per batch CTA (`isa.cluster`)
+        self.cluster_first = np.arange(self.n_cta, dtype=np.int64) - rank
+        if self.cluster_size > 1 and (
+                (self.cluster_first < 0).any()
+                or (self.n_cta % self.cluster_size)
+                or ((cta_ids // np.array(self.cluster)) != (
+                    cta_ids[self.cluster_first] // np.array(self.cluster))).any()):
+            raise ValueError("a batch must hold whole clusters in rank order "
+                             "(isa.cluster.cluster_order)")
         self.pc = np.where(valid, program.entry_pc, EXITED).astype(np.int32)
         self.resume = np.zeros(T, dtype=np.int32)
         self.bar_id = np.full(T, -1, dtype=np.int16)
@@ -112,10 +126,12 @@ class Machine:
             return self.warp_in_cta[lanes]
         if base == "%nwarpid":
             return np.full(n, self.tpc // 32, dtype=np.uint32)
-        if base in ("%smid", "%gridid", "%cluster_ctarank", "%clusterid", "%cluster_ctaid"):
+        if base.startswith("%cluster") or base.endswith("clusterid") or \
+                base == "%is_explicit_cluster":
+            return self._cluster_special(base, k, lanes, n)
+        if base in ("%smid", "%gridid"):
             return np.zeros(n, dtype=np.uint32)
-        if base in ("%nsmid", "%cluster_nctarank", "%nclusterid", "%cluster_nctaid",
-                    "%is_explicit_cluster"):
+        if base == "%nsmid":
             return np.ones(n, dtype=np.uint32)
         if base in ("%clock", "%clock_hi", "%globaltimer_lo", "%globaltimer_hi"):
             return np.full(n, self.steps & 0xFFFFFFFF, dtype=np.uint32)
@@ -136,6 +152,40 @@ class Machine:
         if base in ("%total_smem_size", "%aggr_smem_size"):
             return np.full(n, self.program.shared_bytes + L.shared_bytes, dtype=np.uint32)
         return np.zeros(n, dtype=np.uint32)
+
+    def _cluster_special(self, base: str, k: int, lanes, n: int) -> np.ndarray:
+        """%cluster_ctaid, %cluster_nctaid, %clusterid, %nclusterid, %cluster_ctarank,
+        %cluster_nctarank, %is_explicit_cluster (`isa.cluster`)."""
+        c = self.cluster
+        if base == "%cluster_ctaid":
+            return (self.ctaid[k][lanes] % c[k]).astype(np.uint32)
+        if base == "%clusterid":
+            return (self.ctaid[k][lanes] // c[k]).astype(np.uint32)
+        if base == "%cluster_ctarank":
+            return self.cluster_rank[self.cta_of[lanes]].astype(np.uint32)
+        value = {"%cluster_nctaid": c[k], "%nclusterid": self.launch.grid[k] // c[k],
+                 "%cluster_nctarank": self.cluster_size,
+                 "%is_explicit_cluster": int(getattr(self.launch, "explicit_cluster", False))}
+        return np.full(n, value[base], dtype=np.uint32)
+
+    def shared_owner(self, addr: np.ndarray, lanes, ins) -> tuple[np.ndarray, np.ndarray]:
+        """(batch CTA owning each lane's shared::cluster address, offset in its shared
+        memory): the executing lane's CTA, or the rank `mapa` encoded (`isa.cluster`)."""
+        cta = self.cta_of[lanes]
+        if addr.size == 0 or int(addr.max()) >> RANK_SHIFT == 0:
+            return cta, addr
+        field = np.where(addr >= 0, addr >> RANK_SHIFT, 0)
+        rank = field - 1
+        bad = (field > 0) & (rank >= self.cluster_size)
+        if bad.any():
+            r = int(rank[np.flatnonzero(bad)[0]])
+            raise self.fault(ins, f"shared::cluster address of CTA rank {r} outside a cluster "
+                             f"of {self.cluster_size} CTAs", lanes, ~bad,
+                             expected=f"an address from mapa with a rank below "
+                             f"{self.cluster_size}")
+        remote = field > 0
+        cta = np.where(remote, self.cluster_first[cta] + rank, cta)
+        return cta, np.where(remote, addr & OFFSET_MASK, addr)
 
     # -- faults --------------------------------------------------------------------
     def describe_slot(self, slot: int) -> str:
@@ -178,8 +228,9 @@ class Machine:
             return self.gmem.data, addr - GLOBAL_BASE
         if space == "shared":
             size = self.mem.shared_bytes
+            owner, addr = self.shared_owner(addr, lanes, ins)
             return self.mem.shared, self._bounded(addr, nbytes, size, lanes, ins, "shared",
-                                                  self.cta_of)
+                                                  owner)
         if space == "local":
             return self.mem.local, self._bounded(addr, nbytes, self.mem.local_bytes, lanes, ins,
                                                  "local", None)
@@ -195,15 +246,17 @@ class Machine:
                                                   "param", None)
         raise self.fault(ins, f"unsupported state space '{space}'")
 
-    def _bounded(self, addr, nbytes, size, lanes, ins, space, group):
+    def _bounded(self, addr, nbytes, size, lanes, ins, space, owner):
+        """Flat offsets `owner * size + addr` (owner: per lane, or the lanes themselves when
+        None), bounds checked."""
         ok = (addr >= 0) & (addr + nbytes <= size)
         if not ok.all():
             bad_addr = int(addr[np.flatnonzero(~ok)[0]])
             raise self.fault(ins, f"out-of-bounds {space} access of {nbytes} bytes at offset "
                              f"{bad_addr:#x}", lanes, ok,
                              expected=f"an offset in [0, {size}) of {space} memory")
-        ids = self.lane_ids(lanes)
-        owner = group[ids] if group is not None else ids
+        if owner is None:
+            owner = self.lane_ids(lanes)
         return owner * size + addr
 
     def _generic_space(self, addr, lanes, ins) -> str:

@@ -14,6 +14,7 @@ import numpy as np
 
 from isa.machine import BLOCKED, CALL_DEPTH, EXITED
 from isa.memory import TPARAM_BASE
+from isa.semantics.cluster import release_cluster_barriers
 from isa.semantics.common import U32
 from isa.semantics.registry import semantics
 
@@ -79,6 +80,7 @@ def retire(m, lanes) -> None:
     m.pc[lanes] = EXITED
     ctas = np.unique(m.cta_of[lanes])
     release_barriers(m, ctas)
+    release_cluster_barriers(m, ctas)
 
 
 @semantics("bar", "barrier")

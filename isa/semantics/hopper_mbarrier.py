@@ -27,8 +27,11 @@ completes or a time limit); for the non-blocking `test_wait` it is a legal sched
 complete the phase it tests deadlocks, and is reported as a barrier deadlock at the
 test. Suspended lanes carry `bar_id = -2` so that `bar.sync` never releases them.
 
-Left out: remote (other-CTA) barriers in a cluster (a cluster is one CTA here),
-`.noComplete`, `mbarrier.pending_count`, and memory-ordering effects of
+A `.shared::cluster` address from `mapa` names another CTA's barrier of the cluster
+(`isa.cluster`): arrivals and tx changes then reach that CTA's barrier (a remote arrive,
+`mbarrier.arrive.release.cluster.shared::cluster.b64 _, [addr]`).
+
+Left out: `.noComplete`, `mbarrier.pending_count`, and memory-ordering effects of
 `.release/.acquire` (the functional model is sequentially consistent). Fences
 `fence.proxy.async` and `fence.mbarrier_init` have no functional effect.
 """

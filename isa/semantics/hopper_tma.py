@@ -1,10 +1,12 @@
 """Bulk asynchronous copies: TMA tensor copies `cp.async.bulk.tensor` and plain
 `cp.async.bulk`, with their bulk-group and mbarrier completion.
 
-Forms (sm_90a; one CTA per cluster, so `.shared::cluster` addresses are this CTA's):
+Forms (sm_90a):
 
     cp.async.bulk.tensor.{1d..5d}.shared::cluster.global.tile.mbarrier::complete_tx::bytes
         [dst], [tensorMap, {c0, ...}], [mbar] {, cachePolicy};            (load)
+    cp.async.bulk.tensor.{1d..5d}.shared::cluster.global.tile.mbarrier::complete_tx::bytes
+        .multicast::cluster [dst], [tensorMap, {c0, ...}], [mbar], ctaMask {, cachePolicy};
     cp.async.bulk.tensor.{1d..5d}.global.shared::cta.tile.bulk_group
         [tensorMap, {c0, ...}], [src] {, cachePolicy};                    (store)
     cp.async.bulk.shared::cluster.{global,shared::cta}.mbarrier::complete_tx::bytes
@@ -13,6 +15,10 @@ Forms (sm_90a; one CTA per cluster, so `.shared::cluster` addresses are this CTA
     cp.async.bulk.commit_group;   cp.async.bulk.wait_group{.read} N;
 
 (`.tile` may be omitted; `.L2::cache_hint` adds the policy operand, which is ignored.)
+`.shared::cluster` destinations and mbarriers may be another CTA's of the cluster
+(`mapa`, `isa.cluster`). A multicast load writes the box at the same CTA-relative offset
+into every CTA whose rank is set in the 16-bit ctaMask, and completes its bytes on the
+mbarrier at the mbarrier operand's CTA-relative offset in each of them.
 Each issuing lane copies on its own (usually one elected thread). A copy happens at
 issue: the program may not touch the destination before the mbarrier phase completes
 or `wait_group` returns, so copying early is a legal order; a load then performs
@@ -28,14 +34,15 @@ tensor copies are checked and complete their mbarrier transactions but move no b
 there the lanes of one step whose maps sit in the parameter space and whose boxes lie
 inside their tensor are checked (and, each on a barrier of its own, complete) together,
 the others lane by lane as above, which gives the same state and the same first fault.
-Left out: `.im2col` and `.multicast::cluster` forms, `cp.reduce.async.bulk*`, prefetch,
-the NaN OOB fill and non-1 element strides.
+Left out: `.im2col` forms, the multicast form of the plain `cp.async.bulk`,
+`cp.reduce.async.bulk*`, prefetch, the NaN OOB fill and non-1 element strides.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from isa.cluster import OFFSET_MASK, RANK_SHIFT
 from isa.errors import PtxError
 from isa.memory import GLOBAL_BASE, KPARAM_BASE, SHARED_WINDOW, WINDOW_SIZE
 from isa.operands import DVec
@@ -55,9 +62,10 @@ from isa.types import TYPES
 _S32 = TYPES["s32"]
 _LOAD = "mbarrier::complete_tx::bytes"
 _STORE = "bulk_group"
+_MULTICAST = "multicast::cluster"
 _DIMS = {"1d": 1, "2d": 2, "3d": 3, "4d": 4, "5d": 5}
 ACCEPTED_TENSOR = ("cp.async.bulk.tensor.<N>d.shared::cluster.global{.tile}."
-                   "mbarrier::complete_tx::bytes{.L2::cache_hint} or "
+                   "mbarrier::complete_tx::bytes{.multicast::cluster}{.L2::cache_hint} or "
                    "cp.async.bulk.tensor.<N>d.global.shared::cta{.tile}.bulk_group"
                    "{.L2::cache_hint}, N = 1..5")
 ACCEPTED_BULK = ("cp.async.bulk.shared::cluster.{global,shared::cta}."
@@ -70,8 +78,13 @@ def tensor_problem(ins) -> tuple[str, str] | None:
     text = ins.text + "."
     load = ".shared::cluster.global." in text and _LOAD in ins.flags
     store = ".global.shared::cta." in text and _STORE in ins.flags
-    if len(dims) != 1 or not (load or store) or ins.flags & {"im2col", "multicast::cluster"}:
+    multicast = _MULTICAST in ins.flags
+    if len(dims) != 1 or not (load or store) or "im2col" in ins.flags or \
+            (multicast and not load):
         return f"unsupported tensor copy '{ins.text}'", ACCEPTED_TENSOR
+    if multicast and len(ins.ops) < 5:
+        return (f"multicast tensor copy without a ctaMask operand: '{ins.text}'",
+                "[dst], [tensorMap, {c0, ...}], [mbar], ctaMask {, cachePolicy}")
     coords = ins.ops[2 if load else 1]
     n = len(coords.items) if isinstance(coords, DVec) else 0
     if n != _DIMS[dims[0]]:
@@ -131,17 +144,20 @@ def _base(m, ins, tm: TensorMap) -> int:
 
 
 def _shared(m, ins, addr: int, lane: np.ndarray, nbytes: int, align: int) -> tuple[int, int]:
-    """(flat offset of the lane's CTA shared memory, CTA-relative address) of the range
-    [addr, addr + nbytes), checked; generic shared-window addresses are accepted."""
+    """(flat offset of the shared memory of the CTA the address names, CTA-relative
+    address) of the range [addr, addr + nbytes), checked; generic shared-window addresses
+    and shared::cluster ones of other CTAs of the cluster (`isa.cluster`) are accepted."""
     if SHARED_WINDOW <= addr < SHARED_WINDOW + WINDOW_SIZE:
         addr -= SHARED_WINDOW
+    owner, rel = m.shared_owner(np.array([addr], np.int64), lane, ins)
+    addr = int(rel[0])
     size = m.mem.shared_bytes
     if addr % align or addr < 0 or addr + nbytes > size:
         raise m.fault(ins, f"shared range [{addr:#x}, {addr + nbytes:#x}) is out of bounds "
                       f"or not {align}-byte aligned",
                       expected=f"a {align}-byte aligned range inside {size} bytes of shared "
                       "memory")
-    return int(m.cta_of[lane[0]]) * size, addr
+    return int(owner[0]) * size, addr
 
 
 def _global(m, ins, addr: np.ndarray, nbytes: int) -> np.ndarray:
@@ -265,6 +281,8 @@ def bulk_tensor(m, ins, lanes):
     problem = tensor_problem(ins)
     if problem:
         raise m.fault(ins, problem[0], expected=problem[1])
+    if _MULTICAST in ins.flags:
+        return _multicast_tensor(m, ins, lanes)
     load = _LOAD in ins.flags
     map_op, coords_op, smem_op = ins.ops[1:3] + ins.ops[:1] if load else ins.ops[:3]
     ids = m.lane_ids(lanes)
@@ -289,6 +307,59 @@ def bulk_tensor(m, ins, lanes):
             words, idx = bars if bars is not None else barrier_words(m, ins, ins.ops[3], one)
             update(m, ins, words, idx[k:k + 1] if bars is not None else idx,
                    np.zeros(1, np.int64), np.array([-tm.box_bytes], np.int64))
+
+
+def multicast_ranks(m, ins, lanes) -> list[list[int]]:
+    """Per lane, the cluster ranks its `ctaMask` operand (the 16-bit operand after the
+    mbarrier) names, checked against the cluster's size."""
+    n = m.nlanes(lanes)
+    masks = as_array(ins.ops[4].read(m, TYPES["u16"], lanes), n).astype(np.int64)
+    out = []
+    for mask in masks.tolist():
+        ranks = [r for r in range(16) if mask >> r & 1]
+        if not ranks or ranks[-1] >= m.cluster_size:
+            raise m.fault(ins, f"multicast ctaMask {mask:#06x} names no CTA or one outside a "
+                          f"cluster of {m.cluster_size}",
+                          expected=f"a mask of ranks below {m.cluster_size}, at least one")
+        out.append(ranks)
+    return out
+
+
+def in_rank(addr: int, rank: int) -> int:
+    """Shared address `addr` (generic or not) moved to CTA `rank` of the cluster: the same
+    CTA-relative offset (`isa.cluster`)."""
+    if SHARED_WINDOW <= addr < SHARED_WINDOW + WINDOW_SIZE:
+        addr -= SHARED_WINDOW
+    return ((rank + 1) << RANK_SHIFT) | (addr & OFFSET_MASK)
+
+
+def _multicast_tensor(m, ins, lanes):
+    """`.multicast::cluster` load: each lane's box lands at the same CTA-relative offset in
+    every CTA its ctaMask names, each completing the transaction bytes on its own mbarrier
+    at the mbarrier operand's CTA-relative offset (PTX ISA, cp.async.bulk.tensor)."""
+    map_op, coords_op, smem_op, bar_op = ins.ops[1], ins.ops[2], ins.ops[0], ins.ops[3]
+    ids = m.lane_ids(lanes)
+    for lane, ranks in zip(ids.tolist(), multicast_ranks(m, ins, ids), strict=True):
+        one = np.array([lane], dtype=np.int64)
+        tm = _map(m, ins, map_op, one)
+        smem = int(smem_op.address(m, one)[0])
+        bar = int(bar_op.address(m, one)[0])
+        for rank in ranks:
+            dst = in_rank(smem, rank)
+            if m.copies_bulk_data:
+                _copy_box(m, ins, one, tm, coords_op, dst, True)
+            else:
+                _box_checked(m, ins, one, tm, coords_op, dst)
+            words, idx = barrier_word_at(m, ins, in_rank(bar, rank), one)
+            update(m, ins, words, idx, np.zeros(1, np.int64), np.array([-tm.box_bytes],
+                                                                        np.int64))
+
+
+def barrier_word_at(m, ins, addr: int, one: np.ndarray):
+    """(shared memory as u64 words, word index) of the mbarrier at shared::cluster
+    address `addr`."""
+    buf, off = m.locate("shared", np.array([addr], np.int64), one, 8, ins)
+    return buf.view(np.uint64), off // 8
 
 
 def _barrier_words_or_none(m, ins, ids: np.ndarray):
