@@ -24,6 +24,15 @@ Hopper tile ops (actions of `models.units`):
 * `mbarrier.try_wait`/`test_wait`: the warp's next instruction waits for the phase's
   completion cycle; a warp whose phase still lacks contributions is parked (like a barrier)
   and released when the last one is issued.
+* Thread-block clusters: a multicast box is one TMA message of the issuing SM (read from
+  the L2 once) contributing to the phase of every destination CTA; a remote
+  `mbarrier.arrive` contributes to the owning CTA's phase; `barrier.cluster.arrive` is an
+  mbarrier-like arrival (one shared-memory access) on every CTA's cluster-barrier phase and
+  `barrier.cluster.wait` a phase wait. A phase completed on one SM releases waiters on
+  another through `models.sm_driver`. Left out there: the destination SMs' ingress of a
+  multicast box, distributed-shared-memory latency (`ld.shared::cluster` of another CTA
+  costs a local shared access) and the cluster barrier's round trip beyond one
+  shared-memory access.
 * `wgmma.mma_async`: takes one issue cycle; its share of the MMA queues on the
   sub-partition's tensor pipe (busy `interval` cycles per op, FIFO) and its accumulators
   are ready `latency` cycles after the pipe starts it. `commit_group` closes the warp's
@@ -214,6 +223,7 @@ class StreamingMultiprocessor:
         lp = self.state.lp
         lp[st.L_INLINE] = self.inline is not None
         lp[st.L_SM_ID] = sm_id
+        lp[st.L_INDEX] = sm_id      # the driver's list index where a driver runs it
         lp[st.L_FREQ_KHZ] = self.clock.freq_khz
         lp[st.L_L1_SECTORS] = self.lsu.sectors_per_cycle
         lp[st.L_TMA_BYTES] = self.tma.bytes_per_clk

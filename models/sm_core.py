@@ -44,11 +44,13 @@ from models.lsu import shared_access
 from models.sm_memory import serve_event
 from models.sm_state import (
     H_DONE,
+    H_SM,
     L_CONST_LAT,
     L_CTA_DONE,
     L_CYCLE,
     L_DONE,
     L_GROW,
+    L_INDEX,
     L_INLINE,
     L_K,
     L_LISTEN,
@@ -219,6 +221,7 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
             at = ph[slot, H_DONE]
             if at < 0:
                 wi[w, W_WAIT_SLOT] = slot
+                ph[slot, H_SM] = lp[L_INDEX]
                 hold = NEVER
             else:
                 done = max(at, done)

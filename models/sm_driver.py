@@ -27,6 +27,17 @@ the typed lists in step with arrays the answers replace (`SmState.generation`). 
 result is that of the SMs' `steps` generators under the Python queue, bit for bit, without
 a Python round trip and a numba dispatch per yield.
 
+Across SMs (thread-block clusters): an mbarrier phase slot records the SM whose warps wait
+for it (`PhaseTable` `H_SM`); an SM that completes a phase another SM waits for leaves the
+slot in its `L_REMOTE` list, and `drive` wakes that SM's waiters after the loop returns
+(`_remote_wakes`): from the latest of the completion, the queue's time and the cycle after
+the waiting SM's last window, queueing the SM then (moved earlier if it was queued later).
+An SM whose warps all wait for phases parks (`L_PARKED`) instead of asking Python; one
+still parked when the queue runs empty is stuck (`RC_STUCK`, an error). The wake is late
+by at most the completing SM's quantum (the loop returns at its window's end). Only this
+driver does this: the SMs' SimPy processes (memories other than the cached one) raise on a
+phase completed elsewhere, so cluster launches need the cached memory.
+
 Left out: processes other than SMs (a session with other processes uses SimPy). Units: ps
 (queue), SM cycles (loops).
 """
@@ -43,6 +54,7 @@ from models import sm_state as st
 from models.cached_memory_layout import step
 from models.sm_memory import edge_ps
 from models.sm_warps import launch as launch_cta
+from models.sm_warps import wake_waiters
 from simulator.engine import KHZ_PS_PRODUCT
 
 Q_N, Q_ORDER, Q_NOW, Q_STOP = range(4)
@@ -158,16 +170,95 @@ def _log_cta(cta_log, kind, cta, cycle, stalls):
     cta_log[0, 0] = n
 
 
+@step
+def _waits_on_phase(wi):
+    """Some resident warp waits for an mbarrier phase (which another SM may complete)."""
+    for w in range(wi.shape[0]):
+        if wi[w, st.W_USED] and wi[w, st.W_WAIT_SLOT] >= 0:
+            return True
+    return False
+
+
+@nb.njit(cache=True)
+def _parked(lps):
+    """An SM parked waiting for phases no SM completed (-1: none)."""
+    for i in range(len(lps)):
+        if lps[i][st.L_PARKED]:
+            return i
+    return -1
+
+
+@step
+def _requeue(q, ctl, sm, at_ps):
+    """SM `sm` queued at `at_ps` at the latest: moved earlier if queued later (its entry
+    keeps its scheduling order), queued if not queued."""
+    for i in range(ctl[Q_N]):
+        if q[i, E_SM] == sm:
+            if at_ps < q[i, E_TIME]:
+                q[i, E_TIME] = at_ps
+                while i > 0:
+                    parent = (i - 1) // 2
+                    if not _before(q, i, parent):
+                        break
+                    _swap(q, i, parent)
+                    i = parent
+            return
+    _push(q, ctl, at_ps, NORMAL, sm)
+
+
+@nb.njit(cache=True)
+def _wake_remote(q, ctl, b, slot, freq_khz, ev_pc, pcs, regs, ph, wis, wrs, wms, sis, lps):
+    """Phase `slot`, completed on another SM, wakes its waiters on SM `b`: from the latest of
+    the completion, the queue's time and the cycle after `b`'s last window, which is then
+    `b`'s cycle; `b` is queued then (moved earlier, or unparked)."""
+    lp = lps[b]
+    done = ph[slot, st.H_DONE]
+    now = ctl[Q_NOW] * freq_khz // KHZ_PS_PRODUCT
+    cycle = max(done, now, lp[st.L_WINDOW] + 1) - 1
+    wake_waiters(slot, done, cycle, ev_pc, pcs, regs, wis[b], wrs[b], wms[b], sis[b], lp)
+    if lp[st.L_PARKED] or cycle + 1 < lp[st.L_CYCLE]:
+        lp[st.L_PARKED] = 0
+        lp[st.L_CYCLE] = cycle + 1
+        _requeue(q, ctl, b, edge_ps(cycle + 1, freq_khz))
+
+
+@nb.njit(cache=True)
+def _remote_wakes(q, ctl, sm, freq_khz, ev_pc, pcs, regs, ph, wis, wrs, wms, sis, lps):
+    """Serve SM `sm`'s requests to wake other SMs' waiters of phases it completed
+    (`L_REMOTE`); after an overflow (`L_REMOTE_LOST`), every SM's waiters of every
+    completed phase."""
+    lp = lps[sm]
+    for i in range(lp[st.L_REMOTE_N]):
+        slot = lp[st.L_REMOTE + i]
+        _wake_remote(q, ctl, ph[slot, st.H_SM], slot, freq_khz, ev_pc, pcs, regs, ph, wis,
+                     wrs, wms, sis, lps)
+    lp[st.L_REMOTE_N] = 0
+    if lp[st.L_REMOTE_LOST]:
+        lp[st.L_REMOTE_LOST] = 0
+        for b in range(len(wis)):
+            wi = wis[b]
+            for w in range(wi.shape[0]):
+                slot = wi[w, st.W_WAIT_SLOT]
+                if wi[w, st.W_USED] and slot >= 0 and ph[slot, st.H_DONE] >= 0:
+                    _wake_remote(q, ctl, b, slot, freq_khz, ev_pc, pcs, regs, ph, wis, wrs,
+                                 wms, sis, lps)
+
+
 @nb.njit(cache=True)
 def drive(q, ctl, sm, quantum_ps, freq_khz, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs,
           slot_events, ph, ev_sstart, sectors, memory, disp, offsets, wis, wrs, wms, wgs, sis,
           ufs, sws, cis, cas, lps, stalls, stall_logs, cta_logs, logs):
     """Run SM `sm`'s loop on (or, with `NO_SM`, the queue's first entry's), then the
     queue's, until one needs Python: (`RC_*`, SM), or (`RC_END`, `NO_SM`) when the queue
-    is empty (module docstring)."""
+    is empty (module docstring). An SM whose warps all wait for mbarrier phases parks
+    (`L_PARKED`, not queued) until another SM completes one (`_remote_wakes`); parked SMs
+    left when the queue runs empty are stuck (`RC_STUCK`)."""
     while True:
         if sm == NO_SM:
             if ctl[Q_N] == 0:
+                parked = _parked(lps)
+                if parked >= 0:
+                    return st.RC_STUCK, parked
                 return st.RC_END, NO_SM
             sm = _pop(q, ctl)
             lps[sm][st.L_WINDOW] = (ctl[Q_NOW] + quantum_ps) * freq_khz // KHZ_PS_PRODUCT
@@ -177,10 +268,17 @@ def drive(q, ctl, sm, quantum_ps, freq_khz, ev_pc, ev_kind, ev_detail, ev_slot, 
                            wrs[sm], wms[sm], wgs[sm], sis[sm], ufs[sm], sws[sm], cis[sm],
                            cas[sm], ph, lp, stalls[sm], stall_logs[sm], ev_sstart, sectors,
                            memory, logs[sm])
+            if lp[st.L_REMOTE_N] or lp[st.L_REMOTE_LOST]:
+                _remote_wakes(q, ctl, sm, freq_khz, ev_pc, pcs, regs, ph, wis, wrs, wms, sis,
+                              lps)
             if rc != st.RC_CTA_DONE or not _turnover(
                     disp, ctl, offsets, ev_pc, pcs, regs, wis[sm], wrs[sm], wms[sm], sis[sm],
                     sws[sm], cis[sm], cas[sm], lp, cta_logs[sm]):
                 break
+        if rc == st.RC_STUCK and _waits_on_phase(wis[sm]):
+            lp[st.L_PARKED] = 1
+            sm = NO_SM
+            continue
         if rc != st.RC_YIELD:
             return rc, sm
         _push(q, ctl, edge_ps(lp[st.L_CYCLE], freq_khz), NORMAL, sm)
@@ -222,8 +320,9 @@ class SmDriver:
 
     def __init__(self, sms: list, queue: SmQueue) -> None:
         self.sms, self.queue = sms, queue
-        for sm in sms:
+        for i, sm in enumerate(sms):
             sm.listen()
+            sm.state.lp[st.L_INDEX] = i      # what phase slots name waiting SMs by (H_SM)
         self.lists = {name: List([getattr(sm.state, name) for sm in sms]) for name in _FIELDS}
         self.lists["log"] = List([sm.log for sm in sms])
         self.generations = [sm.state.generation for sm in sms]

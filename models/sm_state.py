@@ -33,7 +33,12 @@ ST_TOP, ST_PASS, ST_AFTER_ISSUE, ST_PENDING = range(4)
 (L_STATE, L_CYCLE, L_WAKE, L_NEXT, L_K, L_RESIDENT, L_FINISH, L_WINDOW, L_LISTEN, L_POLICY,
  L_SHARED_FREE, L_SHARED_LAT, L_CONST_LAT, L_PEND_W, L_PEND_E, L_DONE, L_CTA_DONE,
  L_NEXT_SCHED, L_GROW, L_INLINE, L_SM_ID, L_FREQ_KHZ, L_L1_FREE, L_L1_SECTORS, L_TMA_FREE,
- L_TMA_BYTES, L_LOG_N, L_MEM_LISTEN, L_STALL_N, L_SIZE) = range(30)
+ L_TMA_BYTES, L_LOG_N, L_MEM_LISTEN, L_STALL_N, L_INDEX, L_PARKED, L_REMOTE_N,
+ L_REMOTE_LOST, L_REMOTE) = range(34)
+REMOTE_SLOTS = 32
+"""Phase slots completed here whose waiters are on another SM (`L_REMOTE` ..), for the
+driver to wake (`models.sm_driver`); past that many, `L_REMOTE_LOST` asks for a scan."""
+L_SIZE = L_REMOTE + REMOTE_SLOTS
 (W_GID, W_CTA, W_SCHED, W_POS, W_END, W_READY, W_UNIT, W_MEM, W_DONE, W_WG_OPEN, W_NGROUPS,
  W_WAIT_SLOT, W_USED, W_SUB, W_CGROUPS, W_CG_LO, W_CG_DONE, W_FIELDS) = range(18)
 (S_N, S_LAST, S_WAKE, S_TOUCHED, S_SLOT_FREE, S_REASON, S_SINCE, S_TENSOR,
@@ -45,7 +50,7 @@ C_BAR_X = C_BAR_N + BARRIERS   # C_BAR_X + b: warps it expects (0: every live wa
 C_FIELDS = C_BAR_X + BARRIERS
 (P_UNIT, P_INTERVAL, P_LATENCY, P_ACTION, P_COUNT, P_SB_LO, P_SB_HI, P_DST_LO, P_DST_HI,
  P_FIRST, P_FIELDS) = range(11)
-H_COUNT, H_MAX, H_DONE, H_FIELDS = range(4)
+H_COUNT, H_MAX, H_DONE, H_SM, H_FIELDS = range(5)
 GROUPS_START = 16
 STALL_ROWS = 256               # rows of an SM's stall log (cycle, then stalls per reason)
 CTA_LOG_ROWS = 256             # rows of an SM's CTA log (row 0 holds the count)
@@ -72,8 +77,9 @@ def free_slots(wi, ci):
 
 
 class PhaseTable:
-    """Per mbarrier phase slot of a launch: contributions so far, their latest cycle, and
-    the completion cycle (-1 until complete)."""
+    """Per mbarrier phase slot of a launch: contributions so far, their latest cycle, the
+    completion cycle (-1 until complete) and the driver index of the SM whose warps wait
+    for it (-1 while none does; set by the wait, `models.sm_core`)."""
 
     def __init__(self, n_slots: int = 0) -> None:
         self.table = np.zeros((0, H_FIELDS), np.int64)
@@ -85,6 +91,7 @@ class PhaseTable:
         if n_slots > have:
             grown = np.zeros((n_slots, H_FIELDS), np.int64)
             grown[:, H_DONE] = -1
+            grown[:, H_SM] = -1
             grown[:have] = self.table
             self.table = grown
 

@@ -31,9 +31,14 @@ from models.sm_state import (
     H_COUNT,
     H_DONE,
     H_MAX,
+    H_SM,
     L_CTA_DONE,
     L_FINISH,
+    L_INDEX,
     L_NEXT_SCHED,
+    L_REMOTE,
+    L_REMOTE_LOST,
+    L_REMOTE_N,
     L_RESIDENT,
     L_WAKE,
     L_WINDOW,
@@ -46,6 +51,7 @@ from models.sm_state import (
     P_SB_HI,
     P_SB_LO,
     P_UNIT,
+    REMOTE_SLOTS,
     S_LAST,
     S_N,
     S_SLOT_FREE,
@@ -183,7 +189,25 @@ def release_full(c, cycle, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp):
 @step
 def contribute(slot, at, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm, si, lp):
     """One contribution to mbarrier phase `slot` at cycle `at`; its waiters go on when it
-    was the last."""
+    was the last: here, or, when they wait on another SM (`H_SM`), through the driver
+    (`L_REMOTE`, `models.sm_driver`). A `slot` below -1 names a group of slots
+    (`simulator.trace_tiles`: a multicast box, a cluster barrier arrival), each of which
+    gets the contribution."""
+    if slot >= 0:
+        _contribute_one(slot, at, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm, si,
+                        lp)
+        return
+    if slot == -1:
+        return
+    base = -2 - slot
+    for i in range(slot_events[base]):
+        _contribute_one(slot_events[base + 1 + i], at, cycle, slot_events, ph, ev_pc, pcs,
+                        regs, wi, wr, wm, si, lp)
+
+
+@step
+def _contribute_one(slot, at, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm, si, lp):
+    """`contribute` to one phase slot."""
     ph[slot, H_COUNT] += 1
     if at > ph[slot, H_MAX]:
         ph[slot, H_MAX] = at
@@ -193,6 +217,22 @@ def contribute(slot, at, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm, s
     ph[slot, H_COUNT] = 0
     ph[slot, H_MAX] = 0
     ph[slot, H_DONE] = done
+    owner = ph[slot, H_SM]
+    if owner >= 0 and owner != lp[L_INDEX]:
+        n = lp[L_REMOTE_N]
+        if n < REMOTE_SLOTS:
+            lp[L_REMOTE + n] = slot
+            lp[L_REMOTE_N] = n + 1
+        else:
+            lp[L_REMOTE_LOST] = 1
+        return
+    wake_waiters(slot, done, cycle, ev_pc, pcs, regs, wi, wr, wm, si, lp)
+
+
+@inline_step
+def wake_waiters(slot, done, cycle, ev_pc, pcs, regs, wi, wr, wm, si, lp):
+    """The warps (of the SM whose arrays these are) that wait for phase `slot`, complete at
+    `done`, go on: checked from `cycle` + 1, ready no earlier than `done`."""
     for w in range(wi.shape[0]):
         if wi[w, W_USED] == 0 or wi[w, W_WAIT_SLOT] != slot:
             continue

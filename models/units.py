@@ -108,6 +108,8 @@ _TILE_ACTIONS = {"cp.async.bulk.tensor": ACTION_TMA, "cp.async.bulk": ACTION_TMA
                  "mbarrier.expect_tx": ACTION_MBARRIER, "mbarrier.complete_tx": ACTION_MBARRIER,
                  "mbarrier.try_wait": ACTION_MBARRIER_WAIT,
                  "mbarrier.test_wait": ACTION_MBARRIER_WAIT,
+                 "barrier.cluster.arrive": ACTION_MBARRIER,
+                 "barrier.cluster.wait": ACTION_MBARRIER_WAIT,
                  "wgmma.mma_async": ACTION_WGMMA, "wgmma.commit_group": ACTION_WGMMA_COMMIT,
                  "wgmma.wait_group": ACTION_WGMMA_WAIT,
                  "cp.async.commit_group": ACTION_COPY_COMMIT,

@@ -25,9 +25,20 @@ when all of them have happened there (copies at their completion, arrivals at is
 `mbarrier.init` starts a barrier at the next even phase count, so re-initialised barriers
 get fresh slots.
 
+Clusters (`isa.cluster`): a barrier addressed through `mapa` is the owning CTA's (a remote
+arrive contributes to that CTA's phase). A `.multicast::cluster` box is one event whose
+sectors are read once and which contributes to the phase of the mbarrier at the same
+CTA-relative offset in every CTA of its ctaMask; `barrier.cluster.arrive` is an event
+contributing to the current cluster-barrier phase of every CTA of the cluster (a key per
+CTA, `CLUSTER_BARRIER_KEY`; a thread's phase is its count of earlier arrivals) and
+`barrier.cluster.wait` waits for its own CTA's. An event that contributes to several
+slots carries a group code -2 - base instead of a slot: `slot_events[base]` is the number
+of slots, which follow it; the ids base .. base + n are reserved in the slot space, so the
+slots of later waves never move a group (`models.sm_warps.contribute`).
+
 Left out: lanes of one warp instruction addressing different barriers (the first lane's
-barrier gets the event), `.multicast` and `.im2col` copies (the interpreter rejects them),
-shared-to-shared bulk copies move no global sectors. Units: 32-byte sectors, byte addresses.
+barrier gets the event), `.im2col` copies (the interpreter rejects them), shared-to-shared
+bulk copies move no global sectors. Units: 32-byte sectors, byte addresses.
 """
 
 from __future__ import annotations
@@ -36,7 +47,14 @@ import numpy as np
 
 from isa.memory import SHARED_WINDOW, WINDOW_SIZE
 from isa.semantics.hopper_mbarrier import barrier_words
-from isa.semantics.hopper_tma import _base, _map, lanes_by_param_map
+from isa.semantics.hopper_tma import (
+    _base,
+    _map,
+    barrier_word_at,
+    in_rank,
+    lanes_by_param_map,
+    multicast_ranks,
+)
 from isa.types import TYPES
 
 SECTOR_SHIFT = 5
@@ -45,7 +63,10 @@ ARRIVALS = frozenset({"mbarrier.arrive", "mbarrier.arrive_drop", "mbarrier.expec
                       "mbarrier.complete_tx"})
 WAITS = frozenset({"mbarrier.try_wait", "mbarrier.test_wait"})
 INITS = frozenset({"mbarrier.init", "mbarrier.inval"})
-TILE_OPS = BULK_COPIES | ARRIVALS | WAITS | INITS
+CLUSTER_BARRIER = frozenset({"barrier.cluster.arrive", "barrier.cluster.wait"})
+TILE_OPS = BULK_COPIES | ARRIVALS | WAITS | INITS | CLUSTER_BARRIER
+MULTICAST = "multicast::cluster"
+CLUSTER_BARRIER_KEY = 0xFFFF_FFFF
 _LOAD_FLAG = "mbarrier::complete_tx::bytes"
 _S32, _U32, _U64 = TYPES["s32"], TYPES["u32"], TYPES["u64"]
 
@@ -158,18 +179,21 @@ class TileRecorder:
         self.completed: dict[int, int] = {}
         self.slots: dict[tuple[int, int], int] = {}
         self.slot_events: list[int] = []
+        self.groups: dict[tuple[int, ...], int] = {}
         self.box_patterns: dict = {}
 
     def _key(self, m, ins, op, lane: np.ndarray, cta_linear: np.ndarray) -> int:
-        return int(self._keys(m, op, lane, cta_linear)[0])
+        return int(self._keys(m, ins, op, lane, cta_linear)[0])
 
     @staticmethod
-    def _keys(m, op, lanes: np.ndarray, cta_linear: np.ndarray) -> np.ndarray:
-        """Barrier key (CTA linear index << 32 | CTA-relative shared address) per lane."""
+    def _keys(m, ins, op, lanes: np.ndarray, cta_linear: np.ndarray) -> np.ndarray:
+        """Barrier key (linear index of the CTA owning it << 32 | CTA-relative shared
+        address) per lane; a shared::cluster address names another CTA's (`isa.cluster`)."""
         addr = op.address(m, lanes).astype(np.int64)
         inside = (addr >= SHARED_WINDOW) & (addr < SHARED_WINDOW + WINDOW_SIZE)
         addr = np.where(inside, addr - SHARED_WINDOW, addr)
-        return (cta_linear[m.cta_of[lanes]].astype(np.int64) << 32) | addr
+        owner, addr = m.shared_owner(addr, lanes, ins)
+        return (cta_linear[owner].astype(np.int64) << 32) | addr
 
     def _slot(self, key: int, phase: int) -> int:
         slot = self.slots.get((key, phase))
@@ -183,9 +207,13 @@ class TileRecorder:
         warp's first lane) belong to: all events of a step on one barrier belong to the
         phase that was current before the step (the interpreter applies a step's arrivals
         together), which then completed if the barrier's parity changed."""
-        keys = self._keys(m, op, firsts, cta_linear)
+        keys = self._keys(m, ins, op, firsts, cta_linear)
         words, idx = barrier_words(m, ins, op, firsts)
-        parity = (words[idx] >> np.uint64(63)).astype(np.int64)
+        return self._assign(keys, (words[idx] >> np.uint64(63)).astype(np.int64))
+
+    def _assign(self, keys: np.ndarray, parity: np.ndarray) -> np.ndarray:
+        """`_contribute`'s slots of barrier `keys` whose parity bits after the step are
+        `parity`."""
         unique, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
         counts = np.bincount(inverse, minlength=unique.size)
         slot_of = np.empty(unique.size, np.int32)
@@ -220,10 +248,13 @@ class TileRecorder:
         if name in ARRIVALS:
             op = ins.ops[1] if name.startswith("mbarrier.arrive") else ins.ops[0]
             return KIND_MBARRIER, None, self._contribute(m, ins, op, firsts, cta_linear)
+        if name in CLUSTER_BARRIER:
+            return self._cluster_barrier(m, ins, firsts, cta_linear)
         if name in WAITS:
-            keys = self._keys(m, ins.ops[1], firsts, cta_linear)
-            want = np.asarray(ins.ops[2].read(m, _U32 if "parity" in ins.flags else _U64,
-                                              firsts)).astype(np.uint64).reshape(-1)
+            keys = self._keys(m, ins, ins.ops[1], firsts, cta_linear)
+            want = np.broadcast_to(np.asarray(ins.ops[2].read(
+                m, _U32 if "parity" in ins.flags else _U64, firsts)).astype(np.uint64),
+                firsts.shape)
             want = (want if "parity" in ins.flags else want >> np.uint64(63)) & np.uint64(1)
             for w, key in enumerate(keys.tolist()):
                 done = self.completed.get(key, 0)
@@ -242,9 +273,70 @@ class TileRecorder:
         for lanes in warp_lanes:
             parts = [next(per_lane) for _ in range(lanes.size)]
             sectors.append(np.unique(np.concatenate(parts)) if len(parts) > 1 else parts[0])
-        if load:
+        if load and MULTICAST in ins.flags:
+            slots = self._multicast(m, ins, firsts, cta_linear)
+        elif load:
             slots = self._contribute(m, ins, ins.ops[3], firsts, cta_linear)
         return (KIND_BULK_LOAD if load else KIND_BULK_STORE), sectors, slots
+
+    def _group(self, slots: list[int]) -> int:
+        """The slot code of an event contributing to each of `slots`: -2 - base, where
+        `slot_events[base]` holds their count and the slots follow (ids reserved in the
+        slot space, so later slots never move them; `models.sm_warps.contribute`)."""
+        key = tuple(slots)
+        code = self.groups.get(key)
+        if code is None:
+            base = len(self.slot_events)
+            self.slot_events += [len(slots), *slots]
+            code = self.groups[key] = -2 - base
+        return code
+
+    def _multicast(self, m, ins, firsts: np.ndarray, cta_linear: np.ndarray) -> np.ndarray:
+        """Per warp, the group of the phases its multicast box completes bytes on: the
+        mbarrier at the operand's CTA-relative offset in each CTA of its ctaMask."""
+        ranks = multicast_ranks(m, ins, firsts)
+        bars = ins.ops[3].address(m, firsts).astype(np.int64)
+        keys, parity, owner = [], [], []
+        for w, lane in enumerate(firsts.tolist()):
+            one = np.array([lane], np.int64)
+            for r in ranks[w]:
+                addr = in_rank(int(bars[w]), r)
+                words, idx = barrier_word_at(m, ins, addr, one)
+                target, rel = m.shared_owner(np.array([addr], np.int64), one, ins)
+                keys.append((int(cta_linear[int(target[0])]) << 32) | int(rel[0]))
+                parity.append(int(words[idx[0]] >> np.uint64(63)))
+                owner.append(w)
+        slots = self._assign(np.array(keys, np.int64), np.array(parity, np.int64))
+        out = np.full(firsts.size, -1, np.int32)
+        for w in range(firsts.size):
+            out[w] = self._group([int(s) for s, o in zip(slots, owner, strict=True) if o == w])
+        return out
+
+    def _cluster_barrier(self, m, ins, firsts: np.ndarray, cta_linear: np.ndarray):
+        """`barrier.cluster.arrive` (each warp's event contributes to the phase of every CTA
+        of its cluster) or `.wait` (for its own CTA's phase). A thread's phase is the
+        number of its arrivals before (`isa.semantics.cluster`); each CTA's barrier is a
+        key of its own (shared address `CLUSTER_BARRIER_KEY`, no real shared offset)."""
+        from simulator.trace import KIND_MBARRIER, KIND_MBARRIER_WAIT
+        arrived, _ = m.cluster_arrivals
+        phase = arrived[firsts] - 1
+        cta = m.cta_of[firsts]
+        out = np.full(firsts.size, -1, np.int32)
+        if ins.opname == "barrier.cluster.wait":
+            for w in range(firsts.size):
+                key = (int(cta_linear[cta[w]]) << 32) | CLUSTER_BARRIER_KEY
+                out[w] = self._slot(key, int(phase[w]))
+            return KIND_MBARRIER_WAIT, None, out
+        for w in range(firsts.size):
+            first = int(m.cluster_first[cta[w]])
+            slots = []
+            for r in range(m.cluster_size):
+                key = (int(cta_linear[first + r]) << 32) | CLUSTER_BARRIER_KEY
+                slot = self._slot(key, int(phase[w]))
+                self.slot_events[slot] += 1
+                slots.append(slot)
+            out[w] = self._group(slots) if len(slots) > 1 else slots[0]
+        return KIND_MBARRIER, None, out
 
     @staticmethod
     def _copy_sectors(m, ins, one: np.ndarray, load: bool) -> np.ndarray:

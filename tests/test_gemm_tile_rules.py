@@ -82,3 +82,24 @@ def test_last_wave_takes_the_wide_tile_on_full_grids():
     big = choose_tiles(4096, 4096, 8192, "bf16", 132, "last_wave")
     assert _shape(big) == (128, 256, 2) and big["persistent"]
     assert "last_wave" in TILE_RULES
+
+
+def test_last_wave_pairs_clusters_the_operand_more_tiles_share():
+    """Rule "last_wave_pairs": last_wave's tiles in persistent 2-CTA clusters multicasting A
+    when the tile grid has at least as many n-blocks as m-blocks (M = 128, N = 4096: 128x32
+    tiles, one m-block), else B (4096 x 4096: 32 m-blocks of 128, 16 n-blocks of 256)."""
+    narrow = choose_tiles(128, 4096, 4096, "bf16", 132, "last_wave_pairs")
+    plain = choose_tiles(128, 4096, 4096, "bf16", 132, "last_wave")
+    assert _shape(narrow) == _shape(plain) and plain["multicast"] is None
+    assert narrow["multicast"] == "a" and narrow["persistent"] and not plain["persistent"]
+    assert choose_tiles(4096, 4096, 4096, "bf16", 132, "last_wave_pairs")["multicast"] == "b"
+
+
+def test_grouped_gemms_run_without_clusters():
+    """The grouped template has no cluster variant: rule last_wave_pairs falls back."""
+    from workloads.ops import build_op
+    plan = build_op("gemm", H100, m=128, n=4096, k=512, dtype="fp8", scaling="deepseek",
+                    groups=8, rule="last_wave_pairs", shape_only=True)
+    assert "_mc" not in plan.launches[0].entry
+    assert "_mca" in build_op("gemm", H100, m=128, n=4096, k=512, rule="last_wave_pairs",
+                              shape_only=True).launches[0].entry

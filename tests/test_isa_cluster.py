@@ -11,7 +11,6 @@ import pytest
 
 import isa
 import isa.cluster
-import simulator
 from isa.tensor_map import make_tensor_map
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures" / "hopper"
@@ -186,11 +185,3 @@ def test_cluster_size_limits():
     assert capped != DSMEM
     with pytest.raises(isa.LaunchError, match=r"at most 4 are allowed \(.maxclusterrank\)"):
         isa.run_kernel(capped, "cluster_ids", 8, 32, [out], cluster=8)
-
-
-def test_timing_refuses_cluster_launches():
-    """The timing model does not co-schedule clusters yet: a clear error, not a silent
-    per-CTA timing."""
-    with pytest.raises(isa.LaunchError, match="functional only so far"):
-        simulator.simulate_kernel(DSMEM, "dsmem_swap", 4, 128,
-                                  [np.zeros(512, np.float32), np.zeros(512, np.float32)])

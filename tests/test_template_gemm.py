@@ -36,6 +36,13 @@ VARIANTS = {
     # narrow tiles of rule "last_wave" at small M (workloads.ops.gemm): 32 and 56 columns
     "bf16-narrow-n32": (dict(m_tile=64, n_tile=32, stages=4), 16, 136, 256),
     "bf16-narrow-n56": (dict(m_tile=64, n_tile=56, stages=4), 16, 120, 128),
+    # 2-CTA clusters sharing an A (B) box by multicast; 3 n-blocks (m-blocks): the last pair
+    # has a tile outside C; 2 clusters walk the pairs
+    "bf16-cluster-multicast-a": (dict(m_tile=64, n_tile=64, stages=3, persistent=True,
+                                      sm_count=4, multicast="a"), 200, 136, 256),
+    "bf16-cluster-multicast-b": (dict(m_tile=128, n_tile=64, consumers=2, persistent=True,
+                                      sm_count=4, multicast="b", out_dtype="f32"),
+                                 300, 200, 192),
 }
 DEEPSEEK = dict(m_tile=128, n_tile=128, k_tile=128, stages=3, dtype="fp8",
                 fp8_scaling="deepseek", out_dtype="f32")
@@ -137,6 +144,28 @@ def test_fp8_deepseek_scaling_with_two_consumers_and_persistent_tiles():
     np.testing.assert_array_equal(base, other)
 
 
+@pytest.mark.parametrize("multicast", ["a", "b"])
+def test_fp8_deepseek_scaling_in_clusters_gives_identical_c(multicast):
+    """Pairs of CTAs sharing a box by multicast promote exactly as one CTA per tile."""
+    qa, qb, sa, sb, _, _ = scaled_fp8(200, 328, 256, seed=4)
+    base = run(gemm_kernel(**DEEPSEEK), qa, qb, sa, sb)
+    pair = run(gemm_kernel(**{**DEEPSEEK, "consumers": 2, "persistent": True, "sm_count": 4,
+                              "multicast": multicast}), qa, qb, sa, sb)
+    np.testing.assert_array_equal(base, pair)
+
+
+def test_cluster_kernel_grid_and_directive():
+    """A cluster kernel launches pairs of CTAs (at most sm_count // 2 clusters) and says
+    so in `.reqnctapercluster`."""
+    k = gemm_kernel(m_tile=64, n_tile=32, persistent=True, multicast="a")
+    assert k.grid(128, 4096) == (132, 1, 1)      # 2 x 128 tiles: 128 pairs > 66 clusters
+    assert k.grid(64, 4096) == (128, 1, 1)       # 64 pairs
+    assert k.grid(64, 96) == (4, 1, 1)           # 3 n-blocks: 2 pairs
+    limited = gemm_kernel(m_tile=64, n_tile=32, persistent=True, multicast="a", tile_limit=7)
+    assert limited.grid(128, 4096) == (8, 1, 1)  # the first ceil(7 / 2) pairs
+    assert ".reqnctapercluster 2, 1, 1" in k.ptx and ".multicast::cluster" in k.ptx
+
+
 def test_fp8_deepseek_scaling_with_k_tiles_of_two_chunks_and_a_k_bound():
     """k_tile 256 (two scale chunks per stage, a partial last k-tile) matches the recipe;
     a kernel generated for a smaller k_max refuses the K (its staged scale_b would not
@@ -177,6 +206,8 @@ ALL_VARIANTS = [p for p, *_ in VARIANTS.values()] + [
     {**DEEPSEEK, "m_tile": 64, "n_tile": 32},
     dict(m_tile=128, n_tile=256, k_tile=64, stages=3, consumers=2),
     dict(n_tile=256, k_tile=128, stages=4, dtype="fp8", consumers=2, persistent=True),
+    {**DEEPSEEK, "consumers": 2, "persistent": True, "multicast": "a"},
+    dict(m_tile=64, n_tile=32, stages=6, persistent=True, multicast="a"),
 ]
 
 
@@ -206,6 +237,9 @@ def test_generated_kernel_assembles_with_ptxas(params, tmp_path):
     (dict(consumers=3), ["consumers", "1 or 2"]),
     (dict(fp8_scaling="deepseek"), ["fp8_scaling", "dtype='fp8'"]),
     (dict(fp8_scaling="mx"), ["fp8_scaling", "'deepseek'"]),
+    (dict(multicast="c", persistent=True), ["multicast", "'a' or 'b'"]),
+    (dict(multicast="a"), ["multicast", "persistent=True"]),
+    (dict(multicast="b", n_tile=24, persistent=True), ["n_tile", "multiple of 16"]),
 ])
 def test_generator_rejects_bad_arguments_naming_accepted_values(params, names):
     with pytest.raises(InputError) as err:

@@ -26,6 +26,11 @@ Tile heuristic (`choose_tiles`), the same for every shape — no per-shape facto
   L2 in every CTA, where cuBLAS's clusters multicast it). With DeepSeek scaling it also
   takes fewer waves of 256-column tiles where "waves" took more of 128 (five of the
   DeepSeek-V3 layer's nine GEMMs, e.g. 4096x1536: 2 waves of 192 tiles, not 3 of 384).
+  "last_wave_pairs": last_wave's tiles run persistent in 2-CTA thread-block clusters
+  (`templates.gemm` `multicast`) that multicast the operand more tiles share: A when the
+  tile grid has at least as many n-blocks as m-blocks (or n_tile is no multiple of 16),
+  else B, as cuBLAS's and DeepGEMM's Hopper kernels run clusters of 2; grouped GEMMs keep
+  plain CTAs (the grouped template has no cluster variant).
 * k_tile = one 128-byte swizzle row (64 bf16/fp16, 128 fp8, 32 tf32 elements).
 * stages: as many as fit in 227 KiB of shared memory, at most `MAX_STAGES`.
 * registers: the launch count is what one CTA per SM leaves (registers per SM / threads,
@@ -71,6 +76,7 @@ from workloads.kernels.templates.gemm import (
     OUT_BYTES,
     fits_scale_blocks,
     gemm_kernel,
+    pairs,
     scale_bytes,
     sfa_map,
     sfa_rows,
@@ -80,7 +86,7 @@ from workloads.ops.gemm_sampling import mean_k_tiles, plain_footprint, reduced_k
 from workloads.ops.registry import Flag, Launch, OpPlan, positive, register
 
 DTYPES = tuple(ELEM)                       # bf16, fp16, fp8, tf32
-TILE_RULES = ("n128", "n256", "waves", "fill", "last_wave")
+TILE_RULES = ("n128", "n256", "waves", "fill", "last_wave", "last_wave_pairs")
 DEFAULT_RULE = "last_wave"                 # lowest fit-row MAPE of TILE_RULES (docstring)
 MAX_STAGES = 8
 FUNCTIONAL_ELEMENTS = 1 << 20
@@ -177,7 +183,7 @@ def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
             import models
             rates = tile_rates(models.load_preset("h100_sxm"), dtype)
         m_tile, n_tile, consumers = _fill(m, n, dtype, sm_count, blocks, rates)
-    elif rule == "last_wave":
+    elif rule in ("last_wave", "last_wave_pairs"):
         n_tile = _last_wave(m_tile, n, sm_count, blocks, scaling)
     elif rule == "n128" or n < 256:
         n_tile = 128 if n >= 128 else max(8, 8 * math.ceil(n / 8))
@@ -196,9 +202,13 @@ def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
         stage_bytes += per_stage
         room -= per_tile
     stages = max(2, min(MAX_STAGES, room // (stage_bytes + 16)))
-    tiles = blocks(m_tile) * math.ceil(n / n_tile)
+    tiles_m, tiles_n = blocks(m_tile), math.ceil(n / n_tile)
+    multicast = None
+    if rule == "last_wave_pairs" and sm_count >= 2:
+        multicast = "a" if tiles_n >= tiles_m or n_tile % 16 else "b"
     return {"m_tile": m_tile, "n_tile": n_tile, "k_tile": k_tile, "stages": stages,
-            "consumers": consumers, "persistent": tiles > sm_count}
+            "consumers": consumers, "persistent": tiles_m * tiles_n > sm_count or
+            multicast is not None, "multicast": multicast}
 
 
 def _check(m, n, k, dtype, scaling, groups, out_dtype) -> str:
@@ -250,9 +260,10 @@ def _args(kernel, ops: Operands, dtype, out_dtype, scaling, shape_only, rng,
         if len(scales) < 2:
             scales += [None] * (2 - len(scales))
         return kernel.args(a, b, c, *scales, schedule=ops.schedule)
-    ta = make_tensor_map(0, (cfg.m_tile, cfg.atom), swizzle=128, arg=2,
+    half_a, half_b = (2 if cfg.multicast == "a" else 1), (2 if cfg.multicast == "b" else 1)
+    ta = make_tensor_map(0, (cfg.m_tile // half_a, cfg.atom), swizzle=128, arg=2,
                          shape=(ops.a_rows, ops.k), dtype=NUMPY[dtype])
-    tb = make_tensor_map(0, (cfg.n_tile, cfg.atom), swizzle=128, arg=3,
+    tb = make_tensor_map(0, (cfg.n_tile // half_b, cfg.atom), swizzle=128, arg=3,
                          shape=(ops.b_rows, ops.k), dtype=NUMPY[dtype])
     out = [ta, tb, isa.ShapeOnly((ops.a_rows, ops.k), NUMPY[dtype]),
            isa.ShapeOnly((ops.b_rows, ops.k), NUMPY[dtype]),
@@ -278,8 +289,8 @@ GEMM_FLAGS = (
     Flag("--layout", "grouped layout: contiguous (rows concatenated, padded to the tile) or "
          "masked ([groups, max_m, K] with valid rows per group)", kind="str",
          default="contiguous", choices=LAYOUTS),
-    Flag("--rule", "GEMM tile rule: n128, n256, waves, fill or last_wave (default: the one "
-         "chosen on the calibration fit subset)", kind="str"),
+    Flag("--rule", "GEMM tile rule: n128, n256, waves, fill, last_wave or last_wave_pairs "
+         "(default: the one chosen on the calibration fit subset)", kind="str"),
 )
 
 
@@ -317,6 +328,9 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
                                 m_total, valid_m, k_total).schedule(probe["k_tile"]))
     choice = {**choose_tiles(m, n, k, dtype, sms, rule, row_blocks, rates, scaling,
                              k_max), **tiles}
+    if row_blocks is not None and choice["multicast"]:    # grouped: no clusters (template)
+        tiles_all = row_blocks(choice["m_tile"]) * math.ceil(n / choice["n_tile"])
+        choice.update(multicast=None, persistent=tiles_all > sms)
     make = dict(dtype=dtype, out_dtype=out_dtype, sm_count=sms, grouped=row_blocks is not None,
                 fp8_scaling="deepseek" if scaling == "deepseek" else None,
                 k_max=k_max, **choice)
@@ -350,7 +364,8 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
     main = launch(kernel, _args(kernel, ops, dtype, out_dtype, scaling, shape_only, rng),
                   shape_only)
     tm, tn = kernel.tiles(ops.a_rows, n, blocks)
-    points, note = sample_points(tm * tn, main.grid[0] * main.grid[1], k_tiles,
+    walked = 2 * pairs(kernel.config.multicast, tm, tn) if kernel.config.multicast else tm * tn
+    points, note = sample_points(walked, main.grid[0] * main.grid[1], k_tiles,
                                  choice["stages"], kernel.config.persistent,
                                  None if shape is not None
                                  else plain_footprint(tm, choice, ELEM[dtype], config))

@@ -39,7 +39,8 @@ Kernel structure (`block` = 128 x (consumers + 1) threads):
   and B at the group's rows, the k loop starts at k0 and the epilogue masks to the
   valid rows. The tiles of all groups are one persistent round-robin.
 * `tile_limit=L` (persistent only): only the first L tiles are walked (op-level sampling,
-  `workloads.ops.gemm_sampling`); the grid is min(L, tiles, sm_count) CTAs.
+  `workloads.ops.gemm_sampling`); the grid is min(L, tiles, sm_count) CTAs (clusters: the
+  first ceil(L / 2) pairs).
 * `fp8_scaling="deepseek"` (fp8 only): DeepSeek-V3's fine-grained scaling. Each
   128-K chunk (4 k32 wgmmas) accumulates into a fresh wgmma accumulator, which is then
   promoted on the CUDA cores: acc += chunk * (scale_a[row, kc] * scale_b[n // 128, kc])
@@ -54,10 +55,21 @@ Kernel structure (`block` = 128 x (consumers + 1) threads):
   named barriers (`bar.sync 1`, consumers only), into a region sized for `k_max`
   (`sfb_chunks` = ceil(k_max / k_tile) x k_tile / 128; `args` refuses a larger K).
 
+* `multicast="a"` / `"b"` (persistent, not grouped): thread-block clusters of 2 CTAs
+  (`.reqnctapercluster 2, 1, 1`) walk pairs of tiles that share an A panel (neighbours
+  in N) or a B panel (neighbours in M), pair p = clusterid, + nclusterid, ... Each CTA's
+  producer loads its half of the shared box (the tensor map's box is half the tile) with
+  `.multicast::cluster` into both CTAs (ctaMask 0b11) and its own other operand; full[s]
+  expects the whole stage in each CTA as before. A stage's shared half may only be
+  overwritten once both CTAs' consumers are done with it, so empty[s] counts both CTAs'
+  consumer threads, and each consumer also arrives on the partner's empty[s] through
+  `mapa` (CUTLASS's multicast pipeline). A cluster barrier after the mbarrier inits and
+  one before exit keep remote arrivals and boxes within both CTAs' lifetimes.
+
 Left out (simplifications, named so timing studies know): the DeepSeek variant waits
 each chunk's wgmmas to zero before promoting (as DeepGEMM); no ping-pong consumer
-schedule, no TMA-store epilogue through shared memory, no cluster multicast, no split-K
-or stream-K, no tile rasterization swizzle.
+schedule, no TMA-store epilogue through shared memory, clusters of 2 only and only for
+persistent plain GEMMs, no split-K or stream-K, no tile rasterization swizzle.
 """
 
 from __future__ import annotations
@@ -98,6 +110,7 @@ class Config:
     grouped: bool = False
     tile_limit: int = 0
     k_max: int = 0             # DeepSeek scaling: the largest K (per group) it accepts
+    multicast: str | None = None   # "a" / "b": 2-CTA clusters sharing that operand's box
 
     ptx_type = property(lambda s: PTX_TYPE[s.dtype])
     kshape = property(lambda s: KSHAPE[s.dtype])
@@ -124,6 +137,9 @@ class Config:
     chunks_per_tile = property(lambda s: max(1, s.k_tile // 128))
     n_blocks = property(lambda s: max(1, s.n_tile // 128))
     consumer_regs = property(lambda s: 240 if s.consumers == 1 else 232)
+    cluster = property(lambda s: 2 if s.multicast else 1)
+    # what `tile_limit` bounds in the kernel's loop: tiles, or a cluster's pairs of tiles
+    work_limit = property(lambda s: -(-s.tile_limit // s.cluster))
 
     @property
     def entry(self) -> str:
@@ -132,7 +148,8 @@ class Config:
         return name + ("_persistent" if self.persistent else "") + \
             (f"_deepseek{self.sfb_chunks}" if self.fp8_scaling else "") + \
             ("_grouped" if self.grouped else "") + \
-            (f"_t{self.tile_limit}" if self.tile_limit else "")
+            (f"_t{self.tile_limit}" if self.tile_limit else "") + \
+            (f"_mc{self.multicast}" if self.multicast else "")
 
 
 @dataclass(frozen=True)
@@ -159,6 +176,11 @@ class GemmKernel:
             tiles = tm * tn
             if self.config.tile_limit:
                 tiles = min(tiles, self.config.tile_limit)
+            if self.config.multicast:         # clusters of 2 CTAs walk pairs of tiles
+                walked = pairs(self.config.multicast, tm, tn)
+                if self.config.tile_limit:
+                    walked = min(walked, self.config.work_limit)
+                return (2 * max(1, min(walked, self.config.sm_count // 2)), 1, 1)
             return (max(1, min(tiles, self.config.sm_count)), 1, 1)
         return (tm, tn, 1)
 
@@ -189,8 +211,11 @@ class GemmKernel:
         if (k * cfg.elem_bytes) % 16:
             raise InputError(f"K = {k}: rows of A and B must be a multiple of 16 bytes "
                              f"(K a multiple of {16 // cfg.elem_bytes} for {cfg.dtype})")
-        ta = make_tensor_map(a, (cfg.m_tile, cfg.atom), swizzle=128, arg=2)
-        tb = make_tensor_map(b, (cfg.n_tile, cfg.atom), swizzle=128, arg=3)
+        # a multicast operand's box is half the tile: each CTA of the pair loads one half
+        # into both (`gemm_ptx`)
+        half_a, half_b = (2 if cfg.multicast == "a" else 1), (2 if cfg.multicast == "b" else 1)
+        ta = make_tensor_map(a, (cfg.m_tile // half_a, cfg.atom), swizzle=128, arg=2)
+        tb = make_tensor_map(b, (cfg.n_tile // half_b, cfg.atom), swizzle=128, arg=3)
         out = [ta, tb, a, b, c]
         if cfg.fp8_scaling:
             ks = math.ceil(k / 128)
@@ -221,6 +246,15 @@ class GemmKernel:
             raise InputError("schedule: accepted an int32 array [blocks >= 1, 8] "
                              "(templates.gemm_groups.schedule) for a grouped kernel")
         return out + [np.ascontiguousarray(schedule), m, n, k, len(schedule)]
+
+
+def pairs(multicast: str, tiles_m: int, tiles_n: int) -> int:
+    """Tile pairs of a 2-CTA cluster kernel: neighbours in N sharing an A panel ("a") or
+    neighbours in M sharing a B panel ("b"); an odd last row or column pairs with a tile
+    outside C (zero-filled, stored nowhere)."""
+    if multicast == "a":
+        return tiles_m * math.ceil(tiles_n / 2)
+    return math.ceil(tiles_m / 2) * tiles_n
 
 
 def fits_scale_blocks(n_tile: int) -> bool:
@@ -269,9 +303,11 @@ def gemm_kernel(m_tile: int = 128, n_tile: int = 128, k_tile: int = 64, stages: 
                 dtype: str = "bf16", out_dtype: str = "bf16", consumers: int = 1,
                 persistent: bool = False, fp8_scaling: str | None = None,
                 sm_count: int = SM_COUNT, grouped: bool = False,
-                tile_limit: int = 0, k_max: int = 8192) -> GemmKernel:
+                tile_limit: int = 0, k_max: int = 8192,
+                multicast: str | None = None) -> GemmKernel:
     """Generate a warp-specialized TMA + wgmma GEMM kernel (see the module docstring);
-    `k_max` (DeepSeek scaling only) bounds the K (per group) it accepts."""
+    `k_max` (DeepSeek scaling only) bounds the K (per group) it accepts; `multicast`
+    ("a" or "b", persistent only) runs 2-CTA clusters that share that operand's box."""
     if dtype not in ELEM:
         raise _bad("dtype", dtype, ", ".join(ELEM))
     if out_dtype not in OUT_BYTES:
@@ -305,9 +341,18 @@ def gemm_kernel(m_tile: int = 128, n_tile: int = 128, k_tile: int = 64, stages: 
                    "a positive tile count")
     if isinstance(k_max, bool) or not isinstance(k_max, int) or k_max < 1:
         raise _bad("k_max", k_max, "a positive integer (the largest K, for DeepSeek scaling)")
+    if multicast not in (None, "a", "b"):
+        raise _bad("multicast", multicast, "None, 'a' or 'b' (the operand a 2-CTA cluster "
+                   "shares)")
+    if multicast and (not persistent or grouped or sm_count < 2):
+        raise _bad("multicast", multicast, "None unless persistent=True, grouped=False "
+                   "and sm_count >= 2 (clusters walk pairs of tiles)")
+    if multicast == "b" and n_tile % 16:
+        raise _bad("n_tile", n_tile, "a multiple of 16 with multicast='b' (each CTA loads "
+                   "half the B box)")
     cfg = Config(m_tile, n_tile, k_tile, stages, dtype, out_dtype, consumers,
                  bool(persistent), fp8_scaling, sm_count, bool(grouped), tile_limit,
-                 k_max if fp8_scaling else 0)
+                 k_max if fp8_scaling else 0, multicast)
     if cfg.shared_bytes > MAX_SHARED:
         raise _bad("stages", stages, f"a ring within {MAX_SHARED} bytes of shared memory "
                    f"(227 KiB): {stages} stages x {cfg.stage_bytes} B + barriers = "

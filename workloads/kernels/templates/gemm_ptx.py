@@ -42,6 +42,8 @@ def _head(cfg) -> list[str]:
         "    .reg .b64 %desc_a, %desc_b, %desc_a0, %desc_b0;", "    .reg .b32 %prev_empty;",
         "    .reg .pred %ptrue, %pfalse, %pacc;",
     ]
+    if cfg.multicast:
+        regs += ["    .reg .b32 %rank, %peer, %remote;", "    .reg .b16 %mask;"]
     if cfg.grouped:
         regs += ["    .reg .b32 %ent, %brow, %crow, %mrows, %k0, %sbrow, %kc0;",
                  "    .reg .b64 %rdsch, %rdent;"]
@@ -60,14 +62,18 @@ def _head(cfg) -> list[str]:
         "    .param .u64 a,", "    .param .u64 b,", "    .param .u64 c,",
         scale_params + "    .param .u32 m,", "    .param .u32 n,",
         "    .param .u32 k" + (",\n    .param .u32 blocks" if cfg.grouped else ""), ")",
-        f".maxntid {cfg.threads}, 1, 1", ".minnctapersm 1", "{", *regs,
+        f".maxntid {cfg.threads}, 1, 1", ".minnctapersm 1",
+        *([".reqnctapercluster 2, 1, 1"] if cfg.multicast else []), "{", *regs,
         "    mov.u32 %thr, %tid.x;",
+        *(["    mov.u32 %rank, %cluster_ctarank;", "    xor.b32 %peer, %rank, 1;",
+           "    mov.b16 %mask, 3;"] if cfg.multicast else []),
         f"    mov.u32 %bars, smem;\n    add.u32 %bars, %bars, {cfg.barrier_offset};",
         "    ld.param.u32 %M, [m];", "    ld.param.u32 %N, [n];", "    ld.param.u32 %K, [k];",
         *_tiles_m(cfg, tm),
         f"    add.u32 %tiles, %N, {tn};", f"    div.u32 %tiles, %tiles, {cfg.n_tile};",
+        *_pair_count(cfg),
         "    mul.lo.u32 %tiles, %tiles, %tiles_m;",
-        *([f"    min.u32 %tiles, %tiles, {cfg.tile_limit};   // sampled: first tiles only"]
+        *([f"    min.u32 %tiles, %tiles, {cfg.work_limit};   // sampled: first tiles only"]
           if cfg.tile_limit else []),
         f"    add.u32 %ktiles, %K, {cfg.k_tile - 1};",
         f"    div.u32 %ktiles, %ktiles, {cfg.k_tile};",
@@ -79,10 +85,23 @@ def _head(cfg) -> list[str]:
     for s in range(cfg.stages):
         lines.append(f"    mbarrier.init.shared::cta.b64 [%bars+{8 * s}], 1;")
         lines.append(f"    mbarrier.init.shared::cta.b64 [%bars+{8 * (cfg.stages + s)}], "
-                     f"{128 * cfg.consumers};")
-    lines += ["    fence.mbarrier_init.release.cluster;", "INIT_DONE:", "    bar.sync 0;",
+                     f"{128 * cfg.consumers * cfg.cluster};")
+    sync = (["    barrier.cluster.arrive.release.aligned;   // both CTAs' barriers are set",
+             "    barrier.cluster.wait.acquire.aligned;"] if cfg.multicast
+            else ["    bar.sync 0;"])
+    lines += ["    fence.mbarrier_init.release.cluster;", "INIT_DONE:", *sync,
               f"    setp.ge.u32 %p0, %thr, {128 * cfg.consumers};", "    @%p0 bra PRODUCER;"]
     return lines
+
+
+def _pair_count(cfg) -> list[str]:
+    """Clusters walk pairs of tiles (`templates.gemm.pairs`): %tiles_m x %tiles counts
+    pairs, halving the n-blocks ("a") or the m-blocks ("b"), rounded up."""
+    if cfg.multicast == "a":
+        return ["    add.u32 %tiles, %tiles, 1;", "    shr.u32 %tiles, %tiles, 1;"]
+    if cfg.multicast == "b":
+        return ["    add.u32 %tiles_m, %tiles_m, 1;", "    shr.u32 %tiles_m, %tiles_m, 1;"]
+    return []
 
 
 def _tiles_m(cfg, tm: int) -> list[str]:
@@ -116,9 +135,12 @@ def _tile_start(cfg, side: str) -> list[str]:
         return ["    mov.u32 %ent, %ctaid.x;", "    mov.u32 %n0, %ctaid.y;",
                 f"    mul.lo.u32 %n0, %n0, {cfg.n_tile};", *_schedule_row(cfg)]
     if cfg.persistent:
+        pair = {"a": ["    shl.b32 %n0, %n0, 1;", "    add.u32 %n0, %n0, %rank;"],
+                "b": ["    shl.b32 %m0, %m0, 1;", "    add.u32 %m0, %m0, %rank;"]}
         return [f"{side}_TILE:", "    setp.ge.u32 %p0, %tile, %tiles;",
                 f"    @%p0 bra {side}_END;",
                 "    rem.u32 %m0, %tile, %tiles_m;", "    div.u32 %n0, %tile, %tiles_m;",
+                *pair.get(cfg.multicast, []),
                 f"    mul.lo.u32 %m0, %m0, {cfg.m_tile};",
                 f"    mul.lo.u32 %n0, %n0, {cfg.n_tile};"]
     return ["    mov.u32 %m0, %ctaid.x;", "    mov.u32 %n0, %ctaid.y;",
@@ -129,8 +151,23 @@ def _tile_start(cfg, side: str) -> list[str]:
 def _tile_end(cfg, side: str) -> list[str]:
     if not cfg.persistent:
         return []
-    return ["    mov.u32 %r0, %nctaid.x;", "    add.u32 %tile, %tile, %r0;",
+    step = "%nclusterid.x" if cfg.multicast else "%nctaid.x"
+    return [f"    mov.u32 %r0, {step};", "    add.u32 %tile, %tile, %r0;",
             f"    bra.uni {side}_TILE;", f"{side}_END:"]
+
+
+def _first_tile(cfg) -> str:
+    return "    mov.u32 %tile, %clusterid.x;" if cfg.multicast else "    mov.u32 %tile, %ctaid.x;"
+
+
+def _release(cfg, empty: str, pred: str = "") -> list[str]:
+    """Arrive on empty[s] at `empty` (and, in a cluster, on the partner's: its producer
+    multicasts into this stage too)."""
+    lines = [f"    {pred}mbarrier.arrive.shared::cta.b64 %rd2, [{empty}];"]
+    if cfg.multicast:
+        lines += [f"    mapa.shared::cluster.u32 %remote, {empty}, %peer;",
+                  f"    {pred}mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%remote];"]
+    return lines
 
 
 def _producer(cfg) -> list[str]:
@@ -141,7 +178,7 @@ def _producer(cfg) -> list[str]:
              "    elect.sync %r1|%p0, 0xffffffff;", "    @!%p0 bra DONE;",
              "    mov.u64 %rd0, tmap_a;", "    mov.u64 %rd1, tmap_b;",
              "    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;", "    mov.u32 %it, 0;",
-             "    mov.u32 %tile, %ctaid.x;", *_tile_start(cfg, "P"),
+             _first_tile(cfg), *_tile_start(cfg, "P"),
              "    mov.u32 %kt, 0;", "P_K:",
              "    shl.b32 %r2, %stage, 3;", "    add.u32 %r3, %bars, %r2;          // full[s]",
              f"    add.u32 %r4, %r3, {8 * cfg.stages};          // empty[s]",
@@ -156,12 +193,24 @@ def _producer(cfg) -> list[str]:
               f"    mul.lo.u32 %r7, %kt, {cfg.k_tile};")]
     tma = ("    cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx"
            "::bytes [%r8], [{map}, {{%r9, {row}}}], [%r3];")
+    mtma = ("    cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx"
+            "::bytes.multicast::cluster [%r8], [{map}, {{%r9, {row}}}], [%r3], %mask;")
+    if cfg.multicast:          # this CTA's half of the shared box, into both CTAs
+        rows = (cfg.m_tile if cfg.multicast == "a" else cfg.n_tile) // 2
+        base = "%m0" if cfg.multicast == "a" else "%n0"
+        lines += [f"    mul.lo.u32 %r10, %rank, {rows};", f"    add.u32 %r10, {base}, %r10;",
+                  f"    mul.lo.u32 %r11, %rank, {rows * 128};"]
     for j in range(cfg.k_atoms):
-        lines += [f"    add.u32 %r9, %r7, {j * cfg.atom};",
-                  f"    add.u32 %r8, %r6, {j * cfg.m_tile * 128};",
-                  tma.format(map="%rd0", row="%m0"),
-                  f"    add.u32 %r8, %r6, {cfg.a_bytes + j * cfg.n_tile * 128};",
-                  tma.format(map="%rd1", row="%brow" if cfg.grouped else "%n0")]
+        lines.append(f"    add.u32 %r9, %r7, {j * cfg.atom};")
+        for operand, off, mp, row in (
+                ("a", j * cfg.m_tile * 128, "%rd0", "%m0"),
+                ("b", cfg.a_bytes + j * cfg.n_tile * 128, "%rd1",
+                 "%brow" if cfg.grouped else "%n0")):
+            lines.append(f"    add.u32 %r8, %r6, {off};")
+            if cfg.multicast == operand:
+                lines += ["    add.u32 %r8, %r8, %r11;", mtma.format(map=mp, row="%r10")]
+            else:
+                lines.append(tma.format(map=mp, row=row))
     if cfg.fp8_scaling:      # the stage's scale_a chunks: rows m0.., chunks kt * cpt (+ kc0)
         lines += ["    mov.u64 %rdsfa, tmap_sfa;",
                   "    mov.u32 %r8, smem;", f"    add.u32 %r8, %r8, {cfg.sfa_offset};",
@@ -172,7 +221,10 @@ def _producer(cfg) -> list[str]:
                   "complete_tx::bytes [%r8], [%rdsfa, {%m0, %r9}], [%r3];"]
     lines += [*advance_stage(cfg), "    add.u32 %it, %it, 1;", "    add.u32 %kt, %kt, 1;",
               "    setp.lt.u32 %p0, %kt, %ktiles;", "    @%p0 bra P_K;",
-              *_tile_end(cfg, "P"), "DONE:", "    ret;", "}"]
+              *_tile_end(cfg, "P"), "DONE:",
+              *(["    barrier.cluster.arrive.release;   // the partner is done with this CTA",
+                 "    barrier.cluster.wait.acquire;"] if cfg.multicast else []),
+              "    ret;", "}"]
     return lines
 
 
@@ -204,7 +256,7 @@ def _consumer(cfg) -> list[str]:
              *smem_desc("%desc_a0", "%r6", DESC_SWIZZLE128),
              *smem_desc("%desc_b0", "%r7", DESC_SWIZZLE128),
              "    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;",
-             "    mov.u32 %tile, %ctaid.x;", *_tile_start(cfg, "C")]
+             _first_tile(cfg), *_tile_start(cfg, "C")]
     if cfg.fp8_scaling:
         lines += [f"    mov.f32 %d{i}, 0f00000000;" for i in range(cfg.acc_regs)]
         lines += _scale_rows(cfg)
@@ -236,16 +288,17 @@ def _consumer(cfg) -> list[str]:
         if cfg.fp8_scaling:
             lines += _promote(cfg, c0 // per_chunk)
     if cfg.fp8_scaling:
-        lines += [f"    add.u32 %r4, %r3, {8 * cfg.stages};",
-                  "    mbarrier.arrive.shared::cta.b64 %rd2, [%r4];   // release the stage"]
+        lines += [f"    add.u32 %r4, %r3, {8 * cfg.stages};   // release the stage",
+                  *_release(cfg, "%r4")]
     else:
-        lines += ["    @%pacc mbarrier.arrive.shared::cta.b64 %rd2, [%prev_empty];   // previous",
+        lines += ["    // release the previous k-tile's stage",
+                  *_release(cfg, "%prev_empty", "@%pacc "),
                   f"    add.u32 %prev_empty, %r3, {8 * cfg.stages};   // empty[s]"]
     lines += [*advance_stage(cfg), "    add.u32 %kt, %kt, 1;",
               "    setp.lt.u32 %p0, %kt, %ktiles;", "    @%p0 bra C_K;"]
     if not cfg.fp8_scaling:
-        lines += ["    wgmma.wait_group.sync.aligned 0;",
-                  "    mbarrier.arrive.shared::cta.b64 %rd2, [%prev_empty];   // last"]
+        lines += ["    wgmma.wait_group.sync.aligned 0;   // release the last stage",
+                  *_release(cfg, "%prev_empty")]
     lines += [*_epilogue(cfg), *_tile_end(cfg, "C"), "    bra.uni DONE;"]
     return lines
 
