@@ -87,6 +87,7 @@ from dataclasses import dataclass
 
 import numba as nb
 import numpy as np
+import simpy
 
 from models import (
     jit_cache,  # noqa: F401  (drops a stale numba cache on import)
@@ -97,6 +98,7 @@ from models import sm_state as st
 from models.cached_memory import NO_INLINE_MEMORY
 from models.lsu import LoadStoreUnit
 from models.sm_warps import launch as launch_cta
+from models.sm_warps import wake_phase
 from models.tma import TmaEngine
 from models.units import ACTION_WGMMA, UNIT_NAMES, InstrTiming, fused_count
 from models.warp_scheduler import STALL_REASONS, policy_code
@@ -223,7 +225,11 @@ class StreamingMultiprocessor:
         lp = self.state.lp
         lp[st.L_INLINE] = self.inline is not None
         lp[st.L_SM_ID] = sm_id
-        lp[st.L_INDEX] = sm_id      # the driver's list index where a driver runs it
+        lp[st.L_INDEX] = len(self.phases.members)     # what phase slots name it by (H_SM)
+        self.phases.members.append(self)
+        self._wake = None           # the SimPy event a parked SM waits for
+        self._proc = None           # its SimPy process (to wake it early)
+        self._resume_ps = 0         # when a woken SM goes on
         lp[st.L_FREQ_KHZ] = self.clock.freq_khz
         lp[st.L_L1_SECTORS] = self.lsu.sectors_per_cycle
         lp[st.L_TMA_BYTES] = self.tma.bytes_per_clk
@@ -370,10 +376,23 @@ class StreamingMultiprocessor:
                 kernel.ev_sectors, self._memory_state(), self.log)
 
     def process(self):
-        """SimPy process of `steps`."""
+        """SimPy process of `steps`; a parked SM (None) waits until another SM completes a
+        phase its warps wait for (`wake_phase`), which also cuts a sleep short."""
         env = self.env
+        self._proc = env.active_process
         for at_ps in self.steps():
-            yield env.timeout(at_ps - env.now)
+            if at_ps is None:
+                self._wake = env.event()
+                yield self._wake
+                self._wake = None
+            else:
+                try:
+                    yield env.timeout(at_ps - env.now)
+                    continue
+                except simpy.Interrupt:
+                    pass
+            if self._resume_ps > env.now:      # woken: go on at the wake-up's cycle edge
+                yield env.timeout(self._resume_ps - env.now)
 
     def steps(self):
         """Run the compiled loop until no CTA is resident and the dispatcher is empty,
@@ -387,6 +406,8 @@ class StreamingMultiprocessor:
         while True:
             self.listen()
             rc = run(*args)
+            if lp[st.L_REMOTE_N] or lp[st.L_REMOTE_LOST]:
+                self._wake_remote()
             if rc == st.RC_YIELD:
                 cycle = int(lp[st.L_CYCLE])
                 self.yielding()
@@ -394,10 +415,64 @@ class StreamingMultiprocessor:
                 lp[st.L_WINDOW] = clock.ps_to_cycles(env.now + self.quantum_ps)
             elif rc == st.RC_END:
                 break
+            elif rc == st.RC_STUCK and self.waits_on_phase():
+                lp[st.L_PARKED] = 1
+                yield None
+                lp[st.L_WINDOW] = clock.ps_to_cycles(env.now + self.quantum_ps)
             else:
                 self.answer(rc)
                 args = self._loop_args()
         self.end()
+
+    def check_not_parked(self) -> None:
+        """After the run: a parked SM waited for a phase no SM completed (a deadlock)."""
+        if self.state.lp[st.L_PARKED]:
+            raise RuntimeError(f"sm{self.sm_id}: its warps wait for mbarrier phases no SM "
+                               f"completes (stuck at cycle {self.cycle})")
+
+    def waits_on_phase(self) -> bool:
+        """Some resident warp waits for an mbarrier phase (another SM may complete it)."""
+        wi = self.state.wi
+        return bool(((wi[:, st.W_USED] != 0) & (wi[:, st.W_WAIT_SLOT] >= 0)).any())
+
+    def _wake_remote(self) -> None:
+        """Phases this SM completed whose waiters are on other SMs wake them (the SimPy
+        path of `models.sm_driver._remote_wakes`)."""
+        lp, ph = self.state.lp, self.phases.table
+        slots = [int(lp[st.L_REMOTE + i]) for i in range(int(lp[st.L_REMOTE_N]))]
+        lp[st.L_REMOTE_N] = 0
+        if lp[st.L_REMOTE_LOST]:
+            lp[st.L_REMOTE_LOST] = 0
+            for sm in self.phases.members:
+                wi = sm.state.wi
+                for slot in wi[(wi[:, st.W_USED] != 0) & (wi[:, st.W_WAIT_SLOT] >= 0),
+                               st.W_WAIT_SLOT].tolist():
+                    if ph[slot, st.H_DONE] >= 0:
+                        sm.wake_phase(slot)
+        for slot in slots:
+            self.phases.members[int(ph[slot, st.H_SM])].wake_phase(slot)
+
+    def wake_phase(self, slot: int) -> None:
+        """Phase `slot`, completed on another SM, wakes this SM's warps waiting for it: from
+        the latest of its completion, now and the cycle after this SM's last window, which
+        becomes the SM's cycle if it was parked or asleep until later (`process`)."""
+        lp, ph, s, kernel = self.state.lp, self.phases.table, self.state, self.kernel
+        done = int(ph[slot, st.H_DONE])
+        cycle = max(done, self.clock.ps_to_cycles(self.env.now), int(lp[st.L_WINDOW]) + 1) - 1
+        wake_phase(slot, done, cycle, kernel.ev_pc, kernel.pcs, kernel.regs, s.wi, s.wr, s.wm,
+                   s.si, lp)
+        if lp[st.L_PARKED]:
+            lp[st.L_PARKED] = 0
+            lp[st.L_CYCLE] = cycle + 1
+            self._resume_ps = self.clock.edge_ps(cycle + 1)
+            if self._wake is not None and not self._wake.triggered:
+                self._wake.succeed()
+        elif cycle + 1 < lp[st.L_CYCLE]:
+            lp[st.L_CYCLE] = cycle + 1
+            self._resume_ps = self.clock.edge_ps(cycle + 1)
+            proc = self._proc
+            if proc is not None and proc.is_alive and proc is not self.env.active_process:
+                proc.interrupt()
 
     def listen(self) -> None:
         """Tell the loop whether hooks listen (the SM's, the memory's)."""

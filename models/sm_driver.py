@@ -35,8 +35,11 @@ the waiting SM's last window, queueing the SM then (moved earlier if it was queu
 An SM whose warps all wait for phases parks (`L_PARKED`) instead of asking Python; one
 still parked when the queue runs empty is stuck (`RC_STUCK`, an error). The wake is late
 by at most the completing SM's quantum (the loop returns at its window's end). Only this
-driver does this: the SMs' SimPy processes (memories other than the cached one) raise on a
-phase completed elsewhere, so cluster launches need the cached memory.
+driver does it this way: the SMs' SimPy processes (memories other than the cached one,
+concurrent launches) wake the waiting SM's process instead
+(`StreamingMultiprocessor.wake_phase`), at the same cycle, but events that tie may then run
+in another order, so for cluster launches the two agree closely (within 1 % in
+`tests/test_sm_driver.py`), not bit for bit as for plain CTAs.
 
 Left out: processes other than SMs (a session with other processes uses SimPy). Units: ps
 (queue), SM cycles (loops).

@@ -83,6 +83,7 @@ class PhaseTable:
 
     def __init__(self, n_slots: int = 0) -> None:
         self.table = np.zeros((0, H_FIELDS), np.int64)
+        self.members: list = []     # the SMs sharing it; `H_SM` is an index into this list
         self.ensure(n_slots)
 
     def ensure(self, n_slots: int) -> None:

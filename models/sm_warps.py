@@ -229,6 +229,12 @@ def _contribute_one(slot, at, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, 
     wake_waiters(slot, done, cycle, ev_pc, pcs, regs, wi, wr, wm, si, lp)
 
 
+@nb.njit(cache=True)
+def wake_phase(slot, done, cycle, ev_pc, pcs, regs, wi, wr, wm, si, lp):
+    """`wake_waiters` from Python (`models.sm.StreamingMultiprocessor.wake_phase`)."""
+    wake_waiters(slot, done, cycle, ev_pc, pcs, regs, wi, wr, wm, si, lp)
+
+
 @inline_step
 def wake_waiters(slot, done, cycle, ev_pc, pcs, regs, wi, wr, wm, si, lp):
     """The warps (of the SM whose arrays these are) that wait for phase `slot`, complete at

@@ -50,7 +50,13 @@ from models.sm_tracer import MemoryTracer, SmTracer
 from models.timeline_tracer import TimelineTracer
 from models.units import event_timings, instruction_timings
 from simulator.hooks import Hooks
-from simulator.simulate import KernelResult, _kernel_stats, _resolve_config, kernel_us
+from simulator.simulate import (
+    KernelResult,
+    _kernel_stats,
+    _resolve_config,
+    check_cluster_launch,
+    kernel_us,
+)
 from simulator.stats import StatSheet
 from simulator.system import DEFAULT_MEMORY, MEMORY_MODELS, SM_ROLES, build_system
 from simulator.trace import SECTOR_SHIFT, TraceRecorder
@@ -114,6 +120,8 @@ def _prepare(launch, index: int, config) -> _Prepared:
     threads = block[0] * block[1] * block[2]
     regs = getattr(launch, "regs_per_thread", None) or estimate_registers(program)
     occ = occupancy(config, threads, regs, program.shared_bytes + launch.shared_bytes)
+    sms = config.sm.comm_count if _role(launch) == "comm" else config.sm.compute_count
+    check_cluster_launch(program, grid, grid[0] * grid[1] * grid[2], occ.ctas_per_sm * sms)
     recorder = TraceRecorder(grid, threads, program.local_bytes)
     functional = isa.run_kernel(program, launch.entry, grid, block, list(launch.args),
                                 launch.shared_bytes, observer=recorder,
@@ -188,6 +196,9 @@ def simulate_concurrent(launches, config=None, *, memory=None, policy: str | Non
     for run in runs:
         run.start()
     system.env.run()
+    for run in runs:
+        for sm in run.sms:
+            sm.check_not_parked()
     results = {run.prepared.name: run.result(system, config, run_id) for run in runs}
     cycles = max(r.cycles for r in results.values())
     return ConcurrentResult(results, cycles, system.clock.cycles_to_ps(cycles) / 1e6,

@@ -121,6 +121,8 @@ class ReplaySession:
             driver.run(env)
             return snapshot
         env.run()
+        for sm in self.sms:
+            sm.check_not_parked()
         return snapshot
 
     def copy(self) -> ReplaySession:

@@ -47,7 +47,7 @@ import pandas as pd
 import isa
 from isa.cluster import cluster_shape
 from isa.launch import dim3
-from models.cached_memory import CachedMemory, CachedMemoryTracer
+from models.cached_memory import CachedMemoryTracer
 from models.cta_dispatch import CtaDispatcher, estimate_registers, occupancy
 from models.sm import DEFAULT_QUANTUM_CYCLES, KernelImage, StreamingMultiprocessor
 from models.sm_state import PhaseTable
@@ -165,8 +165,8 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
     occ = occupancy(config, threads, regs_per_thread or estimate_registers(program),
                     program.shared_bytes + shared_bytes)
     replay = Replay(config, memory, policy, quantum_cycles, occ, run_id, entry, sms)
-    _check_cluster_launch(program, launch.grid, launch.n_ctas,
-                          replay.ctas_per_wave(replay.n_sms), memory)
+    check_cluster_launch(program, launch.grid, launch.n_ctas,
+                         replay.ctas_per_wave(replay.n_sms))
     if fidelity == "sampled":
         from simulator.sampling import simulate_sampled
         return simulate_sampled(launch, replay)
@@ -176,24 +176,17 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
                                     functional.thread_instructions))
 
 
-def _check_cluster_launch(program, grid, n_ctas: int, wave: int, memory) -> None:
+def check_cluster_launch(program, grid, n_ctas: int, wave: int) -> None:
     """Clusters of several CTAs are timed when all their CTAs are resident at once (a grid
     of one wave: the SMs take them round-robin at the start; a later wave would need the
-    dispatcher to place whole clusters) and the SMs run on the replay's own queue (the
-    cached memory), whose driver wakes an SM's warps when another SM completes the
-    mbarrier phase they wait for (`models.sm_driver`)."""
+    dispatcher to place whole clusters); an SM's warps waiting for a phase another SM
+    completes are woken by it (`models.sm_driver`, `StreamingMultiprocessor.wake_phase`)."""
     shape, _ = cluster_shape(program, grid)
-    if shape == (1, 1, 1):
-        return
-    if n_ctas > wave:
+    if shape != (1, 1, 1) and n_ctas > wave:
         raise isa.LaunchError(
             f"kernel '{program.entry}' runs {n_ctas} CTAs in clusters of {shape}, more than "
             f"the {wave} resident at once: clusters are timed for grids of one wave so far "
             "(persistent kernels)")
-    if memory not in (None, "cached") and not isinstance(memory, CachedMemory):
-        raise isa.LaunchError(f"kernel '{program.entry}' runs in clusters of {shape}: "
-                              "clusters are timed with the cached memory only (memory="
-                              f"{memory!r})")
 
 
 @dataclass

@@ -45,16 +45,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from isa.cluster import OFFSET_MASK
 from isa.memory import SHARED_WINDOW, WINDOW_SIZE
 from isa.semantics.hopper_mbarrier import barrier_words
-from isa.semantics.hopper_tma import (
-    _base,
-    _map,
-    barrier_word_at,
-    in_rank,
-    lanes_by_param_map,
-    multicast_ranks,
-)
+from isa.semantics.hopper_tma import _base, _map, lanes_by_param_map, multicast_ranks
 from isa.types import TYPES
 
 SECTOR_SHIFT = 5
@@ -295,21 +289,22 @@ class TileRecorder:
         """Per warp, the group of the phases its multicast box completes bytes on: the
         mbarrier at the operand's CTA-relative offset in each CTA of its ctaMask."""
         ranks = multicast_ranks(m, ins, firsts)
+        counts = [len(r) for r in ranks]
         bars = ins.ops[3].address(m, firsts).astype(np.int64)
-        keys, parity, owner = [], [], []
-        for w, lane in enumerate(firsts.tolist()):
-            one = np.array([lane], np.int64)
-            for r in ranks[w]:
-                addr = in_rank(int(bars[w]), r)
-                words, idx = barrier_word_at(m, ins, addr, one)
-                target, rel = m.shared_owner(np.array([addr], np.int64), one, ins)
-                keys.append((int(cta_linear[int(target[0])]) << 32) | int(rel[0]))
-                parity.append(int(words[idx[0]] >> np.uint64(63)))
-                owner.append(w)
-        slots = self._assign(np.array(keys, np.int64), np.array(parity, np.int64))
+        rel = np.where((bars >= SHARED_WINDOW) & (bars < SHARED_WINDOW + WINDOW_SIZE),
+                       bars - SHARED_WINDOW, bars) & OFFSET_MASK
+        rel = np.repeat(rel, counts)
+        owner = np.repeat(np.arange(firsts.size), counts)
+        target = (m.cluster_first[m.cta_of[firsts[owner]]]
+                  + np.array([r for rs in ranks for r in rs], np.int64))
+        words = m.mem.shared.view(np.uint64)
+        parity = (words[(target * m.mem.shared_bytes + rel) // 8] >> np.uint64(63))
+        slots = self._assign((cta_linear[target].astype(np.int64) << 32) | rel,
+                             parity.astype(np.int64))
         out = np.full(firsts.size, -1, np.int32)
+        starts = np.concatenate(([0], np.cumsum(counts)))
         for w in range(firsts.size):
-            out[w] = self._group([int(s) for s, o in zip(slots, owner, strict=True) if o == w])
+            out[w] = self._group(slots[starts[w]:starts[w + 1]].tolist())
         return out
 
     def _cluster_barrier(self, m, ins, firsts: np.ndarray, cta_linear: np.ndarray):

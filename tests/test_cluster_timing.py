@@ -74,11 +74,28 @@ def test_cluster_grids_beyond_one_wave_are_refused():
                                    np.zeros(ctas * 128, np.float32)])
 
 
-def test_cluster_timing_needs_the_cached_memory():
-    with pytest.raises(isa.LaunchError, match="cached memory only"):
-        simulator.simulate_kernel(DSMEM, "dsmem_swap", 4, 128,
-                                  [np.zeros(512, np.float32), np.zeros(512, np.float32)],
-                                  memory="flat")
+@pytest.mark.parametrize("memory", ["flat", None])
+def test_cluster_barrier_times_alike_on_simpy_processes(memory):
+    """Under SimPy processes (the flat memory; the cached one runs the compiled driver) the
+    parked SM is woken by its partner too: about twice the kernel without the wait."""
+    out = np.zeros(2 * 64, np.uint32)
+    waits = simulator.simulate_kernel(DELAY, "cluster_delay", 2, 64, [out, 400],
+                                      memory=memory).cycles
+    free = simulator.simulate_kernel(DELAY.replace("    barrier.cluster.wait;\n", ""),
+                                     "cluster_delay", 2, 64, [out, 400], memory=memory).cycles
+    assert 1.6 * free < waits < 2.1 * free
+
+
+def test_concurrent_launches_time_clusters():
+    """`simulate_concurrent` (SimPy processes on the cached memory) times a cluster launch
+    beside another kernel."""
+    from simulator.concurrent import simulate_concurrent
+    from workloads.ops.registry import Launch
+    out = np.zeros(2 * 64, np.uint32)
+    launch = Launch("delay", DELAY, "cluster_delay", (2, 1, 1), (64, 1, 1), [out, 400])
+    alone = simulator.simulate_kernel(DELAY, "cluster_delay", 2, 64, [out, 400]).cycles
+    both = simulate_concurrent([launch]).kernels["delay"].cycles
+    assert abs(both - alone) <= 0.05 * alone
 
 
 def _gemm_l2_bytes(multicast, m=64, n=1024, k=512):

@@ -28,8 +28,9 @@ def test_queue_pops_by_time_then_priority_then_order():
 
 @pytest.mark.parametrize("kind, sizes, overrides, fidelity", [
     ("residual-add", {"rows": 256, "cols": 2048}, {"sm.count": 4}, "sampled"),
-    ("gemm", {"m": 256, "n": 512, "k": 1024, "dtype": "fp8", "scaling": "deepseek"},
-     {"sm.count": 3}, "full"),
+    # plain CTAs: a cluster's cross-SM wake-ups agree only closely (the test below)
+    ("gemm", {"m": 256, "n": 512, "k": 1024, "dtype": "fp8", "scaling": "deepseek",
+              "rule": "last_wave"}, {"sm.count": 3}, "full"),
     ("attention", {"batch": 1, "heads": 2, "seqlen_q": 256, "seqlen_k": 256, "headdim": 64,
                    "causal": True, "dtype": "bf16"}, {"sm.count": 2}, "full"),
 ])
@@ -52,3 +53,17 @@ def test_driver_equals_simpy_processes(kind, sizes, overrides, fidelity, monkeyp
         assert a.equals(b)
     for (_, _, a), (_, _, b) in zip(fast_lines, slow_lines, strict=True):
         assert a.equals(b)
+
+
+def test_driver_and_simpy_agree_closely_on_clusters(monkeypatch):
+    """A 2-CTA cluster GEMM (multicast boxes, remote empty arrivals, parked SMs): the driver
+    re-queues a woken SM in its heap, SimPy interrupts its process, so events that tie
+    may run in another order; the times agree within 1 %."""
+    config = models.load_preset("h800_sxm", {"sm.count": 4})
+    sizes = {"m": 256, "n": 512, "k": 1024, "dtype": "fp8", "scaling": "deepseek",
+             "rule": "last_wave_pairs"}
+    fast = simulate_op(build_op("gemm", config, **sizes), config, "full")
+    monkeypatch.setattr(replay_session, "copyable", lambda session: False)
+    slow = simulate_op(build_op("gemm", config, **sizes), config, "full")
+    assert "_mc" in build_op("gemm", config, **sizes).launches[0].entry
+    assert abs(fast["cycles"] - slow["cycles"]) <= 0.01 * slow["cycles"]

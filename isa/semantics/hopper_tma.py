@@ -339,7 +339,10 @@ def _multicast_tensor(m, ins, lanes):
     at the mbarrier operand's CTA-relative offset (PTX ISA, cp.async.bulk.tensor)."""
     map_op, coords_op, smem_op, bar_op = ins.ops[1], ins.ops[2], ins.ops[0], ins.ops[3]
     ids = m.lane_ids(lanes)
-    for lane, ranks in zip(ids.tolist(), multicast_ranks(m, ins, ids), strict=True):
+    per_lane = multicast_ranks(m, ins, ids)
+    if not m.copies_bulk_data and _multicast_checked(m, ins, ids, per_lane):
+        return
+    for lane, ranks in zip(ids.tolist(), per_lane, strict=True):
         one = np.array([lane], dtype=np.int64)
         tm = _map(m, ins, map_op, one)
         smem = int(smem_op.address(m, one)[0])
@@ -353,6 +356,28 @@ def _multicast_tensor(m, ins, lanes):
             words, idx = barrier_word_at(m, ins, in_rank(bar, rank), one)
             update(m, ins, words, idx, np.zeros(1, np.int64), np.array([-tm.box_bytes],
                                                                         np.int64))
+
+
+def _multicast_checked(m, ins, ids: np.ndarray, ranks: list[list[int]]) -> bool:
+    """Timing mode, all lanes at once: when every lane's copy passes `_checked_maps`'s
+    checks (the same in each destination CTA: the offset is CTA-relative), complete
+    their bytes together (`update`: per mbarrier word, in lane order); False, nothing
+    changed, otherwise (the caller then goes lane by lane)."""
+    checked = _checked_maps(m, ids, ins.ops[1], ins.ops[2], ins.ops[0])
+    if any(tm is None for tm in checked):
+        return False
+    lane = np.repeat(ids, [len(r) for r in ranks])
+    rank = np.array([r for rs in ranks for r in rs], np.int64)
+    bar = ins.ops[3].address(m, ids).astype(np.int64)
+    rel = np.repeat(np.where((bar >= SHARED_WINDOW) & (bar < SHARED_WINDOW + WINDOW_SIZE),
+                             bar - SHARED_WINDOW, bar) & OFFSET_MASK, [len(r) for r in ranks])
+    size = m.mem.shared_bytes
+    if ((rel % 8) | (rel < 0) | (rel + 8 > size)).any():
+        return False
+    idx = ((m.cluster_first[m.cta_of[lane]] + rank) * size + rel) // 8
+    tx = -np.repeat([tm.box_bytes for tm in checked], [len(r) for r in ranks]).astype(np.int64)
+    update(m, ins, m.mem.shared.view(np.uint64), idx, np.zeros(idx.size, np.int64), tx)
+    return True
 
 
 def barrier_word_at(m, ins, addr: int, one: np.ndarray):

@@ -80,29 +80,51 @@ class SamplePoint:
 @dataclass(frozen=True)
 class Footprint:
     """What the byte model needs of a plain GEMM: m-blocks of the tile grid, bytes of one
-    A m-block and one B n-block per k-tile, L2 capacity."""
+    A m-block and one B n-block per k-tile, L2 capacity; for a 2-CTA cluster kernel the
+    shared operand ("a" / "b") and the n-blocks, whose pairs of tiles set the order."""
     tiles_m: int
     a_block_bytes: float
     b_block_bytes: float
     l2_bytes: float
+    multicast: str | None = None
+    tiles_n: int = 0
 
 
-def plain_footprint(tiles_m: int, choice: dict, elem_bytes: float, config) -> Footprint:
-    """The `Footprint` of a plain GEMM with tile `choice` (m_tile, n_tile, k_tile) and
-    operands of `elem_bytes` on `config`'s L2."""
+def plain_footprint(tiles_m: int, choice: dict, elem_bytes: float, config,
+                    tiles_n: int = 0) -> Footprint:
+    """The `Footprint` of a plain GEMM with tile `choice` (m_tile, n_tile, k_tile, and
+    `multicast` for a cluster kernel of `tiles_n` n-blocks) and operands of `elem_bytes`
+    on `config`'s L2."""
     block = choice["k_tile"] * elem_bytes
     return Footprint(tiles_m, choice["m_tile"] * block, choice["n_tile"] * block,
-                     config.l2.size_bytes)
+                     config.l2.size_bytes, choice.get("multicast"), tiles_n)
+
+
+def tile_blocks(t: int, tiles_m: int, multicast: str | None = None,
+                tiles_n: int = 0) -> tuple[int, int]:
+    """(m-block, n-block) of the kernel's t-th tile: t % tiles_m, t // tiles_m; a cluster
+    kernel walks pairs of tiles (`templates.gemm`), neighbours in N ("a") or M ("b")."""
+    if not multicast:
+        return t % tiles_m, t // tiles_m
+    p, r = divmod(t, 2)
+    if multicast == "a":
+        return p % tiles_m, 2 * (p // tiles_m) + r
+    pairs_m = -(-tiles_m // 2)
+    return 2 * (p % pairs_m) + r, p // pairs_m
 
 
 def panel_bytes(tiles: int, tiles_m: int, a_panel: float, b_panel: float,
-                l2_bytes: float) -> float:
+                l2_bytes: float, multicast: str | None = None, tiles_n: int = 0) -> float:
     """HBM bytes of reading the A and B panels of tiles 0 .. tiles-1 in the kernel's
-    order through an LRU cache of `l2_bytes` holding whole panels."""
+    order (`tile_blocks`; a pair's tile outside C reads nothing) through an LRU cache of
+    `l2_bytes` holding whole panels."""
     cache: OrderedDict = OrderedDict()
     held = read = 0.0
     for t in range(tiles):
-        for key, size in ((("a", t % tiles_m), a_panel), (("b", t // tiles_m), b_panel)):
+        m, n = tile_blocks(t, tiles_m, multicast, tiles_n)
+        if multicast and (m >= tiles_m or n >= tiles_n):
+            continue
+        for key, size in ((("a", m), a_panel), (("b", n), b_panel)):
             if key in cache:
                 cache.move_to_end(key)
                 continue
@@ -131,7 +153,8 @@ def byte_weights(points: tuple[SamplePoint, ...], tiles: int, k_tiles: float,
     for depth in sorted({p.k_tiles for p in points}):
         kt = depth or k_tiles
         a, b = footprint.a_block_bytes * kt, footprint.b_block_bytes * kt
-        model = {limit: panel_bytes(limit, footprint.tiles_m, a, b, footprint.l2_bytes)
+        model = {limit: panel_bytes(limit, footprint.tiles_m, a, b, footprint.l2_bytes,
+                                    footprint.multicast, footprint.tiles_n)
                  for limit in (*limits, tiles)}
         pair = [p for p in points if p.k_tiles == depth]
         if model[limits[1]] == model[limits[0]]:
