@@ -454,11 +454,14 @@ class StreamingMultiprocessor:
 
     def wake_phase(self, slot: int) -> None:
         """Phase `slot`, completed on another SM, wakes this SM's warps waiting for it: from
-        the latest of its completion, now and the cycle after this SM's last window, which
-        becomes the SM's cycle if it was parked or asleep until later (`process`)."""
+        the latest of its completion, now and this SM's cycle (parked) or the cycle after
+        its last busy one, which becomes the SM's cycle if it was parked or asleep until
+        later (`process`)."""
         lp, ph, s, kernel = self.state.lp, self.phases.table, self.state, self.kernel
         done = int(ph[slot, st.H_DONE])
-        cycle = max(done, self.clock.ps_to_cycles(self.env.now), int(lp[st.L_WINDOW]) + 1) - 1
+        now = self.clock.ps_to_cycles(self.env.now)
+        after = int(lp[st.L_CYCLE]) if lp[st.L_PARKED] else int(lp[st.L_LAST]) + 1
+        cycle = max(done, now, after) - 1
         wake_phase(slot, done, cycle, kernel.ev_pc, kernel.pcs, kernel.regs, s.wi, s.wr, s.wm,
                    s.si, lp)
         if lp[st.L_PARKED]:

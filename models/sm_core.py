@@ -53,6 +53,7 @@ from models.sm_state import (
     L_INDEX,
     L_INLINE,
     L_K,
+    L_LAST,
     L_LISTEN,
     L_NEXT,
     L_PEND_E,
@@ -458,6 +459,7 @@ def _run(ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_events, wi, wr, wm,
                     if cycle >= si[j, S_SLOT_FREE]:
                         reason = _first_reason(j, cycle, policy, wi, si, sw)
                     _stretch(j, reason, cycle, si, stall)
+        lp[L_LAST] = cycle                  # the last cycle it did something
         lp[L_CYCLE] = next_cycle
         state = ST_TOP
         if next_cycle > lp[L_WINDOW]:

@@ -30,11 +30,11 @@ a Python round trip and a numba dispatch per yield.
 Across SMs (thread-block clusters): an mbarrier phase slot records the SM whose warps wait
 for it (`PhaseTable` `H_SM`); an SM that completes a phase another SM waits for leaves the
 slot in its `L_REMOTE` list, and `drive` wakes that SM's waiters after the loop returns
-(`_remote_wakes`): from the latest of the completion, the queue's time and the cycle after
-the waiting SM's last window, queueing the SM then (moved earlier if it was queued later).
-An SM whose warps all wait for phases parks (`L_PARKED`) instead of asking Python; one
-still parked when the queue runs empty is stuck (`RC_STUCK`, an error). The wake is late
-by at most the completing SM's quantum (the loop returns at its window's end). Only this
+(`_remote_wakes`): from the latest of the completion, the queue's time and the waiting
+SM's cycle (parked) or the cycle after its last busy one (`L_LAST`: it did nothing from
+there to its next cycle), queueing the SM then (moved earlier if it was queued later). An
+SM whose warps all wait for phases parks (`L_PARKED`) instead of asking Python; one still
+parked when the queue runs empty is stuck (`RC_STUCK`, an error). Only this
 driver does it this way: the SMs' SimPy processes (memories other than the cached one,
 concurrent launches) wake the waiting SM's process instead
 (`StreamingMultiprocessor.wake_phase`), at the same cycle, but events that tie may then run
@@ -212,12 +212,16 @@ def _requeue(q, ctl, sm, at_ps):
 @nb.njit(cache=True)
 def _wake_remote(q, ctl, b, slot, freq_khz, ev_pc, pcs, regs, ph, wis, wrs, wms, sis, lps):
     """Phase `slot`, completed on another SM, wakes its waiters on SM `b`: from the latest of
-    the completion, the queue's time and the cycle after `b`'s last window, which is then
-    `b`'s cycle; `b` is queued then (moved earlier, or unparked)."""
+    the completion, the queue's time and, for a parked `b`, its cycle, else the cycle after
+    its last busy one (`L_LAST`), which is then `b`'s cycle; `b` is queued then (moved
+    earlier, or unparked)."""
     lp = lps[b]
     done = ph[slot, st.H_DONE]
     now = ctl[Q_NOW] * freq_khz // KHZ_PS_PRODUCT
-    cycle = max(done, now, lp[st.L_WINDOW] + 1) - 1
+    if lp[st.L_PARKED]:           # it did nothing since it parked: on from the completion
+        cycle = max(done, now, lp[st.L_CYCLE]) - 1
+    else:                         # nothing happened there after its last busy cycle
+        cycle = max(done, now, lp[st.L_LAST] + 1) - 1
     wake_waiters(slot, done, cycle, ev_pc, pcs, regs, wis[b], wrs[b], wms[b], sis[b], lp)
     if lp[st.L_PARKED] or cycle + 1 < lp[st.L_CYCLE]:
         lp[st.L_PARKED] = 0

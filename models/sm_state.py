@@ -34,7 +34,7 @@ ST_TOP, ST_PASS, ST_AFTER_ISSUE, ST_PENDING = range(4)
  L_SHARED_FREE, L_SHARED_LAT, L_CONST_LAT, L_PEND_W, L_PEND_E, L_DONE, L_CTA_DONE,
  L_NEXT_SCHED, L_GROW, L_INLINE, L_SM_ID, L_FREQ_KHZ, L_L1_FREE, L_L1_SECTORS, L_TMA_FREE,
  L_TMA_BYTES, L_LOG_N, L_MEM_LISTEN, L_STALL_N, L_INDEX, L_PARKED, L_REMOTE_N,
- L_REMOTE_LOST, L_REMOTE) = range(34)
+ L_REMOTE_LOST, L_LAST, L_REMOTE) = range(35)
 REMOTE_SLOTS = 32
 """Phase slots completed here whose waiters are on another SM (`L_REMOTE` ..), for the
 driver to wake (`models.sm_driver`); past that many, `L_REMOTE_LOST` asks for a scan."""

@@ -42,6 +42,10 @@ the kernel is not persistent), k-tiles when Kt < 1.5·κ2; with neither cut the 
 samples and runs in full. Ragged-K grouped GEMMs cut every group to κ k-tiles and
 extrapolate to the mean k-tiles per group.
 
+A 2-CTA cluster kernel (`templates.gemm` `multicast`) walks pairs of tiles: its rounds are
+the same P tiles per round (P/2 clusters, 2 tiles each), a `tile_limit` of L walks the first
+ceil(L / 2) pairs, and the byte model reads the panels in the pairs' order (`tile_blocks`).
+
 Left out: effects that are not linear in rounds or k-tiles (L2 reuse that grows with the
 number of rounds resident, HBM refresh phase); `tests/test_gemm_sampling.py` measures the
 error against full runs. Units: tiles, k-tiles, rounds.
