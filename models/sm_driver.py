@@ -88,6 +88,12 @@ def _push(q, ctl, at_ps, priority, sm):
     ctl[Q_N] = i + 1
     q[i, E_TIME], q[i, E_PRIORITY], q[i, E_ORDER], q[i, E_SM] = at_ps, priority, ctl[Q_ORDER], sm
     ctl[Q_ORDER] += 1
+    _sift_up(q, i)
+
+
+@step
+def _sift_up(q, i):
+    """Move heap entry i up past the parents it comes before."""
     while i > 0:
         parent = (i - 1) // 2
         if not _before(q, i, parent):
@@ -199,12 +205,7 @@ def _requeue(q, ctl, sm, at_ps):
         if q[i, E_SM] == sm:
             if at_ps < q[i, E_TIME]:
                 q[i, E_TIME] = at_ps
-                while i > 0:
-                    parent = (i - 1) // 2
-                    if not _before(q, i, parent):
-                        break
-                    _swap(q, i, parent)
-                    i = parent
+                _sift_up(q, i)
             return
     _push(q, ctl, at_ps, NORMAL, sm)
 

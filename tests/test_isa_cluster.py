@@ -133,20 +133,17 @@ def test_multicast_box_lands_in_every_cta_of_the_mask(timing_only):
         np.testing.assert_array_equal(tiles[cta], swz.reshape(-1))
 
 
-def test_multicast_to_one_cta_leaves_the_other_waiting():
-    """A mask of rank 0 alone never completes rank 1's mbarrier: a clear deadlock."""
+@pytest.mark.parametrize("mask, words", [
+    (1, "deadlock"),                          # rank 1's mbarrier never gets its bytes
+    (5, "ctaMask 0x0005 .* cluster of 2"),    # rank 2 is outside the cluster
+])
+def test_bad_multicast_masks_are_clear_errors(mask, words):
+    """A mask of rank 0 alone leaves rank 1 waiting (a clear deadlock); a rank outside the
+    cluster faults, naming the mask."""
     a = np.zeros((32, 64), np.uint16)
     tm = make_tensor_map(a, (16, 64), swizzle=128, arg=1)
-    args = [tm, a, np.zeros(2 * 2048, np.uint8), np.zeros(2, np.uint32), 16, 2048, 1]
-    with pytest.raises(isa.PtxError, match="deadlock"):
-        isa.run_kernel(MULTICAST, "tma_multicast", 2, 64, args)
-
-
-def test_multicast_mask_outside_the_cluster_faults():
-    a = np.zeros((32, 64), np.uint16)
-    tm = make_tensor_map(a, (16, 64), swizzle=128, arg=1)
-    args = [tm, a, np.zeros(2 * 2048, np.uint8), np.zeros(2, np.uint32), 16, 2048, 5]
-    with pytest.raises(isa.PtxError, match="ctaMask 0x0005 .* cluster of 2"):
+    args = [tm, a, np.zeros(2 * 2048, np.uint8), np.zeros(2, np.uint32), 16, 2048, mask]
+    with pytest.raises(isa.PtxError, match=words):
         isa.run_kernel(MULTICAST, "tma_multicast", 2, 64, args)
 
 
