@@ -61,6 +61,10 @@ class Machine:
         rank = cluster_ranks(cta_ids, self.cluster)
         self.cluster_rank = rank                     # per batch CTA (`isa.cluster`)
         self.cluster_first = np.arange(self.n_cta, dtype=np.int64) - rank
+        # only mapa and multicast copies make shared::cluster addresses of other CTAs: in
+        # other programs a shared address past the CTA's memory stays out of bounds
+        self.cluster_addresses = any(ins.opname == "mapa" or "multicast::cluster" in ins.flags
+                                     for ins in program.instrs)
         if self.cluster_size > 1 and (
                 (self.cluster_first < 0).any()
                 or (self.n_cta % self.cluster_size)
@@ -170,9 +174,10 @@ class Machine:
 
     def shared_owner(self, addr: np.ndarray, lanes, ins) -> tuple[np.ndarray, np.ndarray]:
         """(batch CTA owning each lane's shared::cluster address, offset in its shared
-        memory): the executing lane's CTA, or the rank `mapa` encoded (`isa.cluster`)."""
+        memory): the executing lane's CTA, or the rank `mapa` (or a multicast copy) encoded
+        (`isa.cluster`)."""
         cta = self.cta_of[lanes]
-        if addr.size == 0 or int(addr.max()) >> RANK_SHIFT == 0:
+        if not self.cluster_addresses or addr.size == 0 or int(addr.max()) >> RANK_SHIFT == 0:
             return cta, addr
         field = np.where(addr >= 0, addr >> RANK_SHIFT, 0)
         rank = field - 1

@@ -98,7 +98,7 @@ from models import sm_state as st
 from models.cached_memory import NO_INLINE_MEMORY
 from models.lsu import LoadStoreUnit
 from models.sm_warps import launch as launch_cta
-from models.sm_warps import wake_phase
+from models.sm_warps import waits_on_phase, wake_remote
 from models.tma import TmaEngine
 from models.units import ACTION_WGMMA, UNIT_NAMES, InstrTiming, fused_count
 from models.warp_scheduler import STALL_REASONS, policy_code
@@ -415,7 +415,7 @@ class StreamingMultiprocessor:
                 lp[st.L_WINDOW] = clock.ps_to_cycles(env.now + self.quantum_ps)
             elif rc == st.RC_END:
                 break
-            elif rc == st.RC_STUCK and self.waits_on_phase():
+            elif rc == st.RC_STUCK and waits_on_phase(self.state.wi):
                 lp[st.L_PARKED] = 1
                 yield None
                 lp[st.L_WINDOW] = clock.ps_to_cycles(env.now + self.quantum_ps)
@@ -429,11 +429,6 @@ class StreamingMultiprocessor:
         if self.state.lp[st.L_PARKED]:
             raise RuntimeError(f"sm{self.sm_id}: its warps wait for mbarrier phases no SM "
                                f"completes (stuck at cycle {self.cycle})")
-
-    def waits_on_phase(self) -> bool:
-        """Some resident warp waits for an mbarrier phase (another SM may complete it)."""
-        wi = self.state.wi
-        return bool(((wi[:, st.W_USED] != 0) & (wi[:, st.W_WAIT_SLOT] >= 0)).any())
 
     def _wake_remote(self) -> None:
         """Phases this SM completed whose waiters are on other SMs wake them (the SimPy
@@ -453,29 +448,22 @@ class StreamingMultiprocessor:
             self.phases.members[int(ph[slot, st.H_SM])].wake_phase(slot)
 
     def wake_phase(self, slot: int) -> None:
-        """Phase `slot`, completed on another SM, wakes this SM's warps waiting for it: from
-        the latest of its completion, now and this SM's cycle (parked) or the cycle after
-        its last busy one, which becomes the SM's cycle if it was parked or asleep until
-        later (`process`)."""
-        lp, ph, s, kernel = self.state.lp, self.phases.table, self.state, self.kernel
-        done = int(ph[slot, st.H_DONE])
-        now = self.clock.ps_to_cycles(self.env.now)
-        after = int(lp[st.L_CYCLE]) if lp[st.L_PARKED] else int(lp[st.L_LAST]) + 1
-        cycle = max(done, now, after) - 1
-        wake_phase(slot, done, cycle, kernel.ev_pc, kernel.pcs, kernel.regs, s.wi, s.wr, s.wm,
-                   s.si, lp)
-        if lp[st.L_PARKED]:
-            lp[st.L_PARKED] = 0
-            lp[st.L_CYCLE] = cycle + 1
-            self._resume_ps = self.clock.edge_ps(cycle + 1)
+        """Phase `slot`, completed on another SM, wakes this SM's warps waiting for it
+        (`models.sm_warps.wake_remote`); a parked or sleeping process goes on at the cycle
+        that gives (`process`)."""
+        lp, s, kernel = self.state.lp, self.state, self.kernel
+        parked = bool(lp[st.L_PARKED])
+        at = wake_remote(slot, self.clock.ps_to_cycles(self.env.now), self.phases.table,
+                         kernel.ev_pc, kernel.pcs, kernel.regs, s.wi, s.wr, s.wm, s.si, lp)
+        if at < 0:
+            return
+        self._resume_ps = self.clock.edge_ps(at)
+        if parked:
             if self._wake is not None and not self._wake.triggered:
                 self._wake.succeed()
-        elif cycle + 1 < lp[st.L_CYCLE]:
-            lp[st.L_CYCLE] = cycle + 1
-            self._resume_ps = self.clock.edge_ps(cycle + 1)
-            proc = self._proc
-            if proc is not None and proc.is_alive and proc is not self.env.active_process:
-                proc.interrupt()
+        elif self._proc is not None and self._proc.is_alive and \
+                self._proc is not self.env.active_process:
+            self._proc.interrupt()
 
     def listen(self) -> None:
         """Tell the loop whether hooks listen (the SM's, the memory's)."""

@@ -57,7 +57,7 @@ from models import sm_state as st
 from models.cached_memory_layout import step
 from models.sm_memory import edge_ps
 from models.sm_warps import launch as launch_cta
-from models.sm_warps import wake_waiters
+from models.sm_warps import waits_on_phase, wake_remote
 from simulator.engine import KHZ_PS_PRODUCT
 
 Q_N, Q_ORDER, Q_NOW, Q_STOP = range(4)
@@ -179,15 +179,6 @@ def _log_cta(cta_log, kind, cta, cycle, stalls):
     cta_log[0, 0] = n
 
 
-@step
-def _waits_on_phase(wi):
-    """Some resident warp waits for an mbarrier phase (which another SM may complete)."""
-    for w in range(wi.shape[0]):
-        if wi[w, st.W_USED] and wi[w, st.W_WAIT_SLOT] >= 0:
-            return True
-    return False
-
-
 @nb.njit(cache=True)
 def _parked(lps):
     """An SM parked waiting for phases no SM completed (-1: none)."""
@@ -212,22 +203,12 @@ def _requeue(q, ctl, sm, at_ps):
 
 @nb.njit(cache=True)
 def _wake_remote(q, ctl, b, slot, freq_khz, ev_pc, pcs, regs, ph, wis, wrs, wms, sis, lps):
-    """Phase `slot`, completed on another SM, wakes its waiters on SM `b`: from the latest of
-    the completion, the queue's time and, for a parked `b`, its cycle, else the cycle after
-    its last busy one (`L_LAST`), which is then `b`'s cycle; `b` is queued then (moved
-    earlier, or unparked)."""
-    lp = lps[b]
-    done = ph[slot, st.H_DONE]
+    """`wake_remote` on SM `b` at the queue's time; `b` queued at the cycle it goes on at
+    (moved earlier, or unparked) when that moved."""
     now = ctl[Q_NOW] * freq_khz // KHZ_PS_PRODUCT
-    if lp[st.L_PARKED]:           # it did nothing since it parked: on from the completion
-        cycle = max(done, now, lp[st.L_CYCLE]) - 1
-    else:                         # nothing happened there after its last busy cycle
-        cycle = max(done, now, lp[st.L_LAST] + 1) - 1
-    wake_waiters(slot, done, cycle, ev_pc, pcs, regs, wis[b], wrs[b], wms[b], sis[b], lp)
-    if lp[st.L_PARKED] or cycle + 1 < lp[st.L_CYCLE]:
-        lp[st.L_PARKED] = 0
-        lp[st.L_CYCLE] = cycle + 1
-        _requeue(q, ctl, b, edge_ps(cycle + 1, freq_khz))
+    at = wake_remote(slot, now, ph, ev_pc, pcs, regs, wis[b], wrs[b], wms[b], sis[b], lps[b])
+    if at >= 0:
+        _requeue(q, ctl, b, edge_ps(at, freq_khz))
 
 
 @nb.njit(cache=True)
@@ -283,7 +264,7 @@ def drive(q, ctl, sm, quantum_ps, freq_khz, ev_pc, ev_kind, ev_detail, ev_slot, 
                     disp, ctl, offsets, ev_pc, pcs, regs, wis[sm], wrs[sm], wms[sm], sis[sm],
                     sws[sm], cis[sm], cas[sm], lp, cta_logs[sm]):
                 break
-        if rc == st.RC_STUCK and _waits_on_phase(wis[sm]):
+        if rc == st.RC_STUCK and waits_on_phase(wis[sm]):
             lp[st.L_PARKED] = 1
             sm = NO_SM
             continue
@@ -330,7 +311,9 @@ class SmDriver:
         self.sms, self.queue = sms, queue
         for i, sm in enumerate(sms):
             sm.listen()
-            sm.state.lp[st.L_INDEX] = i      # what phase slots name waiting SMs by (H_SM)
+            if sm.state.lp[st.L_INDEX] != i:     # phase slots name waiting SMs by it (H_SM)
+                raise ValueError(f"SM {sm.sm_id} is member {sm.state.lp[st.L_INDEX]} of its "
+                                 f"phase table but entry {i} of the driver's list")
         self.lists = {name: List([getattr(sm.state, name) for sm in sms]) for name in _FIELDS}
         self.lists["log"] = List([sm.log for sm in sms])
         self.generations = [sm.state.generation for sm in sms]

@@ -33,9 +33,12 @@ from models.sm_state import (
     H_MAX,
     H_SM,
     L_CTA_DONE,
+    L_CYCLE,
     L_FINISH,
     L_INDEX,
+    L_LAST,
     L_NEXT_SCHED,
+    L_PARKED,
     L_REMOTE,
     L_REMOTE_LOST,
     L_REMOTE_N,
@@ -230,9 +233,31 @@ def _contribute_one(slot, at, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, 
 
 
 @nb.njit(cache=True)
-def wake_phase(slot, done, cycle, ev_pc, pcs, regs, wi, wr, wm, si, lp):
-    """`wake_waiters` from Python (`models.sm.StreamingMultiprocessor.wake_phase`)."""
+def wake_remote(slot, now, ph, ev_pc, pcs, regs, wi, wr, wm, si, lp):
+    """Phase `slot`, completed on another SM at or after cycle `now`, wakes this SM's warps
+    waiting for it: from the latest of its completion, `now` and this SM's cycle (parked:
+    it did nothing since) or the cycle after its last busy one (`L_LAST`: nothing happened
+    from there to its next cycle). Returns the cycle the SM goes on at when that moved (it
+    was parked, or due later), else -1; the caller queues it then (`models.sm_driver`,
+    `models.sm.StreamingMultiprocessor.wake_phase`)."""
+    done = ph[slot, H_DONE]
+    after = lp[L_CYCLE] if lp[L_PARKED] else lp[L_LAST] + 1
+    cycle = max(done, now, after) - 1
     wake_waiters(slot, done, cycle, ev_pc, pcs, regs, wi, wr, wm, si, lp)
+    if lp[L_PARKED] or cycle + 1 < lp[L_CYCLE]:
+        lp[L_PARKED] = 0
+        lp[L_CYCLE] = cycle + 1
+        return cycle + 1
+    return -1
+
+
+@nb.njit(cache=True)
+def waits_on_phase(wi):
+    """Some resident warp waits for an mbarrier phase (which another SM may complete)."""
+    for w in range(wi.shape[0]):
+        if wi[w, W_USED] and wi[w, W_WAIT_SLOT] >= 0:
+            return True
+    return False
 
 
 @inline_step

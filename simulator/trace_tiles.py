@@ -45,10 +45,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from isa.cluster import OFFSET_MASK
 from isa.memory import SHARED_WINDOW, WINDOW_SIZE
 from isa.semantics.hopper_mbarrier import barrier_words
-from isa.semantics.hopper_tma import _base, _map, lanes_by_param_map, multicast_ranks
+from isa.semantics.hopper_tma import (
+    _base,
+    _map,
+    lanes_by_param_map,
+    multicast_barriers,
+    multicast_ranks,
+)
 from isa.types import TYPES
 
 SECTOR_SHIFT = 5
@@ -288,23 +293,15 @@ class TileRecorder:
     def _multicast(self, m, ins, firsts: np.ndarray, cta_linear: np.ndarray) -> np.ndarray:
         """Per warp, the group of the phases its multicast box completes bytes on: the
         mbarrier at the operand's CTA-relative offset in each CTA of its ctaMask."""
-        ranks = multicast_ranks(m, ins, firsts)
-        counts = [len(r) for r in ranks]
-        bars = ins.ops[3].address(m, firsts).astype(np.int64)
-        rel = np.where((bars >= SHARED_WINDOW) & (bars < SHARED_WINDOW + WINDOW_SIZE),
-                       bars - SHARED_WINDOW, bars) & OFFSET_MASK
-        rel = np.repeat(rel, counts)
-        owner = np.repeat(np.arange(firsts.size), counts)
-        target = (m.cluster_first[m.cta_of[firsts[owner]]]
-                  + np.array([r for rs in ranks for r in rs], np.int64))
+        owner, target, rel = multicast_barriers(m, ins, firsts,
+                                                multicast_ranks(m, ins, firsts))
         words = m.mem.shared.view(np.uint64)
         parity = (words[(target * m.mem.shared_bytes + rel) // 8] >> np.uint64(63))
         slots = self._assign((cta_linear[target].astype(np.int64) << 32) | rel,
                              parity.astype(np.int64))
         out = np.full(firsts.size, -1, np.int32)
-        starts = np.concatenate(([0], np.cumsum(counts)))
         for w in range(firsts.size):
-            out[w] = self._group(slots[starts[w]:starts[w + 1]].tolist())
+            out[w] = self._group(slots[owner == w].tolist())
         return out
 
     def _cluster_barrier(self, m, ins, firsts: np.ndarray, cta_linear: np.ndarray):

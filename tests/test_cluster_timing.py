@@ -105,10 +105,11 @@ def _gemm_l2_bytes(multicast, m=64, n=1024, k=512):
     from isa.tensor_map import make_tensor_map
     from workloads.kernels.templates import gemm_kernel
     kern = gemm_kernel(m_tile=64, n_tile=32, stages=4, persistent=True, multicast=multicast)
-    bf16 = ml_dtypes.bfloat16
-    half = 2 if multicast == "a" else 1
-    args = [make_tensor_map(0, (64 // half, 64), swizzle=128, arg=2, shape=(m, k), dtype=bf16),
-            make_tensor_map(0, (32, 64), swizzle=128, arg=3, shape=(n, k), dtype=bf16),
+    bf16, cfg = ml_dtypes.bfloat16, kern.config
+    args = [make_tensor_map(0, (cfg.a_box_rows, 64), swizzle=128, arg=2, shape=(m, k),
+                            dtype=bf16),
+            make_tensor_map(0, (cfg.b_box_rows, 64), swizzle=128, arg=3, shape=(n, k),
+                            dtype=bf16),
             isa.ShapeOnly((m, k), bf16), isa.ShapeOnly((n, k), bf16),
             isa.ShapeOnly((m, n), bf16), m, n, k]
     r = simulator.simulate_kernel(kern.ptx, kern.entry, kern.grid(m, n), kern.block, args,

@@ -366,18 +366,27 @@ def _multicast_checked(m, ins, ids: np.ndarray, ranks: list[list[int]]) -> bool:
     checked = _checked_maps(m, ids, ins.ops[1], ins.ops[2], ins.ops[0])
     if any(tm is None for tm in checked):
         return False
-    lane = np.repeat(ids, [len(r) for r in ranks])
-    rank = np.array([r for rs in ranks for r in rs], np.int64)
-    bar = ins.ops[3].address(m, ids).astype(np.int64)
-    rel = np.repeat(np.where((bar >= SHARED_WINDOW) & (bar < SHARED_WINDOW + WINDOW_SIZE),
-                             bar - SHARED_WINDOW, bar) & OFFSET_MASK, [len(r) for r in ranks])
+    owner, target, rel = multicast_barriers(m, ins, ids, ranks)
     size = m.mem.shared_bytes
     if ((rel % 8) | (rel < 0) | (rel + 8 > size)).any():
         return False
-    idx = ((m.cluster_first[m.cta_of[lane]] + rank) * size + rel) // 8
-    tx = -np.repeat([tm.box_bytes for tm in checked], [len(r) for r in ranks]).astype(np.int64)
+    idx = (target * size + rel) // 8
+    tx = -np.array([tm.box_bytes for tm in checked], np.int64)[owner]
     update(m, ins, m.mem.shared.view(np.uint64), idx, np.zeros(idx.size, np.int64), tx)
     return True
+
+
+def multicast_barriers(m, ins, ids: np.ndarray, ranks: list[list[int]]):
+    """Per (lane, rank of its ctaMask `ranks`), in lane order: the lane's position in
+    `ids`, the batch CTA of that rank and the CTA-relative offset of the mbarrier there
+    (the mbarrier operand's offset, `in_rank`)."""
+    owner = np.repeat(np.arange(ids.size), [len(r) for r in ranks])
+    bar = ins.ops[3].address(m, ids).astype(np.int64)
+    rel = np.where((bar >= SHARED_WINDOW) & (bar < SHARED_WINDOW + WINDOW_SIZE),
+                   bar - SHARED_WINDOW, bar) & OFFSET_MASK
+    target = (m.cluster_first[m.cta_of[ids[owner]]]
+              + np.array([r for rs in ranks for r in rs], np.int64))
+    return owner, target, rel[owner]
 
 
 def barrier_word_at(m, ins, addr: int, one: np.ndarray):

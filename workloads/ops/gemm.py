@@ -262,10 +262,9 @@ def _args(kernel, ops: Operands, dtype, out_dtype, scaling, shape_only, rng,
         if len(scales) < 2:
             scales += [None] * (2 - len(scales))
         return kernel.args(a, b, c, *scales, schedule=ops.schedule)
-    half_a, half_b = (2 if cfg.multicast == "a" else 1), (2 if cfg.multicast == "b" else 1)
-    ta = make_tensor_map(0, (cfg.m_tile // half_a, cfg.atom), swizzle=128, arg=2,
+    ta = make_tensor_map(0, (cfg.a_box_rows, cfg.atom), swizzle=128, arg=2,
                          shape=(ops.a_rows, ops.k), dtype=NUMPY[dtype])
-    tb = make_tensor_map(0, (cfg.n_tile // half_b, cfg.atom), swizzle=128, arg=3,
+    tb = make_tensor_map(0, (cfg.b_box_rows, cfg.atom), swizzle=128, arg=3,
                          shape=(ops.b_rows, ops.k), dtype=NUMPY[dtype])
     out = [ta, tb, isa.ShapeOnly((ops.a_rows, ops.k), NUMPY[dtype]),
            isa.ShapeOnly((ops.b_rows, ops.k), NUMPY[dtype]),

@@ -138,6 +138,10 @@ class Config:
     n_blocks = property(lambda s: max(1, s.n_tile // 128))
     consumer_regs = property(lambda s: 240 if s.consumers == 1 else 232)
     cluster = property(lambda s: 2 if s.multicast else 1)
+    # rows of the A and B tensor maps' boxes: half the tile for the operand each CTA of a
+    # pair loads for both (`gemm_ptx`)
+    a_box_rows = property(lambda s: s.m_tile // (2 if s.multicast == "a" else 1))
+    b_box_rows = property(lambda s: s.n_tile // (2 if s.multicast == "b" else 1))
     # what `tile_limit` bounds in the kernel's loop: tiles, or a cluster's pairs of tiles
     work_limit = property(lambda s: -(-s.tile_limit // s.cluster))
 
@@ -211,11 +215,8 @@ class GemmKernel:
         if (k * cfg.elem_bytes) % 16:
             raise InputError(f"K = {k}: rows of A and B must be a multiple of 16 bytes "
                              f"(K a multiple of {16 // cfg.elem_bytes} for {cfg.dtype})")
-        # a multicast operand's box is half the tile: each CTA of the pair loads one half
-        # into both (`gemm_ptx`)
-        half_a, half_b = (2 if cfg.multicast == "a" else 1), (2 if cfg.multicast == "b" else 1)
-        ta = make_tensor_map(a, (cfg.m_tile // half_a, cfg.atom), swizzle=128, arg=2)
-        tb = make_tensor_map(b, (cfg.n_tile // half_b, cfg.atom), swizzle=128, arg=3)
+        ta = make_tensor_map(a, (cfg.a_box_rows, cfg.atom), swizzle=128, arg=2)
+        tb = make_tensor_map(b, (cfg.b_box_rows, cfg.atom), swizzle=128, arg=3)
         out = [ta, tb, a, b, c]
         if cfg.fp8_scaling:
             ks = math.ceil(k / 128)

@@ -196,7 +196,7 @@ def _producer(cfg) -> list[str]:
     mtma = ("    cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx"
             "::bytes.multicast::cluster [%r8], [{map}, {{%r9, {row}}}], [%r3], %mask;")
     if cfg.multicast:          # this CTA's half of the shared box, into both CTAs
-        rows = (cfg.m_tile if cfg.multicast == "a" else cfg.n_tile) // 2
+        rows = cfg.a_box_rows if cfg.multicast == "a" else cfg.b_box_rows
         base = "%m0" if cfg.multicast == "a" else "%n0"
         lines += [f"    mul.lo.u32 %r10, %rank, {rows};", f"    add.u32 %r10, {base}, %r10;",
                   f"    mul.lo.u32 %r11, %rank, {rows * 128};"]
