@@ -56,7 +56,7 @@ class Machine:
                     (lin // (block[0] * block[1])).astype(np.uint32)]
         self.cta_ids = cta_ids                       # [n_cta, 3]
         self.ctaid = [cta_ids[self.cta_of, k].astype(np.uint32) for k in range(3)]
-        self.cluster = getattr(launch, "cluster", (1, 1, 1))
+        self.cluster = launch.cluster
         self.cluster_size = self.cluster[0] * self.cluster[1] * self.cluster[2]
         rank = cluster_ranks(cta_ids, self.cluster)
         self.cluster_rank = rank                     # per batch CTA (`isa.cluster`)
@@ -169,7 +169,7 @@ class Machine:
             return self.cluster_rank[self.cta_of[lanes]].astype(np.uint32)
         value = {"%cluster_nctaid": c[k], "%nclusterid": self.launch.grid[k] // c[k],
                  "%cluster_nctarank": self.cluster_size,
-                 "%is_explicit_cluster": int(getattr(self.launch, "explicit_cluster", False))}
+                 "%is_explicit_cluster": int(self.launch.explicit_cluster)}
         return np.full(n, value[base], dtype=np.uint32)
 
     def shared_owner(self, addr: np.ndarray, lanes, ins) -> tuple[np.ndarray, np.ndarray]:
