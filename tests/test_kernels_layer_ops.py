@@ -1,5 +1,5 @@
-"""Transformer-layer CUDA kernels (SwiGLU, GELU, RoPE, n-input add, DeepSeek FP8 block
-quantization, MoE top-k routing, norm backward) via `isa.run_kernel`, against numpy.
+"""Transformer-layer CUDA kernels (SwiGLU, GELU, RoPE, n-input add, DeepSeek FP8 block and
+per-tensor quantization, MoE top-k routing, norm backward) via `isa.run_kernel`, against numpy.
 
 Tolerances and their reasons are in `workloads/kernels/cases_layer_ops.py`.
 """
@@ -11,6 +11,7 @@ from workloads.kernels.catalog import KERNELS
 
 LAYER_KERNELS = ("swiglu_bf16", "swiglu_bwd_bf16", "gelu_bf16", "gelu_bwd_bf16", "rope_bf16",
                  "add_n_bf16", "quantize_e4m3_1x128", "quantize_e4m3_128x1_t",
+                 "quantize_e4m3_tensor",
                  "moe_topk_sigmoid", "rmsnorm_bwd_bf16", "layernorm_bwd_bf16")
 CASES = [(entry, i) for entry in LAYER_KERNELS for i in range(len(KERNELS[entry].variants))]
 
@@ -62,6 +63,8 @@ def h800():
     ("rope", dict(rows=4, cols=96, rot_dim=64), "--cols"),
     ("quantize", dict(rows=8, cols=256, transpose=True), "--rows"),
     ("quantize", dict(rows=16, cols=256, block=64), "--block"),
+    ("quantize", dict(rows=16, cols=256, scaling="row"), "--scaling"),
+    ("quantize", dict(rows=16, cols=256, scaling="tensor", transpose=True), "--transpose"),
     ("residual-add", dict(rows=4, cols=64, inputs=0), "--inputs"),
     ("moe-gating", dict(tokens=4, hidden=128, experts=512, topk=8), "--experts"),
     ("moe-gating", dict(tokens=4, hidden=128, experts=16, topk=20), "--topk"),
@@ -84,6 +87,29 @@ def test_transposed_quantize_adds_the_column_kernel_and_its_bytes(h800):
     assert [lau.entry for lau in two.launches] == ["quantize_e4m3_1x128",
                                                    "quantize_e4m3_128x1_t"]
     assert two.bytes - one.bytes == 256 * 512 + 4 * 512 * 2      # e4m3 copy + 2 strips/col
+
+
+def test_tensor_scaled_quantize_is_one_vector_kernel_over_the_tensor(h800):
+    """--scaling tensor: one quantize_e4m3_tensor launch, a thread per 16-byte vector, bf16
+    read once, e4m3 written once (+ the 4-byte scale); its functional run matches numpy."""
+    from workloads.ops import build_op
+
+    plan = build_op("quantize", h800, rows=24, cols=136, scaling="tensor")
+    (lau,) = plan.launches
+    assert lau.entry == "quantize_e4m3_tensor"
+    assert lau.grid[0] * lau.block[0] * 8 >= 24 * 136 > (lau.grid[0] - 1) * lau.block[0] * 8
+    assert plan.bytes == 2 * 24 * 136 + 24 * 136 + 4
+
+
+def test_tensor_quantize_saturates_and_uses_the_scale_from_memory():
+    """A scale of 1/448 maps 1.0 to the e4m3 maximum; larger magnitudes saturate."""
+    case = KERNELS["quantize_e4m3_tensor"].build(np.random.default_rng(5), n=16, threads=32)
+    x = case.args[0]
+    x[:] = np.array([1.0, -1.0, 2.0, -2.0, 0.5, 0.0] + [0.25] * 10, np.float32).astype(x.dtype)
+    case.args[2][0] = np.float32(1.0 / 448.0)
+    case.run()
+    got = case.args[1].astype(np.float32)
+    assert list(got[:6]) == [448.0, -448.0, 448.0, -448.0, 224.0, 0.0]
 
 
 def test_gating_forward_is_the_gate_gemm_then_topk(h800):

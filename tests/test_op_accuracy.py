@@ -65,3 +65,36 @@ def test_all_held_back_rows_within_baseline():
     for dtype, m in acc.metrics(df).items():
         stored = base["metrics"][dtype]["mape_pct"]
         assert m["mape_pct"] <= stored + TOLERANCE_POINTS, (dtype, m, stored)
+
+
+def test_fp8_operator_quantizes_its_activation_then_runs_the_gemm():
+    """An fp8 row is timed as TensorRT-LLM's FP8 linear layer: the per-tensor quantization
+    of the bf16 m x k activation, then the GEMM (two launches); bf16 and fp8_block rows are
+    the GEMM alone."""
+    assert acc.INPUT_QUANT == {"fp8": "tensor"}
+    assert [acc.launches_of(d) for d in ("bf16", "fp8", "fp8_block")] == [1, 2, 1]
+    m, n, k = 16, 256, 512
+    gemm = acc.gemm_us(m, n, k, "fp8", fidelity="full")
+    quant = acc.quantize_us(m, k, "tensor", fidelity="full")
+    assert quant > 0
+    assert acc.simulate_row(m, n, k, "fp8", fidelity="full") == pytest.approx(gemm + quant)
+    assert acc.simulate_row(m, n, k, "fp8", fidelity="full", quant={}) == pytest.approx(gemm)
+
+
+def test_reference_fp8_gap_over_our_own_scaled_mm_grows_with_the_activation():
+    """The evidence for the quantization (module docstring): on the shapes our H100's
+    `torch._scaled_mm` shares with the reference, the reference's extra time grows with
+    m at n = k = 4096, while its bf16 rows run faster than our `torch.matmul`."""
+    fp8 = acc.own_vs_reference("fp8").query("n == 4096 and k == 4096 and m >= 512")
+    assert len(fp8) >= 4 and fp8.gap_us.is_monotonic_increasing
+    assert (acc.own_vs_reference("bf16").query("m <= 512").gap_us < 0).all()
+
+
+def test_launch_fit_counts_each_launch_of_a_row():
+    """`best_overhead` adds the overhead once per launch: a two-launch row needs half the
+    per-launch overhead of a one-launch row with the same gap."""
+    from workloads.calibration.launch_fit import best_overhead
+
+    assert best_overhead([10.0, 10.0], [14.0, 14.0], [1, 1])[0] == pytest.approx(4.0)
+    assert best_overhead([10.0, 10.0], [14.0, 14.0], [2, 2])[0] == pytest.approx(2.0)
+    assert best_overhead([10.0, 10.0], [14.0, 14.0])[0] == pytest.approx(4.0)

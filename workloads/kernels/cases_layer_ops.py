@@ -1,5 +1,6 @@
 """Case builders for the transformer-layer kernels: SwiGLU, GELU, RoPE, n-input add,
-DeepSeek 1x128 / 128x1 FP8 quantization, MoE top-k routing and the norm backward passes.
+DeepSeek 1x128 / 128x1 and per-tensor FP8 quantization, MoE top-k routing and the norm
+backward passes.
 
 Launch geometry lives here (`row_vector_launch`, `quantize_*_launch`, ...) and is shared
 with the op builders of `workloads.ops.elementwise` / `workloads.ops.gating`, so the
@@ -43,6 +44,11 @@ def row_vector_launch(rows: int, cols: int, threads: int = 256):
 def quantize_rows_launch(rows: int, cols: int):
     strips = ceil_div(cols, STRIP_ELEMS)
     return (rows, ceil_div(strips, STRIPS_PER_CTA), 1), (32, STRIPS_PER_CTA // 2, 1)
+
+
+def quantize_tensor_launch(n: int, threads: int = 256):
+    """quantize_e4m3_tensor: a 16-byte vector (8 elements) per thread, 1-D grid."""
+    return (ceil_div(ceil_div(n, VECTOR_ELEMS), threads), 1, 1), (threads, 1, 1)
 
 
 def quantize_cols_launch(rows: int, cols: int):
@@ -195,6 +201,17 @@ def quantize_e4m3_128x1_t(rng: np.random.Generator, rows: int, cols: int):
                      [x, np.zeros((cols, rows), E4M3), np.zeros((cols, strips), np.float32),
                       rows, cols],
                      {1: Expected(_f64(want_q)), 2: Expected(scale.reshape(cols, strips))})
+
+
+def quantize_e4m3_tensor(rng: np.random.Generator, n: int, threads: int = 256):
+    x = _bf16(rng, (n,), 3.0)
+    x[:3] = np.array([1e4, -1e4, 0.0], np.float32).astype(BF16)   # saturate both ways
+    scale = np.array([0.0173], np.float32)
+    inv = np.float32(1.0) / scale[0]
+    want = np.clip(x.astype(np.float32) * inv, -E4M3_MAX, E4M3_MAX).astype(E4M3)
+    grid, block = quantize_tensor_launch(n, threads)
+    return make_case("quantize_tensor.cu", "quantize_e4m3_tensor", grid, block,
+                     [x, np.zeros(n, E4M3), scale, n], {1: Expected(_f64(want))})
 
 
 def moe_topk_sigmoid(rng: np.random.Generator, tokens: int, experts: int, topk: int,

@@ -7,7 +7,8 @@
 * residual-add  `add_n_bf16`: sum of `inputs` stacked [rows, cols] tensors (residual add,
                 MoE combine sum, gradient accumulation)
 * quantize      `quantize_e4m3_1x128` (+ `quantize_e4m3_128x1_t` with --transpose):
-                bf16 -> e4m3 with DeepSeek-V3's 1x128 scales (and the 128x1 transposed copy)
+                bf16 -> e4m3 with DeepSeek-V3's 1x128 scales (and the 128x1 transposed copy);
+                `quantize_e4m3_tensor` with --scaling tensor: one static per-tensor scale
 * rmsnorm-bwd, layernorm-bwd  `rmsnorm_bwd_bf16` / `layernorm_bwd_bf16`: input gradients
 
 The vector kernels move 16 bytes (8 bf16) per thread access, a CTA per (row, chunk of up to
@@ -175,20 +176,44 @@ def residual_add_op(config, rows: int, cols: int, inputs: int = 2, seed: int = 0
                  max(inputs - 1, 1) * rows * cols, BF16_BYTES * (inputs + 1) * rows * cols)
 
 
+QUANT_SCALINGS = ("deepseek", "tensor")
+
+
 @register("quantize", (ROWS, COLS, Flag("--block", "scale block (DeepSeek-V3: 128)",
                                         default=QUANT_BLOCK),
                        Flag("--transpose", "also write the 128x1-scaled transposed copy",
-                            kind="switch")),
-          "bf16 -> e4m3 with 1x128 block scales (catalog CUDA kernel)")
+                            kind="switch"),
+                       Flag("--scaling", "deepseek (1x128 blocks) or tensor (one static "
+                            "per-tensor scale)", kind="str", default="deepseek",
+                            choices=QUANT_SCALINGS)),
+          "bf16 -> e4m3 with 1x128 block scales or one per-tensor scale (catalog CUDA kernels)")
 def quantize_op(config, rows: int, cols: int, block: int = QUANT_BLOCK,
-                transpose: bool = False, seed: int = 0,
+                transpose: bool = False, scaling: str = "deepseek", seed: int = 0,
                 shape_only: bool | None = None) -> OpPlan:
-    """FP8 quantization of a bf16 [rows, cols] tensor with one f32 scale per 128 strip."""
+    """FP8 quantization of a bf16 [rows, cols] tensor with one f32 scale per 128 strip
+    (`scaling="deepseek"`) or one static f32 scale for the tensor (`"tensor"`)."""
     t = _tensors(rows, cols, seed, shape_only)
-    if block != QUANT_BLOCK:
-        raise InputError(f"--block {block}: accepted {QUANT_BLOCK} (the kernels' strip)")
+    if scaling not in QUANT_SCALINGS:
+        raise InputError(f"--scaling {scaling!r}: accepted {', '.join(QUANT_SCALINGS)}")
     _multiple("--cols", cols, geo.VECTOR_ELEMS, "16-byte bf16 vectors")
     x = t((rows, cols))
+    if scaling == "tensor":
+        if transpose:
+            raise InputError("--transpose: accepted with --scaling deepseek only (the "
+                             "per-tensor kernel writes the row-major copy)")
+        n = rows * cols
+        if n >= 1 << 31:
+            raise InputError(f"--rows {rows} --cols {cols}: accepted rows x cols < 2^31 with "
+                             "--scaling tensor (the kernel's element count is an int)")
+        scale = (t((1,), np.float32) if t.shape_only     # normal data: |x| < 3 in range
+                 else np.full(1, 3.0 / float(E4M3(448)), np.float32))
+        args = [x, t((rows, cols), E4M3, zeros=True), scale, n]
+        launch = _launch("quantize", "quantize_tensor.cu", "quantize_e4m3_tensor",
+                         geo.quantize_tensor_launch(n), args, t)
+        return _plan("quantize", {"rows": rows, "cols": cols, "scaling": scaling}, [launch],
+                     counts.QUANTIZE_FLOPS_PER_ELEM * n, BF16_BYTES * n + n + SCALE_BYTES)
+    if block != QUANT_BLOCK:
+        raise InputError(f"--block {block}: accepted {QUANT_BLOCK} (the kernels' strip)")
     strips = geo.ceil_div(cols, QUANT_BLOCK)
     row_args = [x, t((rows, cols), E4M3, zeros=True), t((rows, strips), np.float32, True),
                 rows, cols]
