@@ -106,6 +106,10 @@ HW_SIZES: dict[str, tuple[dict, ...]] = {
     "quantize_e4m3_1x128": (dict(rows=4096, cols=7168), dict(rows=16384, cols=7168)),
     "quantize_e4m3_128x1_t": (dict(rows=4096, cols=7168), dict(rows=16384, cols=7168)),
     "quantize_e4m3_tensor": (dict(n=4096 * 7168), dict(n=16384 * 7168)),
+    "rms_norm_f16": (dict(tokens=2048, hidden=4096), dict(tokens=8192, hidden=4096)),
+    "silu_and_mul_f16": (dict(tokens=1024, d=11008), dict(tokens=4096, d=11008)),
+    "rotary_neox_f16": (dict(tokens=1024, heads=32, kv_heads=32, head_size=128, rot_dim=128),
+                        dict(tokens=4096, heads=32, kv_heads=32, head_size=128, rot_dim=128)),
     "moe_topk_sigmoid": (dict(tokens=4096, experts=256, topk=8),
                          dict(tokens=16384, experts=256, topk=8)),
     "rmsnorm_bwd_bf16": (dict(rows=4096, cols=4096, rows_per_block=4),
@@ -114,7 +118,8 @@ HW_SIZES: dict[str, tuple[dict, ...]] = {
                            dict(rows=16384, cols=7168, rows_per_block=4)),
 }
 
-NOT_YET_MEASURED = {"quantize_e4m3_tensor": "2026-11-27"}
+NOT_YET_MEASURED = {"quantize_e4m3_tensor": "2026-11-27", "rms_norm_f16": "2026-11-27",
+                    "silu_and_mul_f16": "2026-11-27", "rotary_neox_f16": "2026-11-27"}
 """Catalog kernels added after the stored tables (`workloads/reference/h100/own_kernels.csv`,
 `ncu_own_kernels.csv`) were measured, with the date each was added: the next run on a lent
 device measures them (their sizes are in `HW_SIZES`)."""

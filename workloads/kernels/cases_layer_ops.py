@@ -210,7 +210,7 @@ def quantize_e4m3_tensor(rng: np.random.Generator, n: int, threads: int = 256):
     inv = np.float32(1.0) / scale[0]
     want = np.clip(x.astype(np.float32) * inv, -E4M3_MAX, E4M3_MAX).astype(E4M3)
     grid, block = quantize_tensor_launch(n, threads)
-    return make_case("quantize_tensor.cu", "quantize_e4m3_tensor", grid, block,
+    return make_case("quantize_block.cu", "quantize_e4m3_tensor", grid, block,
                      [x, np.zeros(n, E4M3), scale, n], {1: Expected(_f64(want))})
 
 

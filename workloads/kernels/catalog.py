@@ -25,6 +25,7 @@ from . import cases_layer_ops as lo
 from . import cases_lowprec as lp
 from . import cases_matmul as mm
 from . import cases_reductions as red
+from . import cases_vllm as vl
 from .case import Case
 
 
@@ -128,9 +129,19 @@ _SPECS = (
     _spec("quantize_block.cu", "quantize_e4m3_128x1_t",
           "128x1 column strips via shared memory, bf16x2 loads, transposed 16-byte stores",
           lo.quantize_e4m3_128x1_t, dict(rows=144, cols=40), dict(rows=128, cols=130)),
-    _spec("quantize_tensor.cu", "quantize_e4m3_tensor",
+    _spec("quantize_block.cu", "quantize_e4m3_tensor",
           "per-tensor static scale from memory, rcp.rn, 16-byte loads, 8-byte stores",
           lo.quantize_e4m3_tensor, dict(n=1000, threads=64), dict(n=4104, threads=256)),
+    _spec("vllm_layer_ops.cu", "rms_norm_f16",
+          "vLLM-style RMSNorm: CTA per token, scalar fp16, two passes, block xor-reduce",
+          vl.rms_norm_f16, dict(tokens=3, hidden=136), dict(tokens=2, hidden=1100)),
+    _spec("vllm_layer_ops.cu", "silu_and_mul_f16",
+          "vLLM-style SiLU x up: CTA per token, scalar fp16, expf, __ldg",
+          vl.silu_and_mul_f16, dict(tokens=3, d=200), dict(tokens=2, d=1100)),
+    _spec("vllm_layer_ops.cu", "rotary_neox_f16",
+          "vLLM-style GPT-NeoX rotary embedding of q and k in place, fp16 cos|sin cache",
+          vl.rotary_neox_f16, dict(tokens=3, heads=4, kv_heads=2, head_size=64, rot_dim=64),
+          dict(tokens=2, heads=3, kv_heads=3, head_size=128, rot_dim=128)),
     _spec("moe_topk.cu", "moe_topk_sigmoid", "warp arg-max rounds over shfl.bfly, sigmoid",
           lo.moe_topk_sigmoid, dict(tokens=7, experts=256, topk=8),
           dict(tokens=5, experts=40, topk=3, rows_per_block=2)),

@@ -1,4 +1,4 @@
-// bf16 -> fp8 e4m3 with DeepSeek-V3's fine-grained scales: one f32 scale per 1 x 128 strip
+// bf16 -> fp8 e4m3. With DeepSeek-V3's fine-grained scales: one f32 scale per 1 x 128 strip
 // of a row (scale = max(amax, 1e-4) / 448, q = x / scale, round to nearest, saturate), and
 // the transposed copy a wgrad GEMM reads K-major: qt[c, r] with one scale per 128 x 1
 // strip of a column (scales_t[c, r / 128]).
@@ -10,6 +10,11 @@
 //   loads issued before their use; amax over the 128 rows through shared memory; each
 //   thread stores its 16 quantized rows of each column as one 16-byte vector; rows a
 //   multiple of 16, cols even.
+// quantize_e4m3_tensor: one f32 scale for the whole tensor, read from device memory (a
+//   static scale, as an FP8 linear layer with a calibrated input scale quantizes its bf16
+//   activation before its per-tensor-scaled GEMM): q = x * (1 / scale); 8 elements (16
+//   bytes in, 8 out) per thread, one vector per thread of a 1-D grid; n a multiple of 8,
+//   below 2^31.
 // ptx: nvcc -ptx -O3 -arch=sm_90 quantize_block.cu -o quantize_block.ptx
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -105,4 +110,21 @@ extern "C" __global__ void quantize_e4m3_128x1_t(const __nv_bfloat16* __restrict
         scales_t[(long long)c * strips + blockIdx.y] = scale.x;
         scales_t[(long long)(c + 1) * strips + blockIdx.y] = scale.y;
     }
+}
+
+extern "C" __global__ void quantize_e4m3_tensor(const __nv_bfloat16* __restrict__ x,
+                                                unsigned char* __restrict__ q,
+                                                const float* __restrict__ scale, int n) {
+    long long i = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+    if (i >= n) return;
+    float inv = 1.0f / scale[0];
+    uint4 raw = *reinterpret_cast<const uint4*>(x + i);
+    float2 a = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&raw.x));
+    float2 b = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&raw.y));
+    float2 c = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&raw.z));
+    float2 d = __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&raw.w));
+    uint2 out;
+    out.x = pack4(a.x * inv, a.y * inv, b.x * inv, b.y * inv);
+    out.y = pack4(c.x * inv, c.y * inv, d.x * inv, d.y * inv);
+    *reinterpret_cast<uint2*>(q + i) = out;
 }

@@ -9,6 +9,8 @@
 * quantize      `quantize_e4m3_1x128` (+ `quantize_e4m3_128x1_t` with --transpose):
                 bf16 -> e4m3 with DeepSeek-V3's 1x128 scales (and the 128x1 transposed copy);
                 `quantize_e4m3_tensor` with --scaling tensor: one static per-tensor scale
+* --kernel vllm (swiglu, rope forward): the fp16 CTA-per-token kernels vLLM ran in 2024
+                (`workloads.ops.vllm_kernels`)
 * rmsnorm-bwd, layernorm-bwd  `rmsnorm_bwd_bf16` / `layernorm_bwd_bf16`: input gradients
 
 The vector kernels move 16 bytes (8 bf16) per thread access, a CTA per (row, chunk of up to
@@ -36,6 +38,7 @@ from workloads.kernels import cases_layer_ops as geo
 from workloads.kernels.case import load_ptx
 from workloads.layers import ops as counts
 from workloads.ops.registry import Flag, Launch, OpPlan, positive, register
+from workloads.ops.vllm_kernels import KERNEL_FLAG, check_kernel, vllm_rope, vllm_swiglu
 
 BF16 = ml_dtypes.bfloat16
 E4M3 = ml_dtypes.float8_e4m3fn
@@ -88,13 +91,16 @@ def _plan(kind, sizes, launches, flops, nbytes) -> OpPlan:
 
 
 @register("swiglu", (ROWS, Flag("--cols", "output columns (the input holds gate|up, 2 x cols)",
-                                required=True), BACKWARD),
-          "SwiGLU silu(gate) * up, bf16 (catalog CUDA kernel)")
+                                required=True), BACKWARD, KERNEL_FLAG),
+          "SwiGLU silu(gate) * up, bf16 (catalog CUDA kernel; --kernel vllm: vLLM-style fp16)")
 @store_hook(out_arg=1)   # ZCE: the activation stored compressed (workloads/codesign/zce_store)
-def swiglu_op(config, rows: int, cols: int, backward: bool = False, seed: int = 0,
-              shape_only: bool | None = None) -> OpPlan:
-    """SwiGLU of a bf16 [rows, 2 cols] gate|up tensor (or its gradient)."""
+def swiglu_op(config, rows: int, cols: int, backward: bool = False, kernel: str = "vector",
+              seed: int = 0, shape_only: bool | None = None) -> OpPlan:
+    """SwiGLU of a bf16 [rows, 2 cols] gate|up tensor (or its gradient); with
+    `kernel="vllm"` the fp16 CTA-per-token forward kernel."""
     t = _tensors(rows, cols, seed, shape_only)
+    if check_kernel(kernel, backward) == "vllm":
+        return vllm_swiglu(rows, cols, t.shape_only, seed)
     _multiple("--cols", cols, geo.VECTOR_ELEMS, "16-byte bf16 vectors")
     gu = t((rows, 2 * cols))
     launch = geo.row_vector_launch(rows, cols)
@@ -137,14 +143,19 @@ def gelu_op(config, rows: int, cols: int, backward: bool = False, seed: int = 0,
                               required=True),
                    Flag("--rot-dim", "rotary dimension per head (default 64)", default=64),
                    Flag("--seqlen", "positions in the cos/sin table (default: rows)"),
-                   BACKWARD),
-          "rotary position embedding, bf16 (catalog CUDA kernel)")
+                   BACKWARD, KERNEL_FLAG),
+          "rotary position embedding, bf16 (catalog CUDA kernel; --kernel vllm: vLLM-style "
+          "fp16 GPT-NeoX)")
 def rope_op(config, rows: int, cols: int, rot_dim: int = 64, seqlen: int | None = None,
-            backward: bool = False, seed: int = 0, shape_only: bool | None = None) -> OpPlan:
-    """RoPE of a bf16 [rows, cols] tensor; row r is at position r % seqlen."""
+            backward: bool = False, kernel: str = "vector", seed: int = 0,
+            shape_only: bool | None = None) -> OpPlan:
+    """RoPE of a bf16 [rows, cols] tensor; row r is at position r % seqlen. With
+    `kernel="vllm"` the fp16 CTA-per-token GPT-NeoX kernel, heads of --rot-dim columns."""
     t = _tensors(rows, cols, seed, shape_only)
     positive("--rot-dim", rot_dim)
     seqlen = rows if seqlen is None else positive("--seqlen", seqlen)
+    if check_kernel(kernel, backward) == "vllm":
+        return vllm_rope(rows, cols, rot_dim, seqlen, t.shape_only, seed)
     _multiple("--rot-dim", rot_dim, geo.VECTOR_ELEMS, "16-byte bf16 vectors of pairs")
     _multiple("--cols", cols, rot_dim, "whole heads of --rot-dim columns")
     table = (isa.ShapeOnly((seqlen, rot_dim // 2, 2), np.float32) if t.shape_only
@@ -208,7 +219,7 @@ def quantize_op(config, rows: int, cols: int, block: int = QUANT_BLOCK,
         scale = (t((1,), np.float32) if t.shape_only     # normal data: |x| < 3 in range
                  else np.full(1, 3.0 / float(E4M3(448)), np.float32))
         args = [x, t((rows, cols), E4M3, zeros=True), scale, n]
-        launch = _launch("quantize", "quantize_tensor.cu", "quantize_e4m3_tensor",
+        launch = _launch("quantize", "quantize_block.cu", "quantize_e4m3_tensor",
                          geo.quantize_tensor_launch(n), args, t)
         return _plan("quantize", {"rows": rows, "cols": cols, "scaling": scaling}, [launch],
                      counts.QUANTIZE_FLOPS_PER_ELEM * n, BF16_BYTES * n + n + SCALE_BYTES)

@@ -4,7 +4,8 @@
 * rmsnorm   `rmsnorm_bf16_rows` (bf16 x, w, y) when the columns are a multiple of 8: a block
   per row as production kernels do it, 16-byte loads held in registers between the passes,
   `rmsnorm_block_threads(cols)` threads (up to 4 vectors of 8 each); other widths use
-  `rmsnorm_bf16`, a warp per row, 4 rows per block.
+  `rmsnorm_bf16`, a warp per row, 4 rows per block. `--kernel vllm`: `rms_norm_f16`, the
+  fp16 scalar kernel vLLM ran in 2024 (`workloads.ops.vllm_kernels`).
 * layernorm `layernorm_rows` (f32 x, gamma, beta, y): a block per row, 128 threads for
   rows up to 2048 columns, 256 above (one block-stride pass per 128/256 columns).
 
@@ -26,6 +27,7 @@ import numpy as np
 import isa
 from workloads.kernels.case import load_ptx
 from workloads.ops.registry import Flag, Launch, OpPlan, positive, register
+from workloads.ops.vllm_kernels import KERNEL_FLAG, check_kernel, vllm_rmsnorm
 
 FUNCTIONAL_ELEMENTS = 1 << 20
 ROWS_PER_BLOCK = 4
@@ -70,11 +72,15 @@ def softmax_op(config, rows: int, cols: int, seed: int = 0,
                  [x, y, rows, cols], rows, cols, 8 * rows * cols, shape_only)
 
 
-@register("rmsnorm", ROW_FLAGS, "RMSNorm, bf16 (catalog CUDA kernel)")
-def rmsnorm_op(config, rows: int, cols: int, seed: int = 0,
+@register("rmsnorm", (*ROW_FLAGS, KERNEL_FLAG),
+          "RMSNorm, bf16 (catalog CUDA kernel; --kernel vllm: vLLM-style fp16)")
+def rmsnorm_op(config, rows: int, cols: int, kernel: str = "vector", seed: int = 0,
                shape_only: bool | None = None) -> OpPlan:
-    """RMSNorm of a bf16 [rows, cols] tensor with a bf16 weight vector (eps 1e-6)."""
+    """RMSNorm of a bf16 [rows, cols] tensor with a bf16 weight vector (eps 1e-6); with
+    `kernel="vllm"` the fp16 CTA-per-token kernel (`workloads.ops.vllm_kernels`)."""
     shape_only = _sizes(rows, cols, shape_only)
+    if check_kernel(kernel) == "vllm":
+        return vllm_rmsnorm(rows, cols, shape_only, seed)
     rng = np.random.default_rng(seed)
     bf16 = ml_dtypes.bfloat16
     x = _tensor((rows, cols), bf16, shape_only, rng)
