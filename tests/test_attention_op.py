@@ -66,17 +66,17 @@ def test_prefill_uses_two_consumers_and_fa3_kv_blocks():
 
 
 def test_decode_packs_gqa_heads_and_splits_kv():
-    """One query, 8 q heads per kv head, few CTAs: heads packed into one CTA's rows, two
-    CTAs per SM (64-key blocks), the KV length split over CTAs to fill the CTA slots, then
-    a combine kernel per output row."""
+    """One query, 8 q heads per kv head, few CTAs: heads packed into one CTA's rows, one
+    CTA per SM with 64-key blocks (packed GQA decode, chosen on the attention FIT rows), the
+    KV length split over CTAs to fill the SMs, then a combine kernel per output row."""
     p = build_op("attention", H100, batch=2, heads=32, kv_heads=4, seqlen=1, seqlen_k=8192)
     fwd, combine = p.launches
     tiles = fwd.detail["tiles"]
     assert tiles["pack"] == 8 and tiles["m_tile"] == 64
-    assert tiles["kv_block"] == 64 and tiles["ctas_per_sm"] == 2
-    assert fwd.regs_per_thread == H100.sm.registers_per_sm // (2 * fwd.block[0])
+    assert tiles["kv_block"] == 64 and tiles["ctas_per_sm"] == 1
+    assert fwd.regs_per_thread == min(255, H100.sm.registers_per_sm // fwd.block[0] // 8 * 8)
     blocks = 8192 // 64
-    per_split = math.ceil(blocks / (2 * H100.sm.count // (4 * 2)))
+    per_split = math.ceil(blocks / (H100.sm.count // (4 * 2)))
     assert tiles["splits"] == math.ceil(blocks / per_split)
     assert fwd.grid == (1, 4, 2 * tiles["splits"])
     assert combine.grid == (2 * 32, 1, 1)
@@ -84,7 +84,8 @@ def test_decode_packs_gqa_heads_and_splits_kv():
 
 def test_short_cache_decode_reads_no_padding_block():
     """A decode step over 4 cached keys uses a 16-key block (no 128-key padding block) and
-    two CTAs per SM; a prefill tile of two warpgroups keeps one CTA per SM."""
+    two CTAs per SM (MHA: no packed heads); a prefill tile of two warpgroups keeps one CTA
+    per SM."""
     tiles = build_op("attention", H100, batch=64, heads=32, kv_heads=32, seqlen=1,
                      seqlen_k=4).launches[0].detail["tiles"]
     assert tiles["kv_block"] == 16 and tiles["ctas_per_sm"] == 2

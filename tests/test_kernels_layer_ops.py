@@ -65,6 +65,7 @@ def h800():
     ("quantize", dict(rows=16, cols=256, block=64), "--block"),
     ("quantize", dict(rows=16, cols=256, scaling="row"), "--scaling"),
     ("quantize", dict(rows=16, cols=256, scaling="tensor", transpose=True), "--transpose"),
+    ("quantize", dict(rows=16, cols=256, scaling="tensor", block=64), "--block"),
     ("residual-add", dict(rows=4, cols=64, inputs=0), "--inputs"),
     ("moe-gating", dict(tokens=4, hidden=128, experts=512, topk=8), "--experts"),
     ("moe-gating", dict(tokens=4, hidden=128, experts=16, topk=20), "--topk"),

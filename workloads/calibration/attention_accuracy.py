@@ -12,9 +12,13 @@ token, as its header says this reading is uncertain).
 Declared split (fixed before any number was looked at): within each (heads, kv_heads)
 family, rows in file order; even positions are the FIT subset, odd positions the
 HELD-BACK subset. The attention op's launch heuristics are FlashAttention's, fixed in
-`workloads.ops.attention` (no per-shape factor); the one fitted number that reaches these
-rows is `launch.kernel_overhead_us`, fitted by `workloads.calibration.launch_fit` on FIT
-rows only (batch <= 2, kv_len <= 16, together with small-M GEMM fit rows). MAPE and
+`workloads.ops.attention` (no per-shape factor), with one choice made on FIT rows: packed
+GQA decode CTAs run one per SM, not two (2026-11-27; the 210 GQA FIT rows: MAPE 39.7 ->
+28.8 %, r 0.77 -> 0.90; afterwards the 210 GQA HELD-BACK rows read 38.2 -> 29.2 %, r 0.79
+-> 0.91, and the baseline's 15 rows 17.8 -> 13.6 %; MHA rows unchanged). The one fitted
+number that reaches these rows is `launch.kernel_overhead_us`, fitted by
+`workloads.calibration.launch_fit` on FIT rows only (batch <= 2, kv_len <= 16, together
+with small-M GEMM fit rows). MAPE and
 Pearson r are reported per family on the held-back rows. The measured times are
 TensorRT-LLM's own decode kernel, not the FA3-style template simulated here.
 

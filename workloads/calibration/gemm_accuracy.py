@@ -80,9 +80,10 @@ further high (bf16 128x4096x8192 +51.9 -> +65.8 %, 128x8192x8192 +2.3 -> +18.3 %
 tiles re-read all of A from the L2 in each CTA, where cuBLAS and DeepGEMM multicast it across
 a 2-CTA cluster, which the ISA does not model yet.
 
-The fp8 operator's activation quantization (2026-11-27, INPUT_QUANT). TensorRT-LLM's
-per-tensor FP8 linear layer quantizes its bf16 input in a kernel of its own before the
-scaled GEMM; the reference times the layer, not the GEMM. Evidence that does not use the
+The fp8 operator's activation quantization (2026-11-27, INPUT_QUANT). The reference times
+TensorRT-LLM's linear layer, not the GEMM, and as we know TensorRT-LLM's per-tensor FP8
+layer, it quantizes its bf16 input in a kernel of its own before the scaled GEMM (its
+source is not in ../shared, so that is not taken on trust). Evidence that does not use the
 held-back rows: our own H100's `torch._scaled_mm` (per-tensor fp8, CUDA events,
 `workloads/reference/h100/gemm.csv`) on the 18 shapes it shares with the full reference
 (`own_vs_reference`) runs 1.7-6.2 us faster than the reference at m <= 512 although

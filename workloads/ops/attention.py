@@ -11,7 +11,13 @@ Choices, the same for every shape (no per-shape factors):
   needs the registers): kv_block is then cut to a multiple of 64 keys for which two CTAs'
   Q and K/V stages fit the SM (64 for head dim 128), the consumers `setmaxnreg` to 232
   and the launch gives 128 registers per thread. With one CTA per SM a decode CTA waits
-  out each HBM round trip alone (TensorRT-LLM's decode kernels keep several per SM);
+  out each HBM round trip alone (TensorRT-LLM's decode kernels keep several per SM).
+  Packed GQA decode CTAs (a kv head's query heads together) keep the 64-key blocks but run
+  one per SM: chosen on the decode-attention FIT rows (`workloads.calibration.
+  attention_accuracy`; its 210 GQA fit rows read 39.7 % MAPE with two per SM, 28.8 % with
+  one), where the reference's GQA rows cost about 4.8 us x SM per (request, kv head)
+  whatever the cache length up to 64 tokens (TensorRT-LLM runs another kernel for GQA
+  than for MHA, whose rows keep two per SM);
 * m_tile 64 (one consumer warpgroup) when a CTA's rows (seqlen_q, x group when packed)
   are at most 64, else 128 (two);
 * kv_block: the largest multiple of 16, at most 128, for which Q plus two K/V stages fit
@@ -90,7 +96,7 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
     nb = math.ceil(seqlen_k / kv_block)
     splits = 1
     smem = q_bytes + 2 * kv_block * per_key + 64
-    per_sm = 2 if (m_tile == 64 and not v_from_k
+    per_sm = 2 if (m_tile == 64 and not v_from_k and not pack
                    and 2 * smem <= config.sm.max_shared_memory_bytes) else 1
     slots = compute_sms(config) * per_sm
     if (not causal or seqlen_q == 1) and ctas < SPLIT_FILL * slots:

@@ -209,9 +209,9 @@ def quantize_op(config, rows: int, cols: int, block: int = QUANT_BLOCK,
     _multiple("--cols", cols, geo.VECTOR_ELEMS, "16-byte bf16 vectors")
     x = t((rows, cols))
     if scaling == "tensor":
-        if transpose:
-            raise InputError("--transpose: accepted with --scaling deepseek only (the "
-                             "per-tensor kernel writes the row-major copy)")
+        if transpose or block != QUANT_BLOCK:
+            raise InputError("--transpose / --block: accepted with --scaling deepseek only "
+                             "(the per-tensor kernel writes the row-major copy, one scale)")
         n = rows * cols
         if n >= 1 << 31:
             raise InputError(f"--rows {rows} --cols {cols}: accepted rows x cols < 2^31 with "
