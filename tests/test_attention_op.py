@@ -168,3 +168,18 @@ def test_decode_accuracy_is_not_worse_than_the_baseline():
         sim = acc.simulate_row(r["batch"], r["heads"], r["kv_heads"], r["kv_len"])
         err = 100 * abs(sim - r["measured_us"]) / r["measured_us"]
         assert err <= abs(r["error_pct"]) + 2, (r, sim)
+
+
+def test_packed_decode_occupancy_is_the_declared_setting(monkeypatch):
+    """`PACKED_DECODE_CTAS_PER_SM` decides packed GQA decode's CTAs per SM (2 where two
+    fit); MHA decode keeps two whatever it says."""
+    from workloads.ops import attention
+
+    def per_sm(**kw):
+        return build_op("attention", H100, batch=4, seqlen=1, seqlen_k=256,
+                        **kw).launches[0].detail["tiles"]["ctas_per_sm"]
+
+    assert attention.PACKED_DECODE_CTAS_PER_SM == 1
+    assert per_sm(heads=32, kv_heads=8) == 1 and per_sm(heads=32, kv_heads=32) == 2
+    monkeypatch.setattr(attention, "PACKED_DECODE_CTAS_PER_SM", 2)
+    assert per_sm(heads=32, kv_heads=8) == 2

@@ -58,6 +58,9 @@ NUMPY = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}
 FUNCTIONAL_ELEMENTS = 1 << 20
 PACK_MAX_SEQLEN_Q = 64
 SPLIT_FILL = 0.8
+PACKED_DECODE_CTAS_PER_SM = 1
+"""CTAs per SM of packed GQA decode (1 or 2; 2 where they fit, as unpacked decode): chosen
+on the decode-attention FIT rows (`attention_accuracy --fit-gqa`)."""
 MAX_SPLITS = 128
 
 
@@ -96,7 +99,8 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
     nb = math.ceil(seqlen_k / kv_block)
     splits = 1
     smem = q_bytes + 2 * kv_block * per_key + 64
-    per_sm = 2 if (m_tile == 64 and not v_from_k and not pack
+    per_sm = 2 if (m_tile == 64 and not v_from_k
+                   and (not pack or PACKED_DECODE_CTAS_PER_SM == 2)
                    and 2 * smem <= config.sm.max_shared_memory_bytes) else 1
     slots = compute_sms(config) * per_sm
     if (not causal or seqlen_q == 1) and ctas < SPLIT_FILL * slots:
