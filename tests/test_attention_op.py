@@ -68,9 +68,11 @@ def test_prefill_uses_two_consumers_and_fa3_kv_blocks():
 def test_decode_packs_gqa_heads_and_splits_kv():
     """One query, 8 q heads per kv head, few CTAs: heads packed into one CTA's rows, one
     CTA per SM with 64-key blocks (packed GQA decode, chosen on the attention FIT rows), the
-    KV length split over CTAs to fill the SMs, then a combine kernel per output row."""
+    KV length split over CTAs to fill the SMs, merged inline by the last CTA of each row
+    block (SPLIT_COMBINE, chosen on the FIT rows): one launch with the output and a
+    counter per row block."""
     p = build_op("attention", H100, batch=2, heads=32, kv_heads=4, seqlen=1, seqlen_k=8192)
-    fwd, combine = p.launches
+    (fwd,) = p.launches
     tiles = fwd.detail["tiles"]
     assert tiles["pack"] == 8 and tiles["m_tile"] == 64
     assert tiles["kv_block"] == 64 and tiles["ctas_per_sm"] == 1
@@ -79,7 +81,17 @@ def test_decode_packs_gqa_heads_and_splits_kv():
     per_split = math.ceil(blocks / (H100.sm.count // (4 * 2)))
     assert tiles["splits"] == math.ceil(blocks / per_split)
     assert fwd.grid == (1, 4, 2 * tiles["splits"])
-    assert combine.grid == (2 * 32, 1, 1)
+    assert fwd.entry.endswith("_split_ic") and fwd.args[-1].shape == (1 * 4 * 2,)
+
+
+def test_split_combine_kernel_setting_keeps_the_fa3_combine_launch(monkeypatch):
+    """SPLIT_COMBINE = "kernel": the forward, then a combine kernel per output row."""
+    from workloads.ops import attention
+
+    monkeypatch.setattr(attention, "SPLIT_COMBINE", "kernel")
+    p = build_op("attention", H100, batch=2, heads=32, kv_heads=4, seqlen=1, seqlen_k=8192)
+    fwd, combine = p.launches
+    assert fwd.entry.endswith("_split") and combine.grid == (2 * 32, 1, 1)
 
 
 def test_short_cache_decode_reads_no_padding_block():
@@ -183,3 +195,19 @@ def test_packed_decode_occupancy_is_the_declared_setting(monkeypatch):
     assert per_sm(heads=32, kv_heads=8) == 1 and per_sm(heads=32, kv_heads=32) == 2
     monkeypatch.setattr(attention, "PACKED_DECODE_CTAS_PER_SM", 2)
     assert per_sm(heads=32, kv_heads=8) == 2
+
+
+def test_inline_split_combine_is_one_launch_with_zeroed_counters(monkeypatch):
+    """SPLIT_COMBINE = "inline": a split decode is one launch of the `_ic` kernel with the
+    output and int32 counters (no combine kernel); MLA keeps its combine kernel (its
+    numbers: `tests/test_template_attention.py`, the inline variants)."""
+    from workloads.ops import attention
+
+    monkeypatch.setattr(attention, "SPLIT_COMBINE", "inline")
+    p = build_op("attention", H100, batch=2, heads=8, kv_heads=2, seqlen=1, seqlen_k=1000)
+    (fwd,) = p.launches
+    assert fwd.entry.endswith("_split_ic")
+    counters = fwd.args[-1]
+    assert counters.dtype == np.int32 and not counters.any()
+    mla = build_op("mla-decode", H100, batch=2, heads=16, kv_len=600)
+    assert any("combine" in lau.entry for lau in mla.launches)

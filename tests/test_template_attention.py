@@ -34,6 +34,10 @@ VARIANTS = {
                      1, 13, 80, 6, 1, 1),
     "mla-pack16-split2": (dict(headdim=576, headdim_v=512, m_tile=64, kv_block=64, pack=16,
                                split=True, v_from_k=True), 1, 2, 150, 16, 1, 2),
+    "decode-pack4-split3-inline": (dict(headdim=128, m_tile=64, kv_block=64, pack=4,
+                                        split=True, inline_combine=True), 2, 1, 300, 8, 2, 3),
+    "mha-split4-inline-m128": (dict(headdim=64, kv_block=32, split=True, inline_combine=True),
+                               1, 3, 250, 2, 2, 4),
 }
 
 
@@ -48,9 +52,16 @@ def run(params, b, sq, sk, h, hkv, splits, seed=0):
     out = np.zeros((b, sq, h, cfg.headdim_v), dt)
     lse = np.zeros((splits, b, sq, h), np.float32)
     o = np.zeros((splits, *out.shape), np.float32) if cfg.split else out
+    extra = {}
+    if cfg.inline_combine:
+        extra = {"out": out, "counters": np.zeros(kern.counter_count(b, h, sq, h // hkv),
+                                                  np.int32)}
     isa.run_kernel(kern.ptx, kern.entry, kern.grid(b, h, sq, splits, h // hkv), kern.block,
-                   kern.args(q, k, v, o, lse, splits=splits), shared_bytes=kern.shared_bytes)
-    if cfg.split:
+                   kern.args(q, k, v, o, lse, splits=splits, **extra),
+                   shared_bytes=kern.shared_bytes)
+    if cfg.inline_combine:
+        assert not extra["counters"].any()          # the last CTA of each block reset it
+    elif cfg.split:
         isa.run_kernel(kern.combine_ptx, cfg.combine_entry, kern.combine_grid(b, h, sq),
                        (cfg.headdim_v, 1, 1), [o, lse, out, splits, b * sq * h])
     vv = k[..., :cfg.headdim_v] if cfg.v_from_k else v
@@ -113,6 +124,19 @@ def test_bad_arguments_are_refused_with_the_accepted_values(arg, value):
         attention_kernel(**{arg: value})
 
 
+def test_inline_combine_needs_split_and_its_buffers():
+    """inline_combine only with split, and the launch must pass out and enough counters."""
+    with pytest.raises(InputError, match="inline_combine"):
+        attention_kernel(headdim=64, inline_combine=True)
+    kern = attention_kernel(headdim=64, m_tile=64, pack=2, split=True, inline_combine=True)
+    assert not kern.combine_ptx and kern.config.entry.endswith("_ic")
+    q = np.zeros((1, 1, 4, 64), np.float16)
+    k = np.zeros((1, 64, 2, 64), np.float16)
+    o, lse = np.zeros((2, 1, 1, 4, 64), np.float32), np.zeros((2, 1, 1, 4), np.float32)
+    with pytest.raises(InputError, match="counters"):
+        kern.args(q, k, k, o, lse, splits=2, out=np.zeros((1, 1, 4, 64), np.float16))
+
+
 def test_layout_that_does_not_fit_is_refused():
     """Q + stages that exceed 227 KiB are refused with the sizes."""
     with pytest.raises(InputError, match="shared memory"):
@@ -122,7 +146,8 @@ def test_layout_that_does_not_fit_is_refused():
 PTXAS = [dict(headdim=128), dict(headdim=192, headdim_v=128, causal=True),
          dict(headdim=256, kv_block=80), dict(headdim=64, m_tile=64, pack=8, split=True),
          dict(headdim=128, dtype="fp16", causal=True),
-         dict(headdim=128, m_tile=64, kv_block=96, pack=12, consumer_regs=232)]
+         dict(headdim=128, m_tile=64, kv_block=96, pack=12, consumer_regs=232),
+         dict(headdim=128, m_tile=64, pack=4, split=True, inline_combine=True)]
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not installed")

@@ -15,7 +15,11 @@ HELD-BACK subset. The attention op's launch heuristics are FlashAttention's, fix
 `workloads.ops.attention` (no per-shape factor), with one choice made on FIT rows: packed
 GQA decode CTAs run one per SM, not two (2026-11-27, `--fit-gqa`; the 210 GQA FIT rows: MAPE
 39.7 -> 28.8 %, r 0.77 -> 0.90; afterwards the 210 GQA HELD-BACK rows read 38.2 -> 29.2 %, r 0.79
--> 0.91, and the baseline's 15 rows 17.8 -> 13.6 %; MHA rows unchanged). The one fitted
+-> 0.91, and the baseline's 15 rows 17.8 -> 13.6 %; MHA rows unchanged), and split-KV
+partials merged inline by the last CTA of each row block instead of by a combine kernel
+(`--fit-combine`; all 344 FIT rows: 23.1 -> 17.8 %, r 0.969 -> 0.970; afterwards all 344
+HELD-BACK rows 23.3 -> 18.2 %, r 0.975 both, per family 32/32 11.8, 32/8 20.5, 64/64 12.2,
+64/8 21.7, 96/8 24.5 %; the baseline's 15 rows do not split and stay at 13.6 %). The one fitted
 number that reaches these rows is `launch.kernel_overhead_us`, fitted by
 `workloads.calibration.launch_fit` on FIT rows only (batch <= 2, kv_len <= 16, together
 with small-M GEMM fit rows). MAPE and
@@ -23,9 +27,11 @@ Pearson r are reported per family on the held-back rows. The measured times are
 TensorRT-LLM's own decode kernel, not the FA3-style template simulated here.
 
     python -m workloads.calibration.attention_accuracy --limit 3     # 3 held rows/family
+    python -m workloads.calibration.attention_accuracy               # all 344 (~12 min)
     python -m workloads.calibration.attention_accuracy --subset fit --limit 3
     python -m workloads.calibration.attention_accuracy --limit 3 --write-baseline
     python -m workloads.calibration.attention_accuracy --fit-gqa     # ~15 min
+    python -m workloads.calibration.attention_accuracy --fit-combine # ~25 min
 
 `BASELINE` (`attention_accuracy_baseline.json`) stores what was measured (date, preset,
 fidelity, per-row simulated times, MAPE and r); the tests recompute a few held-back rows
@@ -129,14 +135,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--write-baseline", action="store_true", help=f"write {BASELINE.name}")
     p.add_argument("--fit-gqa", action="store_true",
                    help="score packed GQA decode at one and two CTAs per SM on the GQA fit rows")
+    p.add_argument("--fit-combine", action="store_true",
+                   help="score split-KV combine by kernel and inline on the fit rows")
     a = p.parse_args(argv)
     fidelity = a.fidelity or available_fidelities()[0]
-    if a.fit_gqa:
-        best, scores = fit_gqa_occupancy(fidelity, a.limit)
-        print("GQA fit rows by packed decode CTAs per SM: " + ", ".join(
-            f"{k}: {v['rows']} rows MAPE {v['mape_pct']:.1f}% r {v['pearson_r']:.3f}"
-            for k, v in scores.items()) + f" -> {best}")
-        return 0
+    for flag, (name, values, gqa_only) in FIT_SETTINGS.items():
+        if getattr(a, f"fit_{flag}"):
+            best, scores = fit_setting(name, values, fidelity, a.limit, gqa_only)
+            print(f"fit rows by {name}: " + ", ".join(
+                f"{k}: {v['rows']} rows MAPE {v['mape_pct']:.1f}% r {v['pearson_r']:.3f}"
+                for k, v in scores.items()) + f" -> {best}")
+            return 0
     df = simulate(pick(a.subset, a.limit), fidelity, progress=True)
     print(_table(df))
     m = metrics(df)
@@ -157,24 +166,31 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def fit_gqa_occupancy(fidelity: str | None = None, limit: int | None = None,
-                      progress: bool = False) -> tuple[int, dict]:
-    """MAPE and r over the GQA FIT rows (optionally `limit` per family) with packed decode
-    CTAs one or two per SM (`workloads.ops.attention.PACKED_DECODE_CTAS_PER_SM`); (the
-    better setting, {setting: metrics over all those rows})."""
+def fit_setting(name: str, values: tuple, fidelity: str | None = None,
+                limit: int | None = None, gqa_only: bool = False,
+                progress: bool = False) -> tuple:
+    """MAPE and r over the FIT rows (optionally `limit` per family, GQA families only) with
+    the module setting `workloads.ops.attention.<name>` at each of `values`; (the value of
+    the lowest MAPE, {value: metrics over all those rows})."""
     from workloads.ops import attention
 
     rows = pick("fit", limit)
-    rows = rows[rows.num_heads != rows.num_key_value_heads]
-    saved, scores = attention.PACKED_DECODE_CTAS_PER_SM, {}
+    if gqa_only:
+        rows = rows[rows.num_heads != rows.num_key_value_heads]
+    saved, scores = getattr(attention, name), {}
     try:
-        for per_sm in (2, 1):
-            attention.PACKED_DECODE_CTAS_PER_SM = per_sm
+        for value in values:
+            setattr(attention, name, value)
             df = simulate(rows, fidelity, progress)
-            scores[per_sm] = group_metrics(df, "family", overall=True)["all"]
+            scores[value] = group_metrics(df, "family", overall=True)["all"]
     finally:
-        attention.PACKED_DECODE_CTAS_PER_SM = saved
+        setattr(attention, name, saved)
     return min(scores, key=lambda k: scores[k]["mape_pct"]), scores
+
+
+FIT_SETTINGS = {"gqa": ("PACKED_DECODE_CTAS_PER_SM", (2, 1), True),
+                "combine": ("SPLIT_COMBINE", ("kernel", "inline"), False)}
+"""`--fit-gqa` / `--fit-combine`: (setting, values tried, GQA rows only)."""
 
 
 def load_baseline() -> dict:

@@ -26,7 +26,8 @@ Choices, the same for every shape (no per-shape factors):
   padding block, and its sampled launches time blocks of the keys it really reads);
 * split-KV (FA's num_splits heuristic, simplified) when not causal (or one query) and
   the CTAs fill less than 80 % of the compute SMs: splits = SMs / CTAs, at most the KV
-  blocks and 128, evened so that no split is empty; a combine kernel then merges them;
+  blocks and 128, evened so that no split is empty; a combine kernel then merges them
+  (`SPLIT_COMBINE` "kernel"), or the last CTA of each row block does (`"inline"`);
 * registers: what one CTA per SM leaves (as the GEMM op); `setmaxnreg` redistributes.
 
 Conventions: `flops` = 2 B H Sq Sk (D + Dv), halved when causal (FlashAttention's 4 B H
@@ -58,6 +59,11 @@ NUMPY = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}
 FUNCTIONAL_ELEMENTS = 1 << 20
 PACK_MAX_SEQLEN_Q = 64
 SPLIT_FILL = 0.8
+SPLIT_COMBINE = "inline"
+"""How split-KV partials are merged: "kernel" (FA3: a combine kernel launched after) or
+"inline" (the last CTA of each row block merges them, as decode kernels with a
+multi-block mode do); MLA keeps FlashMLA's combine kernel. Chosen on the decode-attention
+FIT rows (`attention_accuracy --fit-combine`)."""
 PACKED_DECODE_CTAS_PER_SM = 1
 """CTAs per SM of packed GQA decode (1 or 2; 2 where they fit, as unpacked decode): chosen
 on the decode-attention FIT rows (`attention_accuracy --fit-gqa`)."""
@@ -110,7 +116,8 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
     return {"m_tile": m_tile, "kv_block": kv_block, "stages": 2, "pack": pack,
             "split": splits > 1, "splits": splits, "blocks_per_split": bps,
             "m_blocks": m_blocks, "ctas_per_sm": per_sm,
-            "consumer_regs": 232 if per_sm == 2 else 240}
+            "consumer_regs": 232 if per_sm == 2 else 240,
+            "inline_combine": splits > 1 and SPLIT_COMBINE == "inline" and not v_from_k}
 
 
 def _tensors(shapes: dict, dtypes: dict, shape_only: bool, rng) -> dict:
@@ -142,8 +149,12 @@ def _launches(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, shape_only, 
     t = _tensors(shapes, dtypes, shape_only, rng)
     o = t["part"] if cfg.split else t["out"]
     bps = choice["blocks_per_split"]
+    inline = {}
+    if cfg.inline_combine:        # real zeros even in timing mode: the count picks the CTA
+        inline = {"out": t["out"], "counters": np.zeros(
+            kernel.counter_count(b, h, sq, h // hkv), np.int32)}
     args = kernel.args(t["q"], t["k"], t["v"], o, t["lse"], splits=splits,
-                       blocks_per_split=bps, softmax_scale=scale)
+                       blocks_per_split=bps, softmax_scale=scale, **inline)
     detail = {"tiles": {k: choice[k] for k in ("m_tile", "kv_block", "stages", "pack",
                                                "splits", "ctas_per_sm")},
               "uses_wgmma": True}
@@ -151,7 +162,7 @@ def _launches(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, shape_only, 
                   kernel.block, args, kernel.shared_bytes, timing_only=shape_only,
                   detail=detail,
                   regs_per_thread=launch_regs(config, kernel.block[0], choice["ctas_per_sm"]))]
-    if cfg.split:
+    if cfg.split and not cfg.inline_combine:
         out.append(Launch(tag + "-combine", kernel.combine_ptx, cfg.combine_entry,
                           kernel.combine_grid(b, h, sq), (dv, 1, 1),
                           [t["part"], t["lse"], t["out"], splits, b * sq * h],
@@ -203,6 +214,8 @@ def _samples(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, causal, scale
         sizes.append((z, nb))
         basis.append(sampling.critical_slot(own, slots))
     weights = sampling.sample_weights(basis, target)
+    if cfg.inline_combine:     # unsplit samples: every CTA would be last and merge
+        kernel = _sibling(kernel, inline_combine=False)
     out = []
     for w, (z, nb), (waves, n) in zip(weights, sizes, sampling.SAMPLE_POINTS, strict=True):
         one = {**choice, "splits": 1, "blocks_per_split": nb}
@@ -218,6 +231,16 @@ def _samples(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, causal, scale
     return tuple(out), note
 
 
+def _sibling(kernel, **changes):
+    """The template kernel with some generator arguments changed."""
+    c = kernel.config
+    args = dict(headdim=c.headdim, headdim_v=c.headdim_v, m_tile=c.m_tile,
+                kv_block=c.kv_block, stages=c.stages, dtype=c.dtype, causal=c.causal,
+                pack=c.pack, split=c.split, v_from_k=c.v_from_k,
+                consumer_regs=c.consumer_regs, inline_combine=c.inline_combine)
+    return attention_kernel(**{**args, **changes})
+
+
 def plan(config, kind: str, sizes: dict, *, batch, heads, kv_heads, seqlen_q, seqlen_k,
          headdim, headdim_v, causal, dtype, v_from_k, scale, seed, shape_only,
          flops, nbytes) -> OpPlan:
@@ -226,7 +249,8 @@ def plan(config, kind: str, sizes: dict, *, batch, heads, kv_heads, seqlen_q, se
                     causal, v_from_k)
     kernel = attention_kernel(headdim, headdim_v, choice["m_tile"], choice["kv_block"],
                               choice["stages"], dtype, causal, choice["pack"],
-                              choice["split"], v_from_k, choice["consumer_regs"])
+                              choice["split"], v_from_k, choice["consumer_regs"],
+                              choice["inline_combine"])
     if shape_only is None:
         elements = (batch * seqlen_q * heads * (headdim + headdim_v)
                     + batch * seqlen_k * kv_heads * (headdim + headdim_v))

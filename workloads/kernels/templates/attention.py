@@ -32,6 +32,12 @@ Kernel structure (`block` = 128 x (consumers + 1) threads, one CTA per m_tile ro
   of at most 256 columns); then release the stage. Causal CTAs stop at their diagonal.
 * epilogue: O / rowsum to O (or, with `split`, f32 partials O_z [splits, B, Sq, H, Dv]
   and lse_z for `emit_combine`'s kernel). Split z does KV blocks [z bps, (z + 1) bps).
+  With `inline_combine` (split only) there is no combine kernel: each CTA then counts
+  itself on its row block's int32 counter (membar.gl, one atomic add, the count shared
+  through an 8-byte flag after the mbarriers), and the CTA that counts last merges every
+  split's partials of its fragment rows into `out` (per split, both rows' lse and partial
+  loads issued before use) and zeroes the counter, as decode kernels with a multi-block
+  mode do (FlashDecoding, TensorRT-LLM's XQA).
 
 Left out (simplifications timing studies should know): FA3's intra-warpgroup overlap of
 softmax with the next QK^T and its explicit ping-pong of the two consumer warpgroups (two
@@ -73,6 +79,7 @@ class Config:
     split: bool
     v_from_k: bool
     consumer_regs: int = 240   # setmaxnreg.inc of the consumers (232: two CTAs per SM)
+    inline_combine: bool = False   # split: the last CTA of a row block combines (no kernel)
 
     ptx_type = property(lambda s: PTX_TYPE[s.dtype])
     consumers = property(lambda s: s.m_tile // 64)
@@ -93,7 +100,8 @@ class Config:
     v_bytes = property(lambda s: 0 if s.v_from_k else s.v_atoms * s.kv_block * 128)
     stage_bytes = property(lambda s: s.k_bytes + s.v_bytes)
     barrier_offset = property(lambda s: s.q_bytes + s.stages * s.stage_bytes)
-    shared_bytes = property(lambda s: s.barrier_offset + 8 * (1 + 2 * s.stages))
+    flag_offset = property(lambda s: s.barrier_offset + 8 * (1 + 2 * s.stages))
+    shared_bytes = property(lambda s: s.flag_offset + (8 if s.inline_combine else 0))
 
     def full_bar(self, s: int) -> int:
         return 8 + 8 * s
@@ -113,7 +121,8 @@ class Config:
         return name + ("_causal" if self.causal else "") + \
             (f"_pack{self.pack}" if self.pack else "") + ("_split" if self.split else "") + \
             ("_vk" if self.v_from_k else "") + \
-            (f"_r{self.consumer_regs}" if self.consumer_regs != 240 else "")
+            (f"_r{self.consumer_regs}" if self.consumer_regs != 240 else "") + \
+            ("_ic" if self.inline_combine else "")
 
     @property
     def combine_entry(self) -> str:
@@ -143,11 +152,13 @@ class AttentionKernel:
         return (batch * seqlen_q * heads, 1, 1)
 
     def args(self, q, k, v, o, lse, *, splits: int = 1, blocks_per_split: int | None = None,
-             softmax_scale: float | None = None) -> list:
+             softmax_scale: float | None = None, out=None, counters=None) -> list:
         """Arguments for `isa.run_kernel`: q [B, Sq, H, D], k [B, Sk, Hkv, D], v [B, Sk,
         Hkv, Dv] (None with v_from_k: V = k[..., :Dv]), o [B, Sq, H, Dv] (f32 [splits, B,
         Sq, H, Dv] partials when split), lse f32 [splits, B, Sq, H]; numpy arrays or
-        `isa.ShapeOnly` tensors (any object with `shape` and `dtype`)."""
+        `isa.ShapeOnly` tensors (any object with `shape` and `dtype`). With
+        `inline_combine` also `out` [B, Sq, H, Dv] (the combined O) and `counters`, zeroed
+        int32 with one entry per CTA of a split (`counter_count`), left zeroed."""
         cfg = self.config
         b, sq, h, d = _shape(q, 4, "q")
         _, sk, hkv, _ = _shape(k, 4, "k")
@@ -180,8 +191,24 @@ class AttentionKernel:
         tq = _map(q, (b, sq, hkv, group, d), (1, rows_box[0], 1, rows_box[1], 64), 3)
         tk = _map(k, (b, sk, hkv, cfg.headdim), (1, cfg.kv_block, 1, 64), 4)
         tv = tk if cfg.v_from_k else _map(v, (b, sk, hkv, dv), (1, cfg.kv_block, 1, 64), 5)
+        out_args = []
+        if cfg.inline_combine:
+            n_ctr = self.counter_count(b, h, sq, group)
+            if out is None or tuple(out.shape) != (b, sq, h, dv):
+                raise InputError(f"attention args: inline combine needs out of shape "
+                                 f"{(b, sq, h, dv)}")
+            if counters is None or int(np.prod(counters.shape)) < n_ctr:
+                raise InputError(f"attention args: inline combine needs {n_ctr} int32 "
+                                 "counters (zeroed)")
+            out_args = [out, counters]
         return [tq, tk, tv, q, k, v, o, lse, b, sq, sk, h, group, splits, bps,
-                np.float32(scale * math.log2(math.e))]
+                np.float32(scale * math.log2(math.e)), *out_args]
+
+    def counter_count(self, batch: int, heads: int, seqlen_q: int, group: int) -> int:
+        """Counters an inline-combine launch needs: one per (row block, head or kv head,
+        batch), the CTAs of one split."""
+        x, y, _ = self.grid(batch, heads, seqlen_q, 1, group)
+        return x * y * batch
 
 
 def _shape(arr, ndim: int, name: str) -> tuple[int, ...]:
@@ -206,7 +233,8 @@ def _bad(arg: str, value, accepted: str) -> InputError:
 def attention_kernel(headdim: int = 128, headdim_v: int | None = None, m_tile: int = 128,
                      kv_block: int = 128, stages: int = 2, dtype: str = "bf16",
                      causal: bool = False, pack: int = 0, split: bool = False,
-                     v_from_k: bool = False, consumer_regs: int = 240) -> AttentionKernel:
+                     v_from_k: bool = False, consumer_regs: int = 240,
+                     inline_combine: bool = False) -> AttentionKernel:
     """Generate the warp-specialized TMA + wgmma attention forward (module docstring)."""
     headdim_v = headdim if headdim_v is None else headdim_v
     if dtype not in ELEM:
@@ -228,12 +256,14 @@ def attention_kernel(headdim: int = 128, headdim_v: int | None = None, m_tile: i
         raise _bad("pack", pack, f"0, at most m_tile={m_tile}, or a multiple of m_tile")
     if consumer_regs not in (232, 240):
         raise _bad("consumer_regs", consumer_regs, "240 (one CTA per SM) or 232 (two)")
+    if inline_combine and not split:
+        raise _bad("inline_combine", inline_combine, "False without split")
     cfg = Config(headdim, headdim_v, m_tile, kv_block, stages, dtype, bool(causal), pack,
-                 bool(split), bool(v_from_k), consumer_regs)
+                 bool(split), bool(v_from_k), consumer_regs, bool(inline_combine))
     if cfg.shared_bytes > MAX_SHARED:
         raise _bad("stages", stages, f"a layout within {MAX_SHARED} bytes of shared memory: "
                    f"Q {cfg.q_bytes} B + {stages} x {cfg.stage_bytes} B = {cfg.shared_bytes} B")
-    combine = attention_ptx.emit_combine(cfg) if split else ""
+    combine = attention_ptx.emit_combine(cfg) if split and not inline_combine else ""
     return AttentionKernel(attention_ptx.emit(cfg), cfg.entry, (cfg.threads, 1, 1),
                            cfg.shared_bytes, cfg, combine)
 

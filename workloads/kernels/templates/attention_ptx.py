@@ -42,7 +42,10 @@ def _regs(cfg) -> list[str]:
         "    .reg .b32 %B, %Sq, %Sk, %H, %G, %nsplit, %bps, %m0, %y, %b, %split, %hkv;",
         "    .reg .b32 %qg, %qs, %slo, %shi, %row0, %col0, %sq0, %sq1, %hd<2>, %lim<2>, %rl<2>;",
         "    .reg .b64 %desc_q, %desc_k, %desc_v, %po<2>;",
-    ]
+    ] + ([  # inline split combine (`_inline_combine`)
+        "    .reg .b32 %ic<8>;", "    .reg .b64 %icd<4>, %icl<2>, %ica<2>;",
+        "    .reg .f32 %icm<2>, %ics<2>, %icx<2>;", f"    .reg .f32 %ict<{cfg.headdim_v}>;",
+        "    .reg .pred %icp<2>;"] if cfg.inline_combine else [])
 
 
 def _head(cfg) -> list[str]:
@@ -57,7 +60,9 @@ def _head(cfg) -> list[str]:
         "    .param .u64 lse,", "    .param .u32 batch,", "    .param .u32 seqlen_q,",
         "    .param .u32 seqlen_k,", "    .param .u32 heads,", "    .param .u32 group,",
         "    .param .u32 splits,", "    .param .u32 blocks_per_split,",
-        "    .param .f32 scale_log2", ")",
+        "    .param .f32 scale_log2" + ("," if cfg.inline_combine else ""),
+        *(["    .param .u64 out,", "    .param .u64 counters"] if cfg.inline_combine else []),
+        ")",
         f".maxntid {cfg.threads}, 1, 1", ".minnctapersm 1", "{", *_regs(cfg),
         "    mov.u32 %thr, %tid.x;",
         "    mov.u32 %bars, smem;", f"    add.u32 %bars, %bars, {cfg.barrier_offset};",
@@ -220,7 +225,8 @@ def _consumer(cfg) -> list[str]:
               "    mbarrier.arrive.shared::cta.b64 %rd3, [%r4];   // release the stage",
               *advance_stage(cfg), "    add.u32 %n, %n, 1;",
               "    setp.lt.u32 %p0, %n, %nend;", "    @%p0 bra C_K;", "C_END:",
-              *_epilogue(cfg), "    bra.uni DONE;"]
+              *_epilogue(cfg), *(_inline_combine(cfg) if cfg.inline_combine else []),
+              "    bra.uni DONE;"]
     return lines
 
 
@@ -347,6 +353,84 @@ def _epilogue(cfg) -> list[str]:
                     lines += [f"    cvt.rn.{cvt}.f32 %r23, %o{x + 1}, %o{x};",
                               f"    @%pv{h} st.global.b32 [%po{h}+{col * ob}], %r23;"]
     return lines
+
+
+def _inline_combine(cfg) -> list[str]:
+    """Split-KV combine inside the kernel (FlashDecoding / TensorRT-LLM multi-block style):
+    after its partials and lse are stored, each CTA counts itself on its row block's
+    counter; the CTA that counts last reads every split's lse and partial O of its own
+    fragment rows and writes O = sum_z 2^(lse_z - max) O_z / sum_z 2^(lse_z - max), then
+    zeroes the counter. Consumer threads only (named barrier 1); the count goes through a
+    shared-memory flag. Per split, a thread issues the loads of both its rows' lse and
+    partials before using them (one memory round trip per split, not one per column)."""
+    nc = 128 * cfg.consumers
+    dv = cfg.headdim_v
+    cvt = "bf16x2" if cfg.dtype == "bf16" else "f16x2"
+    pairs = [(h, c0 + 8 * (i // 4), c0 // 2 + i) for h in range(2)
+             for c0, width in cfg.v_chunks for i in _half(cfg, h, width // 2)[::2]]
+    lines = ["    // ---- inline combine: the last split CTA of this row block combines ----",
+             "    membar.gl;", f"    bar.sync 1, {nc};",
+             "    ld.param.u64 %icd2, [counters];", "    cvta.to.global.u64 %icd2, %icd2;",
+             "    mov.u32 %ic0, %nctaid.y;", "    mad.lo.u32 %ic0, %b, %ic0, %y;",
+             "    mov.u32 %ic1, %nctaid.x;", "    mov.u32 %ic2, %ctaid.x;",
+             "    mad.lo.u32 %ic0, %ic0, %ic1, %ic2;",
+             "    mul.wide.u32 %icd0, %ic0, 4;", "    add.s64 %icd2, %icd2, %icd0;",
+             "    mov.u32 %ic3, smem;", f"    add.u32 %ic3, %ic3, {cfg.flag_offset};",
+             "    setp.eq.u32 %icp0, %thr, 0;",
+             "    @%icp0 atom.global.add.u32 %ic4, [%icd2], 1;",
+             "    @%icp0 st.shared.u32 [%ic3], %ic4;", f"    bar.sync 1, {nc};",
+             "    ld.shared.u32 %ic4, [%ic3];", "    sub.u32 %ic5, %nsplit, 1;",
+             "    setp.ne.u32 %icp1, %ic4, %ic5;", "    @%icp1 bra IC_END;",
+             "    membar.gl;",
+             "    ld.param.u64 %icd3, [out];", "    cvta.to.global.u64 %icd3, %icd3;",
+             "    mul.lo.u32 %ic1, %B, %Sq;", "    mul.lo.u32 %ic1, %ic1, %H;   // rows per split",
+             "    mul.wide.u32 %icd1, %ic1, 4;              // lse bytes per split"]
+    for h in range(2):      # row of fragment half h without split; lse address of split 0
+        lines += [f"    mad.lo.u32 %ic{6 + h}, %b, %Sq, %sq{h};",
+                  f"    mad.lo.u32 %ic{6 + h}, %ic{6 + h}, %H, %hd{h};",
+                  f"    mul.wide.u32 %icd0, %ic{6 + h}, 4;", f"    add.s64 %icl{h}, %rd7, %icd0;",
+                  f"    mov.f32 %icm{h}, {NEG_INF};", f"    mov.f32 %ics{h}, {ZERO};"]
+    lines += [f"    mov.f32 %o{x}, {ZERO};\n    mov.f32 %o{x + 1}, {ZERO};" for _, _, x in pairs]
+    lines += ["    // max over the splits: both rows' lse loaded together",
+              "    mov.u32 %ic2, 0;", "    mov.b64 %icd0, 0;", "IC_MAX:"]
+    lines += [f"    add.s64 %ica{h}, %icl{h}, %icd0;\n    @%pv{h} ld.global.f32 %icx{h}, [%ica{h}];"
+              for h in range(2)]
+    lines += [f"    @%pv{h} max.f32 %icm{h}, %icm{h}, %icx{h};" for h in range(2)]
+    lines += ["    add.s64 %icd0, %icd0, %icd1;", "    add.u32 %ic2, %ic2, 1;",
+              "    setp.lt.u32 %icp0, %ic2, %nsplit;", "    @%icp0 bra IC_MAX;",
+              "    // weighted sum: per split all loads first, then the FMAs",
+              "    mov.u32 %ic2, 0;", "    mov.b64 %icd0, 0;", "IC_SUM:"]
+    for h in range(2):
+        lines += [f"    add.s64 %ica{h}, %icl{h}, %icd0;",
+                  f"    @%pv{h} ld.global.f32 %icx{h}, [%ica{h}];",
+                  f"    sub.u64 %ica{h}, %ica{h}, %rd7;   // 4 x (row + split rows)",
+                  f"    mul.lo.u64 %ica{h}, %ica{h}, {dv};",
+                  f"    add.s64 %ica{h}, %ica{h}, %rd6;",
+                  f"    mad.wide.u32 %ica{h}, %col0, 4, %ica{h};"]
+    for k, (h, col, _) in enumerate(pairs):
+        lines.append(f"    @%pv{h} ld.global.v2.f32 {{%ict{2 * k}, %ict{2 * k + 1}}}, "
+                     f"[%ica{h}+{col * 4}];")
+    for h in range(2):
+        lines += [f"    sub.f32 %icx{h}, %icx{h}, %icm{h};",
+                  f"    ex2.approx.ftz.f32 %icx{h}, %icx{h};",
+                  f"    add.f32 %ics{h}, %ics{h}, %icx{h};"]
+    for k, (h, _, x) in enumerate(pairs):
+        lines += [f"    fma.rn.f32 %o{x}, %icx{h}, %ict{2 * k}, %o{x};",
+                  f"    fma.rn.f32 %o{x + 1}, %icx{h}, %ict{2 * k + 1}, %o{x + 1};"]
+    lines += ["    add.s64 %icd0, %icd0, %icd1;", "    add.u32 %ic2, %ic2, 1;",
+              "    setp.lt.u32 %icp0, %ic2, %nsplit;", "    @%icp0 bra IC_SUM;"]
+    for h in range(2):
+        lines += [f"    rcp.approx.ftz.f32 %ics{h}, %ics{h};",
+                  f"    mul.wide.u32 %ica{h}, %ic{6 + h}, {dv * 2};",
+                  f"    add.s64 %ica{h}, %icd3, %ica{h};",
+                  f"    mad.wide.u32 %ica{h}, %col0, 2, %ica{h};"]
+    for h, col, x in pairs:
+        lines += [f"    mul.f32 %o{x}, %o{x}, %ics{h};",
+                  f"    mul.f32 %o{x + 1}, %o{x + 1}, %ics{h};",
+                  f"    cvt.rn.{cvt}.f32 %r23, %o{x + 1}, %o{x};",
+                  f"    @%pv{h} st.global.b32 [%ica{h}+{col * 2}], %r23;"]
+    return lines + ["    setp.eq.u32 %icp0, %thr, 0;", "    @%icp0 st.global.u32 [%icd2], 0;",
+                    "IC_END:"]
 
 
 def emit_combine(cfg) -> str:
