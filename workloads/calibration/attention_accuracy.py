@@ -43,13 +43,13 @@ Units: microseconds, percent.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from workloads.calibration import scoring
 from workloads.calibration.scoring import group_metrics, with_errors
 
 HERE = Path(__file__).resolve().parent
@@ -153,15 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{a.subset} {family}: {v['rows']} rows, MAPE {v['mape_pct']:.1f}%, "
               f"Pearson r {v['pearson_r']:.3f}")
     if a.write_baseline:
-        BASELINE.write_text(json.dumps({
-            "date": datetime.date.today().isoformat(), "preset": PRESET,
-            "fidelity": fidelity, "subset": a.subset, "metrics": m,
-            "rows": [{"family": r.family, "batch": int(r.batch_size),
-                      "heads": int(r.num_heads), "kv_heads": int(r.num_key_value_heads),
-                      "kv_len": int(r.kv_len), "measured_us": float(r.measured_us),
-                      "simulated_us": float(r.simulated_us),
-                      "error_pct": float(r.error_pct)} for r in df.itertuples()],
-        }, indent=1) + "\n")
+        scoring.write_baseline(BASELINE, df, {
+            "family": "family", "batch": "batch_size", "heads": "num_heads",
+            "kv_heads": "num_key_value_heads", "kv_len": "kv_len"}, preset=PRESET,
+            fidelity=fidelity, metrics=m, subset=a.subset)
         print(f"wrote {BASELINE}")
     return 0
 

@@ -115,12 +115,12 @@ Units: microseconds, percent.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 from pathlib import Path
 
 import pandas as pd
 
+from workloads.calibration import scoring
 from workloads.calibration.scoring import group_metrics, with_errors
 
 HERE = Path(__file__).resolve().parent
@@ -299,14 +299,8 @@ def load_baseline() -> dict:
 def write_baseline(df: pd.DataFrame, fidelity: str, rule: str) -> None:
     """Store the simulated held-back rows `df` (with `simulated_us`, `error_pct`) as
     `BASELINE`."""
-    BASELINE.write_text(json.dumps({
-        "date": datetime.date.today().isoformat(), "preset": PRESET,
-        "fidelity": fidelity, "rule": rule, "metrics": metrics(df),
-        "rows": [{"dtype": r.dtype, "m": int(r.m), "n": int(r.n), "k": int(r.k),
-                  "measured_us": float(r.measured_us),
-                  "simulated_us": float(r.simulated_us),
-                  "error_pct": float(r.error_pct)} for r in df.itertuples()],
-    }, indent=1) + "\n")
+    scoring.write_baseline(BASELINE, df, {"dtype": "dtype", "m": "m", "n": "n", "k": "k"},
+                           preset=PRESET, fidelity=fidelity, metrics=metrics(df), rule=rule)
 
 
 def _table(df: pd.DataFrame) -> str:

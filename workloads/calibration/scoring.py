@@ -3,11 +3,14 @@
 `with_errors(rows, simulated_us)` adds `simulated_us` and `error_pct` = 100 (simulated -
 measured) / measured; `group_metrics(df, by, overall)` gives, per value of column `by` (and
 over all rows when `overall`), the row count, MAPE (%) and Pearson r of simulated vs
-measured (NaN for a single row). Units: microseconds, percent.
+measured (NaN for a single row); `write_baseline` stores a scored table as the JSON
+baseline the accuracy tests read. Units: microseconds, percent.
 """
 
 from __future__ import annotations
 
+import datetime
+import json
 import math
 
 import numpy as np
@@ -32,3 +35,22 @@ def group_metrics(df: pd.DataFrame, by: str, overall: bool = False) -> dict:
         result[name] = {"rows": len(g), "mape_pct": float(g.error_pct.abs().mean()),
                         "pearson_r": r}
     return result
+
+
+SCORE_COLUMNS = ("measured_us", "simulated_us", "error_pct")
+
+
+def write_baseline(path, df: pd.DataFrame, keys: dict, *, preset: str, fidelity: str,
+                   metrics: dict, **fields) -> None:
+    """Write `path`: today's date, `preset`, `fidelity`, `fields`, `metrics` and one row per
+    row of `df` (its `keys` {name in the file: column of df}, then `SCORE_COLUMNS`)."""
+    rows = [{**{name: _plain(rec[col]) for name, col in keys.items()},
+             **{c: float(rec[c]) for c in SCORE_COLUMNS}} for rec in df.to_dict("records")]
+    path.write_text(json.dumps({
+        "date": datetime.date.today().isoformat(), "preset": preset, "fidelity": fidelity,
+        **fields, "metrics": metrics, "rows": rows}, indent=1) + "\n")
+
+
+def _plain(value):
+    """A numpy scalar as the Python value (JSON has no int64)."""
+    return value.item() if isinstance(value, np.generic) else value

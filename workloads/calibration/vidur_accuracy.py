@@ -55,12 +55,12 @@ Units: microseconds, percent.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 from pathlib import Path
 
 import pandas as pd
 
+from workloads.calibration import scoring
 from workloads.calibration.scoring import group_metrics, with_errors
 
 HERE = Path(__file__).resolve().parent
@@ -172,14 +172,8 @@ def load_baseline() -> dict:
 
 
 def write_baseline(df: pd.DataFrame, fidelity: str) -> None:
-    BASELINE.write_text(json.dumps({
-        "date": datetime.date.today().isoformat(), "preset": PRESET, "fidelity": fidelity,
-        "metrics": metrics(df),
-        "rows": [{"family": r.family, "column": r.column, "tokens": int(r.tokens),
-                  "tp": int(r.tp), "measured_us": float(r.measured_us),
-                  "simulated_us": float(r.simulated_us), "error_pct": float(r.error_pct)}
-                 for r in df.itertuples()],
-    }, indent=1) + "\n")
+    scoring.write_baseline(BASELINE, df, {k: k for k in ("family", "column", "tokens", "tp")},
+                           preset=PRESET, fidelity=fidelity, metrics=metrics(df))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,6 +41,7 @@ Units: elements, bytes, FLOP.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import ml_dtypes
@@ -232,13 +233,9 @@ def _samples(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, causal, scale
 
 
 def _sibling(kernel, **changes):
-    """The template kernel with some generator arguments changed."""
-    c = kernel.config
-    args = dict(headdim=c.headdim, headdim_v=c.headdim_v, m_tile=c.m_tile,
-                kv_block=c.kv_block, stages=c.stages, dtype=c.dtype, causal=c.causal,
-                pack=c.pack, split=c.split, v_from_k=c.v_from_k,
-                consumer_regs=c.consumer_regs, inline_combine=c.inline_combine)
-    return attention_kernel(**{**args, **changes})
+    """The template kernel with some generator arguments changed (the template's `Config`
+    fields are its generator's arguments)."""
+    return attention_kernel(**{**dataclasses.asdict(kernel.config), **changes})
 
 
 def plan(config, kind: str, sizes: dict, *, batch, heads, kv_heads, seqlen_q, seqlen_k,

@@ -100,7 +100,7 @@ def swiglu_op(config, rows: int, cols: int, backward: bool = False, kernel: str 
     `kernel="vllm"` the fp16 CTA-per-token forward kernel."""
     t = _tensors(rows, cols, seed, shape_only)
     if check_kernel(kernel, backward) == "vllm":
-        return vllm_swiglu(rows, cols, t.shape_only, seed)
+        return vllm_swiglu(rows, cols, t)
     _multiple("--cols", cols, geo.VECTOR_ELEMS, "16-byte bf16 vectors")
     gu = t((rows, 2 * cols))
     launch = geo.row_vector_launch(rows, cols)
@@ -155,7 +155,7 @@ def rope_op(config, rows: int, cols: int, rot_dim: int = 64, seqlen: int | None 
     positive("--rot-dim", rot_dim)
     seqlen = rows if seqlen is None else positive("--seqlen", seqlen)
     if check_kernel(kernel, backward) == "vllm":
-        return vllm_rope(rows, cols, rot_dim, seqlen, t.shape_only, seed)
+        return vllm_rope(rows, cols, rot_dim, seqlen, t)
     _multiple("--rot-dim", rot_dim, geo.VECTOR_ELEMS, "16-byte bf16 vectors of pairs")
     _multiple("--cols", cols, rot_dim, "whole heads of --rot-dim columns")
     table = (isa.ShapeOnly((seqlen, rot_dim // 2, 2), np.float32) if t.shape_only

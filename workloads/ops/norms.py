@@ -26,6 +26,7 @@ import numpy as np
 
 import isa
 from workloads.kernels.case import load_ptx
+from workloads.ops.elementwise import Tensors
 from workloads.ops.registry import Flag, Launch, OpPlan, positive, register
 from workloads.ops.vllm_kernels import KERNEL_FLAG, check_kernel, vllm_rmsnorm
 
@@ -80,7 +81,7 @@ def rmsnorm_op(config, rows: int, cols: int, kernel: str = "vector", seed: int =
     `kernel="vllm"` the fp16 CTA-per-token kernel (`workloads.ops.vllm_kernels`)."""
     shape_only = _sizes(rows, cols, shape_only)
     if check_kernel(kernel) == "vllm":
-        return vllm_rmsnorm(rows, cols, shape_only, seed)
+        return vllm_rmsnorm(rows, cols, Tensors(shape_only, seed))
     rng = np.random.default_rng(seed)
     bf16 = ml_dtypes.bfloat16
     x = _tensor((rows, cols), bf16, shape_only, rng)

@@ -30,6 +30,7 @@ KERNEL_FLAG = Flag("--kernel", "vector (16-byte bf16 kernels, default) or vllm (
                    "fp16, a CTA per token, scalar accesses)", kind="str", default="vector",
                    choices=KERNELS)
 FILE = "vllm_layer_ops.cu"
+F16 = np.float16
 F16_BYTES = 2
 RMS_EPS = np.float32(1e-6)
 
@@ -42,14 +43,6 @@ def check_kernel(kernel: str, backward: bool = False) -> str:
     return kernel
 
 
-def _tensor(shape, shape_only: bool, rng, zeros: bool = False):
-    if shape_only:
-        return isa.ShapeOnly(tuple(shape), np.float16)
-    if zeros:
-        return np.zeros(shape, np.float16)
-    return rng.standard_normal(shape).astype(np.float16)
-
-
 def _launch(name, entry, launch, args, shape_only) -> Launch:
     grid, block = launch
     return Launch(name, load_ptx(FILE), entry, grid, block, args, 0, timing_only=shape_only)
@@ -60,40 +53,36 @@ def _plan(kind, sizes, launch, flops, nbytes) -> OpPlan:
                   "vector_fp32_tflops")
 
 
-def vllm_rmsnorm(rows: int, cols: int, shape_only: bool, seed: int) -> OpPlan:
-    rng = np.random.default_rng(seed)
-    args = [_tensor((rows, cols), shape_only, rng, zeros=True), _tensor((rows, cols),
-            shape_only, rng), _tensor((cols,), shape_only, rng), RMS_EPS, rows, cols]
+def vllm_rmsnorm(rows: int, cols: int, t) -> OpPlan:
+    """`t`: the op's tensor maker (`workloads.ops.elementwise.Tensors`)."""
+    args = [t((rows, cols), F16, zeros=True), t((rows, cols), F16), t((cols,), F16), RMS_EPS,
+            rows, cols]
     launch = _launch("rmsnorm", "rms_norm_f16", geo.vllm_launch("rmsnorm", rows, cols), args,
-                     shape_only)
+                     t.shape_only)
     return _plan("rmsnorm", {"rows": rows, "cols": cols}, launch, 4 * rows * cols,
                  F16_BYTES * (2 * rows * cols + cols))
 
 
-def vllm_swiglu(rows: int, cols: int, shape_only: bool, seed: int) -> OpPlan:
-    rng = np.random.default_rng(seed)
-    args = [_tensor((rows, cols), shape_only, rng, zeros=True),
-            _tensor((rows, 2 * cols), shape_only, rng), cols]
+def vllm_swiglu(rows: int, cols: int, t) -> OpPlan:
+    args = [t((rows, cols), F16, zeros=True), t((rows, 2 * cols), F16), cols]
     launch = _launch("swiglu", "silu_and_mul_f16", geo.vllm_launch("swiglu", rows, cols), args,
-                     shape_only)
+                     t.shape_only)
     return _plan("swiglu", {"rows": rows, "cols": cols, "backward": False}, launch,
                  counts.SWIGLU_FLOPS_PER_OUT * rows * cols, F16_BYTES * 3 * rows * cols)
 
 
-def vllm_rope(rows: int, cols: int, rot_dim: int, seqlen: int, shape_only: bool,
-              seed: int) -> OpPlan:
+def vllm_rope(rows: int, cols: int, rot_dim: int, seqlen: int, t) -> OpPlan:
     if rot_dim % 2 or cols % rot_dim:
         raise InputError(f"--cols {cols} --rot-dim {rot_dim}: accepted an even --rot-dim "
                          "dividing --cols (whole heads)")
-    rng = np.random.default_rng(seed)
     heads = cols // rot_dim
     positions = (np.arange(rows) % seqlen).astype(np.int32)
-    cache = (isa.ShapeOnly((seqlen, rot_dim), np.float16) if shape_only
+    cache = (isa.ShapeOnly((seqlen, rot_dim), F16) if t.shape_only
              else geo.rope_cache(seqlen, rot_dim))
-    args = [positions, _tensor((rows, cols), shape_only, rng), _tensor((1, rot_dim),
-            shape_only, rng), cache, rot_dim, cols, 0, heads, 0, rot_dim]
+    args = [positions, t((rows, cols), F16), t((1, rot_dim), F16), cache, rot_dim, cols, 0,
+            heads, 0, rot_dim]
     launch = _launch("rope", "rotary_neox_f16",
-                     geo.vllm_launch("rope", rows, heads * rot_dim // 2), args, shape_only)
+                     geo.vllm_launch("rope", rows, heads * rot_dim // 2), args, t.shape_only)
     return _plan("rope", {"rows": rows, "cols": cols, "rot_dim": rot_dim, "seqlen": seqlen,
                           "backward": False}, launch, counts.ROPE_FLOPS_PER_ELEM * rows * cols,
                  F16_BYTES * (2 * rows * cols + seqlen * rot_dim) + 4 * rows)

@@ -44,7 +44,8 @@ def _regs(cfg) -> list[str]:
         "    .reg .b64 %desc_q, %desc_k, %desc_v, %po<2>;",
     ] + ([  # inline split combine (`_inline_combine`)
         "    .reg .b32 %ic<8>;", "    .reg .b64 %icd<4>, %icl<2>, %ica<2>;",
-        "    .reg .f32 %icm<2>, %ics<2>, %icx<2>;", f"    .reg .f32 %ict<{cfg.headdim_v}>;",
+        "    .reg .f32 %icm<2>, %ics<2>, %icx<2>;",
+        f"    .reg .f32 %ict<{2 * sum(len(_o_pairs(cfg, h)) for h in range(2))}>;",
         "    .reg .pred %icp<2>;"] if cfg.inline_combine else [])
 
 
@@ -253,6 +254,13 @@ def _half(cfg, h: int, count: int) -> list[int]:
     return [i for i in range(count) if (i % 4 >= 2) == bool(h)]
 
 
+def _o_pairs(cfg, h: int) -> list[tuple[int, int]]:
+    """(column, register index) of each adjacent pair %o<x>, %o<x+1> of fragment half h
+    (rows l/4 or l/4 + 8): the O elements a thread stores, in the order it stores them."""
+    return [(c0 + 8 * (i // 4), c0 // 2 + i) for c0, width in cfg.v_chunks
+            for i in _half(cfg, h, width // 2)[::2]]
+
+
 def _mask(cfg) -> list[str]:
     """-inf where key >= the row's limit (seqlen_k edge, causal diagonal); only in blocks
     that reach past `maskfrom` (uniform across the CTA)."""
@@ -341,17 +349,13 @@ def _epilogue(cfg) -> list[str]:
         els = _half(cfg, h, cfg.headdim_v // 2)
         lines += [f"    mul.f32 %o{i}, %o{i}, %f3;" for i in els]
         cvt = "bf16x2" if cfg.dtype == "bf16" else "f16x2"
-        for c0, width in cfg.v_chunks:
-            base = c0 // 2
-            for i in _half(cfg, h, width // 2)[::2]:
-                col = c0 + 8 * (i // 4)
-                x = base + i
-                if split:
-                    lines.append(f"    @%pv{h} st.global.v2.f32 [%po{h}+{col * ob}], "
-                                 f"{{%o{x}, %o{x + 1}}};")
-                else:
-                    lines += [f"    cvt.rn.{cvt}.f32 %r23, %o{x + 1}, %o{x};",
-                              f"    @%pv{h} st.global.b32 [%po{h}+{col * ob}], %r23;"]
+        for col, x in _o_pairs(cfg, h):
+            if split:
+                lines.append(f"    @%pv{h} st.global.v2.f32 [%po{h}+{col * ob}], "
+                             f"{{%o{x}, %o{x + 1}}};")
+            else:
+                lines += [f"    cvt.rn.{cvt}.f32 %r23, %o{x + 1}, %o{x};",
+                          f"    @%pv{h} st.global.b32 [%po{h}+{col * ob}], %r23;"]
     return lines
 
 
@@ -366,8 +370,7 @@ def _inline_combine(cfg) -> list[str]:
     nc = 128 * cfg.consumers
     dv = cfg.headdim_v
     cvt = "bf16x2" if cfg.dtype == "bf16" else "f16x2"
-    pairs = [(h, c0 + 8 * (i // 4), c0 // 2 + i) for h in range(2)
-             for c0, width in cfg.v_chunks for i in _half(cfg, h, width // 2)[::2]]
+    pairs = [(h, col, x) for h in range(2) for col, x in _o_pairs(cfg, h)]
     lines = ["    // ---- inline combine: the last split CTA of this row block combines ----",
              "    membar.gl;", f"    bar.sync 1, {nc};",
              "    ld.param.u64 %icd2, [counters];", "    cvta.to.global.u64 %icd2, %icd2;",
