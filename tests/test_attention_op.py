@@ -70,7 +70,8 @@ def test_decode_packs_gqa_heads_and_splits_kv():
     CTA per SM with 64-key blocks (packed GQA decode, chosen on the attention FIT rows), the
     KV length split over CTAs to fill the SMs, merged inline by the last CTA of each row
     block (SPLIT_COMBINE, chosen on the FIT rows): one launch with the output and a
-    counter per row block."""
+    counter per row block; K/V read from 64-key pages through an identity block table
+    (PAGED_KV_PAGE, chosen on the FIT rows)."""
     p = build_op("attention", H100, batch=2, heads=32, kv_heads=4, seqlen=1, seqlen_k=8192)
     (fwd,) = p.launches
     tiles = fwd.detail["tiles"]
@@ -81,7 +82,10 @@ def test_decode_packs_gqa_heads_and_splits_kv():
     per_split = math.ceil(blocks / (H100.sm.count // (4 * 2)))
     assert tiles["splits"] == math.ceil(blocks / per_split)
     assert fwd.grid == (1, 4, 2 * tiles["splits"])
-    assert fwd.entry.endswith("_split_ic") and fwd.args[-1].shape == (1 * 4 * 2,)
+    assert fwd.entry.endswith("_split_ic_pg64") and fwd.args[-1].shape == (1 * 4 * 2,)
+    assert tiles["page"] == 64 and fwd.args[4].shape == (2 * 8192 // 64, 64, 4, 128)
+    table = fwd.args[-4]
+    assert table.dtype == np.int32 and table.tolist() == np.arange(256).reshape(2, 128).tolist()
 
 
 def test_split_combine_kernel_setting_keeps_the_fa3_combine_launch(monkeypatch):
@@ -91,7 +95,7 @@ def test_split_combine_kernel_setting_keeps_the_fa3_combine_launch(monkeypatch):
     monkeypatch.setattr(attention, "SPLIT_COMBINE", "kernel")
     p = build_op("attention", H100, batch=2, heads=32, kv_heads=4, seqlen=1, seqlen_k=8192)
     fwd, combine = p.launches
-    assert fwd.entry.endswith("_split") and combine.grid == (2 * 32, 1, 1)
+    assert fwd.entry.endswith("_split_pg64") and combine.grid == (2 * 32, 1, 1)
 
 
 def test_short_cache_decode_reads_no_padding_block():
@@ -152,14 +156,21 @@ SUITE = {
     "decode-gqa": dict(batch=8, heads=8, kv_heads=2, seqlen=1, seqlen_k=2048),
     "causal-d192v128": dict(batch=1, heads=4, seqlen=1024, headdim=192, headdim_v=128,
                             causal=True),
+    "decode-gqa-5-keys": dict(batch=48, heads=8, kv_heads=2, seqlen=1, seqlen_k=5),
+    "decode-gqa-tail-block": dict(batch=16, heads=16, kv_heads=4, seqlen=1, seqlen_k=129),
+    "decode-mha-300-keys": dict(batch=24, heads=8, seqlen=1, seqlen_k=300),
+    "decode-mha-9-keys": pytest.param(
+        dict(batch=32, heads=8, seqlen=1, seqlen_k=9),
+        marks=pytest.mark.xfail(strict=True, reason="one-block CTAs over 9 keys: samples "
+                                "read +3.0 % on 4 SMs (attention_sampling)")),
 }
 
 
-@pytest.mark.parametrize("name", sorted(SUITE))
-def test_sampled_agrees_with_full_within_3_percent(name):
+@pytest.mark.parametrize("sizes", SUITE.values(), ids=SUITE.keys())
+def test_sampled_agrees_with_full_within_3_percent(sizes):
     """Op-level sampling (three one/two-wave reduced launches) is within 3 % of
     simulating every CTA, on 4 SMs so that the full run stays short."""
-    plan = build_op("attention", SMALL, shape_only=True, **SUITE[name])
+    plan = build_op("attention", SMALL, shape_only=True, **sizes)
     assert plan.samples, "the suite's shapes are large enough to be sampled"
     sampled = simulate_op(plan, SMALL, "sampled")["time_us"]
     full = simulate_op(plan, SMALL, "full")["time_us"]
@@ -206,7 +217,7 @@ def test_inline_split_combine_is_one_launch_with_zeroed_counters(monkeypatch):
     monkeypatch.setattr(attention, "SPLIT_COMBINE", "inline")
     p = build_op("attention", H100, batch=2, heads=8, kv_heads=2, seqlen=1, seqlen_k=1000)
     (fwd,) = p.launches
-    assert fwd.entry.endswith("_split_ic")
+    assert fwd.entry.endswith("_split_ic_pg64")
     counters = fwd.args[-1]
     assert counters.dtype == np.int32 and not counters.any()
     mla = build_op("mla-decode", H100, batch=2, heads=16, kv_len=600)

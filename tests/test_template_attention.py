@@ -38,7 +38,27 @@ VARIANTS = {
                                         split=True, inline_combine=True), 2, 1, 300, 8, 2, 3),
     "mha-split4-inline-m128": (dict(headdim=64, kv_block=32, split=True, inline_combine=True),
                                1, 3, 250, 2, 2, 4),
+    "decode-pack4-paged64": (dict(headdim=128, m_tile=64, kv_block=32, pack=4, page=64),
+                             3, 1, 150, 8, 2, 1),
+    "mha-paged32-split3-inline": (dict(headdim=64, m_tile=64, kv_block=16, page=32,
+                                       split=True, inline_combine=True), 2, 1, 100, 2, 2, 3),
 }
+
+
+def paged(kv, page: int, rng, table=None):
+    """`kv` [B, Sk, Hkv, D] scattered over a pool of pages [P, page, Hkv, D] in a random
+    order (a spare page among them, the tail of each last page random too) and the int32
+    block table [B, pages per sequence] that finds them (`table` given: that order)."""
+    b, sk, hkv, d = kv.shape
+    pps = -(-sk // page)
+    if table is None:
+        table = rng.permutation(b * pps + 1)[:b * pps].reshape(b, pps).astype(np.int32)
+    pool = rng.standard_normal((b * pps + 1, page, hkv, d)).astype(kv.dtype)
+    for i in range(b):
+        for j in range(pps):
+            keys = kv[i, j * page:(j + 1) * page]
+            pool[table[i, j], :keys.shape[0]] = keys
+    return pool, table
 
 
 def run(params, b, sq, sk, h, hkv, splits, seed=0):
@@ -56,8 +76,13 @@ def run(params, b, sq, sk, h, hkv, splits, seed=0):
     if cfg.inline_combine:
         extra = {"out": out, "counters": np.zeros(kern.counter_count(b, h, sq, h // hkv),
                                                   np.int32)}
+    kk, vk = k, v
+    if cfg.page:
+        kk, table = paged(k, cfg.page, rng)
+        vk, _ = paged(v, cfg.page, rng, table)
+        extra |= {"block_table": table, "seqlen_k": sk}
     isa.run_kernel(kern.ptx, kern.entry, kern.grid(b, h, sq, splits, h // hkv), kern.block,
-                   kern.args(q, k, v, o, lse, splits=splits, **extra),
+                   kern.args(q, kk, vk, o, lse, splits=splits, **extra),
                    shared_bytes=kern.shared_bytes)
     if cfg.inline_combine:
         assert not extra["counters"].any()          # the last CTA of each block reset it
@@ -117,7 +142,8 @@ def test_shared_memory_layout_and_block():
 
 @pytest.mark.parametrize("arg, value", [("headdim", 96), ("headdim_v", 320), ("m_tile", 256),
                                         ("kv_block", 72), ("dtype", "fp8"), ("stages", 0),
-                                        ("pack", 192), ("consumer_regs", 200)])
+                                        ("pack", 192), ("consumer_regs", 200),
+                                        ("page", 100)])
 def test_bad_arguments_are_refused_with_the_accepted_values(arg, value):
     """Each invalid generator argument raises InputError naming it."""
     with pytest.raises(InputError, match=arg):
@@ -137,6 +163,24 @@ def test_inline_combine_needs_split_and_its_buffers():
         kern.args(q, k, k, o, lse, splits=2, out=np.zeros((1, 1, 4, 64), np.float16))
 
 
+def test_paged_launch_needs_its_block_table_and_length():
+    """A paged kernel refuses a missing or out-of-pool block table, a pool of another page
+    size and a seqlen_k its pages cannot hold, naming what it accepts."""
+    kern = attention_kernel(headdim=64, m_tile=64, kv_block=32, pack=2, page=64)
+    q = np.zeros((2, 1, 4, 64), np.float16)
+    pool = np.zeros((5, 64, 2, 64), np.float16)
+    o, lse = np.zeros((2, 1, 4, 64), np.float16), np.zeros((1, 2, 1, 4), np.float32)
+    table = np.array([[0, 3], [4, 1]], np.int32)
+    assert kern.args(q, pool, pool, o, lse, block_table=table, seqlen_k=100)[-2] is table
+    for bad, match in ((dict(block_table=None, seqlen_k=100), "block_table"),
+                       (dict(block_table=table + 1, seqlen_k=100), r"\[0, 5\)"),
+                       (dict(block_table=table, seqlen_k=129), "1 .. 128")):
+        with pytest.raises(InputError, match=match):
+            kern.args(q, pool, pool, o, lse, **bad)
+    with pytest.raises(InputError, match="accepted 64"):
+        kern.args(q, pool[:, :32], pool[:, :32], o, lse, block_table=table, seqlen_k=10)
+
+
 def test_layout_that_does_not_fit_is_refused():
     """Q + stages that exceed 227 KiB are refused with the sizes."""
     with pytest.raises(InputError, match="shared memory"):
@@ -147,7 +191,9 @@ PTXAS = [dict(headdim=128), dict(headdim=192, headdim_v=128, causal=True),
          dict(headdim=256, kv_block=80), dict(headdim=64, m_tile=64, pack=8, split=True),
          dict(headdim=128, dtype="fp16", causal=True),
          dict(headdim=128, m_tile=64, kv_block=96, pack=12, consumer_regs=232),
-         dict(headdim=128, m_tile=64, pack=4, split=True, inline_combine=True)]
+         dict(headdim=128, m_tile=64, pack=4, split=True, inline_combine=True),
+         dict(headdim=128, m_tile=64, kv_block=64, pack=4, page=64),
+         dict(headdim=128, m_tile=64, kv_block=32, page=64, split=True, inline_combine=True)]
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not installed")

@@ -28,7 +28,12 @@ Choices, the same for every shape (no per-shape factors):
   the CTAs fill less than 80 % of the compute SMs: splits = SMs / CTAs, at most the KV
   blocks and 128, evened so that no split is empty; a combine kernel then merges them
   (`SPLIT_COMBINE` "kernel"), or the last CTA of each row block does (`"inline"`);
-* registers: what one CTA per SM leaves (as the GEMM op); `setmaxnreg` redistributes.
+* registers: what one CTA per SM leaves (as the GEMM op); `setmaxnreg` redistributes;
+* decode (seqlen_q <= PACK_MAX_SEQLEN_Q, not MLA) reads a paged KV cache of
+  `PAGED_KV_PAGE` keys per page (a serving engine's cache: a block-table load before
+  each block's copies, whole page boxes read; kv_block cut to divide the page), chosen on
+  the decode-attention FIT rows (344 rows: contiguous 19.4 %, paged 17.1 % MAPE, the
+  launch overhead refitted to the paged kernels).
 
 Conventions: `flops` = 2 B H Sq Sk (D + Dv), halved when causal (FlashAttention's 4 B H
 Sq Sk D for D = Dv); `bytes` = Q, K, V and O once. Below `FUNCTIONAL_ELEMENTS` elements
@@ -68,6 +73,13 @@ FIT rows (`attention_accuracy --fit-combine`)."""
 PACKED_DECODE_CTAS_PER_SM = 1
 """CTAs per SM of packed GQA decode (1 or 2; 2 where they fit, as unpacked decode): chosen
 on the decode-attention FIT rows (`attention_accuracy --fit-gqa`)."""
+PAGED_KV_PAGE = 64
+"""Keys per page of the paged KV cache decode attention reads (seqlen_q <= PACK_MAX_SEQLEN_Q,
+not MLA): 0 for contiguous K/V, else the page size (64: TensorRT-LLM's tokens_per_block
+default, vLLM's 16 being another); the producer then loads each KV block's pool page
+from the block table before its TMA copies (`templates.attention` `page`), and a block
+reads whole boxes of its page (no zero fill past the cache's end). Chosen on the
+decode-attention FIT rows (`attention_accuracy --fit-paged`)."""
 MAX_SPLITS = 128
 
 
@@ -101,6 +113,9 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
     two_fit = _kv_block(config.sm.max_shared_memory_bytes // 2, q_bytes, per_key) // 64 * 64
     if m_tile == 64 and not v_from_k and two_fit >= 64:  # two CTAs per SM (docstring)
         kv_block = min(kv_block, two_fit)
+    page = PAGED_KV_PAGE if seqlen_q <= PACK_MAX_SEQLEN_Q and not v_from_k else 0
+    while page and page % kv_block:         # a KV block lies within one page
+        kv_block -= 16
     m_blocks = math.ceil(rows / block_rows)
     ctas = m_blocks * (kv_heads if pack else heads) * batch
     nb = math.ceil(seqlen_k / kv_block)
@@ -118,7 +133,8 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
             "split": splits > 1, "splits": splits, "blocks_per_split": bps,
             "m_blocks": m_blocks, "ctas_per_sm": per_sm,
             "consumer_regs": 232 if per_sm == 2 else 240,
-            "inline_combine": splits > 1 and SPLIT_COMBINE == "inline" and not v_from_k}
+            "inline_combine": splits > 1 and SPLIT_COMBINE == "inline" and not v_from_k,
+            "page": page}
 
 
 def _tensors(shapes: dict, dtypes: dict, shape_only: bool, rng) -> dict:
@@ -142,8 +158,15 @@ def _launches(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, shape_only, 
     cfg = kernel.config
     splits = choice["splits"]
     dt = NUMPY[dtype]
-    shapes = {"q": (b, sq, h, cfg.headdim), "k": (b, sk, hkv, cfg.headdim),
-              "v": None if cfg.v_from_k else (b, sk, hkv, dv), "out": (b, sq, h, dv),
+    kv_rows = (b, sk)
+    paging = {}
+    if cfg.page:      # a pool of each sequence's pages in order (a freshly filled cache)
+        pps = math.ceil(sk / cfg.page)
+        kv_rows = (b * pps, cfg.page)
+        paging = {"block_table": np.arange(b * pps, dtype=np.int32).reshape(b, pps),
+                  "seqlen_k": sk}
+    shapes = {"q": (b, sq, h, cfg.headdim), "k": (*kv_rows, hkv, cfg.headdim),
+              "v": None if cfg.v_from_k else (*kv_rows, hkv, dv), "out": (b, sq, h, dv),
               "part": (splits, b, sq, h, dv) if cfg.split else None,
               "lse": (splits, b, sq, h)}
     dtypes = {"q": dt, "k": dt, "v": dt, "out": dt, "part": np.float32, "lse": np.float32}
@@ -155,9 +178,9 @@ def _launches(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, shape_only, 
         inline = {"out": t["out"], "counters": np.zeros(
             kernel.counter_count(b, h, sq, h // hkv), np.int32)}
     args = kernel.args(t["q"], t["k"], t["v"], o, t["lse"], splits=splits,
-                       blocks_per_split=bps, softmax_scale=scale, **inline)
+                       blocks_per_split=bps, softmax_scale=scale, **inline, **paging)
     detail = {"tiles": {k: choice[k] for k in ("m_tile", "kv_block", "stages", "pack",
-                                               "splits", "ctas_per_sm")},
+                                               "splits", "ctas_per_sm", "page")},
               "uses_wgmma": True}
     out = [Launch(tag, kernel.ptx, kernel.entry, kernel.grid(b, h, sq, splits, h // hkv),
                   kernel.block, args, kernel.shared_bytes, timing_only=shape_only,
@@ -171,11 +194,14 @@ def _launches(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, shape_only, 
     return out
 
 
-def _sample_sizes(cfg, choice, slots, group, sq, causal, waves, n) -> dict:
-    """Sizes of one reduced launch (`attention_sampling`): batch 1, heads over the wave."""
+def _sample_sizes(cfg, choice, slots, group, sq, causal, waves, n, tail) -> dict:
+    """Sizes of one reduced launch (`attention_sampling`): batch 1, heads over the wave;
+    non-causal, its CTAs' last KV block holds `tail` keys and their rows the real
+    queries up to m_tile, as the real CTAs'."""
+    sk = (n - 1) * cfg.kv_block + tail
     if cfg.pack:               # the real m-blocks of a kv head, kv heads over the wave
         hkv = waves * max(1, slots // choice["m_blocks"])
-        return {"h": hkv * group, "hkv": hkv, "sq": sq, "sk": n * cfg.kv_block}
+        return {"h": hkv * group, "hkv": hkv, "sq": sq, "sk": sk}
     if causal:                 # a causal attention of n m-blocks per head (rows = keys)
         rows = n * cfg.m_tile
         h = waves * max(1, slots // n)
@@ -183,7 +209,7 @@ def _sample_sizes(cfg, choice, slots, group, sq, causal, waves, n) -> dict:
     share = max(1, min(slots, choice["m_blocks"] * group))   # CTAs reading one kv head
     per_wave = math.ceil(slots / share)
     return {"h": waves * per_wave * max(1, slots // per_wave), "hkv": waves * per_wave,
-            "sq": cfg.m_tile, "sk": n * cfg.kv_block}
+            "sq": min(sq, cfg.m_tile), "sk": sk}
 
 
 def _cta_list(cfg, choice, b, y, sq, sk, causal, splits, bps):
@@ -203,12 +229,16 @@ def _samples(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, causal, scale
     group = h // hkv
     blocks = _cta_list(cfg, choice, b, hkv if cfg.pack else h, sq, sk, causal,
                        choice["splits"], choice["blocks_per_split"])
-    if not sampling.worth_sampling(blocks, slots):
+    points = sampling.sample_points(blocks, causal)
+    if not sampling.worth_sampling(blocks, slots, points):
         return (), ""
     target = sampling.critical_slot(blocks, slots)
     sizes, basis = [], []
-    for waves, n in sampling.SAMPLE_POINTS:
-        z = _sample_sizes(cfg, choice, slots, group, sq, causal, waves, n)
+    tail = cfg.kv_block          # keys in the real CTAs' last block when all CTAs share it
+    if not causal and choice["splits"] == 1:
+        tail = sk - (math.ceil(sk / cfg.kv_block) - 1) * cfg.kv_block
+    for waves, n in points:
+        z = _sample_sizes(cfg, choice, slots, group, sq, causal, waves, n, tail)
         nb = math.ceil(z["sk"] / cfg.kv_block)
         own = _cta_list(cfg, choice, 1, z["hkv"] if cfg.pack else z["h"], z["sq"], z["sk"],
                         causal, 1, nb)
@@ -218,13 +248,13 @@ def _samples(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, causal, scale
     if cfg.inline_combine:     # unsplit samples: every CTA would be last and merge
         kernel = _sibling(kernel, inline_combine=False)
     out = []
-    for w, (z, nb), (waves, n) in zip(weights, sizes, sampling.SAMPLE_POINTS, strict=True):
+    for w, (z, nb), (waves, n) in zip(weights, sizes, points, strict=True):
         one = {**choice, "splits": 1, "blocks_per_split": nb}
         fwd = _launches(kernel, one, config, 1, z["h"], z["hkv"], z["sq"], z["sk"], dv,
                         dtype, True, None, scale, f"sample-{waves}w-{n}")[0]
         out.append((w, fwd))
     out += [(1.0, launch) for launch in launches[1:]]       # the combine, as it is
-    points = zip(weights, sampling.SAMPLE_POINTS, basis, strict=True)
+    points = zip(weights, points, basis, strict=True)
     terms = " + ".join(f"{w:.3f} T({k}w,{n}: {ab[0]} CTAs {ab[1]} blocks)"
                        for w, (k, n), ab in points)
     note = (f"T = {terms} on {slots} CTA slots; critical slot {target[0]} CTAs, "
@@ -247,7 +277,7 @@ def plan(config, kind: str, sizes: dict, *, batch, heads, kv_heads, seqlen_q, se
     kernel = attention_kernel(headdim, headdim_v, choice["m_tile"], choice["kv_block"],
                               choice["stages"], dtype, causal, choice["pack"],
                               choice["split"], v_from_k, choice["consumer_regs"],
-                              choice["inline_combine"])
+                              choice["inline_combine"], choice["page"])
     if shape_only is None:
         elements = (batch * seqlen_q * heads * (headdim + headdim_v)
                     + batch * seqlen_k * kv_heads * (headdim + headdim_v))

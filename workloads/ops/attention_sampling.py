@@ -10,15 +10,29 @@ dispatched in grid order onto W = compute SMs x CTAs/SM slots, each taking the s
 frees first (`critical_slot`): with A CTAs and B KV blocks on the critical slot,
 T = o + A a + B b.
 
-Three reduced launches of the same kernel measure o, a and b, at SAMPLE_POINTS (k, n) =
-(1, 2), (2, 2), (1, 6): batch 1, heads spread over k waves of W CTA slots, and
-* non-causal (and packed decode): CTAs of the real m-blocks with n KV blocks each (the
-  real CTAs' masks at the KV edge aside), as many sharing one kv head as real CTAs read
-  at once (m-blocks x q heads per kv head), so T(k, n) = o + k (a + b n);
-* causal: a causal attention of n m-blocks per head (seqlen = n m_tile), whose CTAs end
-  at their diagonals and drift apart like the real ones, and read K/V that earlier
-  m-blocks of their head brought into L2 (lock-step samples reading cold K/V were some
-  5 % slow).
+Three reduced launches of the same kernel measure o, a and b: batch 1, heads spread over k
+waves of W CTA slots, n KV blocks per CTA, and
+* non-causal (and packed decode), at (k, n) = (1, lo), (NONCAUSAL_WAVES = 4, lo), (1, hi)
+  with lo = min(2, the fewest blocks a real CTA does), hi = min(6, its most), at least
+  lo + 1 (`sample_points`): CTAs of the real m-blocks, as many sharing one kv head as real
+  CTAs read at once (m-blocks x q heads per kv head), so T(k, n) = o + k (a + b n); an
+  unsplit launch's samples keep the real CTAs' last-block fill (seqlen_k = (n - 1)
+  kv_block + the real last block's keys) and query rows (up to m_tile);
+* causal, at SAMPLE_POINTS (k, n) = (1, 2), (2, 2), (1, 6): a causal attention of n
+  m-blocks per head (seqlen = n m_tile), whose CTAs end at their diagonals and drift apart
+  like the real ones, and read K/V that earlier m-blocks of their head brought into L2
+  (lock-step samples reading cold K/V were some 5 % slow).
+Why the non-causal points (2026-11-27, h100_sxm, decode with head dim 128 on 132 SMs
+against full runs; 32/8 heads x 1024 requests over 5 keys, 32/32 x 512 over 9, 32/8 x 256
+over 129, 32/32 x 128 over 300, 64/8 x 64 over 1025, 32/32 x 16 over 2049): with full
+kv_block boxes and m_tile query rows in every sample they read +16.5, +36.5, +24.9, +24.5,
++9.7, +6.0 %; with the real fill and rows +3.6, +4.4, -0.2, +6.8, +0.4, +2.4 %; reading a
+paged KV cache (`attention.PAGED_KV_PAGE`) -7.2, +16.1, +5.4, +8.1, +2.2, +2.1 %, as one
+wave transition of lock-step CTAs overstates a CTA's cost (worst with the block-table load
+before the copies) and CTAs of one block were extrapolated from two- to six-block samples;
+with the points above -0.6, -0.1, -2.0, +2.7, +0.8, +1.7 %. On 4 SMs (`tests/
+test_attention_op.py`) decode rows read +0.4 ... +2.0 %, one-block MHA CTAs over 9 keys
++3.0 %.
 Each sample's own critical slot (A_i, B_i) gives T_i = o + A_i a + B_i b; the weights w
 solve sum w_i [1, A_i, B_i] = [1, A, B] (`sample_weights`) and T = sum w_i T_i. The
 largest sample has 6 blocks per CTA because the per-block cost falls along a CTA (the
@@ -29,9 +43,11 @@ The assignment of CTAs to slots is computed with a nominal a = `NOMINAL_PROLOGUE
 blocks (the makespan's dependence on a / b is weak once there are several waves). Measured
 against full runs: within 1 % on the tests' 4-SM suite; DeepSeek-V3 dims (192/128,
 causal, 8 heads x 2048 tokens) on 16 SMs +4.3 %, causal with seqlen_k = 2 x seqlen_q on 4
-SMs -3.2 %, MLA decode on 16 SMs -0.1 %. Left out: what moves causal CTAs' cost beyond
-this model (the per-block cost still falls past 6 blocks; a 12-block sample did not
-remove the +4 %); launches too small to gain (`worth_sampling`) are simulated whole.
+SMs -3.2 %, MLA decode on 16 SMs -0.1 % (before the non-causal points above; with them
+MLA decode of 4 x 128 heads over 4096 keys on 16 SMs -0.04 %, 2 x 16 on 4 SMs -0.10 %).
+Left out: what moves causal CTAs' cost beyond this model (the per-block cost still falls
+past 6 blocks; a 12-block sample did not remove the +4 %); launches too small to gain
+(`worth_sampling`) are simulated whole.
 Units: cycles, KV blocks, CTAs.
 """
 
@@ -42,6 +58,7 @@ import heapq
 import numpy as np
 
 SAMPLE_POINTS = ((1, 2), (2, 2), (1, 6))   # (waves, KV blocks per CTA) per launch
+NONCAUSAL_WAVES = 4               # waves of the second sample of a non-causal launch
 NOMINAL_PROLOGUE_BLOCKS = 2.0     # a / b used only to assign CTAs to slots
 MIN_GAIN = 2.0                    # sample only when the op has this many times the work
 
@@ -87,9 +104,21 @@ def critical_slot(blocks: np.ndarray, slots: int) -> tuple[int, int]:
     return count[i], total[i]
 
 
-def worth_sampling(blocks: np.ndarray, slots: int) -> bool:
+def sample_points(blocks: np.ndarray, causal: bool) -> tuple[tuple[int, int], ...]:
+    """The (waves, KV blocks per CTA) of the three samples: SAMPLE_POINTS for a causal
+    launch; for a non-causal one (1, lo), (NONCAUSAL_WAVES, lo), (1, hi), lo = min(2, the
+    fewest blocks a CTA does), hi = min(6, its most), at least lo + 1 (module docstring)."""
+    if causal or not blocks.size:
+        return SAMPLE_POINTS
+    lo = min(max(int(blocks.min()), 1), 2)
+    hi = max(lo + 1, min(SAMPLE_POINTS[2][1], int(blocks.max())))
+    return ((1, lo), (NONCAUSAL_WAVES, lo), (1, hi))
+
+
+def worth_sampling(blocks: np.ndarray, slots: int,
+                   points: tuple[tuple[int, int], ...] = SAMPLE_POINTS) -> bool:
     """True when the op's KV-block work exceeds MIN_GAIN x that of the samples."""
-    sample = sum(k * n for k, n in SAMPLE_POINTS)
+    sample = sum(k * n for k, n in points)
     return float(blocks.sum()) >= MIN_GAIN * slots * sample
 
 

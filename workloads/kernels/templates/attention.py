@@ -38,6 +38,13 @@ Kernel structure (`block` = 128 x (consumers + 1) threads, one CTA per m_tile ro
   split's partials of its fragment rows into `out` (per split, both rows' lse and partial
   loads issued before use) and zeroes the counter, as decode kernels with a multi-block
   mode do (FlashDecoding, TensorRT-LLM's XQA).
+* paged KV cache (`page` keys per page, a multiple of kv_block): K and V are pools of pages
+  [P, page, Hkv, D] and an int32 block table [B, pages per sequence] names each sequence's
+  pages (vLLM, TensorRT-LLM). The producer loads the first block's pool page before its
+  loop and each next block's right after issuing the current block's copies (one
+  dependent global load, in flight while it waits for the next free stage; FA3's paged
+  KV loads its page indices ahead the same way), and the K/V boxes take (key within the
+  page, pool page) as their outer coordinates.
 
 Left out (simplifications timing studies should know): FA3's intra-warpgroup overlap of
 softmax with the next QK^T and its explicit ping-pong of the two consumer warpgroups (two
@@ -45,7 +52,7 @@ warpgroups on one SM overlap only as the warp schedulers interleave them); one f
 barrier per stage for K and V together; no fp8 (e4m3) path; head dims must be multiples
 of 64 (no 96); with Dv = 512 (MLA) one warpgroup holds the whole 64 x 512 f32 O (256
 registers: FlashMLA splits it over two warpgroups exchanging P through shared memory);
-no dropout, ALiBi, sliding window, paged KV or varlen batches; the combine keeps no lse.
+no dropout, ALiBi, sliding window or varlen batches; the combine keeps no lse.
 """
 
 from __future__ import annotations
@@ -80,6 +87,7 @@ class Config:
     v_from_k: bool
     consumer_regs: int = 240   # setmaxnreg.inc of the consumers (232: two CTAs per SM)
     inline_combine: bool = False   # split: the last CTA of a row block combines (no kernel)
+    page: int = 0         # paged KV cache: keys per page (0: contiguous K/V)
 
     ptx_type = property(lambda s: PTX_TYPE[s.dtype])
     consumers = property(lambda s: s.m_tile // 64)
@@ -122,7 +130,7 @@ class Config:
             (f"_pack{self.pack}" if self.pack else "") + ("_split" if self.split else "") + \
             ("_vk" if self.v_from_k else "") + \
             (f"_r{self.consumer_regs}" if self.consumer_regs != 240 else "") + \
-            ("_ic" if self.inline_combine else "")
+            ("_ic" if self.inline_combine else "") + (f"_pg{self.page}" if self.page else "")
 
     @property
     def combine_entry(self) -> str:
@@ -152,21 +160,32 @@ class AttentionKernel:
         return (batch * seqlen_q * heads, 1, 1)
 
     def args(self, q, k, v, o, lse, *, splits: int = 1, blocks_per_split: int | None = None,
-             softmax_scale: float | None = None, out=None, counters=None) -> list:
+             softmax_scale: float | None = None, out=None, counters=None,
+             block_table=None, seqlen_k: int | None = None) -> list:
         """Arguments for `isa.run_kernel`: q [B, Sq, H, D], k [B, Sk, Hkv, D], v [B, Sk,
         Hkv, Dv] (None with v_from_k: V = k[..., :Dv]), o [B, Sq, H, Dv] (f32 [splits, B,
         Sq, H, Dv] partials when split), lse f32 [splits, B, Sq, H]; numpy arrays or
         `isa.ShapeOnly` tensors (any object with `shape` and `dtype`). With
         `inline_combine` also `out` [B, Sq, H, Dv] (the combined O) and `counters`, zeroed
-        int32 with one entry per CTA of a split (`counter_count`), left zeroed."""
+        int32 with one entry per CTA of a split (`counter_count`), left zeroed.
+        With `page` (paged KV cache) k and v are page pools [P, page, Hkv, D] / [P, page,
+        Hkv, Dv], `block_table` int32 [B, pages per sequence] names the pool page of each
+        sequence's i-th page (read by the kernel, so a real array even in timing mode) and
+        `seqlen_k` gives the keys per sequence (at most pages per sequence x page)."""
         cfg = self.config
         b, sq, h, d = _shape(q, 4, "q")
-        _, sk, hkv, _ = _shape(k, 4, "k")
+        if cfg.page:
+            pool, page, hkv, _ = _shape(k, 4, "k")
+            pps = _paging(block_table, b, pool, page, cfg.page, seqlen_k)
+            sk = int(seqlen_k)
+        else:
+            _, sk, hkv, _ = _shape(k, 4, "k")
         if cfg.v_from_k:
             v = k
         dv = cfg.headdim_v
-        want = {"q": (b, sq, h, cfg.headdim), "k": (b, sk, hkv, cfg.headdim),
-                "v": (b, sk, hkv, cfg.headdim if cfg.v_from_k else dv),
+        kv_rows = (k.shape[0], cfg.page) if cfg.page else (b, sk)
+        want = {"q": (b, sq, h, cfg.headdim), "k": (*kv_rows, hkv, cfg.headdim),
+                "v": (*kv_rows, hkv, cfg.headdim if cfg.v_from_k else dv),
                 "o": (splits, b, sq, h, dv) if cfg.split else (b, sq, h, dv),
                 "lse": (splits, b, sq, h)}
         for name, arr in (("q", q), ("k", k), ("v", v), ("o", o), ("lse", lse)):
@@ -189,9 +208,9 @@ class AttentionKernel:
         rows_box = (max(1, cfg.block_rows // group), min(group, cfg.m_tile)) if cfg.pack \
             else (cfg.m_tile, 1)
         tq = _map(q, (b, sq, hkv, group, d), (1, rows_box[0], 1, rows_box[1], 64), 3)
-        tk = _map(k, (b, sk, hkv, cfg.headdim), (1, cfg.kv_block, 1, 64), 4)
-        tv = tk if cfg.v_from_k else _map(v, (b, sk, hkv, dv), (1, cfg.kv_block, 1, 64), 5)
-        out_args = []
+        tk = _map(k, (*kv_rows, hkv, cfg.headdim), (1, cfg.kv_block, 1, 64), 4)
+        tv = tk if cfg.v_from_k else _map(v, (*kv_rows, hkv, dv), (1, cfg.kv_block, 1, 64), 5)
+        out_args = [block_table, pps] if cfg.page else []
         if cfg.inline_combine:
             n_ctr = self.counter_count(b, h, sq, group)
             if out is None or tuple(out.shape) != (b, sq, h, dv):
@@ -200,7 +219,7 @@ class AttentionKernel:
             if counters is None or int(np.prod(counters.shape)) < n_ctr:
                 raise InputError(f"attention args: inline combine needs {n_ctr} int32 "
                                  "counters (zeroed)")
-            out_args = [out, counters]
+            out_args += [out, counters]
         return [tq, tk, tv, q, k, v, o, lse, b, sq, sk, h, group, splits, bps,
                 np.float32(scale * math.log2(math.e)), *out_args]
 
@@ -209,6 +228,26 @@ class AttentionKernel:
         batch), the CTAs of one split."""
         x, y, _ = self.grid(batch, heads, seqlen_q, 1, group)
         return x * y * batch
+
+
+def _paging(table, batch: int, pool: int, page: int, want_page: int, seqlen_k) -> int:
+    """Pages per sequence of a paged launch, after checking the pool's page size, the block
+    table (int32 [batch, pages], entries within the pool) and `seqlen_k`."""
+    if page != want_page:
+        raise InputError(f"attention args: k pool pages hold {page} keys; accepted "
+                         f"{want_page} (the kernel's page)")
+    if not isinstance(table, np.ndarray) or table.dtype != np.int32 or table.ndim != 2 \
+            or table.shape[0] != batch:
+        raise InputError(f"attention args: a paged kernel needs block_table, an int32 numpy "
+                         f"array [{batch}, pages per sequence]")
+    if table.size and (table.min() < 0 or table.max() >= pool):
+        raise InputError(f"attention args: block_table entries must lie in [0, {pool}) "
+                         "(pages of the k/v pools)")
+    pps = int(table.shape[1])
+    if seqlen_k is None or not 0 < int(seqlen_k) <= pps * page:
+        raise InputError(f"attention args: seqlen_k={seqlen_k!r}; accepted 1 .. "
+                         f"{pps * page} ({pps} pages of {page} keys)")
+    return pps
 
 
 def _shape(arr, ndim: int, name: str) -> tuple[int, ...]:
@@ -234,7 +273,7 @@ def attention_kernel(headdim: int = 128, headdim_v: int | None = None, m_tile: i
                      kv_block: int = 128, stages: int = 2, dtype: str = "bf16",
                      causal: bool = False, pack: int = 0, split: bool = False,
                      v_from_k: bool = False, consumer_regs: int = 240,
-                     inline_combine: bool = False) -> AttentionKernel:
+                     inline_combine: bool = False, page: int = 0) -> AttentionKernel:
     """Generate the warp-specialized TMA + wgmma attention forward (module docstring)."""
     headdim_v = headdim if headdim_v is None else headdim_v
     if dtype not in ELEM:
@@ -258,8 +297,11 @@ def attention_kernel(headdim: int = 128, headdim_v: int | None = None, m_tile: i
         raise _bad("consumer_regs", consumer_regs, "240 (one CTA per SM) or 232 (two)")
     if inline_combine and not split:
         raise _bad("inline_combine", inline_combine, "False without split")
+    if page and (not isinstance(page, int) or page % kv_block or v_from_k):
+        raise _bad("page", page, f"0, or a multiple of kv_block={kv_block} (not with "
+                   "v_from_k)")
     cfg = Config(headdim, headdim_v, m_tile, kv_block, stages, dtype, bool(causal), pack,
-                 bool(split), bool(v_from_k), consumer_regs, bool(inline_combine))
+                 bool(split), bool(v_from_k), consumer_regs, bool(inline_combine), page)
     if cfg.shared_bytes > MAX_SHARED:
         raise _bad("stages", stages, f"a layout within {MAX_SHARED} bytes of shared memory: "
                    f"Q {cfg.q_bytes} B + {stages} x {cfg.stage_bytes} B = {cfg.shared_bytes} B")

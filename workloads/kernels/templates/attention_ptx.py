@@ -61,7 +61,9 @@ def _head(cfg) -> list[str]:
         "    .param .u64 lse,", "    .param .u32 batch,", "    .param .u32 seqlen_q,",
         "    .param .u32 seqlen_k,", "    .param .u32 heads,", "    .param .u32 group,",
         "    .param .u32 splits,", "    .param .u32 blocks_per_split,",
-        "    .param .f32 scale_log2" + ("," if cfg.inline_combine else ""),
+        "    .param .f32 scale_log2" + ("," if cfg.inline_combine or cfg.page else ""),
+        *(["    .param .u64 block_table,", "    .param .u32 pages_per_seq"
+           + ("," if cfg.inline_combine else "")] if cfg.page else []),
         *(["    .param .u64 out,", "    .param .u64 counters"] if cfg.inline_combine else []),
         ")",
         f".maxntid {cfg.threads}, 1, 1", ".minnctapersm 1", "{", *_regs(cfg),
@@ -150,23 +152,45 @@ def _producer(cfg) -> list[str]:
                   TMA_LOAD.format(n=5, map="%rd0", bar="%bars",
                                   coords=f"{64 * j}, %qg, %hkv, %qs, %b")]
     lines += ["    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;", "    mov.u32 %it, 0;",
-              "    mov.u32 %n, %nbeg;", "    setp.ge.u32 %p0, %n, %nend;", "    @%p0 bra DONE;",
-              "P_K:", *producer_stage_wait(cfg, cfg.stage_bytes),
+              "    mov.u32 %n, %nbeg;", "    setp.ge.u32 %p0, %n, %nend;", "    @%p0 bra DONE;"]
+    seq = "%b"                               # the K/V box's outer coordinate
+    if cfg.page:                             # the first block's pool page, before the loop
+        lines += ["    ld.param.u64 %rd4, [block_table];", "    cvta.to.global.u64 %rd4, %rd4;",
+                  "    ld.param.u32 %r18, [pages_per_seq];", "    mul.lo.u32 %r18, %r18, %b;",
+                  *_page_load(cfg, "%n")]
+        seq = "%r19"
+    lines += ["P_K:", *producer_stage_wait(cfg, cfg.stage_bytes),
               "    mov.u32 %r6, smem;", f"    mad.lo.u32 %r6, %stage, {cfg.stage_bytes}, %r6;",
-              f"    add.u32 %r6, %r6, {cfg.q_bytes};",
-              f"    mul.lo.u32 %r7, %n, {cfg.kv_block};"]
+              f"    add.u32 %r6, %r6, {cfg.q_bytes};"]
+    if cfg.page:                             # key offset of the block within its page
+        lines += [f"    rem.u32 %r7, %n, {cfg.page // cfg.kv_block};",
+                  f"    mul.lo.u32 %r7, %r7, {cfg.kv_block};"]
+    else:
+        lines += [f"    mul.lo.u32 %r7, %n, {cfg.kv_block};"]
     atom = cfg.kv_block * 128
     for j in range(cfg.d_atoms):
         lines += [f"    add.u32 %r8, %r6, {j * atom};",
-                  TMA_LOAD.format(n=4, map="%rd1", bar="%r3", coords=f"{64 * j}, %hkv, %r7, %b")]
+                  TMA_LOAD.format(n=4, map="%rd1", bar="%r3",
+                                  coords=f"{64 * j}, %hkv, %r7, {seq}")]
     if not cfg.v_from_k:
         for j in range(cfg.v_atoms):
             lines += [f"    add.u32 %r8, %r6, {cfg.k_bytes + j * atom};",
                       TMA_LOAD.format(n=4, map="%rd2", bar="%r3",
-                                      coords=f"{64 * j}, %hkv, %r7, %b")]
+                                      coords=f"{64 * j}, %hkv, %r7, {seq}")]
     lines += [*advance_stage(cfg), "    add.u32 %it, %it, 1;", "    add.u32 %n, %n, 1;",
-              "    setp.lt.u32 %p0, %n, %nend;", "    @%p0 bra P_K;", "DONE:", "    ret;", "}"]
+              "    setp.lt.u32 %p0, %n, %nend;"]
+    if cfg.page:                # the next block's page, loaded while the next stage frees
+        lines += ["    @!%p0 bra DONE;", *_page_load(cfg, "%n")]
+    lines += ["    @%p0 bra P_K;", "DONE:", "    ret;", "}"]
     return lines
+
+
+def _page_load(cfg, block: str) -> list[str]:
+    """%r19 = block_table[b, block / blocks per page] (%rd4 the table, %r18 = b x pages
+    per sequence): the pool page holding KV block `block`."""
+    return [f"    div.u32 %r20, {block}, {cfg.page // cfg.kv_block};",
+            "    add.u32 %r20, %r20, %r18;", "    mul.wide.u32 %rd5, %r20, 4;",
+            "    add.s64 %rd5, %rd4, %rd5;", "    ld.global.nc.u32 %r19, [%rd5];"]
 
 
 def _rows(cfg) -> list[str]:
