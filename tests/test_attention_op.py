@@ -88,6 +88,22 @@ def test_decode_packs_gqa_heads_and_splits_kv():
     assert table.dtype == np.int32 and table.tolist() == np.arange(256).reshape(2, 128).tolist()
 
 
+def test_kv_page_flag_sets_decode_paging_and_refuses_bad_sizes():
+    """--kv-page 0 reads contiguous K/V, 16 pages of 16 keys (the block cut to divide the
+    page); prefill ignores it; bad values are refused naming the flag."""
+    def tiles(**kw):
+        return build_op("attention", H100, batch=4, heads=32, kv_heads=8, seqlen=1,
+                        seqlen_k=1000, **kw).launches[0].detail["tiles"]
+
+    assert tiles()["page"] == 64 and tiles(kv_page=0)["page"] == 0
+    assert tiles(kv_page=16) == {**tiles(), "page": 16, "kv_block": 16}
+    prefill = build_op("attention", H100, batch=1, heads=4, seqlen=256, kv_page=16)
+    assert prefill.launches[0].detail["tiles"]["page"] == 0
+    for bad in (24, -16):
+        with pytest.raises(InputError, match="--kv-page"):
+            build_op("attention", H100, batch=1, heads=4, seqlen=1, kv_page=bad)
+
+
 def test_split_combine_kernel_setting_keeps_the_fa3_combine_launch(monkeypatch):
     """SPLIT_COMBINE = "kernel": the forward, then a combine kernel per output row."""
     from workloads.ops import attention

@@ -78,8 +78,10 @@ PAGED_KV_PAGE = 64
 not MLA): 0 for contiguous K/V, else the page size (64: TensorRT-LLM's tokens_per_block
 default, vLLM's 16 being another); the producer then loads each KV block's pool page
 from the block table before its TMA copies (`templates.attention` `page`), and a block
-reads whole boxes of its page (no zero fill past the cache's end). Chosen on the
-decode-attention FIT rows (`attention_accuracy --fit-paged`)."""
+reads whole boxes of its page (no zero fill past the cache's end); a page smaller than
+the KV block shrinks the block (a box never straddles pages; kernels that gather several
+small pages per block are not modelled). Chosen on the decode-attention FIT rows
+(`attention_accuracy --fit-paged`); `--kv-page` sets it per op."""
 MAX_SPLITS = 128
 
 
@@ -97,8 +99,9 @@ def _kv_block(budget_bytes: int, q_bytes: int, per_key: int) -> int:
 
 
 def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_v,
-           causal, v_from_k=False) -> dict:
-    """Template arguments and launch split for one attention (module docstring)."""
+           causal, v_from_k=False, kv_page=None) -> dict:
+    """Template arguments and launch split for one attention (module docstring); decode's
+    KV page size `kv_page` (None: `PAGED_KV_PAGE`)."""
     group = heads // kv_heads
     pack = group if group > 1 and seqlen_q <= PACK_MAX_SEQLEN_Q else 0
     rows = seqlen_q * (pack or 1)
@@ -113,7 +116,8 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
     two_fit = _kv_block(config.sm.max_shared_memory_bytes // 2, q_bytes, per_key) // 64 * 64
     if m_tile == 64 and not v_from_k and two_fit >= 64:  # two CTAs per SM (docstring)
         kv_block = min(kv_block, two_fit)
-    page = PAGED_KV_PAGE if seqlen_q <= PACK_MAX_SEQLEN_Q and not v_from_k else 0
+    kv_page = PAGED_KV_PAGE if kv_page is None else kv_page
+    page = kv_page if seqlen_q <= PACK_MAX_SEQLEN_Q and not v_from_k else 0
     while page and page % kv_block:         # a KV block lies within one page
         kv_block -= 16
     m_blocks = math.ceil(rows / block_rows)
@@ -270,10 +274,10 @@ def _sibling(kernel, **changes):
 
 def plan(config, kind: str, sizes: dict, *, batch, heads, kv_heads, seqlen_q, seqlen_k,
          headdim, headdim_v, causal, dtype, v_from_k, scale, seed, shape_only,
-         flops, nbytes) -> OpPlan:
+         flops, nbytes, kv_page=None) -> OpPlan:
     """The OpPlan of one attention forward (shared by `attention` and `mla-decode`)."""
     choice = choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_v,
-                    causal, v_from_k)
+                    causal, v_from_k, kv_page)
     kernel = attention_kernel(headdim, headdim_v, choice["m_tile"], choice["kv_block"],
                               choice["stages"], dtype, causal, choice["pack"],
                               choice["split"], v_from_k, choice["consumer_regs"],
@@ -301,6 +305,8 @@ ATTENTION_FLAGS = (
     Flag("--headdim-v", "head dimension of V and O (default: --headdim)"),
     Flag("--causal", "causal mask (bottom-right aligned)", kind="switch", default=False),
     Flag("--dtype", "bf16 or fp16 (default bf16)", kind="str", default="bf16"),
+    Flag("--kv-page", "keys per page of decode's paged KV cache (seqlen <= 64): a multiple "
+         "of 16, or 0 for contiguous K/V (default: attention.PAGED_KV_PAGE, 64)"),
     Flag("--backward", "the backward (dQ, dK, dV: preprocess, main, postprocess kernels)",
          kind="switch", default=False),
 )
@@ -311,7 +317,7 @@ ATTENTION_FLAGS = (
 @attention_hook      # co-design units when the config enables them (workloads/codesign)
 def attention_op(config, batch, heads, seqlen=None, headdim=128, kv_heads=None, seqlen_k=None,
                  headdim_v=None, causal=False, dtype="bf16", seed=0, shape_only=None,
-                 seqlen_q=None, backward=False) -> OpPlan:
+                 seqlen_q=None, backward=False, kv_page=None) -> OpPlan:
     """The plan of one attention forward: the template launch (+ combine when split); with
     `backward`, the three backward launches (`attention_backward`)."""
     if seqlen is not None and seqlen_q is not None and seqlen != seqlen_q:
@@ -336,6 +342,10 @@ def attention_op(config, batch, heads, seqlen=None, headdim=128, kv_heads=None, 
     if causal and sq > sk:
         raise InputError(f"--causal with --seqlen {sq} > --seqlen-k {sk}: accepted "
                          "seqlen <= seqlen-k (bottom-right aligned mask)")
+    if kv_page is not None and (not isinstance(kv_page, int) or kv_page < 0 or kv_page % 16
+                                or backward):
+        raise InputError(f"--kv-page {kv_page!r}: accepted 0 (contiguous K/V) or a positive "
+                         "multiple of 16, for the forward only")
     e = ELEM[dtype]
     flops = 2.0 * batch * heads * sq * sk * (headdim + headdim_v) / (2 if causal else 1)
     nbytes = e * (batch * heads * sq * (headdim + headdim_v)
@@ -354,4 +364,4 @@ def attention_op(config, batch, heads, seqlen=None, headdim=128, kv_heads=None, 
                 seqlen_q=sq, seqlen_k=sk, headdim=headdim, headdim_v=headdim_v,
                 causal=bool(causal), dtype=dtype, v_from_k=False,
                 scale=1.0 / math.sqrt(headdim), seed=seed, shape_only=shape_only,
-                flops=flops, nbytes=nbytes)
+                flops=flops, nbytes=nbytes, kv_page=kv_page)
