@@ -124,6 +124,7 @@ import pandas as pd
 
 from workloads.calibration import scoring
 from workloads.calibration.scoring import group_metrics, with_errors
+from workloads.shared_reference import SHARED_REFERENCE
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "aiconfigurator_h100_sxm_gemm_subset.csv"
@@ -284,7 +285,7 @@ def own_vs_reference(dtype: str = "fp8") -> pd.DataFrame:
     """Our H100's GEMM times (`OWN_GEMMS`, median over repeats, `torch.matmul` for bf16,
     `torch._scaled_mm` for fp8) beside the full shared reference's on the shapes both have:
     m, n, k, own_us, reference_us, gap_us (reference - own)."""
-    shared = HERE.parents[2] / "shared" / "reference" / "aiconfigurator_h100_sxm_gemm.csv"
+    shared = SHARED_REFERENCE / "aiconfigurator_h100_sxm_gemm.csv"
     ref = pd.read_csv(shared if shared.exists() else DATA, comment="#")
     ref = ref[ref.gemm_dtype.map(DTYPE) == dtype].assign(reference_us=ref.latency_ms * 1e3)
     own = pd.read_csv(OWN_GEMMS)

@@ -50,10 +50,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from workloads.shared_reference import SHARED_REFERENCE
 from workloads.traces.overlap import stream_overlap
 
-REFERENCE = Path(__file__).parents[2] / ".." / "shared" / "reference" / \
-    "deepseek_v3_train_trace.json"
+REFERENCE = SHARED_REFERENCE / "deepseek_v3_train_trace.json"
 LAYERS = 4
 TOKENS, EP, COMM_SMS = 4096, 64, 20
 STREAM_IDS = {"compute": 7, "wgrad": 23, "comm": 27}   # the trace's stream numbers
