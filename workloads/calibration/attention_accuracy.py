@@ -144,15 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fidelity", default=None, help="sampled or full (default: best available)")
     p.add_argument("--limit", type=int, default=None, help="rows per family")
     p.add_argument("--write-baseline", action="store_true", help=f"write {BASELINE.name}")
-    p.add_argument("--fit-gqa", action="store_true",
-                   help="score packed GQA decode at one and two CTAs per SM on the GQA fit rows")
-    p.add_argument("--fit-combine", action="store_true",
-                   help="score split-KV combine by kernel and inline on the fit rows")
-    p.add_argument("--fit-paged", action="store_true",
-                   help="score contiguous and paged (64-key pages) KV on the fit rows")
+    for flag, (*_, about) in FIT_SETTINGS.items():
+        p.add_argument(f"--fit-{flag}", action="store_true", help=f"score {about}")
     a = p.parse_args(argv)
     fidelity = a.fidelity or available_fidelities()[0]
-    for flag, (name, values, gqa_only) in FIT_SETTINGS.items():
+    for flag, (name, values, gqa_only, _) in FIT_SETTINGS.items():
         if getattr(a, f"fit_{flag}"):
             best, scores = fit_setting(name, values, fidelity, a.limit, gqa_only)
             print(f"fit rows by {name}: " + ", ".join(
@@ -196,10 +192,15 @@ def fit_setting(name: str, values: tuple, fidelity: str | None = None,
     return min(scores, key=lambda k: scores[k]["mape_pct"]), scores
 
 
-FIT_SETTINGS = {"gqa": ("PACKED_DECODE_CTAS_PER_SM", (2, 1), True),
-                "combine": ("SPLIT_COMBINE", ("kernel", "inline"), False),
-                "paged": ("PAGED_KV_PAGE", (0, 64), False)}
-"""`--fit-gqa` / `--fit-combine` / `--fit-paged`: (setting, values tried, GQA rows only)."""
+FIT_SETTINGS = {
+    "gqa": ("PACKED_DECODE_CTAS_PER_SM", (2, 1), True,
+            "packed GQA decode at one and two CTAs per SM on the GQA fit rows"),
+    "combine": ("SPLIT_COMBINE", ("kernel", "inline"), False,
+                "split-KV combine by kernel and inline on the fit rows"),
+    "paged": ("PAGED_KV_PAGE", (0, 64), False,
+              "contiguous and paged (64-key pages) KV on the fit rows")}
+"""`--fit-gqa` / `--fit-combine` / `--fit-paged`: (setting, values tried, GQA rows only,
+what the flag scores)."""
 
 
 def load_baseline() -> dict:

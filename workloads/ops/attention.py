@@ -258,9 +258,8 @@ def _samples(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, causal, scale
                         dtype, True, None, scale, f"sample-{waves}w-{n}")[0]
         out.append((w, fwd))
     out += [(1.0, launch) for launch in launches[1:]]       # the combine, as it is
-    points = zip(weights, points, basis, strict=True)
     terms = " + ".join(f"{w:.3f} T({k}w,{n}: {ab[0]} CTAs {ab[1]} blocks)"
-                       for w, (k, n), ab in points)
+                       for w, (k, n), ab in zip(weights, points, basis, strict=True))
     note = (f"T = {terms} on {slots} CTA slots; critical slot {target[0]} CTAs, "
             f"{target[1]} KV blocks")
     return tuple(out), note
