@@ -346,17 +346,19 @@ class TraceRecorder:
         self._chunks.append((gwarp, ins.pc, active, kind, detail, sstart))
 
     def _tile(self, m, ins, lanes, starts, nw):
-        bounds = starts.tolist() + [lanes.size]
-        warp_lanes = [lanes[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
-        kind, sectors, slots = self._tiles.record(m, ins, warp_lanes, self._cta_linear)
+        kind, sectors, slots = self._tiles.record(m, ins, lanes, starts, self._cta_linear)
         self._slot_chunks[len(self._chunks)] = slots
         if kind == KIND_SHARED:
             return kind, np.ones(nw, dtype=np.int32), None
         if sectors is None:
             return kind, np.zeros(nw, dtype=np.int32), None
-        counts = np.array([s.size for s in sectors], dtype=np.int32)
+        if isinstance(sectors, np.ndarray):           # [warps, sectors]: one box pattern
+            counts = np.full(nw, sectors.shape[1], dtype=np.int32)
+            sec = sectors.reshape(-1)
+        else:
+            counts = np.array([s.size for s in sectors], dtype=np.int32)
+            sec = np.concatenate(sectors).astype(np.int64, copy=False)
         sstart = self._n_sectors + np.concatenate(([0], np.cumsum(counts)[:-1]))
-        sec = np.concatenate(sectors).astype(np.int64)
         self._sector_chunks.append(sec)
         self._n_sectors += sec.size
         return kind, counts, sstart

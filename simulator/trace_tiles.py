@@ -158,6 +158,31 @@ def lanes_box_sectors(m, ins, ids: np.ndarray, map_op, coords_op, patterns: dict
     return found
 
 
+def uniform_box_sectors(m, ids: np.ndarray, map_op, coords_op, patterns: dict):
+    """`lanes_box_sectors` as one array [lanes, sectors] when every lane of `ids` names the
+    same tensor map in the parameter space and its box is unclipped and shares one pattern
+    (the same key of `patterns`) with the others; None otherwise."""
+    groups = list(lanes_by_param_map(m, ids, map_op, coords_op))
+    if len(groups) != 1 or groups[0][2].size != ids.size:
+        return None
+    tm, base, _, c = groups[0]
+    box = np.array(tm.box, np.int64)[:, None]
+    dims = np.array(tm.dims, np.int64)[:, None]
+    strides = np.array(tm.strides_bytes, np.int64)[:, None]
+    lo, hi = np.maximum(c[0], 0), np.minimum(c[0] + box[0], dims[0])
+    fits = ((c[1:] >= 0) & (c[1:] + box[1:] <= dims[1:])).all(axis=0) & (hi > lo)
+    start = base + lo * tm.elem_bytes + (c[1:] * strides[1:]).sum(axis=0)
+    inner, offset = hi - lo, start & ((1 << SECTOR_SHIFT) - 1)
+    if not fits.all() or (inner != inner[0]).any() or (offset != offset[0]).any():
+        return None
+    key = (tm.box[1:], tm.strides_bytes[1:], tm.elem_bytes, int(inner[0]), int(offset[0]))
+    pattern = patterns.get(key)
+    if pattern is None:
+        pattern = patterns[key] = _box_rows(tm.box, tm.strides_bytes, tm.elem_bytes, key[4],
+                                            key[3])
+    return pattern[None, :] + (start >> SECTOR_SHIFT)[:, None]
+
+
 def _box_rows(box, strides, elem_bytes: int, start: int, inner: int) -> np.ndarray:
     """Sectors of an unclipped box whose first byte is at `start` (< 32), `inner` elements
     per row; the sectors of a box at byte address A + start are these + A / 32."""
@@ -224,8 +249,11 @@ class TileRecorder:
             self.slot_events[slot] += int(counts[u])
         return slot_of[inverse]
 
-    def record(self, m, ins, warp_lanes: list[np.ndarray], cta_linear: np.ndarray):
-        """(kind, per-warp sectors or None, per-warp slot) for one step; kind as in trace."""
+    def record(self, m, ins, lanes: np.ndarray, starts: np.ndarray, cta_linear: np.ndarray):
+        """(kind, per-warp sectors or None, per-warp slot) for one step of the thread slots
+        `lanes` (sorted; warp w's are `lanes[starts[w]:starts[w + 1]]`); kind as in trace.
+        Per-warp sectors are a list of arrays, or one array [warps, sectors] when every warp
+        has one lane and their boxes share one pattern (TMA issued by an elected lane)."""
         from simulator.trace import (
             KIND_BULK_LOAD,
             KIND_BULK_STORE,
@@ -234,16 +262,15 @@ class TileRecorder:
             KIND_SHARED,
         )
         name = ins.opname
-        n = len(warp_lanes)
+        n = starts.size
         slots = np.full(n, -1, np.int32)
         if name in INITS:
-            for lanes in warp_lanes:
-                for lane in lanes.tolist():
-                    key = self._key(m, ins, ins.ops[0], np.array([lane]), cta_linear)
-                    done = self.completed.get(key, -2)
-                    self.completed[key] = done + 2 - (done & 1)
+            for lane in lanes.tolist():
+                key = self._key(m, ins, ins.ops[0], np.array([lane]), cta_linear)
+                done = self.completed.get(key, -2)
+                self.completed[key] = done + 2 - (done & 1)
             return KIND_SHARED, None, slots
-        firsts = np.array([lanes[0] for lanes in warp_lanes], np.int64)
+        firsts = lanes[starts].astype(np.int64, copy=False)
         if name in ARRIVALS:
             op = ins.ops[1] if name.startswith("mbarrier.arrive") else ins.ops[0]
             return KIND_MBARRIER, None, self._contribute(m, ins, op, firsts, cta_linear)
@@ -263,15 +290,21 @@ class TileRecorder:
         load = _LOAD_FLAG in ins.flags
         if ins.opname == "cp.async.bulk.tensor":
             map_op, coords_op = ins.ops[1:3] if load else ins.ops[:2]
-            per_lane = iter(lanes_box_sectors(m, ins, np.concatenate(warp_lanes), map_op,
-                                              coords_op, self.box_patterns))
+            sectors = (uniform_box_sectors(m, lanes, map_op, coords_op, self.box_patterns)
+                       if n == lanes.size else None)
+            if sectors is None:
+                per_lane = iter(lanes_box_sectors(m, ins, lanes, map_op, coords_op,
+                                                  self.box_patterns))
         else:
+            sectors = None
             per_lane = (self._copy_sectors(m, ins, np.array([lane]), load)
-                        for lanes in warp_lanes for lane in lanes.tolist())
-        sectors = []
-        for lanes in warp_lanes:
-            parts = [next(per_lane) for _ in range(lanes.size)]
-            sectors.append(np.unique(np.concatenate(parts)) if len(parts) > 1 else parts[0])
+                        for lane in lanes.tolist())
+        if sectors is None:
+            sectors = []
+            for size in np.diff(np.append(starts, lanes.size)).tolist():
+                parts = [next(per_lane) for _ in range(size)]
+                sectors.append(np.unique(np.concatenate(parts)) if len(parts) > 1
+                               else parts[0])
         if load and MULTICAST in ins.flags:
             slots = self._multicast(m, ins, firsts, cta_linear)
         elif load:

@@ -289,11 +289,13 @@ def bulk_tensor(m, ins, lanes):
     checked = [None] * ids.size if m.copies_bulk_data else \
         _checked_maps(m, ids, map_op, coords_op, smem_op)
     bars = _barrier_words_or_none(m, ins, ids) if load else None
-    if bars is not None and all(tm is not None for tm in checked) and update_distinct(
-            m, *bars, np.zeros(ids.size, np.int64),
-            -np.array([tm.box_bytes for tm in checked], np.int64)):
-        return
-    for k, lane in enumerate(ids.tolist()):
+    rest = range(ids.size)
+    if bars is not None:
+        rest = _complete_checked(m, bars, checked)
+    elif not load:
+        rest = [k for k, tm in enumerate(checked) if tm is None]
+    for k in rest:
+        lane = int(ids[k])
         one = np.array([lane], dtype=np.int64)
         tm = checked[k]
         if tm is None:
@@ -340,10 +342,11 @@ def _multicast_tensor(m, ins, lanes):
     map_op, coords_op, smem_op, bar_op = ins.ops[1], ins.ops[2], ins.ops[0], ins.ops[3]
     ids = m.lane_ids(lanes)
     per_lane = multicast_ranks(m, ins, ids)
-    if not m.copies_bulk_data and _multicast_checked(m, ins, ids, per_lane):
-        return
-    for lane, ranks in zip(ids.tolist(), per_lane, strict=True):
-        one = np.array([lane], dtype=np.int64)
+    rest = range(ids.size) if m.copies_bulk_data else \
+        _multicast_checked(m, ins, ids, per_lane)
+    for k in rest:
+        ranks = per_lane[k]
+        one = ids[k:k + 1].astype(np.int64)
         tm = _map(m, ins, map_op, one)
         smem = int(smem_op.address(m, one)[0])
         bar = int(bar_op.address(m, one)[0])
@@ -358,22 +361,42 @@ def _multicast_tensor(m, ins, lanes):
                                                                         np.int64))
 
 
-def _multicast_checked(m, ins, ids: np.ndarray, ranks: list[list[int]]) -> bool:
-    """Timing mode, all lanes at once: when every lane's copy passes `_checked_maps`'s
-    checks (the same in each destination CTA: the offset is CTA-relative), complete
-    their bytes together (`update`: per mbarrier word, in lane order); False, nothing
-    changed, otherwise (the caller then goes lane by lane)."""
+def _complete_checked(m, bars, checked: list) -> list[int]:
+    """Timing mode: complete the bytes of the lanes whose copy passed `_checked_maps`'s
+    checks at once when their mbarrier words (`bars`: words, index per lane) are distinct
+    and none would fault (`update_distinct`); the positions of the lanes left for the
+    lane-by-lane path, in lane order (all of them when that fails)."""
+    ok = np.array([tm is not None for tm in checked], np.bool_)
+    rest = np.flatnonzero(~ok).tolist()
+    if not ok.any():
+        return rest
+    words, idx = bars
+    sel = np.flatnonzero(ok)
+    tx = -np.array([checked[k].box_bytes for k in sel.tolist()], np.int64)
+    if update_distinct(m, words, idx[sel], np.zeros(sel.size, np.int64), tx):
+        return rest
+    return list(range(len(checked)))
+
+
+def _multicast_checked(m, ins, ids: np.ndarray, ranks: list[list[int]]) -> list[int]:
+    """Timing mode: the lanes whose copy passes `_checked_maps`'s checks (the same in each
+    destination CTA: the offset is CTA-relative) and whose mbarrier offset is a word in
+    bounds complete their bytes together (`update`: per mbarrier word, in lane order);
+    the positions of the other lanes, in lane order, which the caller takes one by one."""
     checked = _checked_maps(m, ids, ins.ops[1], ins.ops[2], ins.ops[0])
-    if any(tm is None for tm in checked):
-        return False
+    ok = np.array([tm is not None for tm in checked], np.bool_)
+    if not ok.any():
+        return list(range(ids.size))
     owner, target, rel = multicast_barriers(m, ins, ids, ranks)
     size = m.mem.shared_bytes
-    if ((rel % 8) | (rel < 0) | (rel + 8 > size)).any():
-        return False
-    idx = (target * size + rel) // 8
-    tx = -np.array([tm.box_bytes for tm in checked], np.int64)[owner]
-    update(m, ins, m.mem.shared.view(np.uint64), idx, np.zeros(idx.size, np.int64), tx)
-    return True
+    bad = ((rel % 8) | (rel < 0) | (rel + 8 > size)).astype(np.bool_)
+    ok &= np.bincount(owner[bad], minlength=ids.size) == 0
+    take = ok[owner]
+    if take.any():
+        idx = (target[take] * size + rel[take]) // 8
+        tx = -np.array([checked[k].box_bytes for k in owner[take].tolist()], np.int64)
+        update(m, ins, m.mem.shared.view(np.uint64), idx, np.zeros(idx.size, np.int64), tx)
+    return np.flatnonzero(~ok).tolist()
 
 
 def multicast_barriers(m, ins, ids: np.ndarray, ranks: list[list[int]]):
