@@ -65,6 +65,7 @@ LEVELS = ("l1", "l2", "l3", "hbm")
 _MEMORY_CHUNK = 4096
 _LEVEL_COUNTS = ((ck.C_SECTORS,), (ck.C_L1_MISS,), (ck.C_L3_HIT, ck.C_L3_MISS),
                  (ck.C_HBM_READ, ck.C_HBM_WRITE))
+_LEVEL_COLUMNS = np.array([list(c) + [-1] * (2 - len(c)) for c in _LEVEL_COUNTS], np.int64)
 
 
 @nb.njit(cache=True)
@@ -82,25 +83,69 @@ def _widen(data, width, cycle, span_end):
 
 
 @nb.njit(cache=True)
+def _add_span(data, width, row, start, end, amount):
+    """`TimeBuckets.add_span` on (data, width), the same arithmetic in the same order."""
+    if end <= start:
+        data, width = _widen(data, width, start, False)
+        data[row, int(start // width)] += amount
+        return data, width
+    data, width = _widen(data, width, end, True)
+    first, last = int(start // width), int(math.ceil(end / width)) - 1
+    if first == last:
+        data[row, first] += amount
+        return data, width
+    rate = amount / (end - start)
+    data[row, first] += rate * ((first + 1) * width - start)
+    for b in range(first + 1, last):
+        data[row, b] += rate * width
+    data[row, last] += rate * (end - last * width)
+    return data, width
+
+
+@nb.njit(cache=True)
 def _add_spans(data, width, row, starts, ends, amounts):
     """`TimeBuckets.add_span` over arrays, the same arithmetic in the same order."""
     for i in range(starts.size):
-        start, end, amount = starts[i], ends[i], amounts[i]
-        if end <= start:
-            data, width = _widen(data, width, start, False)
-            data[row, start // width] += amount
-            continue
-        data, width = _widen(data, width, end, True)
-        first, last = start // width, math.ceil(end / width) - 1
-        if first == last:
-            data[row, first] += amount
-            continue
-        rate = amount / (end - start)
-        data[row, first] += rate * ((first + 1) * width - start)
-        for b in range(first + 1, last):
-            data[row, b] += rate * width
-        data[row, last] += rate * (end - last * width)
+        data, width = _add_span(data, width, row, starts[i], ends[i], amounts[i])
     return data, width
+
+
+@nb.njit(cache=True)
+def _residency_spans(data, width, slots_row, ctas_row, since, cycle, slots, cta_cycles):
+    """`TimelineTracer._residency`'s two `add_span` calls (issue slots, then CTA-cycles)."""
+    data, width = _add_span(data, width, slots_row, since, cycle, slots)
+    return _add_span(data, width, ctas_row, since, cycle, cta_cycles)
+
+
+@nb.njit(cache=True)
+def _stall_windows(data, width, row, at, stalls, start, end, pending):
+    """`TimelineTracer._stalls` (`end` -1: no firing yet): the same windows, each closed one
+    added by `add_span` in turn; returns (data, width, start, end, pending)."""
+    for i in range(at.size):
+        cycle = at[i]
+        if cycle != end:
+            closed = max(end, 0)
+            if pending:
+                data, width = _add_span(data, width, row, start, closed, pending)
+                pending = 0
+            start, end = closed, cycle
+        for j in range(stalls.shape[1]):
+            pending += stalls[i, j]
+    return data, width, start, end, pending
+
+
+@nb.njit(cache=True)
+def _add_bytes(data, row0, index, counts, columns, sector_bytes):
+    """`np.add.at` of each level's bytes (sectors in `counts[:, columns[k]]`, -1: none) into
+    row `row0 + k`, request by request in order as `np.add.at` adds them."""
+    for k in range(columns.shape[0]):
+        row = row0 + k
+        for i in range(index.size):
+            sectors = 0
+            for c in columns[k]:
+                if c >= 0:
+                    sectors += counts[i, c]
+            data[row, index[i]] += np.float64(sectors) * sector_bytes
 
 
 class TimeBuckets:
@@ -210,7 +255,7 @@ class TimelineTracer:
 
         def on_sm(owner: str, position: str, data: Mapping[str, Any]) -> None:
             if position == SM_STALL:
-                self._stalls(row, data["cycles"].tolist(), data["stalls"].sum(axis=1).tolist())
+                self._stalls(row, data["cycles"], data["stalls"])
             elif position == SM_CTA_LAUNCH:
                 self.cta_launch[data["cta"]] = data["cycle"]
                 self._residency(row, data["cycle"], 1)
@@ -244,29 +289,25 @@ class TimelineTracer:
         resident, since = self.resident[s], self.changed_cycle[s]
         if resident:
             span = cycle - since
-            self.buckets.add_span(s, since, cycle, self.subpartitions * span)
-            self.buckets.add_span(2 * self.n_sms + s, since, cycle, resident * span)
+            buckets = self.buckets
+            buckets.data, buckets.width_cycles = _residency_spans(
+                buckets.data, buckets.width_cycles, s, 2 * self.n_sms + s, since, cycle,
+                self.subpartitions * span, resident * span)
         elif self.window_end[s] is None:
             self.window_end[s] = cycle
         self.resident[s], self.changed_cycle[s] = resident + step, cycle
 
-    def _stalls(self, s: int, at: list[int], stalls: list[int]) -> None:
-        """Stall cycles `stalls[i]` fired at cycle `at[i]`: each covers the cycles since the
-        SM's previous firing (its window); the windows they close are added in one compiled
-        call, the last stays open for firings at the same cycle."""
-        start, end, pending = self.window_start[s], self.window_end[s], self.pending_stall[s]
-        spans: list[tuple[int, int, int]] = []
-        for cycle, cycles in zip(at, stalls, strict=True):
-            if cycle != end:
-                if pending:
-                    spans.append((start, end or 0, pending))
-                    pending = 0
-                start, end = end or 0, cycle
-            pending += cycles
-        self.window_start[s], self.window_end[s], self.pending_stall[s] = start, end, pending
-        if spans:
-            starts, ends, amounts = np.array(spans, dtype=np.int64).T.copy()
-            self.buckets.add_spans(self.n_sms + s, starts, ends, amounts)
+    def _stalls(self, s: int, at: np.ndarray, stalls: np.ndarray) -> None:
+        """Stall cycles `stalls[i].sum()` fired at cycle `at[i]`: each covers the cycles since
+        the SM's previous firing (its window); the windows they close are added in one
+        compiled call, the last stays open for firings at the same cycle."""
+        end = self.window_end[s]
+        buckets = self.buckets
+        buckets.data, buckets.width_cycles, start, end, pending = _stall_windows(
+            buckets.data, buckets.width_cycles, self.n_sms + s, at, stalls,
+            self.window_start[s], -1 if end is None else end, self.pending_stall[s])
+        self.window_start[s], self.pending_stall[s] = start, pending
+        self.window_end[s] = None if end < 0 else end
 
     def _close_window(self, s: int) -> None:
         if self.pending_stall[s]:
@@ -283,11 +324,14 @@ class TimelineTracer:
 
     def _add_memory(self, done_ps: np.ndarray, counts: np.ndarray) -> None:
         """Bytes per level of requests done at `done_ps` (counts: one row per request)."""
+        if done_ps.size == 0:
+            return
         cycles = done_ps.astype(np.float64) * self.cycles_per_ps
-        for k, columns in enumerate(_LEVEL_COUNTS):
-            sectors = counts[:, list(columns)].sum(axis=1)
-            self.buckets.add_at(3 * self.n_sms + k, cycles,
-                                sectors.astype(np.float64) * ck.SECTOR_BYTES_ASSUMED)
+        buckets = self.buckets
+        buckets.fit(float(cycles.max()))
+        index = (cycles // buckets.width_cycles).astype(np.int64)
+        _add_bytes(buckets.data, 3 * self.n_sms, index, counts, _LEVEL_COLUMNS,
+                   ck.SECTOR_BYTES_ASSUMED)
 
     # -- the table ------------------------------------------------------------------
     def frame(self, run_id: str, kernel: str, cycles: int) -> pd.DataFrame:
