@@ -428,6 +428,28 @@ class TraceRecorder:
                          grouped["kind"], grouped["detail"], grouped["sstart"], sectors,
                          grouped["slot"], slot_events, tuple(self.fused_runs))
 
+    def grouped(self) -> tuple[dict, np.ndarray]:
+        """The events recorded so far grouped by warp, as `finish` groups them (field
+        arrays, `per_warp`, `first_warp`, `last_warp`, `slot`), and the sector array their
+        `sstart` indexes (shared with later results: not to be changed)."""
+        self.finish()
+        sectors = self._sector_chunks[0] if self._sector_chunks else np.zeros(0, np.int64)
+        return self._grouped, sectors
+
+    @property
+    def sector_count(self) -> int:
+        """Sectors recorded so far (where the next event's sectors start)."""
+        return self._n_sectors
+
+    def append_grouped(self, grouped: dict, sectors: np.ndarray) -> None:
+        """Append events already grouped by warp, of warps after every recorded one
+        (`simulator.trace_synthesis`), whose `sstart` count from the sectors recorded so
+        far, and their `sectors`."""
+        self.finish()
+        self._grouped = _append_grouped(self._grouped, dict(grouped, chunks=len(self._chunks)))
+        self._sector_chunks.append(sectors)
+        self._n_sectors += sectors.size
+
     def _group(self, first: int, n_warps: int) -> dict:
         """The events of chunks `first:` grouped by warp: field arrays, the events per warp,
         the chunk count covered and the lowest and highest warp."""

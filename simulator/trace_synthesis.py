@@ -1,0 +1,199 @@
+"""Trace synthesis: the events of CTAs that repeat the traced ones, without running them.
+
+What it models
+--------------
+Elementwise and row-wise kernels (norms, quantization, residual adds, RoPE, SwiGLU) run
+the same instructions in every CTA; only their addresses move with the CTA index. Sampled
+fidelity (`simulator.sampling`) traces several waves of such CTAs, and the functional run
+of each is as costly as the first. Here the first wave is traced (`isa.run_kernel`) and
+the rest is made from it when it passes every check:
+
+* every traced CTA has the same events per warp, and each event the same pc, active
+  lanes, kind and detail as CTA 0's (so the same instruction stream);
+* no event is of a kind whose timing needs per-launch bookkeeping (atomics, TMA copies,
+  mbarrier phases) or carries data-timed details (`isa.event_detail`);
+* sectors are affine in the linear CTA index c: the j-th sector of CTA c is
+  s0_j + c * d_j, where d_j is one stride per event (checked on every traced CTA).
+
+A synthesized CTA c then has CTA 0's events and sectors s0 + c * d. Before any is used,
+two CTAs of the synthesized range (its last and its middle) are traced for real and must
+equal their synthesized events and sectors (`probe`); a grid whose addresses follow the
+CTA index in another way (a 2-D grid with a row stride other than gx times the column
+stride, a gather through an index array) fails there or in the checks and is traced in
+full, as before. Instruction counts are CTA 0's per CTA.
+
+Left out: kernels with per-launch phase slots, atomics or data-timed events (traced in
+full). Units: CTAs (linear index, x fastest), warps, 32-byte sectors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.trace import (
+    KIND_CONST,
+    KIND_LOAD,
+    KIND_LOAD_CG,
+    KIND_NONE,
+    KIND_SHARED,
+    KIND_STORE,
+)
+
+SYNTHESIS = True
+"""Sampled fidelity synthesizes the waves after the first when the checks pass."""
+_ALLOWED_KINDS = np.array([KIND_NONE, KIND_LOAD, KIND_STORE, KIND_SHARED, KIND_CONST,
+                           KIND_LOAD_CG], np.int8)
+_SECTOR_KINDS = np.array([KIND_LOAD, KIND_STORE, KIND_LOAD_CG], np.int8)
+
+
+@dataclass(frozen=True)
+class CtaTemplate:
+    """CTA 0's events (warp order), its sectors s0, their strides per unit of each grid
+    coordinate (x, y, z) and its instruction counts."""
+
+    grid: tuple[int, int, int]
+    per_warp: np.ndarray          # events per warp of one CTA
+    pc: np.ndarray
+    active: np.ndarray
+    kind: np.ndarray
+    detail: np.ndarray
+    sector_offset: np.ndarray     # per event: its first sector's place in s0 (0: none)
+    sectors0: np.ndarray
+    strides: np.ndarray           # [3, sectors of s0]
+    warp_instructions: int
+    thread_instructions: int
+
+    def sectors(self, ctas: np.ndarray) -> np.ndarray:
+        """Sectors of the CTAs with linear indices `ctas`, [CTAs, sectors per CTA]."""
+        gx, gy, _ = self.grid
+        coords = np.stack([ctas % gx, ctas // gx % gy, ctas // (gx * gy)], axis=1)
+        return self.sectors0[None, :] + coords @ self.strides
+
+
+def _sector_mask(kind: np.ndarray, detail: np.ndarray) -> np.ndarray:
+    return np.isin(kind, _SECTOR_KINDS) & (detail > 0)
+
+
+def _gather(sectors: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """sectors[starts[i]:starts[i] + counts[i]] for each i, concatenated."""
+    first = np.repeat(starts, counts)
+    within = np.arange(first.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    return sectors[first + within]
+
+
+def cta_events(trace, cta: int, n_instrs: int, fused_ids: dict) -> tuple[dict, np.ndarray]:
+    """CTA `cta`'s events in a `WarpTrace` (`per_warp`, `pc`, `active`, `kind`, `detail`;
+    the pcs of fused runs, which the trace's recorder numbered from `n_instrs` itself,
+    renumbered as `fused_ids` ((first pc, end) -> event pc) does, -1 for a run it lacks)
+    and its sectors in event order."""
+    wpc = trace.warps_per_cta
+    offsets = trace.warp_offsets
+    lo, hi = int(offsets[cta * wpc]), int(offsets[(cta + 1) * wpc])
+    pc = trace.pc[lo:hi].astype(np.int64)
+    for i in np.flatnonzero(pc >= n_instrs).tolist():
+        run = int(pc[i]) - n_instrs
+        pc[i] = fused_ids.get(trace.fused_runs[run], -1) if run < len(trace.fused_runs) \
+            else -1
+    events = {"per_warp": np.diff(offsets[cta * wpc:(cta + 1) * wpc + 1]), "pc": pc,
+              "active": trace.active[lo:hi], "kind": trace.kind[lo:hi],
+              "detail": trace.detail[lo:hi]}
+    has = _sector_mask(events["kind"], events["detail"])
+    return events, _gather(trace.sectors, trace.sector_start[lo:hi][has],
+                           events["detail"][has].astype(np.int64))
+
+
+def _same_events(a: dict, b: dict) -> bool:
+    return all(a[k].shape == b[k].shape and (a[k] == b[k]).all()
+               for k in ("per_warp", "pc", "active", "kind", "detail"))
+
+
+def template(grouped: dict, sectors: np.ndarray, warps_per_cta: int, n_ctas: int,
+             warp_instructions: int, thread_instructions: int, grid: tuple[int, int, int],
+             real_cta) -> CtaTemplate | None:
+    """The template of CTAs 0 .. n_ctas - 1 (all of `grouped`, the recorder's events in
+    warp order, and `sectors`, its sector array) on `grid`, or None when a check fails
+    (module docstring). `real_cta(c)` traces CTA c alone and gives `cta_events` of it: the
+    first CTA of the next row (and plane) of the grid when it was not traced, for the
+    strides in y (and z)."""
+    if n_ctas < 2 or grouped["slot"] is not None or grouped["first_warp"] != 0:
+        return None
+    if warp_instructions % n_ctas or thread_instructions % n_ctas:
+        return None
+    per_warp = grouped["per_warp"][:n_ctas * warps_per_cta].reshape(n_ctas, warps_per_cta)
+    if (per_warp != per_warp[0]).any() or grouped["per_warp"][n_ctas * warps_per_cta:].any():
+        return None
+    events = int(per_warp[0].sum())
+    if events == 0 or grouped["pc"].size != n_ctas * events:
+        return None
+    row = {"per_warp": per_warp[0].copy()}
+    for name in ("pc", "active", "kind", "detail"):
+        table = grouped[name].reshape(n_ctas, events)
+        if (table != table[0]).any():
+            return None
+        row[name] = table[0].copy()
+    kind, detail = row["kind"], row["detail"]
+    if not np.isin(kind, _ALLOWED_KINDS).all() or detail[kind == KIND_NONE].any():
+        return None
+    has = _sector_mask(kind, detail)
+    counts = detail[has].astype(np.int64)
+    starts = grouped["sstart"][:n_ctas * events].reshape(n_ctas, events)[:, has]
+    table = _gather(sectors, starts.reshape(-1), np.tile(counts, n_ctas)).reshape(n_ctas, -1)
+    gx, gy, gz = grid
+    strides = np.zeros((3, table.shape[1]), np.int64)
+    for dim, (size, basis) in enumerate(((gx, 1), (gy, gx), (gz, gx * gy))):
+        if size == 1:
+            continue
+        if basis < n_ctas:
+            other = table[basis]
+        else:
+            found = real_cta(basis)
+            if found is None or not _same_events(found[0], row):
+                return None
+            other = found[1]
+        strides[dim] = other - table[0]
+    event_of = np.repeat(np.arange(counts.size), counts)
+    firsts = np.cumsum(counts) - counts
+    if (strides != strides[:, firsts][:, event_of]).any():
+        return None
+    offset = np.zeros(events, np.int64)
+    offset[has] = firsts
+    tpl = CtaTemplate(grid, row["per_warp"], row["pc"], row["active"], kind, detail, offset,
+                      table[0].copy(), strides, warp_instructions // n_ctas,
+                      thread_instructions // n_ctas)
+    if (tpl.sectors(np.arange(n_ctas, dtype=np.int64)) != table).any():
+        return None
+    return tpl
+
+
+def synthesize(tpl: CtaTemplate, first: int, stop: int, n_warps: int,
+               sector_base: int) -> tuple[dict, np.ndarray]:
+    """(grouped events of CTAs first .. stop - 1 in the recorder's layout, their sectors),
+    the sectors placed from `sector_base` of the recorder's sector array."""
+    n = stop - first
+    wpc = tpl.per_warp.size
+    per_warp = np.zeros(n_warps, np.int64)
+    per_warp[first * wpc:stop * wpc] = np.tile(tpl.per_warp, n)
+    sectors = tpl.sectors(np.arange(first, stop, dtype=np.int64)).reshape(-1)
+    has = _sector_mask(tpl.kind, tpl.detail)
+    sstart = np.zeros((n, tpl.pc.size), np.int64)
+    sstart[:, has] = (sector_base + np.arange(n, dtype=np.int64)[:, None] * tpl.sectors0.size
+                      + tpl.sector_offset[has][None, :])
+    grouped = {"first_warp": first * wpc, "last_warp": stop * wpc - 1, "per_warp": per_warp,
+               "pc": np.tile(tpl.pc, n), "active": np.tile(tpl.active, n),
+               "kind": np.tile(tpl.kind, n), "detail": np.tile(tpl.detail, n),
+               "sstart": sstart.reshape(-1), "slot": None}
+    return grouped, sectors
+
+
+def probe_matches(tpl: CtaTemplate, cta: int, found: tuple[dict, np.ndarray] | None) -> bool:
+    """Whether CTA `cta`'s real events (`cta_events`) equal its synthesized ones."""
+    if found is None:
+        return False
+    events, sectors = found
+    row = {"per_warp": tpl.per_warp, "pc": tpl.pc, "active": tpl.active, "kind": tpl.kind,
+           "detail": tpl.detail}
+    expected = tpl.sectors(np.array([cta], np.int64))[0]
+    return _same_events(events, row) and sectors.shape == expected.shape and \
+        bool((sectors == expected).all())
