@@ -10,6 +10,7 @@ the results back into the caller's arrays, so a fault leaves them untouched.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -117,9 +118,16 @@ def compile_kernel(ptx: str, entry: str, file: str = "<ptx>") -> Program:
     schedules them (`isa.schedule`)."""
     from isa.schedule import hoist_loads
     from isa.verify import verify
-    program = decode(parse(ptx, file), entry)
+    program = decode(_parsed(ptx, file), entry)
     verify(program)
     return hoist_loads(program)
+
+
+@lru_cache(maxsize=32)
+def _parsed(ptx: str, file: str):
+    """`parse` of a module text, kept for the next compile of the same text (a layer's ops
+    compile 38 programs of 21 texts; the syntax tree is read-only to `decode`)."""
+    return parse(ptx, file)
 
 
 def check_launch(program: Program, grid, block, shared_bytes: int, cluster=None) -> Launch:
