@@ -12,10 +12,12 @@ the rest is made from it when it passes every check:
   lanes, kind and detail as CTA 0's (so the same instruction stream);
 * no event is of a kind whose timing needs per-launch bookkeeping (atomics, TMA copies,
   mbarrier phases) or carries data-timed details (`isa.event_detail`);
-* sectors are affine in the linear CTA index c: the j-th sector of CTA c is
-  s0_j + c * d_j, where d_j is one stride per event (checked on every traced CTA).
+* sectors are affine in the CTA coordinates (x, y, z) up to a period P in x: the j-th
+  sector of CTA (x, y, z) is s_j(x mod P) + (x div P) d_j^x + y d_j^y + z d_j^z, one stride
+  per event and dimension, P the smallest of 1, 2, 4, ... 32 that fits every traced CTA (a
+  period > 1: CTAs that share sectors, as 16-byte rows of scales do).
 
-A synthesized CTA c then has CTA 0's events and sectors s0 + c * d. Before any is used,
+A synthesized CTA then has CTA 0's events and those sectors. Before any is used,
 two CTAs of the synthesized range (its last and its middle) are traced for real and must
 equal their synthesized events and sectors (`probe`); a grid whose addresses follow the
 CTA index in another way (a 2-D grid with a row stride other than gx times the column
@@ -50,8 +52,9 @@ _SECTOR_KINDS = np.array([KIND_LOAD, KIND_STORE, KIND_LOAD_CG], np.int8)
 
 @dataclass(frozen=True)
 class CtaTemplate:
-    """CTA 0's events (warp order), its sectors s0, their strides per unit of each grid
-    coordinate (x, y, z) and its instruction counts."""
+    """CTA 0's events (warp order), the sectors of CTAs x = 0 .. P - 1 (`sectors0`, [P,
+    sectors per CTA]), their strides per P CTAs in x and per unit of y and z, and the
+    instruction counts of one CTA."""
 
     grid: tuple[int, int, int]
     per_warp: np.ndarray          # events per warp of one CTA
@@ -59,17 +62,23 @@ class CtaTemplate:
     active: np.ndarray
     kind: np.ndarray
     detail: np.ndarray
-    sector_offset: np.ndarray     # per event: its first sector's place in s0 (0: none)
+    sector_offset: np.ndarray     # per event: its first sector's place in a CTA's (0: none)
     sectors0: np.ndarray
-    strides: np.ndarray           # [3, sectors of s0]
+    strides: np.ndarray           # [3, sectors per CTA]
     warp_instructions: int
     thread_instructions: int
 
     def sectors(self, ctas: np.ndarray) -> np.ndarray:
         """Sectors of the CTAs with linear indices `ctas`, [CTAs, sectors per CTA]."""
         gx, gy, _ = self.grid
-        coords = np.stack([ctas % gx, ctas // gx % gy, ctas // (gx * gy)], axis=1)
-        return self.sectors0[None, :] + coords @ self.strides
+        period = self.sectors0.shape[0]
+        x = ctas % gx
+        coords = np.stack([x // period, ctas // gx % gy, ctas // (gx * gy)], axis=1)
+        return self.sectors0[x % period] + coords @ self.strides
+
+
+PERIODS = (1, 2, 4, 8, 16, 32)
+"""Periods in x tried, smallest first."""
 
 
 def _sector_mask(kind: np.ndarray, detail: np.ndarray) -> np.ndarray:
@@ -140,31 +149,49 @@ def template(grouped: dict, sectors: np.ndarray, warps_per_cta: int, n_ctas: int
     counts = detail[has].astype(np.int64)
     starts = grouped["sstart"][:n_ctas * events].reshape(n_ctas, events)[:, has]
     table = _gather(sectors, starts.reshape(-1), np.tile(counts, n_ctas)).reshape(n_ctas, -1)
+    offset = np.zeros(events, np.int64)
+    offset[has] = np.cumsum(counts) - counts
+    event_of = np.repeat(np.arange(counts.size), counts)
+    others = _basis_rows(table, row, n_ctas, grid, real_cta)
+    if others is None:
+        return None
+    gx = grid[0]
+    for period in PERIODS:
+        if period > 1 and (gx < 2 * period or n_ctas < 2 * period):
+            break
+        strides = np.zeros((3, table.shape[1]), np.int64)
+        if gx > period:
+            strides[0] = table[period] - table[0]
+        for dim in (1, 2):
+            if others[dim] is not None:
+                strides[dim] = others[dim] - table[0]
+        if (strides != strides[:, offset[has]][:, event_of]).any():
+            continue
+        tpl = CtaTemplate(grid, row["per_warp"], row["pc"], row["active"], kind, detail,
+                          offset, table[:min(period, gx)].copy(), strides,
+                          warp_instructions // n_ctas, thread_instructions // n_ctas)
+        if (tpl.sectors(np.arange(n_ctas, dtype=np.int64)) == table).all():
+            return tpl
+    return None
+
+
+def _basis_rows(table: np.ndarray, row: dict, n_ctas: int, grid, real_cta) -> list | None:
+    """Sectors of the first CTA of row y = 1 and of plane z = 1 (None where the grid has
+    one), from `table` when traced, else traced alone by `real_cta`; None when one of
+    them has other events than `row`."""
     gx, gy, gz = grid
-    strides = np.zeros((3, table.shape[1]), np.int64)
-    for dim, (size, basis) in enumerate(((gx, 1), (gy, gx), (gz, gx * gy))):
+    out: list = [None, None, None]
+    for dim, (size, basis) in ((1, (gy, gx)), (2, (gz, gx * gy))):
         if size == 1:
             continue
         if basis < n_ctas:
-            other = table[basis]
-        else:
-            found = real_cta(basis)
-            if found is None or not _same_events(found[0], row):
-                return None
-            other = found[1]
-        strides[dim] = other - table[0]
-    event_of = np.repeat(np.arange(counts.size), counts)
-    firsts = np.cumsum(counts) - counts
-    if (strides != strides[:, firsts][:, event_of]).any():
-        return None
-    offset = np.zeros(events, np.int64)
-    offset[has] = firsts
-    tpl = CtaTemplate(grid, row["per_warp"], row["pc"], row["active"], kind, detail, offset,
-                      table[0].copy(), strides, warp_instructions // n_ctas,
-                      thread_instructions // n_ctas)
-    if (tpl.sectors(np.arange(n_ctas, dtype=np.int64)) != table).any():
-        return None
-    return tpl
+            out[dim] = table[basis]
+            continue
+        found = real_cta(basis)
+        if found is None or not _same_events(found[0], row):
+            return None
+        out[dim] = found[1]
+    return out
 
 
 def synthesize(tpl: CtaTemplate, first: int, stop: int, n_warps: int,
@@ -178,8 +205,8 @@ def synthesize(tpl: CtaTemplate, first: int, stop: int, n_warps: int,
     sectors = tpl.sectors(np.arange(first, stop, dtype=np.int64)).reshape(-1)
     has = _sector_mask(tpl.kind, tpl.detail)
     sstart = np.zeros((n, tpl.pc.size), np.int64)
-    sstart[:, has] = (sector_base + np.arange(n, dtype=np.int64)[:, None] * tpl.sectors0.size
-                      + tpl.sector_offset[has][None, :])
+    sstart[:, has] = (sector_base + np.arange(n, dtype=np.int64)[:, None]
+                      * tpl.sectors0.shape[1] + tpl.sector_offset[has][None, :])
     grouped = {"first_warp": first * wpc, "last_warp": stop * wpc - 1, "per_warp": per_warp,
                "pc": np.tile(tpl.pc, n), "active": np.tile(tpl.active, n),
                "kind": np.tile(tpl.kind, n), "detail": np.tile(tpl.detail, n),

@@ -24,6 +24,8 @@ CASES = [
                  id="quantize-2d"),
     pytest.param("swiglu", dict(rows=512, cols=2048), id="swiglu"),
     pytest.param("rmsnorm", dict(rows=400, cols=1536), id="rmsnorm-few-waves"),
+    pytest.param("quantize", dict(rows=2048, cols=512, block=128, transpose=False),
+                 id="quantize-period-2"),
 ]
 
 
@@ -169,3 +171,20 @@ def test_synthesized_ctas_equal_the_traced_ones_event_for_event():
     for cta in range(48):        # sectors per event (the arrays are laid out differently)
         assert np.array_equal(synthesis.cta_events(a, cta, 0, {})[1],
                               synthesis.cta_events(b, cta, 0, {})[1]), cta
+
+
+def test_ctas_that_share_sectors_take_a_period():
+    """Quantizing 512-column rows writes 16 bytes of scales per CTA, so two CTAs share a
+    sector: the template repeats every 2 CTAs in x."""
+    (launch,) = build_op("quantize", CONFIG, rows=256, cols=512, block=128,
+                         transpose=False).launches
+    kernel = simulator.simulate.KernelLaunch(
+        isa.compile_kernel(launch.ptx, launch.entry), launch.entry, launch.grid,
+        launch.block, list(launch.args), launch.shared_bytes, True)
+    recorder = kernel.recorder()
+    counts = kernel.run(recorder, (0, 64))
+    grouped, sectors = recorder.grouped()
+    tpl = synthesis.template(grouped, sectors, recorder.warps_per_cta, 64,
+                             counts.warp_instructions, counts.thread_instructions,
+                             kernel.grid, lambda c: None)
+    assert tpl is not None and tpl.sectors0.shape[0] == 2
