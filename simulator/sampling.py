@@ -44,8 +44,9 @@ not accurate enough (mma_bf16 2048x1024x64, 6.2 waves of 1320 CTAs on h100_sxm, 
 marginals 4127, 4290, 4082 cycles, but the full run's waves 5 and 6 took 3118 and 4117 and
 its 272-CTA partial wave ended 226 cycles after wave 6, so extrapolating 1.2 waves at 4186
 read 3.1 % long; the same RMSNorm extrapolated at a 3 % tolerance read +6.6 %).
-Only the first wave is run functionally when the kernel's CTAs repeat each other's
-instructions with addresses affine in the CTA coordinates: later waves are made from it
+Only the first CTAs (a wave, at most `trace_synthesis.FIRST_CTAS` or one per SM) are run
+functionally when the kernel's CTAs repeat each other's instructions with addresses affine
+in the CTA coordinates: the later CTAs are made from them
 (`simulator.trace_synthesis`, checked against two CTAs traced for real each time), the
 same traces the functional run gives, so the same result bit for bit (RMSNorm 4096x7168
 on h800_sxm: 10.8 -> 6.5 s CPU; residual add of 9 inputs 14.3 -> 10.8 s); a kernel that
@@ -180,12 +181,13 @@ def simulate_sampled(launch, replay):
         traced = stop
 
     def trace_to(stop: int) -> None:
-        """CTAs up to `stop` traced: the first wave for real, the rest synthesized from it
-        where `simulator.trace_synthesis` allows, else for real."""
+        """CTAs up to `stop` traced: the first `first` for real, the rest synthesized from
+        them where `simulator.trace_synthesis` allows, else for real."""
         nonlocal warp_instr, thread_instr, traced
-        if synthesis["on"] and traced == 0 and stop > wave:
-            run_to(wave)
-        if synthesis["on"] and traced >= wave:
+        first = min(wave, max(trace_synthesis.FIRST_CTAS, replay.n_sms))
+        if synthesis["on"] and traced == 0 and stop > first:
+            run_to(first)
+        if synthesis["on"] and traced >= first:
             if synthesis["template"] is None:
                 grouped, sectors = recorder.grouped()
                 synthesis["template"] = trace_synthesis.template(

@@ -5,8 +5,9 @@ What it models
 Elementwise and row-wise kernels (norms, quantization, residual adds, RoPE, SwiGLU) run
 the same instructions in every CTA; only their addresses move with the CTA index. Sampled
 fidelity (`simulator.sampling`) traces several waves of such CTAs, and the functional run
-of each is as costly as the first. Here the first wave is traced (`isa.run_kernel`) and
-the rest is made from it when it passes every check:
+of each is as costly as the first. Here the first CTAs are traced (`isa.run_kernel`;
+`FIRST_CTAS`, a wave when that is fewer) and the rest is made from them when they pass
+every check:
 
 * every traced CTA has the same events per warp, and each event the same pc, active
   lanes, kind and detail as CTA 0's (so the same instruction stream);
@@ -44,7 +45,10 @@ from simulator.trace import (
 )
 
 SYNTHESIS = True
-"""Sampled fidelity synthesizes the waves after the first when the checks pass."""
+"""Sampled fidelity synthesizes the CTAs after the first `FIRST_CTAS` when the checks pass."""
+FIRST_CTAS = 256
+"""CTAs traced for real before any is synthesized (a wave when that is fewer, one per SM
+when that is more): the evidence the template is checked on."""
 _ALLOWED_KINDS = np.array([KIND_NONE, KIND_LOAD, KIND_STORE, KIND_SHARED, KIND_CONST,
                            KIND_LOAD_CG], np.int8)
 _SECTOR_KINDS = np.array([KIND_LOAD, KIND_STORE, KIND_LOAD_CG], np.int8)
