@@ -407,6 +407,19 @@ class TraceRecorder:
             return WarpTrace(self.warps_per_cta, n_ctas, np.zeros(n_warps + 1, np.int64),
                              empty.astype(np.int32), empty.astype(np.int16),
                              empty.astype(np.int8), empty.astype(np.int32), empty, empty)
+        grouped = self._group_all(n_warps)
+        sectors = self._all_sectors()
+        offsets = np.zeros(n_warps + 1, dtype=np.int64)
+        offsets[1:] = np.cumsum(grouped["per_warp"])
+        slot_events = np.array(self._tiles.slot_events, dtype=np.int64)
+        return WarpTrace(self.warps_per_cta, n_ctas, offsets, grouped["pc"], grouped["active"],
+                         grouped["kind"], grouped["detail"], grouped["sstart"], sectors,
+                         grouped["slot"], slot_events, tuple(self.fused_runs))
+
+    def _group_all(self, n_warps: int) -> dict:
+        """Every chunk recorded so far grouped by warp (`_grouped`, brought up to date: the
+        chunks since the last call appended when they are all of later warps, else all
+        regrouped)."""
         done = self._grouped
         if done is None or done["chunks"] == len(self._chunks):
             grouped = done if done is not None else self._group(0, n_warps)
@@ -417,24 +430,20 @@ class TraceRecorder:
             else:
                 grouped = self._group(0, n_warps)
         self._grouped = grouped
+        return grouped
+
+    def _all_sectors(self) -> np.ndarray:
+        """The sectors recorded so far, as one array (kept as the only chunk)."""
         if len(self._sector_chunks) > 1:
             self._sector_chunks = [np.concatenate(self._sector_chunks)]
-        sectors = (self._sector_chunks[0] if self._sector_chunks
-                   else np.zeros(0, dtype=np.int64))
-        offsets = np.zeros(n_warps + 1, dtype=np.int64)
-        offsets[1:] = np.cumsum(grouped["per_warp"])
-        slot_events = np.array(self._tiles.slot_events, dtype=np.int64)
-        return WarpTrace(self.warps_per_cta, n_ctas, offsets, grouped["pc"], grouped["active"],
-                         grouped["kind"], grouped["detail"], grouped["sstart"], sectors,
-                         grouped["slot"], slot_events, tuple(self.fused_runs))
+        return self._sector_chunks[0] if self._sector_chunks else np.zeros(0, np.int64)
 
     def grouped(self) -> tuple[dict, np.ndarray]:
         """The events recorded so far grouped by warp, as `finish` groups them (field
         arrays, `per_warp`, `first_warp`, `last_warp`, `slot`), and the sector array their
         `sstart` indexes (shared with later results: not to be changed)."""
-        self.finish()
-        sectors = self._sector_chunks[0] if self._sector_chunks else np.zeros(0, np.int64)
-        return self._grouped, sectors
+        return self._group_all(self.warps_per_cta * int(np.prod(self.grid))), \
+            self._all_sectors()
 
     @property
     def sector_count(self) -> int:
@@ -445,8 +454,8 @@ class TraceRecorder:
         """Append events already grouped by warp, of warps after every recorded one
         (`simulator.trace_synthesis`), whose `sstart` count from the sectors recorded so
         far, and their `sectors`."""
-        self.finish()
-        self._grouped = _append_grouped(self._grouped, dict(grouped, chunks=len(self._chunks)))
+        done = self._group_all(self.warps_per_cta * int(np.prod(self.grid)))
+        self._grouped = _append_grouped(done, dict(grouped, chunks=len(self._chunks)))
         self._sector_chunks.append(sectors)
         self._n_sectors += sectors.size
 

@@ -42,7 +42,9 @@ from simulator.trace import (
     KIND_NONE,
     KIND_SHARED,
     KIND_STORE,
+    SECTOR_KINDS,
 )
+from simulator.trace_tiles import span_items
 
 SYNTHESIS = True
 """Sampled fidelity synthesizes the CTAs after the first `FIRST_CTAS` when the checks pass."""
@@ -51,7 +53,7 @@ FIRST_CTAS = 256
 when that is more): the evidence the template is checked on."""
 _ALLOWED_KINDS = np.array([KIND_NONE, KIND_LOAD, KIND_STORE, KIND_SHARED, KIND_CONST,
                            KIND_LOAD_CG], np.int8)
-_SECTOR_KINDS = np.array([KIND_LOAD, KIND_STORE, KIND_LOAD_CG], np.int8)
+_SECTOR_KINDS = np.array(sorted(SECTOR_KINDS.intersection(_ALLOWED_KINDS.tolist())), np.int8)
 
 
 @dataclass(frozen=True)
@@ -89,13 +91,6 @@ def _sector_mask(kind: np.ndarray, detail: np.ndarray) -> np.ndarray:
     return np.isin(kind, _SECTOR_KINDS) & (detail > 0)
 
 
-def _gather(sectors: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """sectors[starts[i]:starts[i] + counts[i]] for each i, concatenated."""
-    first = np.repeat(starts, counts)
-    within = np.arange(first.size) - np.repeat(np.cumsum(counts) - counts, counts)
-    return sectors[first + within]
-
-
 def cta_events(trace, cta: int, n_instrs: int, fused_ids: dict) -> tuple[dict, np.ndarray]:
     """CTA `cta`'s events in a `WarpTrace` (`per_warp`, `pc`, `active`, `kind`, `detail`;
     the pcs of fused runs, which the trace's recorder numbered from `n_instrs` itself,
@@ -113,8 +108,8 @@ def cta_events(trace, cta: int, n_instrs: int, fused_ids: dict) -> tuple[dict, n
               "active": trace.active[lo:hi], "kind": trace.kind[lo:hi],
               "detail": trace.detail[lo:hi]}
     has = _sector_mask(events["kind"], events["detail"])
-    return events, _gather(trace.sectors, trace.sector_start[lo:hi][has],
-                           events["detail"][has].astype(np.int64))
+    return events, trace.sectors[span_items(trace.sector_start[lo:hi][has],
+                                            events["detail"][has])]
 
 
 def _same_events(a: dict, b: dict) -> bool:
@@ -152,7 +147,7 @@ def template(grouped: dict, sectors: np.ndarray, warps_per_cta: int, n_ctas: int
     has = _sector_mask(kind, detail)
     counts = detail[has].astype(np.int64)
     starts = grouped["sstart"][:n_ctas * events].reshape(n_ctas, events)[:, has]
-    table = _gather(sectors, starts.reshape(-1), np.tile(counts, n_ctas)).reshape(n_ctas, -1)
+    table = sectors[span_items(starts.reshape(-1), np.tile(counts, n_ctas))].reshape(n_ctas, -1)
     offset = np.zeros(events, np.int64)
     offset[has] = np.cumsum(counts) - counts
     event_of = np.repeat(np.arange(counts.size), counts)

@@ -108,11 +108,7 @@ def box_sectors(m, ins, lane: np.ndarray, map_op, coords_op,
         strides = tm.strides_bytes
         start = (_base(m, ins, tm) + lo * tm.elem_bytes
                  + sum(c * st for c, st in zip(coords[1:], strides[1:], strict=True)))
-        key = (box[1:], strides[1:], tm.elem_bytes, hi - lo, start & ((1 << SECTOR_SHIFT) - 1))
-        pattern = patterns.get(key)
-        if pattern is None:
-            pattern = patterns[key] = _box_rows(box, strides, tm.elem_bytes, key[4], hi - lo)
-        return pattern + (start >> SECTOR_SHIFT)
+        return _pattern(patterns, tm, hi - lo, start) + (start >> SECTOR_SHIFT)
     dims_a = np.array(dims, np.int64)
     strides_a = np.array(tm.strides_bytes, np.int64)
     outer = [np.arange(b, dtype=np.int64) + c for b, c in zip(box[1:], coords[1:],
@@ -133,25 +129,13 @@ def lanes_box_sectors(m, ins, ids: np.ndarray, map_op, coords_op, patterns: dict
     in the parameter space found for all lanes at once; the other lanes one by one."""
     found = [None] * ids.size
     for tm, base, lanes, c in lanes_by_param_map(m, ids, map_op, coords_op):
-        box = np.array(tm.box, np.int64)[:, None]
-        dims = np.array(tm.dims, np.int64)[:, None]
-        strides = np.array(tm.strides_bytes, np.int64)[:, None]
-        lo, hi = np.maximum(c[0], 0), np.minimum(c[0] + box[0], dims[0])
-        unclipped = ((c[1:] >= 0) & (c[1:] + box[1:] <= dims[1:])).all(axis=0)
-        start = base + lo * tm.elem_bytes + (c[1:] * strides[1:]).sum(axis=0)
-        for k, empty, fits, inner, first in zip(lanes.tolist(), (hi <= lo).tolist(),
-                                                unclipped.tolist(), (hi - lo).tolist(),
-                                                start.tolist(), strict=True):
-            if empty:
+        inner, unclipped, start = _lane_boxes(tm, base, c)
+        for k, fits, row, first in zip(lanes.tolist(), unclipped.tolist(), inner.tolist(),
+                                       start.tolist(), strict=True):
+            if row <= 0:
                 found[k] = np.zeros(0, np.int64)
             elif fits:
-                key = (tm.box[1:], tm.strides_bytes[1:], tm.elem_bytes, inner,
-                       first & ((1 << SECTOR_SHIFT) - 1))
-                pattern = patterns.get(key)
-                if pattern is None:
-                    pattern = patterns[key] = _box_rows(tm.box, tm.strides_bytes,
-                                                        tm.elem_bytes, key[4], inner)
-                found[k] = pattern + (first >> SECTOR_SHIFT)
+                found[k] = _pattern(patterns, tm, row, first) + (first >> SECTOR_SHIFT)
     for k, lane in enumerate(ids.tolist()):
         if found[k] is None:
             found[k] = box_sectors(m, ins, np.array([lane]), map_op, coords_op, patterns)
@@ -166,21 +150,38 @@ def uniform_box_sectors(m, ids: np.ndarray, map_op, coords_op, patterns: dict):
     if len(groups) != 1 or groups[0][2].size != ids.size:
         return None
     tm, base, _, c = groups[0]
+    inner, unclipped, start = _lane_boxes(tm, base, c)
+    offset = start & ((1 << SECTOR_SHIFT) - 1)
+    if not (unclipped & (inner > 0)).all() or (inner != inner[0]).any() or \
+            (offset != offset[0]).any():
+        return None
+    pattern = _pattern(patterns, tm, int(inner[0]), int(start[0]))
+    return pattern[None, :] + (start >> SECTOR_SHIFT)[:, None]
+
+
+def _lane_boxes(tm, base: int, c: np.ndarray):
+    """Per lane of one tensor map at `base` with box coordinates `c` [rank, lanes]: the
+    elements of its inner rows inside the tensor (<= 0: none), whether its outer
+    coordinates keep the box inside the tensor, and its first row's first byte."""
     box = np.array(tm.box, np.int64)[:, None]
     dims = np.array(tm.dims, np.int64)[:, None]
     strides = np.array(tm.strides_bytes, np.int64)[:, None]
     lo, hi = np.maximum(c[0], 0), np.minimum(c[0] + box[0], dims[0])
-    fits = ((c[1:] >= 0) & (c[1:] + box[1:] <= dims[1:])).all(axis=0) & (hi > lo)
-    start = base + lo * tm.elem_bytes + (c[1:] * strides[1:]).sum(axis=0)
-    inner, offset = hi - lo, start & ((1 << SECTOR_SHIFT) - 1)
-    if not fits.all() or (inner != inner[0]).any() or (offset != offset[0]).any():
-        return None
-    key = (tm.box[1:], tm.strides_bytes[1:], tm.elem_bytes, int(inner[0]), int(offset[0]))
+    unclipped = ((c[1:] >= 0) & (c[1:] + box[1:] <= dims[1:])).all(axis=0)
+    return hi - lo, unclipped, base + lo * tm.elem_bytes + (c[1:] * strides[1:]).sum(axis=0)
+
+
+def _pattern(patterns: dict, tm, inner: int, start: int) -> np.ndarray:
+    """The cached sectors of an unclipped box of `tm` with `inner` elements per row whose
+    first byte is at `start`, relative to its first sector (`_box_rows`), keyed by (box,
+    strides, element size, inner elements, start % 32)."""
+    key = (tm.box[1:], tm.strides_bytes[1:], tm.elem_bytes, inner,
+           start & ((1 << SECTOR_SHIFT) - 1))
     pattern = patterns.get(key)
     if pattern is None:
         pattern = patterns[key] = _box_rows(tm.box, tm.strides_bytes, tm.elem_bytes, key[4],
-                                            key[3])
-    return pattern[None, :] + (start >> SECTOR_SHIFT)[:, None]
+                                            inner)
+    return pattern
 
 
 def _box_rows(box, strides, elem_bytes: int, start: int, inner: int) -> np.ndarray:
