@@ -100,7 +100,7 @@ from models.lsu import LoadStoreUnit
 from models.sm_warps import launch as launch_cta
 from models.sm_warps import waits_on_phase, wake_remote
 from models.tma import TmaEngine
-from models.units import ACTION_WGMMA, UNIT_NAMES, InstrTiming, fused_count
+from models.units import UNIT_NAMES, InstrTiming, fused_count, scoreboard_board
 from models.warp_scheduler import STALL_REASONS, policy_code
 from simulator.engine import Clock
 from simulator.hooks import Hooks
@@ -121,8 +121,7 @@ def _pc_table(timings: list[InstrTiming]) -> tuple[np.ndarray, np.ndarray]:
     table = np.zeros((max(len(timings), 1), st.P_FIELDS), np.int64)
     flat: list[int] = []
     for p, t in enumerate(timings):
-        board = t.sources if t.action == ACTION_WGMMA else tuple(
-            r for r in dict.fromkeys(t.sources + t.destinations) if r not in t.unchecked)
+        board = scoreboard_board(t)
         lo = len(flat)
         flat.extend(board)
         mid = len(flat)

@@ -131,6 +131,15 @@ class InstrTiming:
     first_pc: int = -1                # a fused run's first pc (its `count` pcs are timed)
 
 
+def scoreboard_board(t: InstrTiming) -> tuple[int, ...]:
+    """The registers an instruction's scoreboard check reads: its sources then its
+    destinations, once each, without those it does not wait for (`unchecked`); a wgmma's
+    sources only (its accumulators are written, not read)."""
+    if t.action == ACTION_WGMMA:
+        return t.sources
+    return tuple(r for r in dict.fromkeys(t.sources + t.destinations) if r not in t.unchecked)
+
+
 class RegisterNumbering:
     """Dense scoreboard indices for the registers a program uses (plus pseudo registers)."""
 
@@ -195,7 +204,8 @@ def _unit_timing(ins, config) -> tuple[str, int, int]:
 
 
 def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
-    """Per-pc timings of `program` and the number of scoreboard registers per warp."""
+    """Per-pc timings of `program` and the number of scoreboard slots per warp (registers
+    renumbered onto shared slots, `models.scoreboard_slots`)."""
     numbering = RegisterNumbering()
     timings = []
     for ins in program.instrs:
@@ -236,7 +246,11 @@ def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
             action, count = ACTION_BARRIER, barrier_count(ins)
         timings.append(InstrTiming(UNIT_INDEX[unit], latency, interval, sources, destinations,
                                    action, count, unchecked))
-    return timings, max(len(numbering.index), 1)
+    from models.scoreboard_slots import scoreboard_slots
+
+    special = frozenset(i for key, i in numbering.index.items()
+                        if key[0] in (ASYNC_COPY_REGISTER, BULK_COPY_REGISTER))
+    return scoreboard_slots(program, timings, max(len(numbering.index), 1), special)
 
 
 def barrier_count(ins) -> int:
