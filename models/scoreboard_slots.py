@@ -41,11 +41,17 @@ from __future__ import annotations
 import dataclasses
 import heapq
 
+import numba
+import numpy as np
+
 from models.units import scoreboard_board
 
 COMPACT = True
 """Renumber registers onto shared slots (False: one slot per register, as numbered)."""
 _ENDS_THREAD = frozenset({"exit", "ret", "trap"})
+_CACHE_ATTR = "_scoreboard_slots"
+"""The program's (register -> slot, slot count): registers and control flow do not depend
+on the config, so every `instruction_timings` of one program renumbers the same way."""
 
 
 def _successors(instrs) -> list[tuple[int, ...]]:
@@ -80,25 +86,31 @@ def _extents(access: dict[int, list[int]], loops: list[tuple[int, int]]) -> dict
     return out
 
 
-def _must_read(r: int, lo: int, hi: int, succ, reads) -> list[bool]:
-    """For pcs lo..hi: every path from the pc reads `r` (an unguarded check) before it
-    leaves lo..hi or ends the thread (greatest fixpoint: a path that loops inside the
-    extent forever never reaches another register's pcs)."""
-    must = [True] * (hi - lo + 1)
+@numba.njit(cache=True)
+def _must_read(lo: int, hi: int, succ_ptr, succ_pc, reads_here):
+    """For pcs lo..hi: every path from the pc reads the register (`reads_here[p - lo]`: an
+    unguarded check at p) before it leaves lo..hi or ends the thread (greatest fixpoint: a
+    path that loops inside the extent forever never reaches another register's pcs)."""
+    must = np.ones(hi - lo + 1, np.bool_)
     changed = True
     while changed:
         changed = False
         for p in range(hi, lo - 1, -1):
-            if not must[p - lo] or r in reads[p]:
+            if not must[p - lo] or reads_here[p - lo]:
                 continue
-            nxt = succ[p]
-            if not nxt or any(s < lo or s > hi or not must[s - lo] for s in nxt):
+            ok = succ_ptr[p + 1] > succ_ptr[p]
+            for i in range(succ_ptr[p], succ_ptr[p + 1]):
+                s = succ_pc[i]
+                if s < lo or s > hi or not must[s - lo]:
+                    ok = False
+                    break
+            if not ok:
                 must[p - lo] = False
                 changed = True
     return must
 
 
-def _clean(r: int, lo: int, hi: int, writes_at: list[int], succ, reads) -> bool:
+def _clean(r: int, lo: int, hi: int, writes_at: list[int], succ, reads, csr) -> bool:
     """Whether every write to `r` is followed by a read on every path (module doc)."""
     slow = []
     for d in writes_at:
@@ -110,7 +122,8 @@ def _clean(r: int, lo: int, hi: int, writes_at: list[int], succ, reads) -> bool:
         slow.append(d)
     if not slow:
         return True
-    must = _must_read(r, lo, hi, succ, reads)
+    here = np.fromiter((r in reads[p] for p in range(lo, hi + 1)), np.bool_, hi - lo + 1)
+    must = _must_read(lo, hi, csr[0], csr[1], here)
     return all(succ[d] and all(lo <= s <= hi and must[s - lo] for s in succ[d])
                for d in slow)
 
@@ -118,12 +131,31 @@ def _clean(r: int, lo: int, hi: int, writes_at: list[int], succ, reads) -> bool:
 def scoreboard_slots(program, timings: list, n_regs: int, exclusive: frozenset
                      ) -> tuple[list, int]:
     """(`timings` with registers renumbered onto slots, the slot count); `exclusive`: the
-    register numbers that keep a slot of their own (the pseudo registers)."""
+    register numbers that keep a slot of their own (the pseudo registers). The mapping
+    is worked out once per program (kept on it)."""
     instrs = program.instrs
     if not COMPACT or len(timings) != len(instrs) or any(
             ins.spec.name == "call" for ins in instrs):
         return timings, n_regs
+    cached = getattr(program, _CACHE_ATTR, None)
+    if cached is None:
+        cached = _slots(instrs, timings, exclusive)
+        setattr(program, _CACHE_ATTR, cached)
+    slot_of, n_slots = cached
+
+    def remap(regs: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(slot_of[r] for r in regs)
+
+    out = [dataclasses.replace(t, sources=remap(t.sources), destinations=remap(t.destinations),
+                               unchecked=remap(t.unchecked)) for t in timings]
+    return out, n_slots
+
+
+def _slots(instrs, timings: list, exclusive: frozenset) -> tuple[dict[int, int], int]:
+    """(register -> slot, slot count) of a program (module doc)."""
     succ = _successors(instrs)
+    csr = (np.cumsum([0] + [len(nxt) for nxt in succ], dtype=np.int64),
+           np.array([s for nxt in succ for s in nxt] or [0], np.int64))
     loops = [(t, pc) for pc, nxt in enumerate(succ) for t in nxt if t < pc]
     access: dict[int, list[int]] = {}
     writes: dict[int, list[int]] = {}
@@ -152,14 +184,8 @@ def scoreboard_slots(program, timings: list, n_regs: int, exclusive: frozenset
                 slot = heapq.heappop(free)
             else:
                 slot, n_slots = n_slots, n_slots + 1
-            clean = _clean(r, lo, hi, writes.get(r, []), succ, reads)
+            clean = _clean(r, lo, hi, writes.get(r, []), succ, reads, csr)
         slot_of[r] = slot
         if clean:
             heapq.heappush(ending, (hi, slot))
-
-    def remap(regs: tuple[int, ...]) -> tuple[int, ...]:
-        return tuple(slot_of[r] for r in regs)
-
-    out = [dataclasses.replace(t, sources=remap(t.sources), destinations=remap(t.destinations),
-                               unchecked=remap(t.unchecked)) for t in timings]
-    return out, max(n_slots, 1)
+    return slot_of, max(n_slots, 1)

@@ -285,7 +285,9 @@ class TraceRecorder:
         self._machine = None
         self._cta_linear = np.zeros(0, dtype=np.int64)
         self._chunks: list[tuple] = []
-        self._sector_chunks: list[np.ndarray] = []
+        self._sector_chunks: list[np.ndarray] = []     # recorded since `_all_sectors`
+        self._sector_buf = np.zeros(0, np.int64)
+        self._sector_used = 0
         self._n_sectors = 0
         self._tiles = TileRecorder()
         self._slot_chunks: dict[int, np.ndarray] = {}
@@ -433,10 +435,22 @@ class TraceRecorder:
         return grouped
 
     def _all_sectors(self) -> np.ndarray:
-        """The sectors recorded so far, as one array (kept as the only chunk)."""
-        if len(self._sector_chunks) > 1:
-            self._sector_chunks = [np.concatenate(self._sector_chunks)]
-        return self._sector_chunks[0] if self._sector_chunks else np.zeros(0, np.int64)
+        """The sectors recorded so far, as one array: a view of a buffer with spare capacity
+        that the chunks since the last call are appended to (copied again only when it
+        grows; earlier results keep their views, which later appends never write)."""
+        if not self._sector_chunks:
+            return self._sector_buf[:self._sector_used]
+        n = self._sector_used + sum(c.size for c in self._sector_chunks)
+        if n > self._sector_buf.size:
+            buf = np.empty(2 * n, np.int64)
+            buf[:self._sector_used] = self._sector_buf[:self._sector_used]
+            self._sector_buf = buf
+        at = self._sector_used
+        for chunk in self._sector_chunks:
+            self._sector_buf[at:at + chunk.size] = chunk
+            at += chunk.size
+        self._sector_chunks, self._sector_used = [], n
+        return self._sector_buf[:n]
 
     def grouped(self) -> tuple[dict, np.ndarray]:
         """The events recorded so far grouped by warp, as `finish` groups them (field
@@ -486,10 +500,35 @@ class TraceRecorder:
                 "slot": slot}
 
 
+_FIELDS = ("pc", "active", "kind", "detail", "sstart")
+
+
 def _append_grouped(old: dict, new: dict) -> dict:
-    """Grouped events of two chunk ranges, the warps of `new` all after those of `old`."""
-    joined = {key: np.concatenate([old[key], new[key]])
-              for key in ("pc", "active", "kind", "detail", "sstart")}
+    """Grouped events of two chunk ranges, the warps of `new` all after those of `old`.
+
+    A field of `new` may be 2-D (a CTA's events per row, e.g. a broadcast template row):
+    its rows are laid out one after the other. The fields grow in buffers of spare
+    capacity (`_buffers`, `_used`: the length written, shared by every dict over the same
+    buffers), so appending writes the new events once and copies the old ones only when
+    a buffer is replaced; earlier results keep views of the part they cover, which later
+    appends never write (an append to a dict that is not the last one over its buffers
+    copies into new ones)."""
+    n_old = old["pc"].size
+    n_new = new["pc"].size
+    buffers, used = old.get("_buffers") or {}, old.get("_used") or [-1]
+    if used[0] != n_old or any(
+            key not in buffers or buffers[key].size < n_old + n_new
+            or _address(buffers[key]) != _address(old[key]) for key in _FIELDS):
+        buffers, used = {}, [n_old]
+        for key in _FIELDS:
+            buffers[key] = np.empty(2 * (n_old + n_new), old[key].dtype)
+            buffers[key][:n_old] = old[key]
+    joined = {}
+    for key in _FIELDS:
+        add = new[key]
+        buffers[key][n_old:n_old + n_new].reshape(add.shape)[...] = add
+        joined[key] = buffers[key][:n_old + n_new]
+    used[0] = n_old + n_new
     slots = [old["slot"], new["slot"]]
     if slots[0] is None and slots[1] is None:
         joined["slot"] = None
@@ -498,5 +537,10 @@ def _append_grouped(old: dict, new: dict) -> dict:
             slot if slot is not None else np.full(part["pc"].size, -1, np.int32)
             for slot, part in zip(slots, (old, new), strict=True)])
     joined.update(chunks=new["chunks"], first_warp=old["first_warp"],
-                  last_warp=new["last_warp"], per_warp=old["per_warp"] + new["per_warp"])
+                  last_warp=new["last_warp"], per_warp=old["per_warp"] + new["per_warp"],
+                  _buffers=buffers, _used=used)
     return joined
+
+
+def _address(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]

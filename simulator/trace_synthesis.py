@@ -196,7 +196,9 @@ def _basis_rows(table: np.ndarray, row: dict, n_ctas: int, grid, real_cta) -> li
 def synthesize(tpl: CtaTemplate, first: int, stop: int, n_warps: int,
                sector_base: int) -> tuple[dict, np.ndarray]:
     """(grouped events of CTAs first .. stop - 1 in the recorder's layout, their sectors),
-    the sectors placed from `sector_base` of the recorder's sector array."""
+    the sectors placed from `sector_base` of the recorder's sector array. The event fields
+    are [CTA, event] arrays (the template's row broadcast: no copy), which
+    `TraceRecorder.append_grouped` lays out one row after the other."""
     n = stop - first
     wpc = tpl.per_warp.size
     per_warp = np.zeros(n_warps, np.int64)
@@ -206,10 +208,10 @@ def synthesize(tpl: CtaTemplate, first: int, stop: int, n_warps: int,
     sstart = np.zeros((n, tpl.pc.size), np.int64)
     sstart[:, has] = (sector_base + np.arange(n, dtype=np.int64)[:, None]
                       * tpl.sectors0.shape[1] + tpl.sector_offset[has][None, :])
+    rows = {key: np.broadcast_to(getattr(tpl, key), (n, tpl.pc.size))
+            for key in ("pc", "active", "kind", "detail")}
     grouped = {"first_warp": first * wpc, "last_warp": stop * wpc - 1, "per_warp": per_warp,
-               "pc": np.tile(tpl.pc, n), "active": np.tile(tpl.active, n),
-               "kind": np.tile(tpl.kind, n), "detail": np.tile(tpl.detail, n),
-               "sstart": sstart.reshape(-1), "slot": None}
+               **rows, "sstart": sstart, "slot": None}
     return grouped, sectors
 
 
