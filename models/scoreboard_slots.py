@@ -12,20 +12,23 @@ registers onto fewer slots such that every check reads the value it read before,
 value at or below the checking cycle in both numberings (a check only takes values above
 it into account), so the timing is the same, cycle for cycle:
 
-* a register's *extent* is the pc range from its first to its last occurrence, widened to
-  every loop (a backward branch's [target, branch]) it overlaps, until stable. A warp runs
-  its lanes in min-PC order (`isa.interpreter`): its pc goes down only at a backward branch,
-  so once it issued a pc above a register's extent it never again issues one inside it;
-  two registers whose extents do not overlap are never accessed interleaved;
+* a register's *extent* is the pc range from its first to its last occurrence;
 * a register is *clean* when every write to it is followed, on every path through the
-  control-flow graph that stays inside its extent, by an unguarded instruction whose
-  scoreboard check reads it (as a source or as a destination's write-after-write check)
-  before the path leaves the extent or ends the thread (a guarded instruction may issue
-  no event at all; a thread that exits may leave other lanes of its warp running). The
-  warp then waited for the register's last pending value before it can reach any pc past
-  the extent, so whatever register takes the slot next finds a value at or below every
-  cycle it checks at, as it would find its own unwritten zero (`models.sm_warps.launch`
-  clears a warp's rows);
+  control-flow graph, by an unguarded instruction whose scoreboard check reads it (as a
+  source or as a destination's write-after-write check) before the path leaves its extent
+  or ends the thread (a guarded instruction may issue no event at all; a thread that exits
+  may leave other lanes of its warp running). Paths that loop inside the extent forever
+  count as reading (they never reach another register's pcs);
+* why that suffices: a warp runs its lanes in min-PC order (`isa.interpreter`), so after
+  a write by the lanes at pc d every other live lane sits above d, and the warp issues a
+  pc outside the extent only once the writing lanes left it, having read the register:
+  the warp waited for the pending value, which is then at or below every later cycle. So
+  at a check of register r in a slot shared with clean registers of disjoint extents, the
+  slot holds r's own last value, or another register's at or below the checking cycle
+  while r's own (r clean: read since) is too; a check only takes values above its cycle
+  into account, so it decides as before. A loop is no exception: a value carried to the
+  next iteration is read inside the extent (the loop's pcs between its write and its read
+  lie in it), and values local to one iteration share slots;
 * slots are given out in order of extent start; a slot passes to a later register only
   after a clean owner's extent ended (the lowest free slot first). Pseudo registers (the
   asynchronous-copy groups, whose ring `models.sm_warps.copy_groups` walks by position) and
@@ -68,21 +71,6 @@ def _successors(instrs) -> list[tuple[int, ...]]:
             out.append((pc, *nxt))
         else:
             out.append(nxt)
-    return out
-
-
-def _extents(access: dict[int, list[int]], loops: list[tuple[int, int]]) -> dict:
-    """Register -> (lo, hi) pc extent, widened over the loops it overlaps (module doc)."""
-    out = {}
-    for r, pcs in access.items():
-        lo, hi = min(pcs), max(pcs)
-        changed = True
-        while changed:
-            changed = False
-            for t, b in loops:
-                if t <= hi and lo <= b and (t < lo or b > hi):
-                    lo, hi, changed = min(lo, t), max(hi, b), True
-        out[r] = (lo, hi)
     return out
 
 
@@ -156,7 +144,6 @@ def _slots(instrs, timings: list, exclusive: frozenset) -> tuple[dict[int, int],
     succ = _successors(instrs)
     csr = (np.cumsum([0] + [len(nxt) for nxt in succ], dtype=np.int64),
            np.array([s for nxt in succ for s in nxt] or [0], np.int64))
-    loops = [(t, pc) for pc, nxt in enumerate(succ) for t in nxt if t < pc]
     access: dict[int, list[int]] = {}
     writes: dict[int, list[int]] = {}
     reads: list[frozenset] = []
@@ -167,7 +154,7 @@ def _slots(instrs, timings: list, exclusive: frozenset) -> tuple[dict[int, int],
             access.setdefault(r, []).append(pc)
         for r in dict.fromkeys((*t.destinations, *t.unchecked)):
             writes.setdefault(r, []).append(pc)
-    extents = _extents(access, loops)
+    extents = {r: (min(pcs), max(pcs)) for r, pcs in access.items()}
     slot_of: dict[int, int] = {}
     free: list[int] = []                 # slots a clean owner left, lowest first
     ending: list[tuple[int, int]] = []   # (extent end, slot) of clean owners

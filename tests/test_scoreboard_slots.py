@@ -70,21 +70,26 @@ def test_without_compaction_every_register_has_its_own_slot():
     assert len(set(s.values())) == len(s)
 
 
-def test_registers_of_a_loop_keep_apart_from_each_other_and_from_those_inside_it():
+def test_registers_local_to_a_loop_iteration_share_and_those_across_it_keep_apart():
     s = slots(kernel("""
   mov.f32 %f1, 0f00000000;
+  mov.f32 %f8, 0f00000000;
   mov.u32 %r3, 0;
 LOOP:
+  add.f32 %f1, %f1, %f8;
   mov.f32 %f5, 0f3F800000;
   add.f32 %f1, %f1, %f5;
   mov.f32 %f6, 0f40000000;
   add.f32 %f1, %f1, %f6;
+  mov.f32 %f8, 0f40400000;
   add.s32 %r3, %r3, 1;
   setp.lt.u32 %p1, %r3, %r1;
   @%p1 bra LOOP;
   st.global.f32 [%rd4], %f1;"""))
-    assert s["%f5"] != s["%f6"]          # both inside the loop: extents widened to it
-    assert len({s["%f1"], s["%f5"], s["%f6"], s["%r3"]}) == 4
+    assert s["%f5"] == s["%f6"]          # written and read within one iteration
+    # the accumulator, the loop counter and %f8 (read at the top of the next iteration)
+    # span the loop: their extents overlap the others'
+    assert len({s["%f1"], s["%f5"], s["%f8"], s["%r3"]}) == 4
 
 
 def test_a_write_that_may_reach_the_exit_unread_keeps_its_slot():
