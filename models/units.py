@@ -204,8 +204,7 @@ def _unit_timing(ins, config) -> tuple[str, int, int]:
 
 
 def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
-    """Per-pc timings of `program` and the number of scoreboard slots per warp (registers
-    renumbered onto shared slots, `models.scoreboard_slots`)."""
+    """Per-pc timings of `program` and the number of scoreboard registers per warp."""
     numbering = RegisterNumbering()
     timings = []
     for ins in program.instrs:
@@ -246,11 +245,7 @@ def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
             action, count = ACTION_BARRIER, barrier_count(ins)
         timings.append(InstrTiming(UNIT_INDEX[unit], latency, interval, sources, destinations,
                                    action, count, unchecked))
-    from models.scoreboard_slots import scoreboard_slots
-
-    special = frozenset(i for key, i in numbering.index.items()
-                        if key[0] in (ASYNC_COPY_REGISTER, BULK_COPY_REGISTER))
-    return scoreboard_slots(program, timings, max(len(numbering.index), 1), special)
+    return timings, max(len(numbering.index), 1)
 
 
 def barrier_count(ins) -> int:
