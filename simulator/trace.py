@@ -440,6 +440,10 @@ class TraceRecorder:
         grows; earlier results keep their views, which later appends never write)."""
         if not self._sector_chunks:
             return self._sector_buf[:self._sector_used]
+        if not self._sector_used and len(self._sector_chunks) == 1:
+            self._sector_buf = self._sector_chunks.pop()      # the first chunk as it is
+            self._sector_used = self._sector_buf.size
+            return self._sector_buf
         n = self._sector_used + sum(c.size for c in self._sector_chunks)
         if n > self._sector_buf.size:
             buf = np.empty(2 * n, np.int64)
