@@ -445,10 +445,7 @@ class TraceRecorder:
             self._sector_used = self._sector_buf.size
             return self._sector_buf
         n = self._sector_used + sum(c.size for c in self._sector_chunks)
-        if n > self._sector_buf.size:
-            buf = np.empty(2 * n, np.int64)
-            buf[:self._sector_used] = self._sector_buf[:self._sector_used]
-            self._sector_buf = buf
+        self._sector_buf = _grown(self._sector_buf, self._sector_used, n)
         at = self._sector_used
         for chunk in self._sector_chunks:
             self._sector_buf[at:at + chunk.size] = chunk
@@ -518,21 +515,18 @@ def _append_grouped(old: dict, new: dict) -> dict:
     appends never write (an append to a dict that is not the last one over its buffers
     copies into new ones)."""
     n_old = old["pc"].size
-    n_new = new["pc"].size
-    buffers, used = old.get("_buffers") or {}, old.get("_used") or [-1]
-    if used[0] != n_old or any(
-            key not in buffers or buffers[key].size < n_old + n_new
-            or _address(buffers[key]) != _address(old[key]) for key in _FIELDS):
-        buffers, used = {}, [n_old]
-        for key in _FIELDS:
-            buffers[key] = np.empty(2 * (n_old + n_new), old[key].dtype)
-            buffers[key][:n_old] = old[key]
+    n = n_old + new["pc"].size
+    buffers, used = dict(old.get("_buffers") or {}), old.get("_used") or [-1]
+    if used[0] != n_old or any(key not in buffers or _address(buffers[key]) != _address(old[key])
+                               for key in _FIELDS):
+        buffers, used = {key: old[key] for key in _FIELDS}, [n_old]   # sized n_old: copied
     joined = {}
     for key in _FIELDS:
+        buffers[key] = buf = _grown(buffers[key], n_old, n)
         add = new[key]
-        buffers[key][n_old:n_old + n_new].reshape(add.shape)[...] = add
-        joined[key] = buffers[key][:n_old + n_new]
-    used[0] = n_old + n_new
+        buf[n_old:n].reshape(add.shape)[...] = add
+        joined[key] = buf[:n]
+    used[0] = n
     slots = [old["slot"], new["slot"]]
     if slots[0] is None and slots[1] is None:
         joined["slot"] = None
@@ -548,3 +542,13 @@ def _append_grouped(old: dict, new: dict) -> dict:
 
 def _address(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
+
+
+def _grown(buf: np.ndarray, used: int, n: int) -> np.ndarray:
+    """`buf` when it has room for `n` items, else a buffer of twice that with its first
+    `used` items copied (the spare capacity of `_append_grouped` and `_all_sectors`)."""
+    if buf.size >= n:
+        return buf
+    out = np.empty(2 * n, buf.dtype)
+    out[:used] = buf[:used]
+    return out
