@@ -26,7 +26,8 @@ program's pcs in `WarpTrace.fused_runs` order ((first pc, end) pairs).
 
 Global warp id = linear CTA index (x fastest) * warps_per_cta + warp within the CTA.
 Everything is vectorised over all warps of a step; `finish()` turns the recorded chunks into
-a `WarpTrace` whose events are grouped by warp, in each warp's execution order.
+a `WarpTrace` whose events are grouped by warp, in each warp's execution order
+(`simulator.trace_grouping`).
 
 Left out: warps whose lanes are all predicated off by a guard (the interpreter skips them,
 so they issue nothing here), per-lane byte masks inside a sector, texture/surface spaces.
@@ -43,6 +44,7 @@ import numpy as np
 from isa.event_detail import EVENT_DETAILS
 from isa.memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from isa.operands import DImm
+from simulator.trace_grouping import grouped_fields, grown, join_grouped, warp_order
 from simulator.trace_tiles import TILE_OPS, TileRecorder
 
 SECTOR_SHIFT = 5
@@ -202,52 +204,6 @@ def lane_depth(addr: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray
     runs = np.diff(np.append(starts, a.size)).astype(np.int32)
     np.maximum.at(depth, g[starts], runs)
     return depth
-
-
-@nb.njit(cache=True)
-def _warp_order(warp: np.ndarray, n_warps: int) -> tuple[np.ndarray, np.ndarray]:
-    """(where each event goes when the events are grouped by warp, keeping their order
-    within a warp; events per warp): a counting sort."""
-    per_warp = np.zeros(max(n_warps, warp.max() + 1 if warp.size else 0), np.int64)
-    for i in range(warp.size):
-        per_warp[warp[i]] += 1
-    start = np.empty(per_warp.size, np.int64)
-    total = 0
-    for w in range(per_warp.size):
-        start[w] = total
-        total += per_warp[w]
-    dest = np.empty(warp.size, np.int64)
-    for i in range(warp.size):
-        dest[i] = start[warp[i]]
-        start[warp[i]] += 1
-    return dest, per_warp
-
-
-@nb.njit(cache=True)
-def _grouped_fields(dest, sizes, chunk_pc, chunk_kind, has_sstart, active, detail, sstarts):
-    """The events' pc, kind, active lanes, detail and first sector moved to their places
-    `dest` in warp order, in one pass: pc and kind are per chunk (`sizes` events each),
-    the others per event; `sstarts` holds those of the chunks with `has_sstart` only (0
-    for the rest)."""
-    n = dest.size
-    pc = np.empty(n, np.int32)
-    kind = np.empty(n, np.int8)
-    active_out = np.empty_like(active)
-    detail_out = np.empty_like(detail)
-    sstart = np.zeros(n, np.int64)
-    e = s = 0
-    for c in range(sizes.size):
-        for _ in range(sizes[c]):
-            d = dest[e]
-            pc[d] = chunk_pc[c]
-            kind[d] = chunk_kind[c]
-            active_out[d] = active[e]
-            detail_out[d] = detail[e]
-            if has_sstart[c]:
-                sstart[d] = sstarts[s]
-                s += 1
-            e += 1
-    return pc, kind, active_out, detail_out, sstart
 
 
 @nb.njit(cache=True)
@@ -428,7 +384,7 @@ class TraceRecorder:
         else:
             grouped = self._group(done["chunks"], n_warps)
             if grouped["first_warp"] > done["last_warp"]:
-                grouped = _append_grouped(done, grouped)
+                grouped = join_grouped(done, grouped)
             else:
                 grouped = self._group(0, n_warps)
         self._grouped = grouped
@@ -445,7 +401,7 @@ class TraceRecorder:
             self._sector_used = self._sector_buf.size
             return self._sector_buf
         n = self._sector_used + sum(c.size for c in self._sector_chunks)
-        self._sector_buf = _grown(self._sector_buf, self._sector_used, n)
+        self._sector_buf = grown(self._sector_buf, self._sector_used, n)
         at = self._sector_used
         for chunk in self._sector_chunks:
             self._sector_buf[at:at + chunk.size] = chunk
@@ -470,7 +426,7 @@ class TraceRecorder:
         (`simulator.trace_synthesis`), whose `sstart` count from the sectors recorded so
         far, and their `sectors`."""
         done = self._group_all(self.warps_per_cta * int(np.prod(self.grid)))
-        self._grouped = _append_grouped(done, dict(grouped, chunks=len(self._chunks)))
+        self._grouped = join_grouped(done, dict(grouped, chunks=len(self._chunks)))
         self._sector_chunks.append(sectors)
         self._n_sectors += sectors.size
 
@@ -482,8 +438,8 @@ class TraceRecorder:
         warp = np.concatenate([c[0] for c in chunks]).astype(np.int64, copy=False)
         has_sstart = np.array([c[5] is not None for c in chunks], dtype=np.bool_)
         sstarts = [c[5] for c in chunks if c[5] is not None]
-        dest, per_warp = _warp_order(warp, n_warps)
-        pc, kind, active, detail, sstart = _grouped_fields(
+        dest, per_warp = warp_order(warp, n_warps)
+        pc, kind, active, detail, sstart = grouped_fields(
             dest, sizes, np.array([c[1] for c in chunks], dtype=np.int32),
             np.array([c[3] for c in chunks], dtype=np.int8), has_sstart,
             np.concatenate([c[2] for c in chunks]), np.concatenate([c[4] for c in chunks]),
@@ -499,56 +455,3 @@ class TraceRecorder:
                 "last_warp": int(warp.max()), "per_warp": per_warp, "pc": pc,
                 "active": active, "kind": kind, "detail": detail, "sstart": sstart,
                 "slot": slot}
-
-
-_FIELDS = ("pc", "active", "kind", "detail", "sstart")
-
-
-def _append_grouped(old: dict, new: dict) -> dict:
-    """Grouped events of two chunk ranges, the warps of `new` all after those of `old`.
-
-    A field of `new` may be 2-D (a CTA's events per row, e.g. a broadcast template row):
-    its rows are laid out one after the other. The fields grow in buffers of spare
-    capacity (`_buffers`, `_used`: the length written, shared by every dict over the same
-    buffers), so appending writes the new events once and copies the old ones only when
-    a buffer is replaced; earlier results keep views of the part they cover, which later
-    appends never write (an append to a dict that is not the last one over its buffers
-    copies into new ones)."""
-    n_old = old["pc"].size
-    n = n_old + new["pc"].size
-    buffers, used = dict(old.get("_buffers") or {}), old.get("_used") or [-1]
-    if used[0] != n_old or any(key not in buffers or _address(buffers[key]) != _address(old[key])
-                               for key in _FIELDS):
-        buffers, used = {key: old[key] for key in _FIELDS}, [n_old]   # sized n_old: copied
-    joined = {}
-    for key in _FIELDS:
-        buffers[key] = buf = _grown(buffers[key], n_old, n)
-        add = new[key]
-        buf[n_old:n].reshape(add.shape)[...] = add
-        joined[key] = buf[:n]
-    used[0] = n
-    slots = [old["slot"], new["slot"]]
-    if slots[0] is None and slots[1] is None:
-        joined["slot"] = None
-    else:
-        joined["slot"] = np.concatenate([
-            slot if slot is not None else np.full(part["pc"].size, -1, np.int32)
-            for slot, part in zip(slots, (old, new), strict=True)])
-    joined.update(chunks=new["chunks"], first_warp=old["first_warp"],
-                  last_warp=new["last_warp"], per_warp=old["per_warp"] + new["per_warp"],
-                  _buffers=buffers, _used=used)
-    return joined
-
-
-def _address(a: np.ndarray) -> int:
-    return a.__array_interface__["data"][0]
-
-
-def _grown(buf: np.ndarray, used: int, n: int) -> np.ndarray:
-    """`buf` when it has room for `n` items, else a buffer of twice that with its first
-    `used` items copied (the spare capacity of `_append_grouped` and `_all_sectors`)."""
-    if buf.size >= n:
-        return buf
-    out = np.empty(2 * n, buf.dtype)
-    out[:used] = buf[:used]
-    return out
