@@ -175,10 +175,9 @@ SUITE = {
     "decode-gqa-5-keys": dict(batch=48, heads=8, kv_heads=2, seqlen=1, seqlen_k=5),
     "decode-gqa-tail-block": dict(batch=16, heads=16, kv_heads=4, seqlen=1, seqlen_k=129),
     "decode-mha-300-keys": dict(batch=24, heads=8, seqlen=1, seqlen_k=300),
-    "decode-mha-9-keys": pytest.param(
-        dict(batch=32, heads=8, seqlen=1, seqlen_k=9),
-        marks=pytest.mark.xfail(strict=True, reason="one-block CTAs over 9 keys: samples "
-                                "read +3.0 % on 4 SMs (attention_sampling)")),
+    # +3.0 % (an expected failure) until the stage releases became one per warp
+    # (2026-11-27): +1.2 % since
+    "decode-mha-9-keys": dict(batch=32, heads=8, seqlen=1, seqlen_k=9),
 }
 
 

@@ -123,7 +123,8 @@ def test_grouped_op_times_more_groups_longer():
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not installed")
 @pytest.mark.parametrize("params", [dict(persistent=True), dict(),
                                     dict(dtype="fp8", k_tile=128, fp8_scaling="deepseek",
-                                         stages=3, persistent=True, tile_limit=7)])
+                                         consumers=2, stages=3, persistent=True,
+                                         tile_limit=7)])
 def test_grouped_kernel_assembles_with_ptxas(tmp_path, params):
     """The grouped (and tile-limited) variants are PTX that ptxas accepts for sm_90a."""
     kernel = gemm_kernel(grouped=True, **params)

@@ -46,6 +46,12 @@ TABLES = {
                      "bytes_per_sm_clk_all"],
     "gemm_ncu_l2": ["dtype", "m", "n", "k", "kernel", "cluster_size", "duration_ns",
                     "sm_clock_mhz", "l2_clock_mhz", "l2_bytes", "l2_peak_bytes_per_l2_clk"],
+    "template_ops": ["run", "case", "op", "sizes", "entry", "check", "median_us_flushed",
+                     "min_us_flushed", "max_us_flushed", "median_us_warm", "min_us_warm",
+                     "max_us_warm", "sim_kernel_us", "sim_error_pct"],
+    "mbarrier_hw": ["mode", "warps", "lanes", "arrivals", "cycles_per_phase",
+                    "cycles_per_arrival"],
+    "template_ncu": ["case", "entry", "metric", "value", "unit"],
 }
 TRACES = ("llama3_8b_layer_prefill", "llama3_8b_layer_decode")
 META_KEYS = ("date_utc", "gpu", "nvidia_smi", "torch", "cuda_runtime", "nvcc", "method",
@@ -212,3 +218,28 @@ def test_traces_parse_with_the_kineto_importer(name):
     assert (kernels["cpu_op"] == "aten::mm").sum() >= 8     # 4 projections x 2 steps
     phase = name.rsplit("_", 1)[1]
     assert (kernels["annotation"] == phase).mean() > 0.9
+
+
+def test_template_ops_checks_pass_and_times_are_ordered():
+    """Our templates on the H100: checked outputs within bf16 error, min <= median <= max,
+    and every simulated row's error is what its two times say."""
+    df = _table("template_ops")
+    checked = df["check"].dropna()
+    assert len(checked) >= 2 and checked.str.startswith("ok").all()
+    for mode in ("flushed", "warm"):
+        assert (df[f"min_us_{mode}"] > 0).all()
+        assert (df[f"min_us_{mode}"] <= df[f"median_us_{mode}"]).all()
+        assert (df[f"median_us_{mode}"] <= df[f"max_us_{mode}"]).all()
+    sim = df.dropna(subset=["sim_kernel_us"])
+    err = 100 * (sim["sim_kernel_us"] / sim["median_us_flushed"] - 1)
+    assert (err - sim["sim_error_pct"]).abs().max() < 0.1
+
+
+def test_mbarrier_phases_cover_every_mode_and_cluster_release_costs_more():
+    """Four arrival modes x warps x lanes; a cluster-scope release (modes 1, 3) makes a
+    phase several times longer than a CTA-scope one (modes 0, 2)."""
+    df = _table("mbarrier_hw")
+    assert set(df["mode"]) == {0, 1, 2, 3} and (df["cycles_per_phase"] > 0).all()
+    assert (df["arrivals"] == df["warps"] * df["lanes"]).all()
+    by_mode = df.groupby("mode")["cycles_per_phase"].median()
+    assert by_mode[1] > 2 * by_mode[2] and by_mode[3] > 2 * by_mode[0]

@@ -32,7 +32,8 @@ wave transition of lock-step CTAs overstates a CTA's cost (worst with the block-
 before the copies) and CTAs of one block were extrapolated from two- to six-block samples;
 with the points above -0.6, -0.1, -2.0, +2.7, +0.8, +1.7 %. On 4 SMs (`tests/
 test_attention_op.py`) decode rows read +0.4 ... +2.0 %, one-block MHA CTAs over 9 keys
-+3.0 %.
++3.0 %; with one stage release per warp (2026-11-27) the MHA rows over 9 and 300 keys read
++1.2 and +2.7 %.
 Each sample's own critical slot (A_i, B_i) gives T_i = o + A_i a + B_i b; the weights w
 solve sum w_i [1, A_i, B_i] = [1, A, B] (`sample_weights`) and T = sum w_i T_i. The
 largest sample has 6 blocks per CTA because the per-block cost falls along a CTA (the

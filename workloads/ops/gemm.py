@@ -26,8 +26,12 @@ Tile heuristic (`choose_tiles`), the same for every shape — no per-shape facto
   fp8_block 14.1 / 18.5 %): M <= 16 rows closer (fp8_block 16x4096x8192 +38.7 -> +1.5 %),
   M = 128 rows further (bf16 128x8192x4096 +5.8 -> +18.9 %: 128x32 tiles re-read A from the
   L2 in every CTA, where cuBLAS's clusters multicast it). With DeepSeek scaling it also
-  takes fewer waves of 256-column tiles where "waves" took more of 128 (five of the
-  DeepSeek-V3 layer's nine GEMMs, e.g. 4096x1536: 2 waves of 192 tiles, not 3 of 384).
+  took fewer waves of 256-column tiles where "waves" took more of 128, until 2026-11-27:
+  every rule now keeps the tiles whose accumulators fit the consumers' registers
+  (`templates.gemm.fits_registers`); with DeepSeek scaling (two sets of accumulators)
+  that is n_tile <= 128, as DeepGEMM's own list (which stops at 160). Measured on an H100
+  (`workloads/reference/h100/template_ops.csv`): the 256-column DeepSeek kernel spilled
+  (416 B per thread) and ran 4096x1536x7168 in 223.6 us against 78.6 simulated.
   "last_wave_pairs": last_wave's tiles run persistent in 2-CTA thread-block clusters
   (`templates.gemm` `multicast`) that multicast the operand more tiles share: A when the
   tile grid has at least as many n-blocks as m-blocks (or n_tile is no multiple of 16),
@@ -35,6 +39,8 @@ Tile heuristic (`choose_tiles`), the same for every shape — no per-shape facto
   plain CTAs (the grouped template has no cluster variant).
 * k_tile = one 128-byte swizzle row (64 bf16/fp16, 128 fp8, 32 tf32 elements).
 * stages: as many as fit in 227 KiB of shared memory, at most `MAX_STAGES`.
+* accumulators within the consumers' registers (above: `fits_registers`; an n_tile that
+  does not fit falls back to 128).
 * registers: the launch count is what one CTA per SM leaves (registers per SM / threads,
   down to a multiple of 8, at most 255), as CUTLASS's launch bounds give; `setmaxnreg`
   then moves them from the producer to the consumers.
@@ -76,6 +82,7 @@ from workloads.kernels.templates.gemm import (
     ELEM,
     MAX_SHARED,
     OUT_BYTES,
+    fits_registers,
     fits_scale_blocks,
     gemm_kernel,
     pairs,
@@ -162,8 +169,11 @@ def _last_wave(m_tile: int, n: int, sm_count: int, blocks, scaling: str) -> int:
         waves = math.ceil(tiles / sm_count)
         return waves, -(tiles - (waves - 1) * sm_count), n_tile
 
+    fp8_scaling = scaling if scaling != "none" else None
     return min((nt for nt in range(16, min(widest, 256) + 1, 8)
-                if scaling != "deepseek" or fits_scale_blocks(nt)), key=key)
+                if (scaling != "deepseek" or fits_scale_blocks(nt))
+                and fits_registers(1, nt, fp8_scaling, 2 if m_tile > 64 else 1)),
+               key=key)
 
 
 def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
@@ -196,6 +206,9 @@ def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
             tiles = blocks(m_tile) * math.ceil(n / nt)
             return math.ceil(tiles / sm_count) * nt
         n_tile = 256 if cost(256) <= cost(128) else 128
+    fp8_scaling = scaling if scaling != "none" else None
+    while not fits_registers(m_tile // consumers // 64, n_tile, fp8_scaling, consumers):
+        n_tile = 128 if n_tile > 128 else n_tile // 2      # DeepSeek scaling: 256 -> 128
     k_tile = 128 // ELEM[dtype]
     stage_bytes = (m_tile + n_tile) * 128
     room = MAX_SHARED

@@ -92,6 +92,9 @@ class Config:
     ptx_type = property(lambda s: PTX_TYPE[s.dtype])
     consumers = property(lambda s: s.m_tile // 64)
     threads = property(lambda s: 128 * (s.consumers + 1))
+    ctas_per_sm = property(lambda s: 2 if s.consumer_regs == 232 else 1)
+    """`.minnctapersm`: with two CTAs per SM ptxas must fit a thread in 128 registers
+    (the consumers' 232 come from the producer's `setmaxnreg.dec`)."""
     d_atoms = property(lambda s: s.headdim // 64)
     v_atoms = property(lambda s: s.headdim_v // 64)
     q_bytes = property(lambda s: s.d_atoms * s.m_tile * 128)

@@ -33,7 +33,14 @@ from workloads.kernels.templates.attention_ptx import (
     init_barriers,
     producer_stage_wait,
 )
-from workloads.kernels.templates.pipeline_ptx import DESC_SWIZZLE128, advance_stage, smem_desc
+from workloads.kernels.templates.pipeline_ptx import (
+    DESC_SWIZZLE128,
+    advance_stage,
+    param_addresses,
+    release_stage,
+    smem_desc,
+    warp_leader,
+)
 
 Q_ROWS = 64                      # queries per iteration (wgmma N of S^T and dP^T)
 BULK_LOAD = ("    cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
@@ -67,7 +74,8 @@ def emit_main(cfg) -> str:
 def _regs(cfg) -> list[str]:
     nq = max(sum(w for _, w in pieces) for pieces in cfg.dq_pieces)
     return [
-        "    .reg .pred %p<8>;", "    .reg .pred %ptrue, %pfalse, %pmask;",
+        "    .reg .pred %p<8>;", "    .reg .pred %ptrue, %pfalse, %pmask, %plead;",
+        "    .reg .b32 %lane;",
         "    .reg .b32 %r<32>;", "    .reg .b64 %rd<16>;",
         f"    .reg .f32 %s<{Q_ROWS // 2}>;", f"    .reg .f32 %dp<{Q_ROWS // 2}>;",
         f"    .reg .b32 %pp<{Q_ROWS // 4}>;", f"    .reg .b32 %ds<{Q_ROWS // 4}>;",
@@ -142,8 +150,8 @@ def _producer(cfg) -> list[str]:
              f"    sub.u32 %r0, %thr, {128 * cfg.consumers};",
              "    setp.ge.u32 %p0, %r0, 32;", "    @%p0 bra DONE;",
              "    elect.sync %r1|%p0, 0xffffffff;", "    @!%p0 bra DONE;",
-             "    mov.u64 %rd0, tmap_q;", "    mov.u64 %rd1, tmap_k;", "    mov.u64 %rd2, tmap_v;",
-             "    mov.u64 %rd4, tmap_do;",
+             *param_addresses({"%rd0": "tmap_q", "%rd1": "tmap_k", "%rd2": "tmap_v",
+                              "%rd4": "tmap_do"}),
              "    ld.param.u64 %rd5, [lse_pad];", "    cvta.to.global.u64 %rd5, %rd5;",
              "    ld.param.u64 %rd6, [dsum];", "    cvta.to.global.u64 %rd6, %rd6;",
              f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%bars], {cfg.kv_bytes};",
@@ -176,7 +184,7 @@ def _producer(cfg) -> list[str]:
 def _consumer(cfg) -> list[str]:
     c = cfg.kv_rows
     lines = ["", "    // ---- consumer warpgroups: one 64-key slice of the KV block each ----",
-             f"    setmaxnreg.inc.sync.aligned.u32 {cfg.consumer_regs};",
+             f"    setmaxnreg.inc.sync.aligned.u32 {cfg.consumer_regs};", *warp_leader(),
              "    shr.u32 %wg, %thr, 7;", "    and.b32 %r11, %thr, 127;",
              "    shr.u32 %r12, %r11, 5;                 // warp", "    and.b32 %r13, %r11, 31;",
              "    shr.u32 %row0, %r13, 2;", "    shl.b32 %r14, %r12, 4;",
@@ -223,7 +231,7 @@ def _consumer(cfg) -> list[str]:
     lines += _scores(cfg) + _probabilities(cfg) + _dv(cfg) + _ds(cfg) + _dk(cfg)
     lines += _dq(cfg)
     lines += ["    add.u32 %r4, %r3, " f"{cfg.empty_bar(0) - cfg.full_bar(0)};",
-              "    mbarrier.arrive.shared::cta.b64 %rd3, [%r4];   // release the stage",
+              *release_stage("%r4"),
               *_dq_red(cfg),
               *advance_stage(cfg), "    add.u32 %it, %it, 1;",
               "    setp.lt.u32 %p0, %it, %niter;", "    @%p0 bra C_ITER;", "C_END:",

@@ -19,7 +19,15 @@ Fragment element i of lane l in warp w (wgmma accumulator): row 16 w + l/4 +
 
 from __future__ import annotations
 
-from workloads.kernels.templates.pipeline_ptx import DESC_SWIZZLE128, advance_stage, smem_desc
+from workloads.kernels.templates.pipeline_ptx import (
+    DESC_SWIZZLE128,
+    WARPS_PER_GROUP,
+    advance_stage,
+    param_addresses,
+    release_stage,
+    smem_desc,
+    warp_leader,
+)
 
 NEG_INF = "0fFF800000"
 ZERO = "0f00000000"
@@ -34,6 +42,7 @@ def emit(cfg) -> str:
 def _regs(cfg) -> list[str]:
     return [
         "    .reg .pred %p<8>;", "    .reg .pred %ptrue, %pfalse, %pmask, %pv0, %pv1, %pl;",
+        "    .reg .pred %plead;", "    .reg .b32 %lane;",
         "    .reg .b32 %r<24>;", "    .reg .b64 %rd<12>;",
         f"    .reg .f32 %s<{cfg.kv_block // 2}>;", f"    .reg .b32 %pp<{cfg.kv_block // 4}>;",
         f"    .reg .f32 %o<{cfg.headdim_v // 2}>;",
@@ -66,7 +75,7 @@ def _head(cfg) -> list[str]:
            + ("," if cfg.inline_combine else "")] if cfg.page else []),
         *(["    .param .u64 out,", "    .param .u64 counters"] if cfg.inline_combine else []),
         ")",
-        f".maxntid {cfg.threads}, 1, 1", ".minnctapersm 1", "{", *_regs(cfg),
+        f".maxntid {cfg.threads}, 1, 1", f".minnctapersm {cfg.ctas_per_sm}", "{", *_regs(cfg),
         "    mov.u32 %thr, %tid.x;",
         "    mov.u32 %bars, smem;", f"    add.u32 %bars, %bars, {cfg.barrier_offset};",
         "    ld.param.u32 %B, [batch];", "    ld.param.u32 %Sq, [seqlen_q];",
@@ -106,15 +115,16 @@ def _head(cfg) -> list[str]:
 
 def init_barriers(cfg, consumer_bars: tuple[int, ...] = ()) -> list[str]:
     """The predicates %ptrue/%pfalse, thread 0's init of the stage ring's mbarriers (full:
-    the producer's one arrival; empty: every consumer thread) and of `consumer_bars` (every
-    consumer thread), then the split into producer and consumer warps."""
+    the producer's one arrival; empty: every consumer warp, `release_stage`) and of
+    `consumer_bars` (every consumer thread), then the split into producer and consumer
+    warps."""
     lines = ["    setp.eq.u32 %ptrue, %thr, %thr;", "    setp.ne.u32 %pfalse, %thr, %thr;",
              "    setp.ne.u32 %p0, %thr, 0;", "    @%p0 bra INIT_DONE;",
              "    mbarrier.init.shared::cta.b64 [%bars], 1;"]
     for s in range(cfg.stages):
         lines += [f"    mbarrier.init.shared::cta.b64 [%bars+{cfg.full_bar(s)}], 1;",
                   f"    mbarrier.init.shared::cta.b64 [%bars+{cfg.empty_bar(s)}], "
-                  f"{128 * cfg.consumers};"]
+                  f"{WARPS_PER_GROUP * cfg.consumers};"]
     lines += [f"    mbarrier.init.shared::cta.b64 [%bars+{b}], {128 * cfg.consumers};"
               for b in consumer_bars]
     return lines + ["    fence.mbarrier_init.release.cluster;", "INIT_DONE:", "    bar.sync 0;",
@@ -144,7 +154,7 @@ def _producer(cfg) -> list[str]:
              f"    sub.u32 %r0, %thr, {128 * cfg.consumers};",
              "    setp.ge.u32 %p0, %r0, 32;", "    @%p0 bra DONE;",
              "    elect.sync %r1|%p0, 0xffffffff;", "    @!%p0 bra DONE;",
-             "    mov.u64 %rd0, tmap_q;", "    mov.u64 %rd1, tmap_k;", "    mov.u64 %rd2, tmap_v;",
+             *param_addresses({"%rd0": "tmap_q", "%rd1": "tmap_k", "%rd2": "tmap_v"}),
              f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%bars], {cfg.q_tx_bytes};",
              "    mov.u32 %r6, smem;"]
     for j in range(cfg.d_atoms):
@@ -225,7 +235,8 @@ def _consumer(cfg) -> list[str]:
     kvb = cfg.kv_block
     v_desc = (1 << 62) | ((1024 >> 4) << 32) | (((kvb * 128) >> 4) << 16)   # MN-major V
     lines = ["", "    // ---- consumer warpgroups: S = Q K^T, online softmax, O += P V ----",
-             f"    setmaxnreg.inc.sync.aligned.u32 {cfg.consumer_regs};", *_rows(cfg)]
+             f"    setmaxnreg.inc.sync.aligned.u32 {cfg.consumer_regs};", *warp_leader(),
+             *_rows(cfg)]
     lines += [f"    mov.f32 %o{i}, {ZERO};" for i in range(cfg.headdim_v // 2)]
     lines += [f"    mov.f32 %mx{h}, {NEG_INF};\n    mov.f32 %l{h}, {ZERO};" for h in range(2)]
     lines += ["    mov.u32 %r18, smem;", "    shl.b32 %r19, %r10, 13;   // 64 rows x 128 B",
@@ -247,7 +258,7 @@ def _consumer(cfg) -> list[str]:
     lines += smem_desc("%desc_v", "%r6", v_desc)
     lines += _qk(cfg) + _mask(cfg) + _softmax(cfg) + _pv(cfg)
     lines += ["    add.u32 %r4, %r3, " f"{cfg.empty_bar(0) - cfg.full_bar(0)};",
-              "    mbarrier.arrive.shared::cta.b64 %rd3, [%r4];   // release the stage",
+              *release_stage("%r4", warp_sync=False),   # K/V are read by wgmma only
               *advance_stage(cfg), "    add.u32 %n, %n, 1;",
               "    setp.lt.u32 %p0, %n, %nend;", "    @%p0 bra C_K;", "C_END:",
               *_epilogue(cfg), *(_inline_combine(cfg) if cfg.inline_combine else []),

@@ -264,6 +264,29 @@ def fits_scale_blocks(n_tile: int) -> bool:
     return 128 % n_tile == 0 or n_tile % 128 == 0
 
 
+CONSUMER_REG_OVERHEAD = 32
+"""Registers a consumer thread needs beside its accumulators (addresses, descriptors, loop
+state, scales): ptxas gave 168 per thread (no spills) to every non-spilling variant
+compiled for sm_90a."""
+
+
+def accumulator_registers(m_sub: int, n_tile: int, fp8_scaling: str | None) -> int:
+    """f32 registers per consumer thread for its accumulators: m_sub wgmma m64 x n_tile
+    fragments of n_tile / 2 each, twice with DeepSeek scaling (the k-tile's sums and the
+    promoted totals)."""
+    return m_sub * n_tile // 2 * (2 if fp8_scaling else 1)
+
+
+def fits_registers(m_sub: int, n_tile: int, fp8_scaling: str | None, consumers: int) -> bool:
+    """Whether the accumulators fit the consumers' `setmaxnreg` budget (240 with one
+    consumer warpgroup, 232 with two) without spilling: with DeepSeek scaling an n_tile
+    of 256 needs 256 of them, and ptxas spills (measured on an H100: 416 B of spill
+    stores per thread, 2.8x the simulated time, `workloads/reference/h100/
+    template_ops.csv`)."""
+    budget = 240 if consumers == 1 else 232
+    return accumulator_registers(m_sub, n_tile, fp8_scaling) + CONSUMER_REG_OVERHEAD <= budget
+
+
 def scale_chunks(k: int, k_tile: int) -> int:
     """128-K scale chunks of the k-tiles covering K (a partial last k-tile counts whole)."""
     return math.ceil(k / k_tile) * max(1, k_tile // 128)
@@ -334,6 +357,16 @@ def gemm_kernel(m_tile: int = 128, n_tile: int = 128, k_tile: int = 64, stages: 
     if fp8_scaling and not fits_scale_blocks(n_tile):
         raise _bad("n_tile", n_tile, "a divisor or multiple of 128 with fp8_scaling "
                    "(one B scale block per 128 columns)")
+    m_sub = m_tile // consumers // 64
+    if not fits_registers(m_sub, n_tile, fp8_scaling, consumers):
+        widest = max(nt for nt in range(8, 257, 8)
+                     if fits_registers(m_sub, nt, fp8_scaling, consumers))
+        raise _bad("n_tile", n_tile, f"at most {widest} for m_tile={m_tile}, consumers="
+                   f"{consumers}{' with fp8_scaling' if fp8_scaling else ''}: the "
+                   f"accumulators take {accumulator_registers(m_sub, n_tile, fp8_scaling)} "
+                   "registers per consumer thread, beyond setmaxnreg's "
+                   f"{240 if consumers == 1 else 232} less {CONSUMER_REG_OVERHEAD} (ptxas "
+                   "would spill them)")
     if not isinstance(sm_count, int) or sm_count < 1:
         raise _bad("sm_count", sm_count, "a positive integer")
     if isinstance(tile_limit, bool) or not isinstance(tile_limit, int) or tile_limit < 0 \

@@ -17,7 +17,14 @@ functions returning lists of lines; the layout they share is the `Config` proper
 
 from __future__ import annotations
 
-from workloads.kernels.templates.pipeline_ptx import DESC_SWIZZLE128, advance_stage, smem_desc
+from workloads.kernels.templates.pipeline_ptx import (
+    DESC_SWIZZLE128,
+    WARPS_PER_GROUP,
+    advance_stage,
+    param_addresses,
+    smem_desc,
+    warp_leader,
+)
 
 K_STEP_BYTES = 32                      # one wgmma consumes 32 bytes of K per row
 
@@ -40,7 +47,7 @@ def _head(cfg) -> list[str]:
         "    .reg .b32 %thr, %bars, %stage, %phase, %it, %kt, %ktiles, %tile, %tiles;",
         "    .reg .b32 %tiles_m, %m0, %n0, %M, %N, %K, %ksb;",
         "    .reg .b64 %desc_a, %desc_b, %desc_a0, %desc_b0;", "    .reg .b32 %prev_empty;",
-        "    .reg .pred %ptrue, %pfalse, %pacc;",
+        "    .reg .pred %ptrue, %pfalse, %pacc, %plead, %prel;", "    .reg .b32 %lane;",
     ]
     if cfg.multicast:
         regs += ["    .reg .b32 %rank, %peer, %remote;", "    .reg .b16 %mask;"]
@@ -85,7 +92,7 @@ def _head(cfg) -> list[str]:
     for s in range(cfg.stages):
         lines.append(f"    mbarrier.init.shared::cta.b64 [%bars+{8 * s}], 1;")
         lines.append(f"    mbarrier.init.shared::cta.b64 [%bars+{8 * (cfg.stages + s)}], "
-                     f"{128 * cfg.consumers * cfg.cluster};")
+                     f"{WARPS_PER_GROUP * cfg.consumers * cfg.cluster};")
     sync = (["    barrier.cluster.arrive.release.aligned;   // both CTAs' barriers are set",
              "    barrier.cluster.wait.acquire.aligned;"] if cfg.multicast
             else ["    bar.sync 0;"])
@@ -162,11 +169,19 @@ def _first_tile(cfg) -> str:
 
 def _release(cfg, empty: str, pred: str = "") -> list[str]:
     """Arrive on empty[s] at `empty` (and, in a cluster, on the partner's: its producer
-    multicasts into this stage too)."""
-    lines = [f"    {pred}mbarrier.arrive.shared::cta.b64 %rd2, [{empty}];"]
+    multicasts into this stage too), once per warp (`pipeline_ptx.release_stage`), only
+    where `pred` holds. The remote arrival releases at CTA scope (the default, as
+    CUTLASS's cluster pipelines): the stage was only read, by wgmma, which the wait
+    before it finished; `.release.cluster` would add a cluster-scope fence per arrival
+    (~650 SM cycles on an H100, `workloads/reference/h100/mbarrier_hw.csv`)."""
+    lines = ["    bar.warp.sync 0xffffffff;"]
+    if pred:
+        lines.append(f"    and.pred %prel, {pred}, %plead;")
+    lead = "@%prel " if pred else "@%plead "
+    lines.append(f"    {lead}mbarrier.arrive.shared::cta.b64 %rd2, [{empty}];")
     if cfg.multicast:
         lines += [f"    mapa.shared::cluster.u32 %remote, {empty}, %peer;",
-                  f"    {pred}mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%remote];"]
+                  f"    {lead}mbarrier.arrive.shared::cluster.b64 _, [%remote];"]
     return lines
 
 
@@ -176,7 +191,7 @@ def _producer(cfg) -> list[str]:
              f"    sub.u32 %r0, %thr, {128 * cfg.consumers};",
              "    setp.ge.u32 %p0, %r0, 32;", "    @%p0 bra DONE;",
              "    elect.sync %r1|%p0, 0xffffffff;", "    @!%p0 bra DONE;",
-             "    mov.u64 %rd0, tmap_a;", "    mov.u64 %rd1, tmap_b;",
+             *param_addresses({"%rd0": "tmap_a", "%rd1": "tmap_b"}),
              "    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;", "    mov.u32 %it, 0;",
              _first_tile(cfg), *_tile_start(cfg, "P"),
              "    mov.u32 %kt, 0;", "P_K:",
@@ -212,7 +227,7 @@ def _producer(cfg) -> list[str]:
             else:
                 lines.append(tma.format(map=mp, row=row))
     if cfg.fp8_scaling:      # the stage's scale_a chunks: rows m0.., chunks kt * cpt (+ kc0)
-        lines += ["    mov.u64 %rdsfa, tmap_sfa;",
+        lines += [*param_addresses({"%rdsfa": "tmap_sfa"}),
                   "    mov.u32 %r8, smem;", f"    add.u32 %r8, %r8, {cfg.sfa_offset};",
                   f"    mad.lo.u32 %r8, %stage, {cfg.sfa_bytes}, %r8;",
                   f"    mul.lo.u32 %r9, %kt, {cfg.chunks_per_tile};",
@@ -241,7 +256,7 @@ def _wgmma(cfg, regs: str, sub: int, a_off: int, b_off: int, pred: str) -> list[
 def _consumer(cfg) -> list[str]:
     rows_wg = cfg.m_tile // cfg.consumers
     lines = ["", "    // ---- consumer warpgroups: wgmma over the stage ring ----",
-             f"    setmaxnreg.inc.sync.aligned.u32 {cfg.consumer_regs};",
+             f"    setmaxnreg.inc.sync.aligned.u32 {cfg.consumer_regs};", *warp_leader(),
              "    shr.u32 %r10, %thr, 7;                // consumer warpgroup",
              "    and.b32 %r11, %thr, 127;", "    shr.u32 %r12, %r11, 5;                // warp",
              "    and.b32 %r13, %r11, 31;               // lane",
@@ -292,7 +307,7 @@ def _consumer(cfg) -> list[str]:
                   *_release(cfg, "%r4")]
     else:
         lines += ["    // release the previous k-tile's stage",
-                  *_release(cfg, "%prev_empty", "@%pacc "),
+                  *_release(cfg, "%prev_empty", "%pacc"),
                   f"    add.u32 %prev_empty, %r3, {8 * cfg.stages};   // empty[s]"]
     lines += [*advance_stage(cfg), "    add.u32 %kt, %kt, 1;",
               "    setp.lt.u32 %p0, %kt, %ktiles;", "    @%p0 bra C_K;"]
