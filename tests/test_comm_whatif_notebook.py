@@ -32,9 +32,13 @@ def numbers() -> dict:
 
 
 def test_gemm_beside_the_dispatch_is_slower_and_misses_more(numbers):
-    """For every reserved-SM count the GEMM beside the dispatch is slower than alone."""
+    """For every reserved-SM count the GEMM beside the dispatch is no faster than alone,
+    and slower at one at least (since the stage releases became one per warp, 2026-11-27,
+    the 4-k-step GEMM beside 32 comm SMs ends when it ends alone, 9.38 us, with 6.5 %
+    more L2 misses)."""
     live = pd.DataFrame(numbers["live"])
-    assert (live["gemm_beside_us"] > live["gemm_alone_us"]).all()
+    assert (live["gemm_beside_us"] >= live["gemm_alone_us"]).all()
+    assert (live["gemm_beside_us"] > live["gemm_alone_us"]).any()
     assert (live["l2_miss_beside"] >= live["l2_miss_alone"]).all()
 
 

@@ -54,6 +54,13 @@ GEMM = [dict(m=4096, n=4096, k=4096, dtype="bf16"), dict(m=512, n=4096, k=4096, 
         dict(m=4096, n=1536, k=7168, dtype="fp8", scaling="deepseek"),
         dict(m=4096, n=576, k=7168, dtype="fp8", scaling="deepseek"),
         dict(m=4096, n=4096, k=7168, dtype="fp8", scaling="deepseek")]
+# The rest of the default DeepSeek-V3 prefill layer's GEMMs (4096 tokens; q_a, kv_a and the
+# shared expert's gate/up are above), its MoE grouped GEMMs as 256 contiguous groups.
+LAYER_GEMM = [dict(m=4096, n=24576, k=1536), dict(m=4096, n=32768, k=512),
+              dict(m=4096, n=7168, k=16384), dict(m=4096, n=7168, k=2048),
+              dict(m=128, n=4096, k=7168, groups=256, layout="contiguous", m_total=32768),
+              dict(m=128, n=7168, k=2048, groups=256, layout="contiguous", m_total=32768)]
+GEMM += [dict(sizes, dtype="fp8", scaling="deepseek") for sizes in LAYER_GEMM]
 
 
 _PARAM = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+(\w+)")
@@ -119,7 +126,7 @@ def _expected(plan, arrays: dict, key: str, sizes: dict) -> None:
     arrays[f"{key}_expected"] = want.astype(np.float32)
 
 
-def export(out: Path, simulate: bool = True) -> list[dict]:
+def export(out: Path, simulate: bool = True, only: set | None = None) -> list[dict]:
     import models
     from workloads.ops import build_op, simulate_op
 
@@ -133,6 +140,8 @@ def export(out: Path, simulate: bool = True) -> list[dict]:
     todo += [("gemm", sizes, False) for sizes in GEMM]
     for c, (kind, sizes, check) in enumerate(todo):
         key = f"c{c}"
+        if only and key not in only:
+            continue
         plan = build_op(kind, config, **sizes, shape_only=not check)
         row = {"case": key, "op": kind, "sizes": sizes, "check": check, "launches": []}
         for j, launch in enumerate(plan.launches):
@@ -161,8 +170,9 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("out", type=Path)
     p.add_argument("--no-sim", action="store_true", help="skip the simulator's figures")
+    p.add_argument("--only", help="comma-separated case keys to export (default: all)")
     a = p.parse_args(argv)
-    export(a.out, simulate=not a.no_sim)
+    export(a.out, simulate=not a.no_sim, only=set(a.only.split(",")) if a.only else None)
     return 0
 
 

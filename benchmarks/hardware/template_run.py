@@ -66,16 +66,23 @@ def _device_array(spec: dict, data: np.ndarray | None, rng):
                                                              4: np.uint32, 8: np.uint64}[size]))
     if spec["fill"] == "zeros":
         return cupy.zeros(shape, raw)
+    if size == 1:       # fp8: finite e4m3/e5m2 codes of either sign, |x| <= 2, by chunks
+        out = cupy.empty(shape, cupy.uint8)
+        flat = out.reshape(-1)
+        for lo in range(0, flat.size, 1 << 28):
+            n = min(1 << 28, flat.size - lo)
+            flat[lo:lo + n] = (rng.integers(0, 0x40, n, dtype=cupy.int32)
+                               | (rng.integers(0, 2, n, dtype=cupy.int32) << 7)).astype(cupy.uint8)
+        return out
+    if size not in (2, 4):
+        return cupy.zeros(shape, raw)
     x = rng.standard_normal(shape, dtype=cupy.float32)
     if spec["dtype"] == "float32":
         return x.view(cupy.uint32)
-    if spec["dtype"] in ("bfloat16",):
+    if spec["dtype"] == "bfloat16":
         return (x.view(cupy.uint32) >> 16).astype(cupy.uint16)
     if spec["dtype"] == "float16":
         return x.astype(cupy.float16).view(cupy.uint16)
-    if size == 1:       # fp8: finite e4m3/e5m2 codes of either sign, |x| <= 2
-        return (rng.integers(0, 0x40, shape, dtype=cupy.int32)
-                | (rng.integers(0, 2, shape, dtype=cupy.int32) << 7)).astype(cupy.uint8)
     return cupy.zeros(shape, raw)
 
 
