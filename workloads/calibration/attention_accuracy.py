@@ -29,7 +29,11 @@ paged 17.1 % (r 0.957 -> 0.966), with `launch.kernel_overhead_us` refitted to th
 kernels (3.75 -> 3.25 us). Afterwards all 344 HELD-BACK rows 18.2 -> 17.5 %, r 0.975 ->
 0.970, per family 32/32 11.1, 32/8 19.2, 64/64 12.5, 64/8 20.8, 96/8 23.8 %; the baseline's
 15 rows 13.6 -> 16.4 % (the old sampling had read their GQA short-cache rows high, which
-hid part of the model's miss there). The one fitted
+hid part of the model's miss there). The seventh stop's template fixes from an H100 (one
+stage release per warp, `cvta.param`; README "Our Hopper templates on the H100") left all
+344 HELD-BACK rows at 17.5 % and moved the baseline's 15 to 16.3 %; the same H100 ran our
+GQA decode kernel over 2 keys in about half the time aiconfigurator measured for
+TensorRT-LLM's (batch 128: 21.7 against 40.2 us, launch overhead taken off both). The one fitted
 number that reaches these rows is `launch.kernel_overhead_us`, fitted by
 `workloads.calibration.launch_fit` on FIT rows only (batch <= 2, kv_len <= 16, together
 with small-M GEMM fit rows). MAPE and
