@@ -33,7 +33,7 @@ hid part of the model's miss there). The seventh stop's template fixes from an H
 stage release per warp, `cvta.param`; README "Our Hopper templates on the H100") left all
 344 HELD-BACK rows at 17.5 % and moved the baseline's 15 to 16.3 %; the same H100 ran our
 GQA decode kernel over 2 keys in about half the time aiconfigurator measured for
-TensorRT-LLM's (batch 128: 21.7 against 40.2 us, launch overhead taken off both). The one fitted
+TensorRT-LLM's (batch 128: 21.9 against 40.2 us, launch overhead taken off both). The one fitted
 number that reaches these rows is `launch.kernel_overhead_us`, fitted by
 `workloads.calibration.launch_fit` on FIT rows only (batch <= 2, kv_len <= 16, together
 with small-M GEMM fit rows). MAPE and
