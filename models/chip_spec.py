@@ -96,6 +96,10 @@ class SmSpec(SpecMixin):
     scheduler_policy: Literal["gto", "lrr"] = spec_field(
         "Warp scheduler policy: 'gto' greedy-then-oldest or 'lrr' loose round robin.",
         default="gto")
+    cluster_release_cycles: int = spec_field(
+        "SM cycles a cluster-scope release (`mbarrier.arrive.release.cluster`, to the "
+        "CTA's own barrier or a cluster partner's) adds before the arrival counts toward "
+        "its phase (0: none, as at CTA scope).", default=0, minimum=0)
 
     @property
     def compute_count(self) -> int:

@@ -40,8 +40,12 @@ Hopper tile ops get their own actions, timed by the SM (`models.sm`) and the TMA
   for all of the warp's bulk stores, whatever N); like `cp.async`, a store does not wait for
   the warp's earlier ones.
 * `mbarrier.arrive*`, `expect_tx`, `complete_tx` (`ACTION_MBARRIER`): a shared-memory
-  access that contributes to a barrier phase; `try_wait`/`test_wait`
-  (`ACTION_MBARRIER_WAIT`) hold the warp until the phase completes in simulated time.
+  access that contributes to a barrier phase (an arrival that releases at cluster scope
+  holds its warp until its wgmma groups in flight completed plus
+  `sm.cluster_release_cycles`, `count`, and contributes then: ptxas emits MEMBAR.ALL.GPU
+  and ERRBAR before it, and a membar waits for the warp's outstanding operations);
+  `try_wait`/`test_wait` (`ACTION_MBARRIER_WAIT`) hold the warp until the phase
+  completes in simulated time.
 * `setmaxnreg` is a one-cycle branch-unit op; occupancy keeps using the launch's register
   count (the re-partitioning between warpgroups inside a CTA does not change how many CTAs
   fit).
@@ -235,6 +239,9 @@ def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
             sources = sources + (numbering.of((BULK_COPY_REGISTER,)),)
         if ins.opname in _TILE_ACTIONS:
             action = _TILE_ACTIONS[ins.opname]
+            if ins.opname.startswith("mbarrier.arrive") and "cluster" in ins.flags \
+                    and "relaxed" not in ins.flags:       # release at cluster scope
+                count = int(config.sm.cluster_release_cycles)
             if ins.opname == "cp.async.wait_all":
                 count = WAIT_ALL
             elif action in (ACTION_WGMMA_WAIT, ACTION_COPY_WAIT):
