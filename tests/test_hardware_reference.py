@@ -51,7 +51,7 @@ TABLES = {
                      "max_us_warm", "sim_kernel_us", "sim_error_pct"],
     "mbarrier_hw": ["mode", "warps", "lanes", "arrivals", "cycles_per_phase",
                     "cycles_per_arrival"],
-    "template_ncu": ["case", "entry", "metric", "value", "unit"],
+    "template_ncu": ["run", "case", "entry", "metric", "value", "unit"],
 }
 TRACES = ("llama3_8b_layer_prefill", "llama3_8b_layer_decode")
 META_KEYS = ("date_utc", "gpu", "nvidia_smi", "torch", "cuda_runtime", "nvcc", "method",
