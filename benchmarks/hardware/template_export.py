@@ -15,7 +15,11 @@ Our Hopper templates (attention, GEMM) are real PTX. This writes what
   attention.reference`).
 * `*.cubin`: each PTX assembled by `ptxas -arch=sm_90a` here.
 
-    python benchmarks/hardware/template_export.py OUTDIR [--no-sim]
+    python benchmarks/hardware/template_export.py OUTDIR [--no-sim] [--only c0,c16]
+
+Cases are numbered in list order (c0 ... : `ATTENTION`, then `GEMM`), the keys of
+`workloads/reference/h100/template_ops.csv`; the runner runs them with
+`template_run.py OUTDIR RESULTS [--only ...]`.
 """
 
 from __future__ import annotations
