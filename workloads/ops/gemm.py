@@ -382,7 +382,8 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
     points, note = sample_points(walked, main.grid[0] * main.grid[1], k_tiles,
                                  choice["stages"], kernel.config.persistent,
                                  None if shape is not None
-                                 else plain_footprint(tm, choice, ELEM[dtype], config, tn))
+                                 else plain_footprint(tm, choice, ELEM[dtype], config, tn,
+                                                      OUT_BYTES[out_dtype]))
     samples = []
     for p in points:
         kern = gemm_kernel(**{**make, "tile_limit": p.tile_limit}) if p.tile_limit else kernel

@@ -22,25 +22,26 @@ time(F, Kt) is the bilinear extrapolation
     time(F, Kt) = Σ_j Σ_κ w_j · v_κ · S(j, κ),   w_ja = (j_b - F)/(j_b - j_a),
                   w_jb = (F - j_a)/(j_b - j_a),  v_κ1 = (κ2 - Kt)/(κ2 - κ1), v_κ2 = 1 - v_κ1.
 
-j ∈ {0, 1} when there is a partial round (S(0, κ) is the partial round alone), else
-{1, 2}; κ1 = 2·(stages + 1), κ2 = 8·(stages + 1) (`K_DEPTHS`: below about twice the ring
-the producer's prefetch of the next tile still overlaps the previous tile's epilogue and
-a k-tile costs less than in the steady state; on the whole chip a k-tile costs more the
+j ∈ {0, 1} when there is a partial round (S(0, κ) is the partial round alone), else {1,
+2}; κ1 = 2·(stages + 1), κ2 = 8·(stages + 1) (`K_DEPTHS`: below about twice the ring the
+producer's prefetch of the next tile still overlaps the previous tile's epilogue and a
+k-tile costs less than in the steady state; on the whole chip a k-tile costs more the
 deeper into K the CTAs are, as CTAs that share an operand panel drift apart and stop
 hitting each other's lines in the L2, so the slope is measured out to 8 rings). Cycles are
-extrapolated with the same weights (`simulate_op`). HBM
-bytes are not linear in the rounds (operand panels read by an earlier round are L2 hits in
-a later one), so a plan that cuts rounds gives its samples their own byte weights
-(`SamplePoint.byte_weight`, `byte_weights`): the same linear extrapolation, in the
-footprint model's bytes instead of in rounds. The model `panel_bytes` reads the operand
-panels of the first tiles in the kernel's order (m-block t % tiles_m, n-block t //
-tiles_m) through an LRU of the L2's capacity holding whole panels; for each K depth κ the
-two round samples (M_a, S_a), (M_b, S_b) are extrapolated to the whole grid's M_F along
-the line through them, then the depths as above. Grouped GEMMs (panels per group) keep the
-time weights. A dimension that is already small is not cut: rounds when F < j_b + 3 (or
-the kernel is not persistent), k-tiles when Kt < 1.5·κ2; with neither cut the plan has no
-samples and runs in full. Ragged-K grouped GEMMs cut every group to κ k-tiles and
-extrapolate to the mean k-tiles per group.
+extrapolated with the same weights (`simulate_op`). HBM bytes are not linear in the rounds
+(operand panels read by an earlier round are L2 hits in a later one), so a plan that cuts
+rounds gives its samples their own byte weights (`SamplePoint.byte_weight`,
+`byte_weights`): the same linear extrapolation, in the footprint model's bytes instead of
+in rounds. The model `panel_bytes` reads the operand panels (and writes back the C blocks
+it evicts, since 2026-11-27: a C larger than the L2 reaches HBM during the kernel) of the
+first tiles in the kernel's order (m-block t % tiles_m, n-block t // tiles_m) through an
+LRU of the L2's capacity holding whole panels; for each K depth κ the two round samples
+(M_a, S_a), (M_b, S_b) are extrapolated to the whole grid's M_F along the line through
+them, then the depths as above. Grouped GEMMs (panels per group) keep the time weights. A
+dimension that is already small is not cut: rounds when F < j_b + 3 (or the kernel is not
+persistent), k-tiles when Kt < 1.5·κ2; with neither cut the plan has no samples and runs
+in full. Ragged-K grouped GEMMs cut every group to κ k-tiles and extrapolate to the mean
+k-tiles per group.
 
 A 2-CTA cluster kernel (`templates.gemm` `multicast`) walks pairs of tiles: its rounds are
 the same P tiles per round (P/2 clusters, 2 tiles each), a `tile_limit` of L walks the first
@@ -92,16 +93,18 @@ class Footprint:
     l2_bytes: float
     multicast: str | None = None
     tiles_n: int = 0
+    c_block_bytes: float = 0.0
 
 
 def plain_footprint(tiles_m: int, choice: dict, elem_bytes: float, config,
-                    tiles_n: int = 0) -> Footprint:
+                    tiles_n: int = 0, out_bytes: float = 0.0) -> Footprint:
     """The `Footprint` of a plain GEMM with tile `choice` (m_tile, n_tile, k_tile, and
-    `multicast` for a cluster kernel of `tiles_n` n-blocks) and operands of `elem_bytes`
-    on `config`'s L2."""
+    `multicast` for a cluster kernel of `tiles_n` n-blocks), operands of `elem_bytes` and
+    C elements of `out_bytes` on `config`'s L2."""
     block = choice["k_tile"] * elem_bytes
     return Footprint(tiles_m, choice["m_tile"] * block, choice["n_tile"] * block,
-                     config.l2.size_bytes, choice.get("multicast"), tiles_n)
+                     config.l2.size_bytes, choice.get("multicast"), tiles_n,
+                     choice["m_tile"] * choice["n_tile"] * out_bytes)
 
 
 def tile_blocks(t: int, tiles_m: int, multicast: str | None = None,
@@ -118,26 +121,36 @@ def tile_blocks(t: int, tiles_m: int, multicast: str | None = None,
 
 
 def panel_bytes(tiles: int, tiles_m: int, a_panel: float, b_panel: float,
-                l2_bytes: float, multicast: str | None = None, tiles_n: int = 0) -> float:
+                l2_bytes: float, multicast: str | None = None, tiles_n: int = 0,
+                c_block: float = 0.0) -> float:
     """HBM bytes of reading the A and B panels of tiles 0 .. tiles-1 in the kernel's
     order (`tile_blocks`; a pair's tile outside C reads nothing) through an LRU cache of
-    `l2_bytes` holding whole panels."""
+    `l2_bytes` holding whole panels, and of writing back each tile's C block (`c_block`
+    bytes, dirty in the cache once written) that the cache evicts before the end: a C
+    larger than the L2 goes to HBM during the kernel, one that fits stays (its samples'
+    smaller C fits where the whole grid's does not, which the byte weights then carry)."""
     cache: OrderedDict = OrderedDict()
-    held = read = 0.0
+    held = moved = 0.0
     for t in range(tiles):
         m, n = tile_blocks(t, tiles_m, multicast, tiles_n)
         if multicast and (m >= tiles_m or n >= tiles_n):
             continue
-        for key, size in ((("a", m), a_panel), (("b", n), b_panel)):
+        for key, size in ((("a", m), a_panel), (("b", n), b_panel), (("c", t), c_block)):
             if key in cache:
                 cache.move_to_end(key)
                 continue
-            read += size
+            if key[0] != "c":
+                moved += size
+            elif not size:
+                continue
             cache[key] = size
             held += size
             while held > l2_bytes and len(cache) > 1:
-                held -= cache.popitem(last=False)[1]
-    return read
+                old, gone = cache.popitem(last=False)
+                held -= gone
+                if old[0] == "c":
+                    moved += gone          # a dirty C block written back
+    return moved
 
 
 def _line(at_a: float, at_b: float, target: float) -> tuple[float, float]:
@@ -158,7 +171,8 @@ def byte_weights(points: tuple[SamplePoint, ...], tiles: int, k_tiles: float,
         kt = depth or k_tiles
         a, b = footprint.a_block_bytes * kt, footprint.b_block_bytes * kt
         model = {limit: panel_bytes(limit, footprint.tiles_m, a, b, footprint.l2_bytes,
-                                    footprint.multicast, footprint.tiles_n)
+                                    footprint.multicast, footprint.tiles_n,
+                                    footprint.c_block_bytes)
                  for limit in (*limits, tiles)}
         pair = [p for p in points if p.k_tiles == depth]
         if model[limits[1]] == model[limits[0]]:
