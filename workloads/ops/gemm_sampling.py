@@ -32,9 +32,9 @@ extrapolated with the same weights (`simulate_op`). HBM bytes are not linear in 
 (operand panels read by an earlier round are L2 hits in a later one), so a plan that cuts
 rounds gives its samples their own byte weights (`SamplePoint.byte_weight`,
 `byte_weights`): the same linear extrapolation, in the footprint model's bytes instead of
-in rounds. The model `panel_bytes` reads the operand panels (and writes back the C blocks
-it evicts, since 2026-11-27: a C larger than the L2 reaches HBM during the kernel) of the
-first tiles in the kernel's order (m-block t % tiles_m, n-block t // tiles_m) through an
+in rounds. The model `panel_bytes` reads the operand panels (plus, since 2026-11-27, the C
+written beyond the L2's capacity: a C larger than the L2 reaches HBM during the kernel) of
+the first tiles in the kernel's order (m-block t % tiles_m, n-block t // tiles_m) through an
 LRU of the L2's capacity holding whole panels; for each K depth κ the two round samples
 (M_a, S_a), (M_b, S_b) are extrapolated to the whole grid's M_F along the line through
 them, then the depths as above. Grouped GEMMs (panels per group) keep the time weights. A
@@ -125,32 +125,28 @@ def panel_bytes(tiles: int, tiles_m: int, a_panel: float, b_panel: float,
                 c_block: float = 0.0) -> float:
     """HBM bytes of reading the A and B panels of tiles 0 .. tiles-1 in the kernel's
     order (`tile_blocks`; a pair's tile outside C reads nothing) through an LRU cache of
-    `l2_bytes` holding whole panels, and of writing back each tile's C block (`c_block`
-    bytes, dirty in the cache once written) that the cache evicts before the end: a C
-    larger than the L2 goes to HBM during the kernel, one that fits stays (its samples'
-    smaller C fits where the whole grid's does not, which the byte weights then carry)."""
+    `l2_bytes` holding whole panels, plus the C blocks (`c_block` bytes per tile) written
+    beyond what the cache holds: a C larger than the L2 reaches HBM during the kernel, one
+    that fits stays (its samples' smaller C fits where the whole grid's may not, which the
+    byte weights then carry)."""
     cache: OrderedDict = OrderedDict()
-    held = moved = 0.0
+    held = read = 0.0
+    written = 0
     for t in range(tiles):
         m, n = tile_blocks(t, tiles_m, multicast, tiles_n)
         if multicast and (m >= tiles_m or n >= tiles_n):
             continue
-        for key, size in ((("a", m), a_panel), (("b", n), b_panel), (("c", t), c_block)):
+        written += 1
+        for key, size in ((("a", m), a_panel), (("b", n), b_panel)):
             if key in cache:
                 cache.move_to_end(key)
                 continue
-            if key[0] != "c":
-                moved += size
-            elif not size:
-                continue
+            read += size
             cache[key] = size
             held += size
             while held > l2_bytes and len(cache) > 1:
-                old, gone = cache.popitem(last=False)
-                held -= gone
-                if old[0] == "c":
-                    moved += gone          # a dirty C block written back
-    return moved
+                held -= cache.popitem(last=False)[1]
+    return read + max(0.0, written * c_block - l2_bytes)
 
 
 def _line(at_a: float, at_b: float, target: float) -> tuple[float, float]:
