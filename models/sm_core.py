@@ -108,7 +108,7 @@ from models.sm_state import (
     W_WAIT_SLOT,
     W_WG_OPEN,
 )
-from models.sm_warps import contribute, copy_groups, issue_run, post
+from models.sm_warps import cluster_release_end, contribute, copy_groups, issue_run, post
 from models.units import (
     ACTION_COPY_COMMIT,
     ACTION_COPY_WAIT,
@@ -213,12 +213,9 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
         done = cycle + latency
     elif action == ACTION_MBARRIER:
         done, lp[L_SHARED_FREE] = shared_access(cycle, lp[L_SHARED_FREE], 1, lp[L_SHARED_LAT])
-        if pcs[p, P_COUNT] > 0:       # a cluster-scope release (`units`): ptxas puts
-            start = max(cycle, wi[w, W_WG_OPEN])   # MEMBAR.ALL.GPU before the arrive; it
-            for i in range(wi[w, W_NGROUPS]):      # waits for the warp's operations in
-                start = max(start, wg[w, i])       # flight (its wgmma groups) and fences,
-            hold = start + pcs[p, P_COUNT]         # holding the warp; then the arrival
-            done = max(done, hold + lp[L_SHARED_LAT])
+        if pcs[p, P_COUNT] > 0:       # a cluster-scope release (`units`): the warp
+            hold = cluster_release_end(w, cycle, pcs[p, P_COUNT], wi, wg)   # fences, then
+            done = max(done, hold + lp[L_SHARED_LAT])                       # arrives
         contribute(ev_slot[e], done, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm, si,
                     lp)
     elif action == ACTION_MBARRIER_WAIT:

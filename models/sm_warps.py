@@ -68,6 +68,7 @@ from models.sm_state import (
     W_END,
     W_GID,
     W_MEM,
+    W_NGROUPS,
     W_POS,
     W_READY,
     W_SCHED,
@@ -75,6 +76,7 @@ from models.sm_state import (
     W_UNIT,
     W_USED,
     W_WAIT_SLOT,
+    W_WG_OPEN,
 )
 from models.units import (
     ACTION_BARRIER,
@@ -360,6 +362,17 @@ def launch(cta, cycle, offsets, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp
     if cycle < lp[L_WAKE]:
         lp[L_WAKE] = cycle
     return finished
+
+
+@inline_step
+def cluster_release_end(w, cycle, cycles, wi, wg):
+    """The cycle a cluster-scope release of warp `w` issued at `cycle` lets the warp go
+    (`units`: ptxas puts MEMBAR.ALL.GPU before the arrival; it waits for the warp's
+    operations in flight, its wgmma groups, then fences for `cycles`)."""
+    start = max(cycle, wi[w, W_WG_OPEN])
+    for i in range(wi[w, W_NGROUPS]):
+        start = max(start, wg[w, i])
+    return start + cycles
 
 
 @inline_step

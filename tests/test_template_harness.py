@@ -32,7 +32,7 @@ def test_export_describes_every_argument_with_its_ptx_type():
     launch = _decode_launch()
     arrays: dict = {}
     args = template_export._args(launch, "c0_l0", arrays)
-    types = template_export.ptx_types(launch.ptx, launch.entry)
+    types = template_export.entry_params(launch.ptx, launch.entry)
     assert len(args) == len(types) == len(launch.args)
     assert [a["kind"] for a in args[:3]] == ["tmap"] * 3 and types[:3] == ["b8"] * 3
     assert all(a["kind"] == "array" for a in args[3:8])
@@ -42,14 +42,15 @@ def test_export_describes_every_argument_with_its_ptx_type():
 
 
 def test_runner_reads_the_stand_in_fields_the_simulator_wrote():
-    """rank, dtype, swizzle, base argument, dims, strides (of dims 1..) and box decode to
-    what `isa.tensor_map.read_tensor_map` reads."""
+    """rank, dtype, swizzle, global address (the named argument's pointer plus the offset),
+    dims, strides (of dims 1..) and box are what `isa.tensor_map.read_tensor_map` reads."""
     launch = _decode_launch()
+    base = {i: 0x10000 * (i + 1) for i in range(len(launch.args))}
     for raw in launch.args[:3]:
         tm = read_tensor_map(raw)
-        got = template_run.stand_in_fields(np.asarray(raw))
+        got = template_run.encode_args(np.asarray(raw), base)
         assert got["rank"] == tm.rank and got["dtype"] == tm.dtype_code
-        assert got["base_arg"] == tm.base_arg and got["address"] == tm.address
+        assert got["address"] == tm.address + base[tm.base_arg]
         assert tuple(got["dims"]) == tm.dims and tuple(got["box"]) == tm.box
         assert tuple(got["strides"]) == tm.strides_bytes[1:]
         assert {0: 0, 1: 32, 2: 64, 3: 128}[got["swizzle"]] == tm.swizzle_bytes

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -36,6 +35,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from own_kernels import entry_params  # noqa: E402  (PTX parameter types, harness)
 
 PRESET = "h100_sxm"
 DATA_MAX_BYTES = 1 << 20      # real arrays up to this size travel as data
@@ -65,15 +67,6 @@ LAYER_GEMM = [dict(m=4096, n=24576, k=1536), dict(m=4096, n=32768, k=512),
               dict(m=128, n=4096, k=7168, groups=256, layout="contiguous", m_total=32768),
               dict(m=128, n=7168, k=2048, groups=256, layout="contiguous", m_total=32768)]
 GEMM += [dict(sizes, dtype="fp8", scaling="deepseek") for sizes in LAYER_GEMM]
-
-
-_PARAM = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.(\w+)\s+(\w+)")
-
-
-def ptx_types(ptx: str, entry: str) -> list[str]:
-    """PTX types of `entry`'s parameters in order ('b8' for a 128-byte tensor map)."""
-    m = re.search(r"\.entry\s+" + re.escape(entry) + r"\s*\((.*?)\)", ptx, re.S)
-    return [t for t, _ in _PARAM.findall(m.group(1))]
 
 
 def _cubin(ptx: str, out: Path) -> str:
@@ -153,7 +146,7 @@ def export(out: Path, simulate: bool = True, only: set | None = None) -> list[di
                 "name": launch.name, "cubin": _cubin(launch.ptx, out), "entry": launch.entry,
                 "grid": list(launch.grid), "block": list(launch.block),
                 "shared_bytes": int(launch.shared_bytes),
-                "ptx_types": ptx_types(launch.ptx, launch.entry),
+                "ptx_types": entry_params(launch.ptx, launch.entry),
                 "args": _args(launch, f"{key}_l{j}", arrays)})
         if check:
             _expected(plan, arrays, key, sizes)

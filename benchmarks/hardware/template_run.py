@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import struct
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parents[1]))
 
 from hw_common import (  # noqa: E402
     FLUSH_BYTES,
@@ -41,7 +41,8 @@ from hw_common import (  # noqa: E402
     time_cupy,
 )
 
-_HEAD = struct.Struct("<IBBBBBBBBIQ5II4Q5I5I8x")   # isa.tensor_map's stand-in layout
+from isa.tensor_map import ABSOLUTE, SWIZZLE_CODE, read_tensor_map  # noqa: E402
+
 _CTYPE = {"u32": ctypes.c_uint32, "b32": ctypes.c_uint32, "s32": ctypes.c_int32,
           "u64": ctypes.c_uint64, "b64": ctypes.c_uint64, "s64": ctypes.c_int64,
           "f32": ctypes.c_float, "f64": ctypes.c_double}
@@ -86,24 +87,26 @@ def _device_array(spec: dict, data: np.ndarray | None, rng):
     return cupy.zeros(shape, raw)
 
 
-def stand_in_fields(stand_in: np.ndarray) -> dict:
-    """The fields of our 128-byte tensor-map stand-in that cuTensorMapEncodeTiled takes:
-    rank, dtype and swizzle codes (numbered as the driver's enums), base argument (0xFF:
-    absolute), address (offset), dims, strides of dims 1.. in bytes, box; innermost first."""
-    (_, _, rank, dtype, _, swz, _, _, base_arg, _, addr, *rest) = _HEAD.unpack(
-        stand_in.tobytes())
-    return {"rank": rank, "dtype": dtype, "swizzle": swz, "base_arg": base_arg,
-            "address": addr, "dims": rest[0:5][:rank], "strides": rest[6:10][:rank - 1],
-            "box": rest[10:15][:rank]}
+def encode_args(stand_in: np.ndarray, base: dict) -> dict:
+    """What cuTensorMapEncodeTiled takes for our 128-byte tensor-map stand-in
+    (`isa.tensor_map`, read by `read_tensor_map`) over the device pointers `base` of the
+    kernel arguments: dtype and swizzle codes (numbered as the driver's enums), rank, global
+    address, dims, strides of dims 1.. in bytes, box; innermost first."""
+    tm = read_tensor_map(stand_in)
+    if isinstance(tm, str):
+        raise ValueError(f"not a tensor map: {tm}")
+    offset = base[tm.base_arg] if tm.base_arg != ABSOLUTE else 0
+    return {"dtype": tm.dtype_code, "rank": tm.rank, "address": tm.address + offset,
+            "dims": tm.dims, "strides": tm.strides_bytes[1:], "box": tm.box,
+            "swizzle": SWIZZLE_CODE[tm.swizzle_bytes]}
 
 
 def _tensor_map(stand_in: np.ndarray, base: dict):
     """A real CUtensorMap with the stand-in's fields over the device pointer it names."""
     from cuda.bindings import driver as cu
 
-    f = stand_in_fields(stand_in)
-    rank = f["rank"]
-    address = f["address"] + (base[f["base_arg"]] if f["base_arg"] != 0xFF else 0)
+    f = encode_args(stand_in, base)
+    rank, address = f["rank"], f["address"]
     return _ok(cu.cuTensorMapEncodeTiled(
         cu.CUtensorMapDataType(f["dtype"]), rank, address,
         [cu.cuuint64_t(d) for d in f["dims"]], [cu.cuuint64_t(s) for s in f["strides"]],

@@ -153,7 +153,13 @@ def _fill(m: int, n: int, dtype: str, sm_count: int, blocks, rates: TileRates):
     return best
 
 
-def _last_wave(m_tile: int, n: int, sm_count: int, blocks, scaling: str) -> int:
+def _fp8_scaling(scaling: str) -> str | None:
+    """The template's `fp8_scaling` for the op's `scaling` ("none" -> None)."""
+    return None if scaling == "none" else scaling
+
+
+def _last_wave(m_tile: int, consumers: int, n: int, sm_count: int, blocks,
+               scaling: str) -> int:
     """Rule "last_wave": the n_tile for `m_tile` by the criteria of DeepGEMM's
     `get_best_configs` (recalled, not in the reference): the fewest waves of tiles over the
     SMs, then the fullest last wave, then the narrower tile; n_tile from 16 to 256 in steps
@@ -169,11 +175,10 @@ def _last_wave(m_tile: int, n: int, sm_count: int, blocks, scaling: str) -> int:
         waves = math.ceil(tiles / sm_count)
         return waves, -(tiles - (waves - 1) * sm_count), n_tile
 
-    fp8_scaling = scaling if scaling != "none" else None
+    m_sub = m_tile // consumers // 64
     return min((nt for nt in range(16, min(widest, 256) + 1, 8)
                 if (scaling != "deepseek" or fits_scale_blocks(nt))
-                and fits_registers(1, nt, fp8_scaling, 2 if m_tile > 64 else 1)),
-               key=key)
+                and fits_registers(m_sub, nt, _fp8_scaling(scaling), consumers)), key=key)
 
 
 def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
@@ -196,7 +201,7 @@ def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
             rates = tile_rates(models.load_preset("h100_sxm"), dtype)
         m_tile, n_tile, consumers = _fill(m, n, dtype, sm_count, blocks, rates)
     elif rule in ("last_wave", "last_wave_pairs"):
-        n_tile = _last_wave(m_tile, n, sm_count, blocks, scaling)
+        n_tile = _last_wave(m_tile, consumers, n, sm_count, blocks, scaling)
     elif rule == "n128" or n < 256:
         n_tile = 128 if n >= 128 else max(8, 8 * math.ceil(n / 8))
     elif rule == "n256":
@@ -206,8 +211,8 @@ def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
             tiles = blocks(m_tile) * math.ceil(n / nt)
             return math.ceil(tiles / sm_count) * nt
         n_tile = 256 if cost(256) <= cost(128) else 128
-    fp8_scaling = scaling if scaling != "none" else None
-    while not fits_registers(m_tile // consumers // 64, n_tile, fp8_scaling, consumers):
+    while not fits_registers(m_tile // consumers // 64, n_tile, _fp8_scaling(scaling),
+                             consumers):
         n_tile = 128 if n_tile > 128 else n_tile // 2      # DeepSeek scaling: 256 -> 128
     k_tile = 128 // ELEM[dtype]
     stage_bytes = (m_tile + n_tile) * 128
@@ -346,7 +351,7 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
         tiles_all = row_blocks(choice["m_tile"]) * math.ceil(n / choice["n_tile"])
         choice.update(multicast=None, persistent=tiles_all > sms)
     make = dict(dtype=dtype, out_dtype=out_dtype, sm_count=sms, grouped=row_blocks is not None,
-                fp8_scaling="deepseek" if scaling == "deepseek" else None,
+                fp8_scaling=_fp8_scaling(scaling),
                 k_max=k_max, **choice)
     kernel = gemm_kernel(**make)
     if row_blocks is not None:

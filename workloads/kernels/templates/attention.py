@@ -64,7 +64,7 @@ import numpy as np
 
 from isa.errors import InputError
 from isa.tensor_map import make_tensor_map
-from workloads.kernels.templates import attention_ptx
+from workloads.kernels.templates import attention_combine_ptx, attention_ptx
 
 MAX_SHARED = 232448            # 227 KiB opt-in shared memory per CTA (sm_90)
 ELEM = {"bf16": 2, "fp16": 2}
@@ -308,7 +308,7 @@ def attention_kernel(headdim: int = 128, headdim_v: int | None = None, m_tile: i
     if cfg.shared_bytes > MAX_SHARED:
         raise _bad("stages", stages, f"a layout within {MAX_SHARED} bytes of shared memory: "
                    f"Q {cfg.q_bytes} B + {stages} x {cfg.stage_bytes} B = {cfg.shared_bytes} B")
-    combine = attention_ptx.emit_combine(cfg) if split and not inline_combine else ""
+    combine = attention_combine_ptx.emit_combine(cfg) if split and not inline_combine else ""
     return AttentionKernel(attention_ptx.emit(cfg), cfg.entry, (cfg.threads, 1, 1),
                            cfg.shared_bytes, cfg, combine)
 

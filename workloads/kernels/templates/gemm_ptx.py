@@ -22,6 +22,7 @@ from workloads.kernels.templates.pipeline_ptx import (
     WARPS_PER_GROUP,
     advance_stage,
     param_addresses,
+    release_stage,
     smem_desc,
     warp_leader,
 )
@@ -174,14 +175,13 @@ def _release(cfg, empty: str, pred: str = "") -> list[str]:
     CUTLASS's cluster pipelines): the stage was only read, by wgmma, which the wait
     before it finished; `.release.cluster` would add a cluster-scope fence per arrival
     (~650 SM cycles on an H100, `workloads/reference/h100/mbarrier_hw.csv`)."""
-    lines = ["    bar.warp.sync 0xffffffff;"]
-    if pred:
-        lines.append(f"    and.pred %prel, {pred}, %plead;")
-    lead = "@%prel " if pred else "@%plead "
-    lines.append(f"    {lead}mbarrier.arrive.shared::cta.b64 %rd2, [{empty}];")
+    lead = "%prel" if pred else "%plead"
+    lines = ["    bar.warp.sync 0xffffffff;",
+             *([f"    and.pred %prel, {pred}, %plead;"] if pred else []),
+             *release_stage(empty, "%rd2", warp_sync=False, lead=lead)]
     if cfg.multicast:
         lines += [f"    mapa.shared::cluster.u32 %remote, {empty}, %peer;",
-                  f"    {lead}mbarrier.arrive.shared::cluster.b64 _, [%remote];"]
+                  f"    @{lead} mbarrier.arrive.shared::cluster.b64 _, [%remote];"]
     return lines
 
 

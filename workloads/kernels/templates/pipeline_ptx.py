@@ -34,13 +34,14 @@ def warp_leader() -> list[str]:
     return ["    and.b32 %lane, %thr, 31;", "    setp.eq.u32 %plead, %lane, 0;"]
 
 
-def release_stage(barrier: str, scratch: str = "%rd3", warp_sync: bool = True) -> list[str]:
-    """One arrival per warp on the stage's empty mbarrier at shared address `barrier`;
-    `warp_sync` first joins the warp's lanes (needed where lanes read the stage with
-    `ld.shared`; a stage read only by wgmma is done for the whole warp at its
-    `.sync.aligned` wait)."""
+def release_stage(barrier: str, scratch: str = "%rd3", warp_sync: bool = True,
+                  lead: str = "%plead") -> list[str]:
+    """One arrival per warp (by the lane where predicate `lead` holds) on the stage's empty
+    mbarrier at shared address `barrier`; `warp_sync` first joins the warp's lanes (needed
+    where lanes read the stage with `ld.shared`; a stage read only by wgmma is done for
+    the whole warp at its `.sync.aligned` wait)."""
     return [*(["    bar.warp.sync 0xffffffff;"] if warp_sync else []),
-            f"    @%plead mbarrier.arrive.shared::cta.b64 {scratch}, [{barrier}];"]
+            f"    @{lead} mbarrier.arrive.shared::cta.b64 {scratch}, [{barrier}];"]
 
 
 def param_addresses(maps: dict[str, str]) -> list[str]:
