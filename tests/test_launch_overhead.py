@@ -7,6 +7,7 @@ import pytest
 
 import models
 import simulator
+from simulator import chip_slice
 from simulator.config import ConfigError
 from simulator.simulate import launch_overhead_us
 from workloads.kernels.case import load_ptx
@@ -97,8 +98,11 @@ def test_front_end_adds_to_kernel_time_once():
     assert _kernel_stat(more, "front_end_us") == FRONT_US
 
 
-def test_sampled_front_end_is_not_extrapolated():
-    """A sampled launch (waves extrapolated) adds the front end once."""
+@pytest.mark.parametrize("slicing", [False, True])
+def test_sampled_front_end_is_not_extrapolated(slicing, monkeypatch):
+    """A sampled launch adds the front end once: waves extrapolated on the whole chip, or
+    the grid's share timed on a slice of the chip (`simulator.chip_slice`)."""
+    monkeypatch.setattr(chip_slice, "SLICING", slicing)
     results = []
     for config in (_config(0.0), _config(0.0, FRONT_US)):
         launch = build_op("residual-add", config, rows=4096, cols=7168, inputs=2).launches[0]
@@ -107,7 +111,9 @@ def test_sampled_front_end_is_not_extrapolated():
             config=config, shared_bytes=launch.shared_bytes, fidelity="sampled",
             timing_only=launch.timing_only))
     base, more = results
-    assert base.fidelity == "sampled" and base.extrapolated_fraction > 0.5
+    assert base.fidelity == "sampled"
+    assert (base.extrapolated_fraction == 0.0) if slicing else \
+        (base.extrapolated_fraction > 0.5)
     assert more.cycles == base.cycles
     assert more.kernel_time_us == pytest.approx(base.kernel_time_us + FRONT_US, abs=1e-9)
 

@@ -1,0 +1,158 @@
+"""Chip slicing: the share of a uniform kernel's grid that a proportional slice of the chip
+runs, timed instead of the whole grid on the whole chip (sampled fidelity).
+
+What it models
+--------------
+Elementwise and row-wise kernels (norms, quantization, residual adds, RoPE, SwiGLU) run the
+same instructions in every CTA with addresses that move with the CTA index
+(`simulator.trace_synthesis` finds their template), so every SM carries the same load. The
+memory system they share is built of identical units: L2 slices (each with its sets, ways and
+bandwidth), HBM channels, one NoC port per SM. A slice of the chip with 1/f of each unit
+(`sliced_config`: SMs, reserved communication SMs, L2 slices and capacity at the same sets
+per slice, HBM channels per stack, L3 slices and capacity when enabled) runs ceil(n/f) of
+the grid's n CTAs with the same per-unit loads, in the same waves (W/f CTAs each), so in
+the time the whole chip runs the whole grid. `simulator.sampling` times all of the first
+ceil(n/f) CTAs of such a kernel on the slice, from a cold system (f = the first of
+`FACTORS` the preset divides by: 4 on h800_sxm), when the grid's last and middle CTAs
+match the template and the CTAs share no data along a grid dimension (`proportional`); it
+scales the counts to the grid by n / CTAs simulated, as for sampled waves, and `unslice`
+puts the whole chip back into the SM count and the memory time series.
+
+Measured (2026-11-27) against timing every CTA on the whole chip (kernel time, HBM bytes;
+CPU seconds of the op):
+
+    kernel (whole-chip waves), preset        f = 4             wave-sampled    full
+    quantize 4096x7168 (13.6), h800_sxm      33.20 us 74.6 MB  31.85 us 72.2   33.48 us 74.3
+        CPU s                                1.4               4.4             8.5
+    residual add 2 x 4096x7168 (20.7)        61.91   161.2     62.33  153.7    61.93   161.1
+    SwiGLU (vLLM) 4096x5504 (15.5), h100     96.46             95.44           93.05
+        CPU s                                2.9               7.3             17.1
+
+and, sliced below 8 waves (not done: `MIN_WAVES`), f = 2 / f = 4 against full: RMSNorm
+4096x7168 (6.2) +1.0 / +1.4 %, SwiGLU 4096x2048 (3.9) +0.2 / +0.6 %, quantize 4096x2048
+(3.9) -0.4 / +0.4 %, RMSNorm (vLLM) 2048x4096 on h100_sxm (7.8) -0.8 / +1.9 %, SwiGLU
+(vLLM) 1024x5504 (3.9) +4.2 / +2.5 %, 2048x5504 (7.8) +3.0 / +3.3 %. vLLM's SwiGLU (a CTA
+per token over two streams 11 KB apart) runs 3-4 % long on every slice; the likely cause is
+the HBM row mapping, which the channel count sets (a row holds 8 consecutive lines of a
+channel: 80 channels' lines apart on the chip, 20 on a quarter), so its row hits are the
+slice's, not the chip's. That is why `SLICING` is off by default. Wave-sampling the slice
+instead of timing all of it read -5.7 % and +3.6 % (`MAX_SLICE_WAVES`).
+`tests/test_chip_slice.py` checks a sliced run against the whole chip.
+
+Left out: kernels without a template (atomics, TMA copies, mbarrier phases, clusters,
+CTAs of different work: GEMMs, attention), with CTAs unlike the first ones (RoPE's short
+last column chunk) or data shared along a dimension are timed on the whole chip; the address hashes
+spread lines over 1/f of the slices and channels, so set and row-buffer conflicts are those
+of the slice's units, not the chip's; a grid of fewer than `MIN_WAVES` waves is not sliced
+(its tail wave would be cut unevenly). Units: SMs, slices, channels, bytes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+SLICING = False
+"""Sampled fidelity times uniform kernels on a slice of the chip when True (module
+docstring). Off by default: the slice read vLLM's SwiGLU kernel 3.7 % long where the wave
+sampler reads it 2.6 % long; on the layer's kernels it was as close or closer."""
+FACTORS = (4, 2)
+"""Slice factors tried, largest first: the first that divides every unit count is used."""
+MIN_SLICE_SMS = 16
+"""A slice keeps at least this many compute SMs (f is lowered, or 1): a chip of few SMs
+gains little and its slice's waves of few SMs vary more."""
+MIN_WAVES = 8.0
+"""Grids of fewer whole-chip waves are timed in full on the whole chip, as the wave sampler
+times them (`simulator.sampling.MIN_WAVES`): slicing replaces extrapolation only. Sliced
+grids of 2 to 8 waves read up to 4.2 % off (vLLM SwiGLU 1024x5504, 3.9 waves, f = 2)."""
+MAX_SLICE_WAVES = 7.5
+"""A grid is sliced when it has at most f x 7.5 whole-chip waves: the slice's CTAs are then
+all timed (7.5 waves of the slice at most, what a sampled replay of 4 waves and the 3.5 more
+of an unsteady kernel cost on the whole chip); larger grids are wave-sampled on the whole
+chip (`simulator.sampling`). Wave-sampling the slice instead read -5.7 % (2-input residual
+add 4096x7168 on h800_sxm, f = 4, against the whole chip in full) and +3.6 % (quantize
+4096x16384): the slice's waves of 33 SMs vary more than the chip's."""
+
+
+def slice_factor(config) -> int:
+    """The largest f of `FACTORS` such that `config`'s SMs (all and reserved), L2 slices
+    (keeping whole partitions), L2 capacity, HBM channels per stack (or stacks) and enabled
+    L3 slices all divide by f, leaving `MIN_SLICE_SMS` compute SMs at least; 1 when none
+    does."""
+    sm, l2, hbm, l3 = config.sm, config.l2, config.hbm, config.l3
+    for f in FACTORS:
+        if (sm.count % f or sm.comm_count % f or sm.compute_count // f < MIN_SLICE_SMS
+                or l2.slices % (f * l2.partitions) or l2.size_bytes % f):
+            continue
+        if hbm.channels_per_stack % f and hbm.stacks % f:
+            continue
+        if l3.enabled and (l3.slices % f or l3.size_bytes % f):
+            continue
+        return f
+    return 1
+
+
+def sliced_config(config, f: int):
+    """`config` with 1/f of the SMs, L2 slices and capacity, HBM channels and L3 slices."""
+    sm, l2, hbm, l3 = config.sm, config.l2, config.hbm, config.l3
+    overrides = {"sm.count": sm.count // f, "sm.comm_count": sm.comm_count // f,
+                 "l2.slices": l2.slices // f, "l2.size_bytes": l2.size_bytes // f}
+    if hbm.channels_per_stack % f == 0:
+        overrides["hbm.channels_per_stack"] = hbm.channels_per_stack // f
+    else:
+        overrides["hbm.stacks"] = hbm.stacks // f
+    if l3.enabled:
+        overrides.update({"l3.slices": l3.slices // f, "l3.size_bytes": l3.size_bytes // f})
+    return config.with_overrides(overrides)
+
+
+PROPORTION_TOLERANCE = 0.01
+"""A template is sliced when the slice's CTAs touch at least (1 - 1 %) / f of the grid's
+distinct sectors (`proportional`)."""
+
+
+def proportional(tpl, n_ctas: int, f: int) -> bool:
+    """Whether the first ceil(n/f) CTAs of template `tpl` (`trace_synthesis.CtaTemplate`)
+    touch 1/f of the distinct sectors the grid's `n_ctas` touch (within
+    `PROPORTION_TOLERANCE`). A sector place of the template that does not move along a grid
+    dimension (a zero stride there, the same sector in every CTA of the period) is shared
+    by the CTAs along it: a weight vector that every row reads, a cos/sin table that every
+    column chunk reads. The slice reads all of it while doing 1/f of the work, so its L2
+    and HBM loads are not the chip's over f. Each place counts the distinct coordinates of
+    the dimensions it moves along: over the grid, and over its first CTAs (x fastest)."""
+    gx, gy, gz = tpl.grid
+    moves = np.stack([(tpl.strides[0] != 0) | (tpl.sectors0 != tpl.sectors0[0]).any(axis=0),
+                      tpl.strides[1] != 0, tpl.strides[2] != 0])
+    first = np.arange(sliced_ctas(n_ctas, f), dtype=np.int64)
+    coords = np.stack([first % gx, first // gx % gy, first // (gx * gy)])
+    total = part = 0
+    for pattern in {tuple(col) for col in moves.T.tolist()}:
+        places = int((moves.T == pattern).all(axis=1).sum())
+        dims = [d for d in range(3) if pattern[d]]
+        total += places * math.prod((gx, gy, gz)[d] for d in dims)
+        key = np.zeros(first.size, np.int64)
+        for d in dims:
+            key = key * (gx, gy, gz)[d] + coords[d]
+        part += places * (np.unique(key).size if dims else 1)
+    return part > 0 and total / part >= f * (1 - PROPORTION_TOLERANCE)
+
+
+def sliced_ctas(n_ctas: int, f: int) -> int:
+    """CTAs the slice runs for a grid of `n_ctas`."""
+    return math.ceil(n_ctas / f)
+
+
+def unslice(stats, timeline, f: int):
+    """(stats, timeline) of a sliced run with the whole chip put back: the kernel's
+    `sms_used` times f, the memory levels' bytes and bandwidth over time times f (counts
+    are scaled to the grid by the caller, per CTA)."""
+    stats = stats.copy()
+    used = (stats["component"] == "kernel") & (stats["stat"] == "sms_used")
+    stats.loc[used, "value"] = stats.loc[used, "value"].astype(float) * f
+    if timeline is not None and len(timeline):
+        timeline = timeline.copy()
+        moved = (timeline["component"].str.startswith("memory.")
+                 & timeline["stat"].isin(("bytes", "bandwidth_gbps")))
+        timeline.loc[moved, "value"] = timeline.loc[moved, "value"].astype(float) * f
+    return stats, timeline

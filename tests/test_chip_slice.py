@@ -1,0 +1,108 @@
+"""Chip slicing (`simulator.chip_slice`, off by default): which configs and kernels are
+sliced, and a sliced sampled run against timing every CTA on the whole chip."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import models
+from simulator import chip_slice
+from simulator.trace_synthesis import CtaTemplate
+from workloads.ops import build_op
+from workloads.ops.registry import _simulate_launch, _supported
+
+H800 = models.load_preset("h800_sxm")
+
+
+def test_h800_slices_by_four_keeping_sets_per_slice_and_channel_bandwidth():
+    assert chip_slice.slice_factor(H800) == 4
+    for f, sms, slices in ((4, 33, 20), (2, 66, 40)):
+        cut = chip_slice.sliced_config(H800, f)
+        assert (cut.sm.count, cut.sm.compute_count, cut.l2.slices) == (sms, sms, slices)
+        assert cut.l2.sets_per_slice == H800.l2.sets_per_slice
+        assert cut.l2.size_bytes * f == H800.l2.size_bytes
+        assert cut.hbm.stacks * cut.hbm.channels_per_stack * f == \
+            H800.hbm.stacks * H800.hbm.channels_per_stack
+        assert cut.hbm.channel_bandwidth_gbps == H800.hbm.channel_bandwidth_gbps
+
+
+@pytest.mark.parametrize("overrides, factors, factor", [
+    ({}, (4, 2), 4),                        # 33 SMs, 20 L2 slices, 20 HBM channels
+    ({"sm.comm_count": 20}, (4, 2), 4),     # 33 SMs, 5 of them reserved
+    ({"sm.count": 66}, (4, 2), 2),          # 66 / 4 is not whole
+    ({"sm.count": 16}, (2,), 1),            # a slice would keep fewer than 16 SMs
+    ({"l2.slices": 90}, (4, 2), 1),         # 90 slices: no whole partitions at 1/2 or 1/4
+])
+def test_factor_needs_every_unit_to_divide(overrides, factors, factor, monkeypatch):
+    monkeypatch.setattr(chip_slice, "FACTORS", factors)
+    assert chip_slice.slice_factor(models.load_preset("h800_sxm", overrides)) == factor
+
+
+def _template(grid, strides_y_zero: int) -> CtaTemplate:
+    """A template on `grid` whose first `strides_y_zero` of 8 sector places do not move
+    along y (data every column chunk reads), the others move along x and y."""
+    gx = grid[0]
+    strides = np.zeros((3, 8), np.int64)
+    strides[0] = 1
+    strides[1, strides_y_zero:] = gx
+    return CtaTemplate(grid, np.ones(1, np.int64), np.zeros(1, np.int64),
+                       np.ones(1, np.int16), np.zeros(1, np.int8), np.zeros(1, np.int32),
+                       np.zeros(1, np.int64), np.arange(8, dtype=np.int64)[None, :] * 1000,
+                       strides, 1, 32)
+
+
+def test_data_shared_along_a_dimension_is_not_proportional():
+    """A row-indexed table every column chunk reads (RoPE's cos/sin) makes the slice's
+    footprint more than 1/f of the grid's; data of each CTA alone keeps it 1/f."""
+    assert chip_slice.proportional(_template((4096, 5, 1), 0), 4096 * 5, 4)
+    assert not chip_slice.proportional(_template((4096, 5, 1), 1), 4096 * 5, 4)
+
+
+def _hbm_bytes(result) -> float:
+    frame = result.stats
+    rows = frame[frame.component.str.startswith("memory.hbm") & (frame.stat == "bytes")]
+    return float(rows.value.sum())
+
+
+def test_sliced_residual_add_agrees_with_the_whole_chip_in_full(monkeypatch):
+    """A 2-input residual add of 2048 x 7168 on h800_sxm (10.3 waves): the sampled run times
+    a quarter of its CTAs on 33 SMs; cycles and HBM bytes within 1 % of timing every CTA on
+    132, instructions and SMs those of the whole grid and chip."""
+    monkeypatch.setattr(chip_slice, "SLICING", True)
+    (launch,) = build_op("residual-add", H800, rows=2048, cols=7168, inputs=2).launches
+    params = _supported()
+    full = _simulate_launch(launch, H800, "full", params)
+    sliced = _simulate_launch(launch, H800, "sampled", params)
+    assert sliced.fidelity == "sampled" and sliced.extrapolated_fraction == 0.0
+    assert abs(sliced.cycles / full.cycles - 1) <= 0.01, (sliced.cycles, full.cycles)
+    assert abs(_hbm_bytes(sliced) / _hbm_bytes(full) - 1) <= 0.01
+    assert sliced.instructions == full.instructions
+
+    def kernel(result, stat):
+        frame = result.stats
+        return float(frame[(frame.component == "kernel") & (frame.stat == stat)].value.iloc[0])
+
+    assert kernel(sliced, "sms_used") == kernel(full, "sms_used") == 132
+    line = sliced.timeline
+    moved = line[(line.component == "memory.hbm") & (line.stat == "bytes")].value.sum()
+    assert abs(moved / _hbm_bytes(full) - 1) <= 0.02
+
+
+def test_uneven_last_chunk_is_not_sliced(monkeypatch):
+    """RoPE over 8256 columns (17 waves): the last of its 5 column chunks has fewer lanes
+    (its CTAs are not the first ones': the probe of the grid's last CTA fails) and every
+    chunk reads the same cos/sin rows (not `proportional`), so the whole chip times it:
+    the same cycles as with slicing off."""
+    (launch,) = build_op("rope", H800, rows=4096, cols=8256, rot_dim=64,
+                         seqlen=4096).launches
+    params = _supported()
+    monkeypatch.setattr(chip_slice, "SLICING", True)
+    result = _simulate_launch(launch, H800, "sampled", params)
+    monkeypatch.setattr(chip_slice, "SLICING", False)
+    whole = _simulate_launch(launch, H800, "sampled", params)
+    assert result.cycles == whole.cycles
+
+
+def test_slicing_is_off_by_default():
+    assert chip_slice.SLICING is False
