@@ -35,7 +35,11 @@ and, sliced below 8 waves (not done: `MIN_WAVES`), f = 2 / f = 4 against full: R
 per token over two streams 11 KB apart) runs 3-4 % long on every slice; the likely cause is
 the HBM row mapping, which the channel count sets (a row holds 8 consecutive lines of a
 channel: 80 channels' lines apart on the chip, 20 on a quarter), so its row hits are the
-slice's, not the chip's. That is why `SLICING` is off by default. Wave-sampling the slice
+slice's, not the chip's. Measured: with the rows mapped over the chip's 80 channels on a
+quarter slice (an experiment, not landed: it needs an address-map parameter in the HBM
+spec) vLLM's SwiGLU read +2.4 % at 4096 tokens, +1.5 % at 2048 and +1.0 % at 1024, vLLM's
+RMSNorm at 2048 tokens +0.8 %, but RMSNorm 4096x7168 +1.9 %, quantize -0.8 %. That is why
+`SLICING` is off by default. Wave-sampling the slice
 instead of timing all of it read -5.7 % and +3.6 % (`MAX_SLICE_WAVES`).
 `tests/test_chip_slice.py` checks a sliced run against the whole chip.
 
