@@ -48,7 +48,7 @@ CTAs of different work: GEMMs, attention), with CTAs unlike the first ones (RoPE
 last column chunk) or data shared along a dimension are timed on the whole chip; the address hashes
 spread lines over 1/f of the slices and channels, so set and row-buffer conflicts are those
 of the slice's units, not the chip's; a grid of fewer than `MIN_WAVES` waves is not sliced
-(its tail wave would be cut unevenly). Units: SMs, slices, channels, bytes.
+(the wave sampler times it in full on the whole chip, exactly). Units: SMs, slices, channels, bytes.
 """
 
 from __future__ import annotations
