@@ -28,7 +28,7 @@ CPU seconds of the op):
     SwiGLU (vLLM) 4096x5504 (15.5), h100     96.46             95.44           93.05
         CPU s                                2.9               7.3             17.1
 
-and, sliced below 8 waves (not done: `MIN_WAVES`), f = 2 / f = 4 against full: RMSNorm
+and, sliced below 8 waves (not done: `MAX_SLICE_WAVES`), f = 2 / f = 4 against full: RMSNorm
 4096x7168 (6.2) +1.0 / +1.4 %, SwiGLU 4096x2048 (3.9) +0.2 / +0.6 %, quantize 4096x2048
 (3.9) -0.4 / +0.4 %, RMSNorm (vLLM) 2048x4096 on h100_sxm (7.8) -0.8 / +1.9 %, SwiGLU
 (vLLM) 1024x5504 (3.9) +4.2 / +2.5 %, 2048x5504 (7.8) +3.0 / +3.3 %. vLLM's SwiGLU (a CTA
@@ -47,8 +47,9 @@ Left out: kernels without a template (atomics, TMA copies, mbarrier phases, clus
 CTAs of different work: GEMMs, attention), with CTAs unlike the first ones (RoPE's short
 last column chunk) or data shared along a dimension are timed on the whole chip; the address hashes
 spread lines over 1/f of the slices and channels, so set and row-buffer conflicts are those
-of the slice's units, not the chip's; a grid of fewer than `MIN_WAVES` waves is not sliced
-(the wave sampler times it in full on the whole chip, exactly). Units: SMs, slices, channels, bytes.
+of the slice's units, not the chip's; a grid of fewer than `simulator.sampling.MIN_WAVES`
+waves is not sliced (the wave sampler times it in full on the whole chip, exactly).
+Units: SMs, slices, channels, bytes.
 """
 
 from __future__ import annotations
@@ -66,12 +67,11 @@ FACTORS = (4, 2)
 MIN_SLICE_SMS = 16
 """A slice keeps at least this many compute SMs (f is lowered, or 1): a chip of few SMs
 gains little and its slice's waves of few SMs vary more."""
-MIN_WAVES = 8.0
-"""Grids of fewer whole-chip waves are timed in full on the whole chip, as the wave sampler
-times them (`simulator.sampling.MIN_WAVES`): slicing replaces extrapolation only. Sliced
-grids of 2 to 8 waves read up to 4.2 % off (vLLM SwiGLU 1024x5504, 3.9 waves, f = 2)."""
 MAX_SLICE_WAVES = 7.5
-"""A grid is sliced when it has at most f x 7.5 whole-chip waves: the slice's CTAs are then
+"""A grid is sliced when it has `simulator.sampling.MIN_WAVES` (8) to f x 7.5 whole-chip
+waves. Fewer are timed in full on the whole chip, exactly: slicing replaces extrapolation
+only (sliced grids of 2 to 8 waves read up to 4.2 % off: vLLM SwiGLU 1024x5504, 3.9 waves,
+f = 2). With at most f x 7.5 waves the slice's CTAs are
 all timed (7.5 waves of the slice at most, what a sampled replay of 4 waves and the 3.5 more
 of an unsteady kernel cost on the whole chip); larger grids are wave-sampled on the whole
 chip (`simulator.sampling`). Wave-sampling the slice instead read -5.7 % (2-input residual

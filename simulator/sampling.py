@@ -210,9 +210,7 @@ def simulate_sampled(launch, replay):
             run_to(first)
         if synthesis["on"] and traced >= first:
             tpl = build_template()
-            probes = sorted({(traced + stop) // 2, stop - 1})
-            if tpl is not None and all(trace_synthesis.probe_matches(tpl, c, real_cta(c))
-                                       for c in probes):
+            if tpl is not None and probes_match(tpl, (traced + stop) // 2, stop - 1):
                 grouped, sectors = trace_synthesis.synthesize(
                     tpl, traced, stop, n_ctas * recorder.warps_per_cta, recorder.sector_count)
                 recorder.append_grouped(grouped, sectors)
@@ -230,21 +228,28 @@ def simulate_sampled(launch, replay):
         return trace_synthesis.cta_events(probe.finish(), cta, len(launch.program.instrs),
                                           recorder.fused_runs)
 
-    factor = chip_slice.slice_factor(replay.config) if chip_slice.SLICING else 1
-    if (factor > 1 and synthesis["on"]
-            and chip_slice.MIN_WAVES <= n_waves <= factor * chip_slice.MAX_SLICE_WAVES):
+    def probes_match(tpl, *ctas: int) -> bool:
+        """Whether CTAs `ctas`, traced alone, equal their synthesis from `tpl`."""
+        return all(trace_synthesis.probe_matches(tpl, c, real_cta(c)) for c in sorted(set(ctas)))
+
+    def slice_factor() -> int:
+        """f of the chip slice that times this grid (`simulator.chip_slice`), 1 for none."""
+        f = chip_slice.slice_factor(replay.config) if chip_slice.SLICING else 1
+        if f == 1 or not synthesis["on"] or not (
+                MIN_WAVES <= n_waves <= f * chip_slice.MAX_SLICE_WAVES):
+            return 1
         run_to(min(first_ctas(), n_ctas))            # the template decides (module docstring)
         tpl = build_template()
-        if (tpl is None or not chip_slice.proportional(tpl, n_ctas, factor)
-                or not all(trace_synthesis.probe_matches(tpl, c, real_cta(c))
-                           for c in sorted({n_ctas // 2, n_ctas - 1}))):
-            factor = 1
-        else:
-            replay = dataclasses.replace(replay, config=chip_slice.sliced_config(
-                replay.config, factor))
-            wave = max(replay.ctas_per_wave(replay.n_sms), 1)
-    else:
-        factor = 1
+        if (tpl is None or not chip_slice.proportional(tpl, n_ctas, f)
+                or not probes_match(tpl, n_ctas // 2, n_ctas - 1)):
+            return 1
+        return f
+
+    factor = slice_factor()
+    if factor > 1:
+        replay = dataclasses.replace(replay, config=chip_slice.sliced_config(replay.config,
+                                                                             factor))
+        wave = max(replay.ctas_per_wave(replay.n_sms), 1)
     grid_ctas = chip_slice.sliced_ctas(n_ctas, factor)   # the CTAs timed as the grid
 
     def time_waves(k: int, snapshot_from: int | None = None, resume=None, steady_l2=True):
