@@ -31,6 +31,7 @@ from models.cached_memory_layout import (
     P_REFRESH_FS,
     P_REFRESH_INTERVAL_FS,
     P_ROW_BYTES,
+    P_ROW_CHANNELS,
     P_SECTOR_BYTES,
     P_WRITE_TO_READ_FS,
     P_WRITEBACK_BOUND_FS,
@@ -90,7 +91,7 @@ def hbm_access(p, free_fs, banks, counts, line, size_bytes, at_ps, write):
     crosses the bus as one batch when it holds the buffer's bound (returns `at_ps`)."""
     channels = p[P_CHANNELS]
     channel = hbm_channel_of_line(line, channels)
-    row_index = (line // channels) * p[P_LINE_BYTES] // p[P_ROW_BYTES]
+    row_index = (line // p[P_ROW_CHANNELS]) * p[P_LINE_BYTES] // p[P_ROW_BYTES]
     bank = row_index % p[P_BANKS]
     row = row_index // p[P_BANKS]
     start = max(at_ps, banks[channel, bank, 1])

@@ -137,6 +137,12 @@ class HbmSpec(SpecMixin):
         "(row-buffer misses), from the SM.", above=0)
     banks_per_channel: int = spec_field("Banks per channel, one open row each.", above=0)
     row_bytes: int = spec_field("Bytes of one open row (page) per bank.", power_of_two=True)
+    row_map_channels: int = spec_field(
+        "Channels of the row map: a channel's lines with line number // row_map_channels "
+        "in one row_bytes range share a row (0: the chip's channels). Not a part of the "
+        "hardware: `simulator.chip_slice` sets the whole chip's channel count on a slice of "
+        "fewer channels, so that its rows span the chip's address ranges.",
+        default=0, minimum=0)
     row_activate_ns: float = spec_field("Activate-to-read time (tRCD).", minimum=0)
     row_precharge_ns: float = spec_field("Precharge time (tRP).", minimum=0)
     refresh_interval_ns: float = spec_field(

@@ -68,7 +68,8 @@ def build_address_map(config: GpuConfig) -> AddressMap:
     return AddressMap(line_bytes=config.l2.line_bytes, l2_slices=config.l2.slices,
                       l2_partitions=config.l2.partitions, hbm_channels=config.hbm.channels,
                       hbm_banks=config.hbm.banks_per_channel,
-                      hbm_row_bytes=config.hbm.row_bytes)
+                      hbm_row_bytes=config.hbm.row_bytes,
+                      hbm_row_channels=config.hbm.row_map_channels)
 
 
 def _build_l3(env: SimEnvironment, config: GpuConfig, clock: Clock, address_map: AddressMap,

@@ -32,23 +32,28 @@ and, sliced below 8 waves (not done: `MAX_SLICE_WAVES`), f = 2 / f = 4 against f
 4096x7168 (6.2) +1.0 / +1.4 %, SwiGLU 4096x2048 (3.9) +0.2 / +0.6 %, quantize 4096x2048
 (3.9) -0.4 / +0.4 %, RMSNorm (vLLM) 2048x4096 on h100_sxm (7.8) -0.8 / +1.9 %, SwiGLU
 (vLLM) 1024x5504 (3.9) +4.2 / +2.5 %, 2048x5504 (7.8) +3.0 / +3.3 %. vLLM's SwiGLU (a CTA
-per token over two streams 11 KB apart) runs 3-4 % long on every slice; the likely cause is
-the HBM row mapping, which the channel count sets (a row holds 8 consecutive lines of a
-channel: 80 channels' lines apart on the chip, 20 on a quarter), so its row hits are the
-slice's, not the chip's. Measured: with the rows mapped over the chip's 80 channels on a
-quarter slice (an experiment, not landed: it needs an address-map parameter in the HBM
-spec) vLLM's SwiGLU read +2.4 % at 4096 tokens, +1.5 % at 2048 and +1.0 % at 1024, vLLM's
-RMSNorm at 2048 tokens +0.8 %, but RMSNorm 4096x7168 +1.9 %, quantize -0.8 %. That is why
-`SLICING` is off by default. Wave-sampling the slice
-instead of timing all of it read -5.7 % and +3.6 % (`MAX_SLICE_WAVES`).
+per token over two streams 11 KB apart) ran 3-4 % long on every slice with the slice's own
+row map: a row holds 8 consecutive lines of a channel, which are 80 channels' lines apart on
+the chip and 20 on a quarter, so the slice's row-buffer hits were not the chip's. A slice
+therefore keeps the chip's row map (`hbm.row_map_channels` = the chip's channels; on the
+whole chip 0, its own): a line's bank and row are those it has on the whole chip. With it
+(f = 4, 2026-11-27): vLLM's SwiGLU 4096x5504 95.24 us (+2.4 %, wave-sampled +2.6 %), and
+below 8 waves +1.5 % at 2048 tokens, +1.0 % at 1024, vLLM's RMSNorm at 2048 tokens +0.8 %,
+RMSNorm 4096x7168 +1.9 %; quantize 4096x7168 33.22 us (-0.8 %), residual add 2 x 4096x7168
+61.99 us (+0.1 %); the 9-input residual add 201.7 us (wave-sampled 202.1). So `SLICING` is
+on. Wave-sampling the slice instead of timing all of it read -5.7 % and +3.6 %
+(`MAX_SLICE_WAVES`). The default DeepSeek-V3 layer's ops (`benchmarks/workload_speed.py
+--per-op`) took 84.5 s summed with slicing (its own row map) against 88.7 s without, in two
+runs side by side: the quantize of 4096x7168 and both residual adds are sliced.
 `tests/test_chip_slice.py` checks a sliced run against the whole chip.
 
 Left out: kernels without a template (atomics, TMA copies, mbarrier phases, clusters,
 CTAs of different work: GEMMs, attention), with CTAs unlike the first ones (RoPE's short
-last column chunk) or data shared along a dimension are timed on the whole chip; the address hashes
-spread lines over 1/f of the slices and channels, so set and row-buffer conflicts are those
-of the slice's units, not the chip's; a grid of fewer than `simulator.sampling.MIN_WAVES`
-waves is not sliced (the wave sampler times it in full on the whole chip, exactly).
+last column chunk) or data shared along a dimension are timed on the whole chip; the
+address hashes spread lines over 1/f of the slices and channels, so L2 set conflicts and
+which lines share a channel are those of the slice's units, not the chip's (rows are the
+chip's); a grid of fewer than `simulator.sampling.MIN_WAVES` waves is not sliced (the wave
+sampler times it in full on the whole chip, exactly).
 Units: SMs, slices, channels, bytes.
 """
 
@@ -58,10 +63,11 @@ import math
 
 import numpy as np
 
-SLICING = False
+SLICING = True
 """Sampled fidelity times uniform kernels on a slice of the chip when True (module
-docstring). Off by default: the slice read vLLM's SwiGLU kernel 3.7 % long where the wave
-sampler reads it 2.6 % long; on the layer's kernels it was as close or closer."""
+docstring). On since the slice keeps the chip's row map (2026-11-27): vLLM's SwiGLU kernel
+then reads 2.4 % long where the wave sampler reads it 2.6 % long (3.7 % with the slice's own
+row map, why it was off), and the layer's kernels as close or closer."""
 FACTORS = (4, 2)
 """Slice factors tried, largest first: the first that divides every unit count is used."""
 MIN_SLICE_SMS = 16
@@ -101,7 +107,8 @@ def sliced_config(config, f: int):
     """`config` with 1/f of the SMs, L2 slices and capacity, HBM channels and L3 slices."""
     sm, l2, hbm, l3 = config.sm, config.l2, config.hbm, config.l3
     overrides = {"sm.count": sm.count // f, "sm.comm_count": sm.comm_count // f,
-                 "l2.slices": l2.slices // f, "l2.size_bytes": l2.size_bytes // f}
+                 "l2.slices": l2.slices // f, "l2.size_bytes": l2.size_bytes // f,
+                 "hbm.row_map_channels": hbm.row_map_channels or hbm.channels}
     if hbm.channels_per_stack % f == 0:
         overrides["hbm.channels_per_stack"] = hbm.channels_per_stack // f
     else:

@@ -51,14 +51,15 @@ in the CTA coordinates: the later CTAs are made from them
 same traces the functional run gives, so the same result bit for bit (RMSNorm 4096x7168
 on h800_sxm: 10.8 -> 6.5 s CPU; residual add of 9 inputs 14.3 -> 10.8 s); a kernel that
 fails a check is traced as before.
-With `simulator.chip_slice.SLICING` on (off by default), a grid of 8 to f x 7.5 waves
+With `simulator.chip_slice.SLICING` on (the default), a grid of 8 to f x 7.5 waves
 whose CTAs are alike (the synthesis template holds, the grid's last and middle CTAs match
 it, and the CTAs share no data along a grid dimension) is not wave-sampled: its first
 ceil(n / f) CTAs are all timed, from a cold system, on a slice of the chip with 1/f of its
 SMs, L2 slices and HBM channels (f = 4 on h800_sxm), and its counts scaled to the grid (the
 result says "sampled", all of the slice's waves simulated, nothing extrapolated): quantize
 4096x7168 on h800_sxm -0.8 % against full (wave-sampled -4.9 %), 1.4 s CPU instead of 4.4;
-vLLM's SwiGLU 4096x5504 on h100_sxm +3.7 % (wave-sampled +2.6 %).
+vLLM's SwiGLU 4096x5504 on h100_sxm +2.4 % (wave-sampled +2.6 %; the slice keeps the
+chip's HBM row map, `hbm.row_map_channels`).
 The result says what was done:
 `KernelResult.fidelity` ("sampled" or "full"), `waves_simulated` (k) and
 `extrapolated_fraction` ((n - k) * m / cycles).

@@ -104,5 +104,17 @@ def test_uneven_last_chunk_is_not_sliced(monkeypatch):
     assert result.cycles == whole.cycles
 
 
-def test_slicing_is_off_by_default():
-    assert chip_slice.SLICING is False
+def test_slice_keeps_the_chips_row_map():
+    """A quarter of h800_sxm has 20 HBM channels but maps rows over the chip's 80: a line's
+    bank and row are those it has on the whole chip."""
+    from models.memory_system import build_address_map
+
+    sliced = chip_slice.sliced_config(H800, 4)
+    assert sliced.hbm.channels == H800.hbm.channels // 4
+    assert sliced.hbm.row_map_channels == H800.hbm.channels
+    lines = np.arange(0, 1 << 16, 7, dtype=np.int64) * H800.l2.line_bytes
+    whole, part = build_address_map(H800), build_address_map(sliced)
+    for a, b in zip(whole.hbm_bank_row(lines), part.hbm_bank_row(lines), strict=True):
+        np.testing.assert_array_equal(a, b)
+    own = build_address_map(sliced.with_overrides({"hbm.row_map_channels": 0}))
+    assert not np.array_equal(own.hbm_bank_row(lines)[1], part.hbm_bank_row(lines)[1])
