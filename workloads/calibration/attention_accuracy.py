@@ -33,7 +33,12 @@ hid part of the model's miss there). The seventh stop's template fixes from an H
 stage release per warp, `cvta.param`; README "Our Hopper templates on the H100") left all
 344 HELD-BACK rows at 17.5 % and moved the baseline's 15 to 16.3 %; the same H100 ran our
 GQA decode kernel over 2 keys in about half the time aiconfigurator measured for
-TensorRT-LLM's (batch 128: 21.9 against 40.2 us, launch overhead taken off both). The one fitted
+TensorRT-LLM's (batch 128: 21.9 against 40.2 us, launch overhead taken off both). The ninth
+stop (2026-11-27) made packed GQA decode compute whole 64-key pages (`--fit-whole`; the 210
+GQA FIT rows: cut blocks 20.8 %, whole pages 16.3 %, r 0.910 -> 0.956), refitted
+`launch.kernel_overhead_us` to it (3.25 -> 2.6 us): all 344 HELD-BACK rows 17.5 -> 15.2 %,
+r 0.970 -> 0.978, per family 32/32 11.6, 32/8 15.1, 64/64 13.0, 64/8 16.9, 96/8 19.7 %; the
+baseline's 15 rows 16.3 -> 17.0 %. The one fitted
 number that reaches these rows is `launch.kernel_overhead_us`, fitted by
 `workloads.calibration.launch_fit` on FIT rows only (batch <= 2, kv_len <= 16, together
 with small-M GEMM fit rows). MAPE and
@@ -47,6 +52,7 @@ TensorRT-LLM's own decode kernel, not the FA3-style template simulated here.
     python -m workloads.calibration.attention_accuracy --fit-gqa     # ~15 min
     python -m workloads.calibration.attention_accuracy --fit-combine # ~25 min
     python -m workloads.calibration.attention_accuracy --fit-paged   # ~25 min
+    python -m workloads.calibration.attention_accuracy --fit-whole   # ~15 min
 
 `BASELINE` (`attention_accuracy_baseline.json`) stores what was measured (date, preset,
 fidelity, per-row simulated times, MAPE and r); the tests recompute a few held-back rows
@@ -202,9 +208,11 @@ FIT_SETTINGS = {
     "combine": ("SPLIT_COMBINE", ("kernel", "inline"), False,
                 "split-KV combine by kernel and inline on the fit rows"),
     "paged": ("PAGED_KV_PAGE", (0, 64), False,
-              "contiguous and paged (64-key pages) KV on the fit rows")}
-"""`--fit-gqa` / `--fit-combine` / `--fit-paged`: (setting, values tried, GQA rows only,
-what the flag scores)."""
+              "contiguous and paged (64-key pages) KV on the fit rows"),
+    "whole": ("PACKED_DECODE_WHOLE_PAGES", (False, True), True,
+              "packed GQA decode blocks cut to the keys and whole pages on the GQA fit rows")}
+"""`--fit-gqa` / `--fit-combine` / `--fit-paged` / `--fit-whole`: (setting, values tried,
+GQA rows only, what the flag scores)."""
 
 
 def load_baseline() -> dict:

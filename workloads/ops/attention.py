@@ -23,7 +23,9 @@ Choices, the same for every shape (no per-shape factors):
 * kv_block: the largest multiple of 16, at most 128, for which Q plus two K/V stages fit
   in 227 KiB (128 for head dims up to 192/128, 80 for 256/256, as FA3's tile table), and
   no more than the keys rounded up to 16 (a decode step over a short cache computes no
-  padding block, and its sampled launches time blocks of the keys it really reads);
+  padding block, and its sampled launches time blocks of the keys it really reads), except
+  that packed GQA decode computes whole pages (`PACKED_DECODE_WHOLE_PAGES`: a cache shorter
+  than a page is one page-sized block, as a fixed-tile decode kernel runs it);
 * split-KV (FA's num_splits heuristic, simplified) when not causal (or one query) and
   the CTAs fill less than 80 % of the compute SMs: splits = SMs / CTAs, at most the KV
   blocks and 128, evened so that no split is empty; a combine kernel then merges them
@@ -73,6 +75,11 @@ FIT rows (`attention_accuracy --fit-combine`)."""
 PACKED_DECODE_CTAS_PER_SM = 1
 """CTAs per SM of packed GQA decode (1 or 2; 2 where they fit, as unpacked decode): chosen
 on the decode-attention FIT rows (`attention_accuracy --fit-gqa`)."""
+PACKED_DECODE_WHOLE_PAGES = True
+"""Packed GQA decode CTAs compute whole pages of the paged KV cache: a cache shorter than
+a page is one block of `PAGED_KV_PAGE` keys, masked past its end (as decode kernels with a
+fixed tile do), not a block cut to the keys rounded up to 16. Chosen on the decode-attention
+FIT rows (`attention_accuracy --fit-whole`)."""
 PAGED_KV_PAGE = 64
 """Keys per page of the paged KV cache decode attention reads (seqlen_q <= PACK_MAX_SEQLEN_Q,
 not MLA): 0 for contiguous K/V, else the page size (64: TensorRT-LLM's tokens_per_block
@@ -112,12 +119,15 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
     block_rows = m_tile // pack * pack if 0 < pack < m_tile else m_tile
     q_bytes = headdim * m_tile * 2
     per_key = 2 * (headdim + (0 if v_from_k else headdim_v))
-    kv_block = min(_kv_block(MAX_SHARED, q_bytes, per_key), 16 * math.ceil(seqlen_k / 16))
+    kv_page = PAGED_KV_PAGE if kv_page is None else kv_page
+    page = kv_page if seqlen_q <= PACK_MAX_SEQLEN_Q and not v_from_k else 0
+    keys = 16 * math.ceil(seqlen_k / 16)
+    if pack and page and PACKED_DECODE_WHOLE_PAGES:
+        keys = max(keys, page)
+    kv_block = min(_kv_block(MAX_SHARED, q_bytes, per_key), keys)
     two_fit = _kv_block(config.sm.max_shared_memory_bytes // 2, q_bytes, per_key) // 64 * 64
     if m_tile == 64 and not v_from_k and two_fit >= 64:  # two CTAs per SM (docstring)
         kv_block = min(kv_block, two_fit)
-    kv_page = PAGED_KV_PAGE if kv_page is None else kv_page
-    page = kv_page if seqlen_q <= PACK_MAX_SEQLEN_Q and not v_from_k else 0
     while page and page % kv_block:         # a KV block lies within one page
         kv_block -= 16
     m_blocks = math.ceil(rows / block_rows)
