@@ -126,6 +126,31 @@ def test_short_cache_decode_reads_no_padding_block():
     assert prefill.launches[0].detail["tiles"]["kv_block"] == 128
 
 
+def test_packed_gqa_decode_computes_whole_pages(monkeypatch):
+    """Packed GQA decode over 4 cached keys computes one whole 64-key page block
+    (`PACKED_DECODE_WHOLE_PAGES`), not a 16-key block, and reads whole page boxes (more
+    HBM bytes than the cut block); with the setting off, or with MHA, the block is cut to
+    16 keys."""
+    from workloads.ops import attention
+
+    def tiles(kv_heads):
+        return build_op("attention", H100, batch=16, heads=32, kv_heads=kv_heads, seqlen=1,
+                        seqlen_k=4).launches[0].detail["tiles"]
+
+    def hbm_bytes():
+        plan = build_op("attention", H100, batch=16, heads=32, kv_heads=8, seqlen=1,
+                        seqlen_k=4, shape_only=True)
+        return simulate_op(plan, H100, "full")["hbm_bytes"]
+
+    assert attention.PACKED_DECODE_WHOLE_PAGES is True
+    assert tiles(8)["kv_block"] == attention.PAGED_KV_PAGE == 64
+    assert tiles(8)["page"] == 64 and tiles(32)["kv_block"] == 16
+    whole = hbm_bytes()
+    monkeypatch.setattr(attention, "PACKED_DECODE_WHOLE_PAGES", False)
+    assert tiles(8)["kv_block"] == 16
+    assert whole > hbm_bytes()
+
+
 def test_simulated_time_is_not_below_the_roofline():
     """A small functional attention takes at least its roofline time."""
     p = build_op("attention", SMALL, batch=1, heads=2, seqlen=256, headdim=64, causal=True)
