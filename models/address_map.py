@@ -37,7 +37,7 @@ class AddressMap:
     hbm_channels: int
     hbm_banks: int
     hbm_row_bytes: int
-    hbm_row_channels: int = 0     # line numbers per row step: 0 = hbm_channels (HbmSpec)
+    hbm_row_channels: int         # the row map's channels (`HbmSpec.row_channels`)
 
     def line_ids(self, addresses: np.ndarray) -> np.ndarray:
         """Line numbers of byte addresses."""
@@ -61,6 +61,6 @@ class AddressMap:
 
     def hbm_bank_row(self, addresses: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(bank, row) of each address inside its channel."""
-        local_line = self.line_ids(addresses) // (self.hbm_row_channels or self.hbm_channels)
+        local_line = self.line_ids(addresses) // self.hbm_row_channels
         row_index = local_line * self.line_bytes // self.hbm_row_bytes
         return row_index % self.hbm_banks, row_index // self.hbm_banks

@@ -224,7 +224,7 @@ class CachedMemory:
             k.P_CHANNELS: hbm.channels,
             k.P_BANKS: hbm.banks_per_channel,
             k.P_ROW_BYTES: hbm.row_bytes,
-            k.P_ROW_CHANNELS: hbm.row_map_channels or hbm.channels,
+            k.P_ROW_CHANNELS: hbm.row_channels,
             k.P_L3_ENABLED: int(l3.enabled),
             k.P_L3_SLICES: l3_slices,
             k.P_PORT_FS: _fs_per_byte(config.noc.port_bandwidth_bytes_per_clk * hz),

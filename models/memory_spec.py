@@ -172,6 +172,12 @@ class HbmSpec(SpecMixin):
         return self.stacks * self.channels_per_stack
 
     @property
+    def row_channels(self) -> int:
+        """The channel count the row map divides line numbers by (`row_map_channels`, or
+        the chip's channels when it is 0)."""
+        return self.row_map_channels or self.channels
+
+    @property
     def peak_bandwidth_gbps(self) -> float:
         """Total peak bandwidth."""
         return self.channels * self.channel_bandwidth_gbps

@@ -69,7 +69,7 @@ def build_address_map(config: GpuConfig) -> AddressMap:
                       l2_partitions=config.l2.partitions, hbm_channels=config.hbm.channels,
                       hbm_banks=config.hbm.banks_per_channel,
                       hbm_row_bytes=config.hbm.row_bytes,
-                      hbm_row_channels=config.hbm.row_map_channels)
+                      hbm_row_channels=config.hbm.row_channels)
 
 
 def _build_l3(env: SimEnvironment, config: GpuConfig, clock: Clock, address_map: AddressMap,

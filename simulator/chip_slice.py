@@ -18,8 +18,8 @@ match the template and the CTAs share no data along a grid dimension (`proportio
 scales the counts to the grid by n / CTAs simulated, as for sampled waves, and `unslice`
 puts the whole chip back into the SM count and the memory time series.
 
-Measured (2026-11-27) against timing every CTA on the whole chip (kernel time, HBM bytes;
-CPU seconds of the op):
+Measured (2026-11-27, the slice with its own row map, see below) against timing every CTA
+on the whole chip (kernel time, HBM bytes; CPU seconds of the op):
 
     kernel (whole-chip waves), preset        f = 4             wave-sampled    full
     quantize 4096x7168 (13.6), h800_sxm      33.20 us 74.6 MB  31.85 us 72.2   33.48 us 74.3
@@ -43,8 +43,8 @@ RMSNorm 4096x7168 +1.9 %; quantize 4096x7168 33.22 us (-0.8 %), residual add 2 x
 61.99 us (+0.1 %); the 9-input residual add 201.7 us (wave-sampled 202.1). So `SLICING` is
 on. Wave-sampling the slice instead of timing all of it read -5.7 % and +3.6 %
 (`MAX_SLICE_WAVES`). The default DeepSeek-V3 layer's ops (`benchmarks/workload_speed.py
---per-op`) took 84.5 s summed with slicing (its own row map) against 88.7 s without, in two
-runs side by side: the quantize of 4096x7168 and both residual adds are sliced.
+--per-op`) took 82.9 s summed with slicing against 91.2 s without, in two runs side by
+side: the quantize of 4096x7168 (3.6 -> 1.2 s) and both residual adds are sliced.
 `tests/test_chip_slice.py` checks a sliced run against the whole chip.
 
 Left out: kernels without a template (atomics, TMA copies, mbarrier phases, clusters,
@@ -108,7 +108,7 @@ def sliced_config(config, f: int):
     sm, l2, hbm, l3 = config.sm, config.l2, config.hbm, config.l3
     overrides = {"sm.count": sm.count // f, "sm.comm_count": sm.comm_count // f,
                  "l2.slices": l2.slices // f, "l2.size_bytes": l2.size_bytes // f,
-                 "hbm.row_map_channels": hbm.row_map_channels or hbm.channels}
+                 "hbm.row_map_channels": hbm.row_channels}
     if hbm.channels_per_stack % f == 0:
         overrides["hbm.channels_per_stack"] = hbm.channels_per_stack // f
     else:

@@ -1,4 +1,4 @@
-"""Chip slicing (`simulator.chip_slice`, off by default): which configs and kernels are
+"""Chip slicing (`simulator.chip_slice`, on by default): which configs and kernels are
 sliced, and a sliced sampled run against timing every CTA on the whole chip."""
 
 from __future__ import annotations
