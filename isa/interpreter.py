@@ -95,7 +95,8 @@ def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 
     is stepped at once: its threads are those at its first pc in each of its steps (min-PC
     order), so each instruction is counted and observed with them, as step by step (an
     observer with a `record_run(m, first, stop, lanes, n_warps)` method is given the run in
-    one call instead).
+    one call instead). An observer whose `record_silent` is set is given, per guarded step,
+    the thread slots of one lane of each warp counted there none of whose lanes executed.
     """
     instrs = m.program.instrs
     skip = None
@@ -105,6 +106,7 @@ def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 
     ends = _run_ends(instrs, skip) if skip is not None else None
     pc = m.pc
     limit = max_steps or (1 << 62)
+    silent = getattr(observer, "record_silent", None)
     with np.errstate(all="ignore"):
         while True:
             target, idx = _lowest(pc)
@@ -131,6 +133,8 @@ def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 
                     g = ~g
                 if not g.all():
                     pc[lanes] = target + 1
+                    if silent is not None:
+                        _silent_warps(silent, m, lanes, g)
                     if not g.any():
                         continue
                     exec_lanes = _lanes_of(idx[g])
@@ -143,6 +147,15 @@ def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 
                 ins.sem(m, ins, exec_lanes)
             if observer is not None:
                 observer(m, ins, exec_lanes, nw)
+
+
+def _silent_warps(silent, m: Machine, lanes, g) -> None:
+    """Tell `silent` the warps of `lanes` none of whose lanes `g` lets execute."""
+    slots = np.asarray(lanes).reshape(-1) if not isinstance(lanes, slice) else \
+        np.arange(lanes.start, lanes.stop)
+    warps = np.setdiff1d(slots >> 5, slots[np.asarray(g).reshape(-1)] >> 5)
+    if warps.size:
+        silent(m, warps << 5)
 
 
 def _plain_run(m: Machine, counts: StepCounts, observer, lanes, nw: int, first: int,

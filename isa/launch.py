@@ -247,7 +247,7 @@ def _scalar_bytes(arg, ty, where: str) -> np.ndarray:
 def run_kernel(ptx, entry: str, grid, block, args: list, shared_bytes: int = 0, *,
                file: str = "<ptx>", observer=None, max_batch_threads: int = DEFAULT_BATCH_THREADS,
                max_steps: int = 0, cta_range: tuple[int, int] | None = None,
-               timing_only: bool = False, cluster=None) -> FunctionalResult:
+               timing_only: bool = False, cluster=None, ctas=None) -> FunctionalResult:
     """Run a kernel functionally. Pointer arguments (numpy arrays) are updated in place.
 
     `ptx` is PTX text or a `Program` from `compile_kernel`. Raises `isa.PtxError` on
@@ -255,7 +255,8 @@ def run_kernel(ptx, entry: str, grid, block, args: list, shared_bytes: int = 0, 
     an impossible launch or wrong arguments; the caller's arrays are then unchanged.
 
     Timing mode: `cta_range=(first, stop)` runs only the CTAs with those linear indices
-    (x fastest), for sampled simulation; `timing_only=True` skips the data of tensor-core
+    (x fastest), for sampled simulation, and `ctas` (ascending linear indices, whole
+    clusters) only those; `timing_only=True` skips the data of tensor-core
     instructions (`mma`, `wmma.mma`, `wgmma.mma_async`: their destination registers keep
     stale values), which is where large GEMMs and attention spend their arithmetic, and of
     the register-only instructions whose results reach no address, guard or branch
@@ -273,7 +274,7 @@ def run_kernel(ptx, entry: str, grid, block, args: list, shared_bytes: int = 0, 
     layout.buffers = list(program.global_layout.buffers)
     layout.top = program.global_layout.top
     kparam, arrays = marshal_args(program, list(args), layout)
-    partial = timing_only or cta_range is not None
+    partial = timing_only or cta_range is not None or ctas is not None
     gmem = GlobalMemory(layout)
     for decl, buf in program.module_globals:
         if decl.init:
@@ -286,7 +287,7 @@ def run_kernel(ptx, entry: str, grid, block, args: list, shared_bytes: int = 0, 
     steps = 0
     skip = TIMING_ONLY_SKIPPED_UNITS if timing_only else None
     skip_pcs = data_only_pcs(program) if timing_only else None
-    for cta_ids in cta_batches(launch, max_batch_threads, cta_range):
+    for cta_ids in cta_batches(launch, max_batch_threads, cta_range, ctas):
         m = Machine(program, launch, cta_ids, gmem, kparam)
         m.copies_bulk_data = not timing_only
         run_machine(m, counts, observer, max_steps, skip_units=skip, skip_pcs=skip_pcs)
@@ -299,12 +300,16 @@ def run_kernel(ptx, entry: str, grid, block, args: list, shared_bytes: int = 0, 
 
 
 def cta_batches(launch: Launch, max_batch_threads: int,
-                cta_range: tuple[int, int] | None = None):
-    """CTA index triples in launch order (x fastest), in batches; optionally a sub-range.
-    With clusters, cluster after cluster, whole clusters per batch (`isa.cluster`)."""
+                cta_range: tuple[int, int] | None = None, ctas=None):
+    """CTA index triples in launch order (x fastest), in batches; optionally a sub-range,
+    or the CTAs of `ctas` (ascending linear indices). With clusters, cluster after
+    cluster, whole clusters per batch (`isa.cluster`)."""
     tpc = -(-launch.block_threads // 32) * 32
     per = max(1, max_batch_threads // tpc)
     gx, gy, gz = launch.grid
+    if ctas is not None:
+        yield from _listed_batches(launch, per, np.asarray(ctas, np.int64))
+        return
     first, total = 0, launch.n_ctas
     if cta_range is not None:
         first, stop = int(cta_range[0]), int(cta_range[1])
@@ -322,4 +327,27 @@ def cta_batches(launch: Launch, max_batch_threads: int,
         lin = np.arange(start, min(start + per, total), dtype=np.int64)
         if order is not None:
             lin = order[lin]
+        yield np.stack([lin % gx, (lin // gx) % gy, lin // (gx * gy)], axis=1)
+
+
+def _listed_batches(launch: Launch, per: int, ctas: np.ndarray):
+    """`cta_batches` of the listed CTAs: ascending, in the grid, whole clusters (else a
+    `LaunchError` naming what is accepted)."""
+    gx, gy, _ = launch.grid
+    if ctas.ndim != 1 or not ctas.size or (np.diff(ctas) <= 0).any() or ctas[0] < 0 \
+            or ctas[-1] >= launch.n_ctas:
+        raise LaunchError(f"ctas {ctas.tolist()[:8]}...: accepted ascending distinct linear "
+                          f"CTA indices in [0, {launch.n_ctas})")
+    size = launch.cluster_ctas
+    if size > 1:
+        order = cluster_order(launch.grid, launch.cluster)
+        clusters = order.reshape(-1, size)
+        listed = np.isin(clusters, ctas)
+        if (listed.any(axis=1) & ~listed.all(axis=1)).any():
+            raise LaunchError(f"ctas {ctas.tolist()[:8]}... cut a cluster of "
+                              f"{launch.cluster}; accepted whole clusters")
+        ctas = clusters[listed.all(axis=1)].reshape(-1)
+        per = max(size, per // size * size)
+    for start in range(0, ctas.size, per):
+        lin = ctas[start:start + per]
         yield np.stack([lin % gx, (lin // gx) % gy, lin // (gx * gy)], axis=1)

@@ -83,7 +83,7 @@ import math
 
 import numpy as np
 
-from simulator import chip_slice, trace_synthesis
+from simulator import chip_slice, trace_synthesis, work_synthesis
 from simulator import trace as trace_mod
 from simulator.simulate import front_end_us
 from simulator.trace_tiles import span_items
@@ -273,6 +273,13 @@ def simulate_sampled(launch, replay):
         snapshot = session.step_to_end(snapshot_from)
         return replay.finish(session, warp_instr, thread_instr), snapshot
 
+    if n_waves < MIN_WAVES and factor == 1 and work_synthesis.SYNTHESIS:
+        counts = work_synthesis.synthesize_trace(launch, recorder)
+        if counts is not None:
+            warp_instr, thread_instr = counts
+            traced = n_ctas
+        elif launch.work is not None:
+            recorder = replay.recorder(launch)          # drop what the attempt traced
     if n_waves < MIN_WAVES or factor > 1:
         full, _ = time_waves(math.ceil(n_waves), steady_l2=False)
         if factor == 1:

@@ -140,7 +140,8 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
                     *, policy: str | None = None, regs_per_thread: int | None = None,
                     memory=None, run_id: str = "run",
                     quantum_cycles: int = DEFAULT_QUANTUM_CYCLES, fidelity: str = "full",
-                    timing_only: bool = False, sms: str = "compute") -> KernelResult:
+                    timing_only: bool = False, sms: str = "compute",
+                    cta_work=None) -> KernelResult:
     """Run `entry` functionally (arrays updated in place) and time it on `config`.
 
     `config` defaults to the `h100_sxm` preset; `policy` overrides `sm.scheduler_policy`;
@@ -149,7 +150,9 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
     `simulator.system.MEMORY_MODELS`) or is any `MemoryInterface` object. The cached
     memory's L1 gets what the kernel's shared-memory carve-out leaves. `fidelity` is
     `"full"` or `"sampled"` (see the module docstring); `timing_only` as `isa.run_kernel`;
-    `sms` is "compute" or "comm" (the SMs the CTAs run on).
+    `sms` is "compute" or "comm" (the SMs the CTAs run on); `cta_work` (a
+    `simulator.work_synthesis.CtaWork` of the grid's CTAs) lets sampled fidelity trace a
+    few CTAs of a persistent kernel and synthesize the others.
     """
     if fidelity not in FIDELITIES:
         raise ValueError(f"fidelity={fidelity!r}; accepted: {', '.join(FIDELITIES)}")
@@ -160,7 +163,10 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
         raise ValueError("sms='comm' needs sm.comm_count >= 1 (SMs reserved for communication)")
     program = ptx if isinstance(ptx, isa.launch.Program) else isa.compile_kernel(ptx, entry)
     launch = KernelLaunch(program, entry, dim3(grid, "grid"), dim3(block, "block"), list(args),
-                          shared_bytes, timing_only)
+                          shared_bytes, timing_only, cta_work)
+    if cta_work is not None and cta_work.classes.size != launch.n_ctas:
+        raise ValueError(f"cta_work describes {cta_work.classes.size} CTAs; accepted one "
+                         f"row per CTA of the grid ({launch.n_ctas})")
     threads = launch.block_threads
     occ = occupancy(config, threads, regs_per_thread or estimate_registers(program),
                     program.shared_bytes + shared_bytes)
@@ -200,6 +206,7 @@ class KernelLaunch:
     args: list
     shared_bytes: int
     timing_only: bool
+    work: Any = None          # a `simulator.work_synthesis.CtaWork`, or None
 
     @property
     def block_threads(self) -> int:
@@ -212,11 +219,13 @@ class KernelLaunch:
     def recorder(self, fuse_end: np.ndarray | None = None) -> TraceRecorder:
         return TraceRecorder(self.grid, self.block_threads, self.program.local_bytes, fuse_end)
 
-    def run(self, recorder: TraceRecorder, cta_range: tuple[int, int] | None = None):
-        """Functional run of all CTAs, or of `cta_range`, traced into `recorder`."""
+    def run(self, recorder: TraceRecorder, cta_range: tuple[int, int] | None = None,
+            ctas=None):
+        """Functional run of all CTAs, or of `cta_range`, or of the CTAs `ctas` (ascending
+        linear indices), traced into `recorder`."""
         return isa.run_kernel(self.program, self.entry, self.grid, self.block, self.args,
                               self.shared_bytes, observer=recorder, cta_range=cta_range,
-                              timing_only=self.timing_only)
+                              timing_only=self.timing_only, ctas=ctas)
 
 
 @dataclass

@@ -249,6 +249,19 @@ class TraceRecorder:
         self._slot_chunks: dict[int, np.ndarray] = {}
         self._grouped: dict | None = None
         self._last: tuple = (None,)         # (exec_lanes, its lanes, warp runs, warps, zeros)
+        self.silent_per_cta: np.ndarray | None = None
+        self.record_silent = None
+
+    def count_silent(self) -> None:
+        """From now on count, per CTA (`silent_per_cta`), the warp-instructions the
+        interpreter counts for warps none of whose lanes executed (no event here)."""
+        self.silent_per_cta = np.zeros(int(np.prod(self.grid)), np.int64)
+        self.record_silent = self._record_silent
+
+    def _record_silent(self, m, slots: np.ndarray) -> None:
+        ids = m.cta_ids[m.cta_of[slots]].astype(np.int64)
+        gx, gy = self.grid[0], self.grid[1]
+        np.add.at(self.silent_per_cta, ids[:, 0] + gx * (ids[:, 1] + gy * ids[:, 2]), 1)
 
     def _warps(self, m, exec_lanes) -> tuple:
         """(lanes, warp run starts, active lanes, global warps, zeros) of `exec_lanes`."""
@@ -360,7 +373,7 @@ class TraceRecorder:
         the result are shared with later results, so they must not be changed."""
         n_ctas = self.grid[0] * self.grid[1] * self.grid[2]
         n_warps = n_ctas * self.warps_per_cta
-        if not self._chunks:
+        if not self._chunks and self._grouped is None:
             empty = np.zeros(0, dtype=np.int64)
             return WarpTrace(self.warps_per_cta, n_ctas, np.zeros(n_warps + 1, np.int64),
                              empty.astype(np.int32), empty.astype(np.int16),
@@ -429,6 +442,17 @@ class TraceRecorder:
         self._grouped = join_grouped(done, dict(grouped, chunks=len(self._chunks)))
         self._sector_chunks.append(sectors)
         self._n_sectors += sectors.size
+
+    def install(self, grouped: dict, sectors: np.ndarray, slot_events: np.ndarray) -> None:
+        """Replace everything recorded by a whole launch's events already grouped by warp
+        (`simulator.work_synthesis`: fields, `per_warp`, `first_warp`, `last_warp`,
+        `slot`), the `sectors` their `sstart` index and the slot table; the fused runs
+        recorded so far keep their numbers."""
+        self._chunks, self._slot_chunks = [], {}
+        self._sector_chunks, self._sector_buf = [sectors], np.zeros(0, np.int64)
+        self._sector_used, self._n_sectors = 0, int(sectors.size)
+        self._tiles.slot_events = slot_events
+        self._grouped = dict(grouped, chunks=0)
 
     def _group(self, first: int, n_warps: int) -> dict:
         """The events of chunks `first:` grouped by warp: field arrays, the events per warp,

@@ -77,6 +77,7 @@ import numpy as np
 import isa
 from isa.errors import InputError
 from isa.tensor_map import make_tensor_map
+from simulator.work_synthesis import CtaWork
 from workloads.codesign.codesign_ops import gemm_hook
 from workloads.kernels.templates.gemm import (
     ELEM,
@@ -376,9 +377,11 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
     detail = {"tiles": choice, "rule": rule, "uses_wgmma": True}
 
     def launch(kern, args, timing_only) -> Launch:
+        work = None if blocks is not None else kern.cta_work(ops.a_rows, n, args[-1])
         return Launch("gemm", kern.ptx, kern.entry, kern.grid(ops.a_rows, n, blocks),
                       kern.block, args, kern.shared_bytes, timing_only=timing_only,
-                      detail=detail, regs_per_thread=regs)
+                      detail=detail, regs_per_thread=regs,
+                      options={} if work is None else {"cta_work": CtaWork(*work)})
 
     main = launch(kernel, _args(kernel, ops, dtype, out_dtype, scaling, shape_only, rng),
                   shape_only)

@@ -188,6 +188,47 @@ class GemmKernel:
             return (max(1, min(tiles, self.config.sm_count)), 1, 1)
         return (tm, tn, 1)
 
+    def cta_work(self, m: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per CTA of a persistent plain kernel's grid (`grid(m, n)`), its work class and
+        coordinates (`simulator.work_synthesis.CtaWork`): the rounds it walks and, per
+        round, whether the tile is inside C, at its M or N edge or outside it, and with
+        DeepSeek scaling where in a 32-byte sector its first scale_b row starts (rows of
+        ceil(K / 128) floats: the sectors a warp's `ld.global` of them touches) (the
+        class), and the tile's m- and n-block (the coordinates, 0 past its last round); the
+        loop of `gemm_ptx` (a cluster walks pairs q = clusterid, + nclusterid, ..., rank r
+        taking the pair's r-th tile). None for grouped or non-persistent kernels."""
+        cfg = self.config
+        if not cfg.persistent or cfg.grouped:
+            return None
+        tm, tn = self.tiles(m, n)
+        ctas = self.grid(m, n)[0]
+        units = ctas // cfg.cluster
+        walked = pairs(cfg.multicast, tm, tn) if cfg.multicast else tm * tn
+        if cfg.tile_limit:
+            walked = min(walked, cfg.work_limit)
+        rounds = -(-walked // units)
+        q = np.arange(units, dtype=np.int64)[:, None] + units * np.arange(rounds)[None, :]
+        q = np.repeat(q, cfg.cluster, axis=0)                  # [CTAs, rounds]
+        rank = (np.arange(ctas) % cfg.cluster)[:, None]
+        if cfg.multicast == "a":
+            mb, nb = q % tm, 2 * (q // tm) + rank
+        elif cfg.multicast == "b":
+            pairs_m = -(-tm // 2)
+            mb, nb = 2 * (q % pairs_m) + rank, q // pairs_m
+        else:
+            mb, nb = q % tm, q // tm
+        live = q < walked
+        edge_m = np.where(mb >= tm, 2, (mb == tm - 1) & bool(m % cfg.m_tile))
+        edge_n = np.where(nb >= tn, 2, (nb == tn - 1) & bool(n % cfg.n_tile))
+        phase = 0
+        if cfg.fp8_scaling:
+            phase = (np.minimum(nb * cfg.n_blocks, -(-n // 128) - 1) * -(-k // 128) * 4) % 32
+        code = np.where(live, 1 + edge_m * 3 + edge_n + 9 * phase, 0)   # 0: no such round
+        _, classes = np.unique(code, axis=0, return_inverse=True)
+        coords = np.where(np.repeat(live, 2, axis=1),
+                          np.stack([mb, nb], axis=2).reshape(ctas, -1), 0)
+        return classes.reshape(-1).astype(np.int64), coords.astype(np.int64)
+
     def args(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, scale_a=None,
              scale_b=None, schedule: np.ndarray | None = None) -> list:
         """[tmap_a, tmap_b, a, b, c, (scale_a, scale_b,) (schedule,) M, N, K (, blocks)]

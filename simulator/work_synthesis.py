@@ -1,0 +1,322 @@
+"""Work synthesis: the traces of a persistent kernel's CTAs from a few of them traced for real.
+
+What it models
+--------------
+A persistent kernel (a GEMM that launches one CTA, or one 2-CTA cluster, per SM and walks
+tiles t = c, c + P, c + 2P, ...) is one wave, so the wave sampler (`simulator.sampling`)
+times it in full, and its functional run traces every CTA: the GEMMs of a DeepSeek-V3 layer
+spent most of their CPU there. Its CTAs run the same instructions whenever they do the
+same *kind* of work (as many tiles, the same edge tiles), and their addresses are affine in
+the coordinates of the tiles they walk (the m- and n-block of each round), not in the CTA
+index (t % tiles_m wraps). The kernel's builder knows both and says so in a `CtaWork`
+(`simulate_kernel(cta_work=...)`): per CTA a work class and a row of integer coordinates.
+
+Per unit (a CTA, or a cluster's CTAs together, as their barriers are shared) of each class,
+units are traced for real in one functional run (`isa.run_kernel(ctas=...)`): the class's
+first, then those that raise the rank of the coordinate differences until it is the
+class's (the evidence), and up to `PROBES` more (the last and middle unit not yet chosen).
+A class is synthesized when every traced unit has the same events per warp (pc, active
+lanes, kind, detail) as its first, the same mbarrier phase structure (its slots numbered
+in order of first use, `canonical_slots`), no atomics or data-timed details, and sectors
+
+    S_u = S_first + (X_u - X_first) D
+
+(X: the unit's coordinates, one integer D per sector position and coordinate, solved by
+least squares on the evidence and rounded) that reproduce every traced unit exactly,
+probes included. The synthesized trace then holds every unit of the grid, traced ones too,
+each with fresh slot ids; warp and thread instruction counts are those of the events (a
+fused run counting its instructions), plus the warps whose lanes a guard turned all off
+(they count an instruction but record no event; `TraceRecorder.count_silent`), checked
+equal to the functional run's on the traced units. When a check fails the kernel is
+traced in full, as before.
+
+Measured (h800_sxm, 2026-11-28, `tests/test_work_synthesis.py` checks the traces and the
+timing are the same as a full trace): see `simulator.sampling`.
+
+Left out: grouped GEMMs (their tiles' rows come from a schedule table; no `CtaWork`),
+kernels with atomics or data-timed events. Units: CTAs, warps, 32-byte sectors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.trace import KIND_ATOMIC, KIND_NONE, SECTOR_KINDS
+from simulator.trace_tiles import span_items
+
+SYNTHESIS = True
+"""Sampled fidelity synthesizes the CTAs of a kernel launched with a `CtaWork`."""
+PROBES = 2
+"""Units per class traced beyond the evidence and checked against their synthesis."""
+_EVENT_FIELDS = ("pc", "active", "kind", "detail")
+_SECTOR_KINDS = np.array(sorted(SECTOR_KINDS), np.int8)
+
+
+def _sector_mask(kind: np.ndarray, detail: np.ndarray) -> np.ndarray:
+    """Events with sectors: global accesses and TMA/bulk copies."""
+    return np.isin(kind, _SECTOR_KINDS) & (detail > 0)
+
+
+@dataclass(frozen=True)
+class CtaWork:
+    """What a kernel's builder says about its CTAs: `classes[c]` (CTAs of one class run the
+    same instructions) and `coords[c]` (integers the CTA's addresses are affine in, within
+    its class), one row per CTA in linear order."""
+    classes: np.ndarray
+    coords: np.ndarray
+
+    def __post_init__(self) -> None:
+        classes = np.asarray(self.classes, np.int64)
+        coords = np.asarray(self.coords, np.int64)
+        if classes.ndim != 1 or coords.ndim != 2 or coords.shape[0] != classes.size:
+            raise ValueError(f"CtaWork: classes {classes.shape}, coords {coords.shape}; "
+                             "accepted classes [CTAs] and coords [CTAs, features]")
+        object.__setattr__(self, "classes", classes)
+        object.__setattr__(self, "coords", coords)
+
+
+@dataclass
+class _Unit:
+    """One unit's traced events: fields per event, events per warp, slots (canonical), its
+    slot table, which table entries are slot ids, its sectors, its instruction counts."""
+    per_warp: np.ndarray
+    fields: dict
+    slots: np.ndarray
+    table: np.ndarray
+    is_member: np.ndarray
+    sectors: np.ndarray
+    warp_instr: int
+    thread_instr: int
+
+
+def _units(work: CtaWork, cluster: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first CTA, class, coordinates) per unit of `cluster` consecutive CTAs (a unit's
+    class combines its CTAs', its coordinates are theirs side by side)."""
+    n = work.classes.size
+    if n % cluster:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros((0, 0), np.int64)
+    classes = work.classes.reshape(-1, cluster)
+    _, unit_class = np.unique(classes, axis=0, return_inverse=True)
+    return (np.arange(0, n, cluster, dtype=np.int64), unit_class.reshape(-1),
+            work.coords.reshape(n // cluster, -1))
+
+
+def choose_units(unit_class: np.ndarray, coords: np.ndarray) -> dict[int, tuple[list, list]]:
+    """Per class, (evidence units, probe units) as in the module docstring."""
+    out = {}
+    for cls in np.unique(unit_class).tolist():
+        members = np.flatnonzero(unit_class == cls).tolist()
+        first = members[0]
+        diffs = coords[members] - coords[first]
+        target = int(np.linalg.matrix_rank(diffs)) if diffs.size else 0
+        chosen, rows = [first], []
+        for u in members[1:]:
+            if len(rows) == target:
+                break
+            trial = rows + [coords[u] - coords[first]]
+            if np.linalg.matrix_rank(np.array(trial)) > len(rows):
+                chosen.append(u)
+                rows = trial
+        rest = [u for u in members if u not in set(chosen)]
+        probes = []
+        for u in (rest[-1:] + rest[len(rest) // 2:len(rest) // 2 + 1])[:PROBES]:
+            if u not in probes:
+                probes.append(u)
+        out[cls] = (chosen, probes)
+    return out
+
+
+def canonical_slots(slots: np.ndarray, slot_events) -> tuple[np.ndarray, np.ndarray,
+                                                              np.ndarray]:
+    """A unit's phase slots numbered in order of first use: (slot per event, the unit's
+    slot table as `WarpTrace.slot_events` lays it out, which entries of it are slot ids).
+    A real slot's entry is its event count; a group (code -2 - base) is its member count
+    followed by its members (`simulator.trace_tiles`)."""
+    local: dict[int, int] = {}
+    groups: dict[int, int] = {}
+    table: list[int] = []
+    member: list[bool] = []
+
+    def real(v: int) -> int:
+        at = local.get(v)
+        if at is None:
+            at = local[v] = len(table)
+            table.append(int(slot_events[v]))
+            member.append(False)
+        return at
+
+    out = np.full(slots.size, -1, np.int64)
+    for i, v in enumerate(slots.tolist()):
+        if v >= 0:
+            out[i] = real(v)
+        elif v <= -2:
+            base = -2 - v
+            at = groups.get(base)
+            if at is None:
+                n = int(slot_events[base])
+                ids = [real(int(x)) for x in slot_events[base + 1:base + 1 + n]]
+                at = groups[base] = len(table)
+                table += [n, *ids]
+                member += [False] + [True] * n
+            out[i] = -2 - at
+    return out, np.array(table, np.int64), np.array(member, np.bool_)
+
+
+def unit_events(trace, first_cta: int, cluster: int, run_lengths: np.ndarray) -> _Unit | None:
+    """The `_Unit` of CTAs first_cta .. + cluster - 1 of a `WarpTrace`, None when it has
+    atomics or data-timed details."""
+    wpc = trace.warps_per_cta
+    w0, w1 = first_cta * wpc, (first_cta + cluster) * wpc
+    lo, hi = int(trace.warp_offsets[w0]), int(trace.warp_offsets[w1])
+    fields = {"pc": trace.pc[lo:hi], "active": trace.active[lo:hi],
+              "kind": trace.kind[lo:hi], "detail": trace.detail[lo:hi]}
+    kind, detail = fields["kind"], fields["detail"]
+    if (kind == KIND_ATOMIC).any() or detail[kind == KIND_NONE].any():
+        return None
+    has = _sector_mask(kind, detail)
+    sectors = trace.sectors[span_items(trace.sector_start[lo:hi][has], detail[has])]
+    raw = (trace.phase_slot[lo:hi] if trace.phase_slot is not None
+           else np.full(hi - lo, -1, np.int32))
+    slot_events = trace.slot_events if trace.slot_events is not None else np.zeros(0)
+    slots, table, member = canonical_slots(raw, slot_events)
+    lengths = run_lengths[fields["pc"]]
+    return _Unit(np.diff(trace.warp_offsets[w0:w1 + 1]), fields, slots, table, member,
+                 sectors, int(lengths.sum()),
+                 int((lengths * fields["active"].astype(np.int64)).sum()))
+
+
+def _same_events(a: _Unit, b: _Unit) -> bool:
+    return (a.per_warp.shape == b.per_warp.shape and (a.per_warp == b.per_warp).all()
+            and all((a.fields[k] == b.fields[k]).all() for k in _EVENT_FIELDS)
+            and (a.slots == b.slots).all() and a.table.shape == b.table.shape
+            and (a.table == b.table).all() and a.sectors.shape == b.sectors.shape)
+
+
+def fit_sectors(units: list[_Unit], coords: np.ndarray, n_evidence: int) -> np.ndarray | None:
+    """D of the module docstring from the first `n_evidence` units ([features, sectors],
+    least squares: the coordinates may be redundant, as a cluster's CTAs' are), None
+    unless `shifted` with it reproduces every unit's sectors exactly."""
+    base = units[0].sectors
+    dx = (coords - coords[0]).astype(np.float64)
+    ds = np.array([u.sectors - base for u in units], np.int64).reshape(len(units), -1)
+    d = np.zeros((coords.shape[1], base.size))
+    if n_evidence > 1 and ds.size:
+        d, *_ = np.linalg.lstsq(dx[1:n_evidence], ds[1:n_evidence].astype(np.float64),
+                                rcond=None)
+    if not all(np.array_equal(shifted(base, coords[i] - coords[0], d), units[i].sectors)
+               for i in range(len(units))):
+        return None
+    return d
+
+
+def shifted(base: np.ndarray, dx: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """The sectors of a unit `dx` away (coordinates) from the one with sectors `base`."""
+    return base + np.rint(dx.astype(np.float64) @ d).astype(np.int64)
+
+
+def run_lengths(n_instrs: int, fused_runs) -> np.ndarray:
+    """Instructions per event pc: 1 for a program pc, end - first for a fused run."""
+    extra = [end - first for first, end in fused_runs]
+    return np.concatenate([np.ones(n_instrs, np.int64), np.array(extra, np.int64)])
+
+
+MAX_TRACED_SHARE = 0.5
+"""Synthesis is not tried when its units to trace are more than this share of the grid."""
+
+
+def cluster_units(launch) -> int:
+    """CTAs per unit: the cluster size of a 1-D grid of 1-D clusters (1 without clusters),
+    0 when the clusters are laid out otherwise (not synthesized)."""
+    from isa.cluster import cluster_shape
+
+    shape, _ = cluster_shape(launch.program, launch.grid)
+    if shape == (1, 1, 1):
+        return 1
+    return shape[0] if shape[1:] == (1, 1) and launch.grid[1:] == (1, 1) else 0
+
+
+def synthesize_trace(launch, recorder) -> tuple[int, int] | None:
+    """Trace `launch`'s evidence and probe units into `recorder` (empty) and, when every
+    check passes (module docstring), replace its contents with the whole grid's
+    synthesized trace: (warp instructions, thread instructions) of the grid. None when
+    synthesis is not tried or a check fails (the recorder then holds the traced units
+    only: the caller starts a fresh one)."""
+    work, cluster = launch.work, cluster_units(launch)
+    if work is None or cluster == 0:
+        return None
+    firsts, unit_class, coords = _units(work, cluster)
+    if not firsts.size:
+        return None
+    plan = choose_units(unit_class, coords)
+    traced = sorted({u for chosen, probes in plan.values() for u in chosen + probes})
+    if len(traced) > MAX_TRACED_SHARE * firsts.size:
+        return None
+    ctas = (firsts[traced][:, None] + np.arange(cluster)).reshape(-1)
+    recorder.count_silent()
+    functional = launch.run(recorder, ctas=ctas)
+    trace = recorder.finish()
+    lengths = run_lengths(len(launch.program.instrs), trace.fused_runs)
+    units = {u: unit_events(trace, int(firsts[u]), cluster, lengths) for u in traced}
+    if any(unit is None for unit in units.values()):
+        return None
+    for u, unit in units.items():
+        unit.warp_instr += int(recorder.silent_per_cta[firsts[u]:firsts[u] + cluster].sum())
+    if (sum(u.thread_instr for u in units.values()) != functional.thread_instructions
+            or sum(u.warp_instr for u in units.values()) != functional.warp_instructions):
+        return None
+    templates = {}
+    for cls, (chosen, probes) in plan.items():
+        group = [units[u] for u in chosen + probes]
+        if not all(_same_events(group[0], other) for other in group[1:]):
+            return None
+        d = fit_sectors(group, coords[chosen + probes], len(chosen))
+        if d is None:
+            return None
+        templates[cls] = (group[0], coords[chosen[0]], d)
+    grouped, sectors, slot_events = _whole_grid(templates, unit_class, coords,
+                                                cluster * trace.warps_per_cta)
+    recorder.install(grouped, sectors, slot_events)
+    counts = [templates[int(c)][0] for c in unit_class]
+    return sum(t.warp_instr for t in counts), sum(t.thread_instr for t in counts)
+
+
+def _whole_grid(templates: dict, unit_class: np.ndarray, coords: np.ndarray,
+                warps_per_unit: int) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Grouped events (the recorder's layout), sectors and slot table of every unit, each
+    from its class's template, its slots from a fresh base."""
+    parts: dict[str, list] = {k: [] for k in (*_EVENT_FIELDS, "per_warp", "slot", "sstart")}
+    sector_parts, table_parts = [], []
+    n_sectors = n_slots = 0
+    for u, cls in enumerate(unit_class.tolist()):
+        tpl, origin, d = templates[cls]
+        for key in _EVENT_FIELDS:
+            parts[key].append(tpl.fields[key])
+        parts["per_warp"].append(tpl.per_warp)
+        slots = tpl.slots
+        parts["slot"].append(np.where(slots >= 0, slots + n_slots,
+                                      np.where(slots <= -2, slots - n_slots, -1)))
+        parts["sstart"].append(_sector_starts(tpl, n_sectors))
+        sectors = shifted(tpl.sectors, coords[u] - origin, d)
+        sector_parts.append(sectors)
+        n_sectors += sectors.size
+        table_parts.append(np.where(tpl.is_member, tpl.table + n_slots, tpl.table))
+        n_slots += tpl.table.size
+    grouped = {key: np.concatenate(parts[key]) for key in _EVENT_FIELDS}
+    grouped["slot"] = np.concatenate(parts["slot"]).astype(np.int32)
+    grouped["sstart"] = np.concatenate(parts["sstart"])
+    grouped.update(per_warp=np.concatenate(parts["per_warp"]).astype(np.int64),
+                   first_warp=0, last_warp=unit_class.size * warps_per_unit - 1)
+    return grouped, np.concatenate(sector_parts).astype(np.int64), \
+        np.concatenate(table_parts).astype(np.int64)
+
+
+def _sector_starts(tpl: _Unit, base: int) -> np.ndarray:
+    """Each event's first sector in the synthesized sector array (0 for events without)."""
+    kind, detail = tpl.fields["kind"], tpl.fields["detail"]
+    has = _sector_mask(kind, detail)
+    counts = detail[has].astype(np.int64)
+    out = np.zeros(kind.size, np.int64)
+    out[has] = base + np.cumsum(counts) - counts
+    return out
