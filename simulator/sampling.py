@@ -33,7 +33,8 @@ SwiGLU 32768x2048 on h800_sxm 141.8 us against full 139.4 (was 97.7, -30 %), qua
 4096x7168 -4.8 % (was -13 %), residual add of 9 inputs 4096x7168 +0.2 %
 (`tests/test_sampling_steady_l2.py`). A replay in full starts cold, as the real launch.
 
-A grid of fewer than `MIN_WAVES` (8) waves is timed in full, so every extrapolated grid
+A grid of fewer than `MIN_WAVES` (8) waves is timed in full (or on a chip slice, below),
+so every extrapolated grid
 has k_max = `MAX_WAVES` and an unsteady kernel is extrapolated from `MAX_WAVES` waves of
 evidence. Below 8 waves the replays cost about as much as the full run: k = 4 waves if
 steady, k_max + 0.5 more if not, and a grid under 8 waves could not reach k_max = 7, so an
@@ -51,7 +52,7 @@ in the CTA coordinates: the later CTAs are made from them
 same traces the functional run gives, so the same result bit for bit (RMSNorm 4096x7168
 on h800_sxm: 10.8 -> 6.5 s CPU; residual add of 9 inputs 14.3 -> 10.8 s); a kernel that
 fails a check is traced as before.
-With `simulator.chip_slice.SLICING` on (the default), a grid of 8 to f x 7.5 waves
+With `simulator.chip_slice.SLICING` on (the default), a grid of 1 to f x 7.5 waves
 whose CTAs are alike (the synthesis template holds, the grid's last and middle CTAs match
 it, and the CTAs share no data along a grid dimension) is not wave-sampled: its first
 ceil(n / f) CTAs are all timed, from a cold system, on a slice of the chip with 1/f of its
@@ -60,6 +61,10 @@ result says "sampled", all of the slice's waves simulated, nothing extrapolated)
 4096x7168 on h800_sxm -0.8 % against full (wave-sampled -4.9 %), 1.4 s CPU instead of 4.4;
 vLLM's SwiGLU 4096x5504 on h100_sxm +2.4 % (wave-sampled +2.6 %; the slice keeps the
 chip's HBM row map, `hbm.row_map_channels`).
+A persistent kernel launched with a `simulator.work_synthesis.CtaWork` (the plain GEMMs:
+one wave, timed in full) has a few CTAs per work class traced and the others synthesized
+from them (`simulator.work_synthesis`), the same trace as tracing all: q_a_proj
+4096x1536x7168 FP8 on h800_sxm 14.1 -> 12.0 s CPU, kv_a_proj 4096x576x7168 6.9 -> 5.0 s.
 The result says what was done:
 `KernelResult.fidelity` ("sampled" or "full"), `waves_simulated` (k) and
 `extrapolated_fraction` ((n - k) * m / cycles).
@@ -237,7 +242,7 @@ def simulate_sampled(launch, replay):
         """f of the chip slice that times this grid (`simulator.chip_slice`), 1 for none."""
         f = chip_slice.slice_factor(replay.config) if chip_slice.SLICING else 1
         if f == 1 or not synthesis["on"] or not (
-                MIN_WAVES <= n_waves <= f * chip_slice.MAX_SLICE_WAVES):
+                chip_slice.MIN_SLICE_WAVES <= n_waves <= f * chip_slice.MAX_SLICE_WAVES):
             return 1
         run_to(min(first_ctas(), n_ctas))            # the template decides (module docstring)
         tpl = build_template()

@@ -8,6 +8,7 @@ import pytest
 import isa
 import models
 import simulator
+from simulator import chip_slice
 from simulator.sampling import wave_marginals
 from workloads.kernels.case import load_ptx
 
@@ -53,8 +54,10 @@ def test_sampled_cycles_within_3_percent_of_full(name):
     assert stat[("kernel", "cycles")] == sampled.cycles
 
 
-def test_small_grid_is_timed_in_full():
-    """A grid of less than the minimum waves is not extrapolated."""
+def test_small_grid_is_timed_in_full(monkeypatch):
+    """A grid of less than the minimum waves is not extrapolated (nor, with slicing off,
+    timed on a slice of the chip)."""
+    monkeypatch.setattr(chip_slice, "SLICING", False)
     ptx, entry, grid, block, args = saxpy(1056 * 256)
     res = simulator.simulate_kernel(ptx, entry, grid, block, args, H100, timing_only=True,
                                     fidelity="sampled")
