@@ -251,7 +251,7 @@ def simulate_sampled(launch, replay):
             return 1
         return f
 
-    factor = slice_factor()
+    factor = 1 if launch.work is not None else slice_factor()   # CtaWork: CTAs differ
     if factor > 1:
         replay = dataclasses.replace(replay, config=chip_slice.sliced_config(replay.config,
                                                                              factor))
@@ -278,12 +278,12 @@ def simulate_sampled(launch, replay):
         snapshot = session.step_to_end(snapshot_from)
         return replay.finish(session, warp_instr, thread_instr), snapshot
 
-    if n_waves < MIN_WAVES and factor == 1 and work_synthesis.SYNTHESIS:
+    if n_waves < MIN_WAVES and launch.work is not None and work_synthesis.SYNTHESIS:
         counts = work_synthesis.synthesize_trace(launch, recorder)
         if counts is not None:
             warp_instr, thread_instr = counts
             traced = n_ctas
-        elif launch.work is not None:
+        else:
             recorder = replay.recorder(launch)          # drop what the attempt traced
     if n_waves < MIN_WAVES or factor > 1:
         full, _ = time_waves(math.ceil(n_waves), steady_l2=False)

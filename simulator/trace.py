@@ -430,6 +430,11 @@ class TraceRecorder:
             self._all_sectors()
 
     @property
+    def empty(self) -> bool:
+        """Whether nothing has been recorded or installed."""
+        return not self._chunks and self._grouped is None
+
+    @property
     def sector_count(self) -> int:
         """Sectors recorded so far (where the next event's sectors start)."""
         return self._n_sectors

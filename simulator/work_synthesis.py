@@ -90,6 +90,20 @@ class _Unit:
     warp_instr: int
     thread_instr: int
 
+    @property
+    def slot_sign(self) -> np.ndarray:
+        """+1 for a slot id, -1 for a group code, 0 for none: a fresh base b moves the
+        slots to `slots + b * slot_sign`."""
+        return (self.slots >= 0).astype(np.int64) - (self.slots <= -2)
+
+    @property
+    def sector_offset(self) -> np.ndarray:
+        """Each event's first sector among the unit's (events without: where the next
+        one's start)."""
+        has = _sector_mask(self.fields["kind"], self.fields["detail"])
+        counts = np.where(has, self.fields["detail"], 0).astype(np.int64)
+        return np.cumsum(counts) - counts
+
 
 def _units(work: CtaWork, cluster: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(first CTA, class, coordinates) per unit of `cluster` consecutive CTAs (a unit's
@@ -244,7 +258,7 @@ def synthesize_trace(launch, recorder) -> tuple[int, int] | None:
     synthesis is not tried or a check fails (the recorder then holds the traced units
     only: the caller starts a fresh one)."""
     work, cluster = launch.work, cluster_units(launch)
-    if work is None or cluster == 0:
+    if work is None or cluster == 0 or not recorder.empty:
         return None
     firsts, unit_class, coords = _units(work, cluster)
     if not firsts.size:
@@ -285,38 +299,32 @@ def synthesize_trace(launch, recorder) -> tuple[int, int] | None:
 def _whole_grid(templates: dict, unit_class: np.ndarray, coords: np.ndarray,
                 warps_per_unit: int) -> tuple[dict, np.ndarray, np.ndarray]:
     """Grouped events (the recorder's layout), sectors and slot table of every unit, each
-    from its class's template, its slots from a fresh base."""
-    parts: dict[str, list] = {k: [] for k in (*_EVENT_FIELDS, "per_warp", "slot", "sstart")}
-    sector_parts, table_parts = [], []
-    n_sectors = n_slots = 0
-    for u, cls in enumerate(unit_class.tolist()):
-        tpl, origin, d = templates[cls]
+    from its class's template, its slots from a fresh base: arrays filled in place, the
+    sectors of a class's units in one product."""
+    units = [templates[int(c)][0] for c in unit_class]
+    ev_at, sec_at, tab_at = (np.concatenate(([0], np.cumsum([size(u) for u in units])))
+                             for size in (lambda u: u.fields["pc"].size,
+                                          lambda u: u.sectors.size, lambda u: u.table.size))
+    first = units[0].fields
+    grouped = {key: np.empty(int(ev_at[-1]), first[key].dtype) for key in _EVENT_FIELDS}
+    slot = np.empty(int(ev_at[-1]), np.int32)
+    sstart = np.empty(int(ev_at[-1]), np.int64)
+    sectors = np.empty(int(sec_at[-1]), np.int64)
+    table = np.empty(int(tab_at[-1]), np.int64)
+    for cls, (tpl, origin, d) in templates.items():
+        members = np.flatnonzero(unit_class == cls)
+        block = tpl.sectors[None, :] + np.rint(
+            (coords[members] - origin).astype(np.float64) @ d).astype(np.int64)
+        for row, u in enumerate(members.tolist()):
+            sectors[sec_at[u]:sec_at[u + 1]] = block[row]
+    for u, tpl in enumerate(units):
+        lo, hi = ev_at[u], ev_at[u + 1]
         for key in _EVENT_FIELDS:
-            parts[key].append(tpl.fields[key])
-        parts["per_warp"].append(tpl.per_warp)
-        slots = tpl.slots
-        parts["slot"].append(np.where(slots >= 0, slots + n_slots,
-                                      np.where(slots <= -2, slots - n_slots, -1)))
-        parts["sstart"].append(_sector_starts(tpl, n_sectors))
-        sectors = shifted(tpl.sectors, coords[u] - origin, d)
-        sector_parts.append(sectors)
-        n_sectors += sectors.size
-        table_parts.append(np.where(tpl.is_member, tpl.table + n_slots, tpl.table))
-        n_slots += tpl.table.size
-    grouped = {key: np.concatenate(parts[key]) for key in _EVENT_FIELDS}
-    grouped["slot"] = np.concatenate(parts["slot"]).astype(np.int32)
-    grouped["sstart"] = np.concatenate(parts["sstart"])
-    grouped.update(per_warp=np.concatenate(parts["per_warp"]).astype(np.int64),
+            grouped[key][lo:hi] = tpl.fields[key]
+        np.add(tpl.slots, tab_at[u] * tpl.slot_sign, out=slot[lo:hi], casting="unsafe")
+        np.add(tpl.sector_offset, sec_at[u], out=sstart[lo:hi])
+        np.add(tpl.table, tab_at[u] * tpl.is_member, out=table[tab_at[u]:tab_at[u + 1]])
+    grouped.update(slot=slot, sstart=sstart,
+                   per_warp=np.concatenate([u.per_warp for u in units]).astype(np.int64),
                    first_warp=0, last_warp=unit_class.size * warps_per_unit - 1)
-    return grouped, np.concatenate(sector_parts).astype(np.int64), \
-        np.concatenate(table_parts).astype(np.int64)
-
-
-def _sector_starts(tpl: _Unit, base: int) -> np.ndarray:
-    """Each event's first sector in the synthesized sector array (0 for events without)."""
-    kind, detail = tpl.fields["kind"], tpl.fields["detail"]
-    has = _sector_mask(kind, detail)
-    counts = detail[has].astype(np.int64)
-    out = np.zeros(kind.size, np.int64)
-    out[has] = base + np.cumsum(counts) - counts
-    return out
+    return grouped, sectors, table
