@@ -1,5 +1,5 @@
-"""Work synthesis (`simulator.work_synthesis`): a persistent GEMM's CTAs made from a few traced
-ones are the trace the functional run gives (events, sectors, phase structure), so the
+"""Work synthesis (`simulator.work_synthesis`): a persistent GEMM's (or grouped GEMM's) CTAs
+made from a few traced ones are the trace the functional run gives (events, sectors, phase structure), so the
 sampled result is the same; a wrong `CtaWork` fails a check and the kernel is traced."""
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ CONFIG = models.load_preset("h800_sxm", {"sm.count": 32})
 
 # persistent GEMMs on 32 SMs: several rounds, a partial last round, tiles at the N or M
 # edge, 2-CTA clusters multicasting A (DeepSeek-scaled FP8) or B (an odd m-block count: a
-# pair's tile outside C)
+# pair's tile outside C), grouped MoE GEMMs (32 groups of 125 rows with N at its edge; 16
+# groups of uneven rows)
 CASES = [
     pytest.param(dict(m=1024, n=1000, k=256, dtype="bf16", rule="n128"), id="n-edge"),
     pytest.param(dict(m=1000, n=1024, k=256, dtype="bf16", rule="n128"), id="m-edge"),
@@ -31,6 +32,10 @@ CASES = [
                       rule="last_wave_pairs"), id="fp8-deepseek-clusters"),
     pytest.param(dict(m=1920, n=1536, k=256, dtype="bf16", rule="last_wave_pairs"),
                  id="clusters-odd-m-blocks"),
+    pytest.param(dict(m=128, n=1000, k=512, dtype="fp8", scaling="deepseek", groups=32,
+                      m_total=4000), id="grouped-moe-fp8"),
+    pytest.param(dict(m=128, n=2048, k=256, dtype="bf16", groups=16, m_total=1900),
+                 id="grouped-moe-uneven"),
 ]
 
 
@@ -91,7 +96,7 @@ def test_synthesized_trace_is_the_traced_one(sizes):
     assert counts[0] == functional.warp_instructions
 
 
-@pytest.mark.parametrize("sizes", [CASES[0], CASES[2]])
+@pytest.mark.parametrize("sizes", [CASES[0], CASES[2], CASES[4]])
 def test_sampled_result_is_the_traced_one(sizes, monkeypatch):
     """Cycles, time, instructions and every stat of the sampled run are those with
     synthesis off."""

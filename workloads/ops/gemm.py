@@ -377,7 +377,8 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
     detail = {"tiles": choice, "rule": rule, "uses_wgmma": True}
 
     def launch(kern, args, timing_only) -> Launch:
-        work = None if blocks is not None else kern.cta_work(ops.a_rows, n, args[-1])
+        work = (kern.cta_work(ops.a_rows, n, args[-1]) if blocks is None
+                else kern.cta_work(ops.a_rows, n, args[-2], args[-5], ops.b_rows))
         return Launch("gemm", kern.ptx, kern.entry, kern.grid(ops.a_rows, n, blocks),
                       kern.block, args, kern.shared_bytes, timing_only=timing_only,
                       detail=detail, regs_per_thread=regs,

@@ -188,20 +188,26 @@ class GemmKernel:
             return (max(1, min(tiles, self.config.sm_count)), 1, 1)
         return (tm, tn, 1)
 
-    def cta_work(self, m: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """Per CTA of a persistent plain kernel's grid (`grid(m, n)`), its work class and
-        coordinates (`simulator.work_synthesis.CtaWork`): the rounds it walks and, per
-        round, whether the tile is inside C, at its M or N edge or outside it, and with
-        DeepSeek scaling where in a 32-byte sector its first scale_b row starts (rows of
-        ceil(K / 128) floats: the sectors a warp's `ld.global` of them touches) (the
-        class), and the tile's m- and n-block (the coordinates, 0 past its last round); the
-        loop of `gemm_ptx` (a cluster walks pairs q = clusterid, + nclusterid, ..., rank r
-        taking the pair's r-th tile). None for grouped or non-persistent kernels."""
+    def cta_work(self, m: int, n: int, k: int, schedule: np.ndarray | None = None,
+                 b_rows: int = 0) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per CTA of a persistent kernel's grid (`grid`), its work class and coordinates
+        (`simulator.work_synthesis.CtaWork`), following the loop of `gemm_ptx` (tile t =
+        ctaid, + nctaid, ...; a cluster walks pairs q = clusterid, + nclusterid, ..., rank
+        r taking the pair's r-th tile; a grouped kernel's tile is schedule row t % rows
+        and n-block t // rows). The class holds per round whether there is one, the tile's
+        place at the N or M edge or outside C (grouped: its valid rows, k-tiles and whether
+        its A or B box reaches past the m rows of A or the `b_rows` of B), and
+        with DeepSeek scaling where in a 32-byte sector its first scale_b row starts (rows
+        of ceil(K / 128) floats: the sectors a warp's `ld.global` of them touches); the
+        coordinates are per round the tile's m- and n-block (grouped: the schedule row,
+        its A, B and C rows, k0 and scale_b row), 0 past the CTA's last round. K is the
+        launch's K argument; `schedule` the grouped kernel's table. None for a kernel
+        that is not persistent."""
         cfg = self.config
-        if not cfg.persistent or cfg.grouped:
+        if not cfg.persistent:
             return None
-        tm, tn = self.tiles(m, n)
-        ctas = self.grid(m, n)[0]
+        tm, tn = self.tiles(m, n, None if schedule is None else len(schedule))
+        ctas = self.grid(m, n, None if schedule is None else len(schedule))[0]
         units = ctas // cfg.cluster
         walked = pairs(cfg.multicast, tm, tn) if cfg.multicast else tm * tn
         if cfg.tile_limit:
@@ -218,15 +224,23 @@ class GemmKernel:
         else:
             mb, nb = q % tm, q // tm
         live = q < walked
-        edge_m = np.where(mb >= tm, 2, (mb == tm - 1) & bool(m % cfg.m_tile))
         edge_n = np.where(nb >= tn, 2, (nb == tn - 1) & bool(n % cfg.n_tile))
-        phase = 0
+        scale_row = np.minimum(nb * cfg.n_blocks, -(-n // 128) - 1)
+        if schedule is not None:
+            row = np.asarray(schedule, np.int64)[np.where(live, mb, 0)]   # [CTAs, rounds, 8]
+            kind = [np.minimum(row[..., 3], cfg.m_tile), row[..., 5], edge_n,
+                    row[..., 0] + cfg.m_tile > m,
+                    row[..., 1] + nb * cfg.n_tile + cfg.n_tile > b_rows]
+            where = [mb, nb, row[..., 0], row[..., 1], row[..., 2], row[..., 4], row[..., 6]]
+            scale_row = scale_row + row[..., 6]
+        else:
+            kind = [np.where(mb >= tm, 2, (mb == tm - 1) & bool(m % cfg.m_tile)), edge_n]
+            where = [mb, nb]
         if cfg.fp8_scaling:
-            phase = (np.minimum(nb * cfg.n_blocks, -(-n // 128) - 1) * -(-k // 128) * 4) % 32
-        code = np.where(live, 1 + edge_m * 3 + edge_n + 9 * phase, 0)   # 0: no such round
-        _, classes = np.unique(code, axis=0, return_inverse=True)
-        coords = np.where(np.repeat(live, 2, axis=1),
-                          np.stack([mb, nb], axis=2).reshape(ctas, -1), 0)
+            kind.append(scale_row * -(-k // 128) * 4 % 32)
+        kind = np.where(live[..., None], np.stack([np.ones_like(q), *kind], axis=2), 0)
+        _, classes = np.unique(kind.reshape(ctas, -1), axis=0, return_inverse=True)
+        coords = np.where(live[..., None], np.stack(where, axis=2), 0).reshape(ctas, -1)
         return classes.reshape(-1).astype(np.int64), coords.astype(np.int64)
 
     def args(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, scale_a=None,
