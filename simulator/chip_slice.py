@@ -52,7 +52,7 @@ CTAs of different work: GEMMs, attention), with CTAs unlike the first ones (RoPE
 last column chunk) or data shared along a dimension are timed on the whole chip; the
 address hashes spread lines over 1/f of the slices and channels, so L2 set conflicts and
 which lines share a channel are those of the slice's units, not the chip's (rows are the
-chip's); a grid of less than one whole-chip wave is not sliced (timed in full on the whole
+chip's); a grid of fewer than two whole-chip waves is not sliced (timed in full on the whole
 chip, exactly).
 Units: SMs, slices, channels, bytes.
 """
@@ -73,16 +73,18 @@ FACTORS = (4, 2)
 MIN_SLICE_SMS = 16
 """A slice keeps at least this many compute SMs (f is lowered, or 1): a chip of few SMs
 gains little and its slice's waves of few SMs vary more."""
-MIN_SLICE_WAVES = 1.0
-"""A grid is sliced from one whole-chip wave. Until 2026-11-28 only from
+MIN_SLICE_WAVES = 2.0
+"""A grid is sliced from two whole-chip waves. Until 2026-11-28 only from
 `simulator.sampling.MIN_WAVES` (8): below it the wave sampler times a grid in full on the
 whole chip, exactly, and sliced grids of 2 to 8 waves read up to 4.2 % off with the
 slice's own row map (vLLM SwiGLU 1024x5504, 3.9 waves, f = 2). With the chip's row map the
 layer's grids of 1 to 8 waves read, sliced (f = 4) against full on h800_sxm (op time; CPU
 s): RMSNorm 4096x7168 (6.2 waves) +1.95 % (7.4 -> 1.4 s), 4096x1536 (1.7) -0.92 % (1.7 ->
 0.5), quantize 4096x2048 (3.9) -0.31 % (1.8 -> 0.5), 4096x512 (1.9) -0.63 % (0.9 -> 0.2),
-SwiGLU 4096x2048 (3.9) +0.67 % (2.5 -> 0.6): 11.6 s of the layer's CPU for at most 2 %
-(quantize 4096x1536 and RMSNorm 4096x512 are not sliced: no template / one wave)."""
+SwiGLU 4096x2048 (3.9) +0.67 % (2.5 -> 0.6). Below two waves a slice read up to 3.5 % off
+(vLLM's RoPE 1024 x 8192 on h100_sxm, 1.9 waves: 18.39 us sliced, 19.06 in full; at 2048
+tokens, 3.9 waves, +1.2 %; at 4096, 7.8 waves, -0.4 %), so grids under two waves stay on the
+whole chip."""
 MAX_SLICE_WAVES = 7.5
 """A grid is sliced when it has `MIN_SLICE_WAVES` to f x 7.5 whole-chip waves. With at
 most f x 7.5 waves the slice's CTAs are

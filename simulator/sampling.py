@@ -52,7 +52,7 @@ in the CTA coordinates: the later CTAs are made from them
 same traces the functional run gives, so the same result bit for bit (RMSNorm 4096x7168
 on h800_sxm: 10.8 -> 6.5 s CPU; residual add of 9 inputs 14.3 -> 10.8 s); a kernel that
 fails a check is traced as before.
-With `simulator.chip_slice.SLICING` on (the default), a grid of 1 to f x 7.5 waves
+With `simulator.chip_slice.SLICING` on (the default), a grid of 2 to f x 7.5 waves
 whose CTAs are alike (the synthesis template holds, the grid's last and middle CTAs match
 it, and the CTAs share no data along a grid dimension) is not wave-sampled: its first
 ceil(n / f) CTAs are all timed, from a cold system, on a slice of the chip with 1/f of its

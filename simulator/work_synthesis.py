@@ -162,19 +162,22 @@ def canonical_slots(slots: np.ndarray, slot_events) -> tuple[np.ndarray, np.ndar
         return at
 
     out = np.full(slots.size, -1, np.int64)
-    for i, v in enumerate(slots.tolist()):
+    used = np.flatnonzero(slots != -1)
+    local_of = []
+    for v in slots[used].tolist():
         if v >= 0:
-            out[i] = real(v)
-        elif v <= -2:
-            base = -2 - v
-            at = groups.get(base)
-            if at is None:
-                n = int(slot_events[base])
-                ids = [real(int(x)) for x in slot_events[base + 1:base + 1 + n]]
-                at = groups[base] = len(table)
-                table += [n, *ids]
-                member += [False] + [True] * n
-            out[i] = -2 - at
+            local_of.append(real(v))
+            continue
+        base = -2 - v
+        at = groups.get(base)
+        if at is None:
+            n = int(slot_events[base])
+            ids = [real(int(x)) for x in slot_events[base + 1:base + 1 + n]]
+            at = groups[base] = len(table)
+            table += [n, *ids]
+            member += [False] + [True] * n
+        local_of.append(-2 - at)
+    out[used] = local_of
     return out, np.array(table, np.int64), np.array(member, np.bool_)
 
 
@@ -208,26 +211,34 @@ def _same_events(a: _Unit, b: _Unit) -> bool:
             and (a.table == b.table).all() and a.sectors.shape == b.sectors.shape)
 
 
-def fit_sectors(units: list[_Unit], coords: np.ndarray, n_evidence: int) -> np.ndarray | None:
-    """D of the module docstring from the first `n_evidence` units ([features, sectors],
-    least squares: the coordinates may be redundant, as a cluster's CTAs' are), None
-    unless `shifted` with it reproduces every unit's sectors exactly."""
+def fit_sectors(units: list[_Unit], coords: np.ndarray, n_evidence: int
+                ) -> tuple[np.ndarray, np.ndarray] | None:
+    """D of the module docstring from the first `n_evidence` units, as (D of each distinct
+    column of sector differences [features, columns], the column of each sector place):
+    least squares, as the coordinates may be redundant (a cluster's CTAs' are), over the
+    distinct columns only (a box's sectors move together). None unless `shifted` with it
+    reproduces every unit's sectors exactly."""
     base = units[0].sectors
     dx = (coords - coords[0]).astype(np.float64)
     ds = np.array([u.sectors - base for u in units], np.int64).reshape(len(units), -1)
-    d = np.zeros((coords.shape[1], base.size))
+    columns, place = np.unique(ds[:n_evidence], axis=1, return_inverse=True)
+    d = np.zeros((coords.shape[1], columns.shape[1]))
     if n_evidence > 1 and ds.size:
-        d, *_ = np.linalg.lstsq(dx[1:n_evidence], ds[1:n_evidence].astype(np.float64),
-                                rcond=None)
-    if not all(np.array_equal(shifted(base, coords[i] - coords[0], d), units[i].sectors)
+        d, *_ = np.linalg.lstsq(dx[1:n_evidence], columns[1:].astype(np.float64), rcond=None)
+    fit = (d, place.reshape(-1))
+    if not all(np.array_equal(shifted(base, coords[i] - coords[0], fit), units[i].sectors)
                for i in range(len(units))):
         return None
-    return d
+    return fit
 
 
-def shifted(base: np.ndarray, dx: np.ndarray, d: np.ndarray) -> np.ndarray:
-    """The sectors of a unit `dx` away (coordinates) from the one with sectors `base`."""
-    return base + np.rint(dx.astype(np.float64) @ d).astype(np.int64)
+def shifted(base: np.ndarray, dx: np.ndarray, fit: tuple[np.ndarray, np.ndarray]
+            ) -> np.ndarray:
+    """The sectors of units `dx` away (coordinates: one row, or [units, features]) from the
+    one with sectors `base`, by `fit_sectors`'s fit."""
+    d, place = fit
+    moved = np.rint(dx.astype(np.float64) @ d).astype(np.int64)
+    return base + moved[..., place]
 
 
 def run_lengths(n_instrs: int, fused_runs) -> np.ndarray:
@@ -313,8 +324,7 @@ def _whole_grid(templates: dict, unit_class: np.ndarray, coords: np.ndarray,
     table = np.empty(int(tab_at[-1]), np.int64)
     for cls, (tpl, origin, d) in templates.items():
         members = np.flatnonzero(unit_class == cls)
-        block = tpl.sectors[None, :] + np.rint(
-            (coords[members] - origin).astype(np.float64) @ d).astype(np.int64)
+        block = shifted(tpl.sectors, coords[members] - origin, d)
         for row, u in enumerate(members.tolist()):
             sectors[sec_at[u]:sec_at[u + 1]] = block[row]
     for u, tpl in enumerate(units):

@@ -1,6 +1,7 @@
 """Work synthesis (`simulator.work_synthesis`): a persistent GEMM's (or grouped GEMM's) CTAs
-made from a few traced ones are the trace the functional run gives (events, sectors, phase structure), so the
-sampled result is the same; a wrong `CtaWork` fails a check and the kernel is traced."""
+made from a few traced ones are the trace the functional run gives (events, sectors, phase
+structure), so the sampled result is the same; a wrong `CtaWork` fails a check and the
+kernel is traced."""
 
 from __future__ import annotations
 
