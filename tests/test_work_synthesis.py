@@ -25,7 +25,7 @@ CONFIG = models.load_preset("h800_sxm", {"sm.count": 32})
 # persistent GEMMs on 32 SMs: several rounds, a partial last round, tiles at the N or M
 # edge, 2-CTA clusters multicasting A (DeepSeek-scaled FP8) or B (an odd m-block count: a
 # pair's tile outside C), grouped MoE GEMMs (32 groups of 125 rows with N at its edge; 16
-# groups of uneven rows)
+# groups of uneven rows; the masked layout; ragged K, each group its own k0 and k-tiles)
 CASES = [
     pytest.param(dict(m=1024, n=1000, k=256, dtype="bf16", rule="n128"), id="n-edge"),
     pytest.param(dict(m=1000, n=1024, k=256, dtype="bf16", rule="n128"), id="m-edge"),
@@ -37,6 +37,10 @@ CASES = [
                       m_total=4000), id="grouped-moe-fp8"),
     pytest.param(dict(m=128, n=2048, k=256, dtype="bf16", groups=16, m_total=1900),
                  id="grouped-moe-uneven"),
+    pytest.param(dict(m=128, n=1024, k=512, dtype="fp8", scaling="deepseek", groups=32,
+                      layout="masked", valid_m=3000), id="grouped-masked"),
+    pytest.param(dict(m=128, n=1024, k=1024, dtype="bf16", groups=16, ragged="k",
+                      k_total=8960), id="grouped-ragged-k"),
 ]
 
 
@@ -148,3 +152,16 @@ def test_cta_work_follows_the_kernel_loop():
     assert len(set(classes.tolist())) == 4      # (2 rounds, edge 2nd), (2, none), edge, none
     assert classes[0] != classes[1] and classes[2] != classes[3]
     assert gemm_kernel(persistent=False, sm_count=4).cta_work(300, 256, 64) is None
+
+
+def test_cta_work_of_another_grid_is_refused():
+    """A `CtaWork` with a row count other than the grid's CTAs is an error naming both."""
+    import simulator
+
+    launch = _launch(dict(CASES[0].values[0]))
+    work = launch.options["cta_work"]
+    short = ws.CtaWork(work.classes[:-1], work.coords[:-1])
+    with pytest.raises(ValueError, match="one row per CTA of the grid"):
+        simulator.simulate_kernel(launch.ptx, launch.entry, launch.grid, launch.block,
+                                  list(launch.args), CONFIG, launch.shared_bytes,
+                                  timing_only=True, fidelity="sampled", cta_work=short)
