@@ -24,8 +24,8 @@ in order of first use, `canonical_slots`), no atomics or data-timed details, and
 (X: the unit's coordinates; D per coordinate and sector place, solved by least squares on
 the evidence over the distinct columns of sector differences, the shifts rounded) that
 reproduce every traced unit exactly, probes included. The synthesized trace then holds
-every unit of the grid, traced ones too, each with fresh slot ids; warp and thread instruction counts are those of the events (a
-fused run counting its instructions), plus the warps whose lanes a guard turned all off
+every unit of the grid, traced ones too, each with fresh slot ids; warp and thread
+instruction counts are those of the events (a fused run counting its instructions), plus the warps whose lanes a guard turned all off
 (they count an instruction but record no event; `TraceRecorder.count_silent`), checked
 equal to the functional run's on the traced units. When a check fails the kernel is
 traced in full, as before.
