@@ -25,10 +25,10 @@ in order of first use, `canonical_slots`), no atomics or data-timed details, and
 the evidence over the distinct columns of sector differences, the shifts rounded) that
 reproduce every traced unit exactly, probes included. The synthesized trace then holds
 every unit of the grid, traced ones too, each with fresh slot ids; warp and thread
-instruction counts are those of the events (a fused run counting its instructions), plus the warps whose lanes a guard turned all off
-(they count an instruction but record no event; `TraceRecorder.count_silent`), checked
-equal to the functional run's on the traced units. When a check fails the kernel is
-traced in full, as before.
+instruction counts are those of the events (a fused run counting its instructions), plus
+the warps whose lanes a guard turned all off (they count an instruction but record no
+event; `TraceRecorder.count_silent`), checked equal to the functional run's on the traced
+units. When a check fails the kernel is traced in full, as before.
 
 Grouped (MoE) GEMMs are persistent too: their `CtaWork` comes from the schedule table (per
 round the schedule row, its A, B and C rows, k0 and scale_b row; classes by valid rows,
