@@ -134,7 +134,7 @@ def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 
                 if not g.all():
                     pc[lanes] = target + 1
                     if silent is not None:
-                        _silent_warps(silent, m, lanes, g)
+                        _silent_warps(silent, m, idx, g)
                     if not g.any():
                         continue
                     exec_lanes = _lanes_of(idx[g])
@@ -149,10 +149,8 @@ def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 
                 observer(m, ins, exec_lanes, nw)
 
 
-def _silent_warps(silent, m: Machine, lanes, g) -> None:
-    """Tell `silent` the warps of `lanes` none of whose lanes `g` lets execute."""
-    slots = np.asarray(lanes).reshape(-1) if not isinstance(lanes, slice) else \
-        np.arange(lanes.start, lanes.stop)
+def _silent_warps(silent, m: Machine, slots: np.ndarray, g) -> None:
+    """Tell `silent` the warps of thread `slots` none of whose lanes `g` lets execute."""
     warps = np.setdiff1d(slots >> 5, slots[np.asarray(g).reshape(-1)] >> 5)
     if warps.size:
         silent(m, warps << 5)

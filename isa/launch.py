@@ -306,48 +306,39 @@ def cta_batches(launch: Launch, max_batch_threads: int,
     cluster, whole clusters per batch (`isa.cluster`)."""
     tpc = -(-launch.block_threads // 32) * 32
     per = max(1, max_batch_threads // tpc)
-    gx, gy, gz = launch.grid
+    gx, gy, _ = launch.grid
     if ctas is not None:
-        yield from _listed_batches(launch, per, np.asarray(ctas, np.int64))
-        return
-    first, total = 0, launch.n_ctas
-    if cta_range is not None:
-        first, stop = int(cta_range[0]), int(cta_range[1])
-        if not 0 <= first < stop <= total:
-            raise LaunchError(f"cta_range {cta_range} must satisfy 0 <= first < stop <= "
-                              f"{total} (the grid's CTA count)")
-        total = stop
-    size = launch.cluster_ctas
-    order = None
-    if size > 1:
+        order = _listed(launch, np.asarray(ctas, np.int64))
+    else:
+        first, total = 0, launch.n_ctas
+        if cta_range is not None:
+            first, stop = int(cta_range[0]), int(cta_range[1])
+            if not 0 <= first < stop <= total:
+                raise LaunchError(f"cta_range {cta_range} must satisfy 0 <= first < stop <= "
+                                  f"{total} (the grid's CTA count)")
+            total = stop
         order = cluster_order(launch.grid, launch.cluster, first, total)
+    size = launch.cluster_ctas
+    if size > 1:
         per = max(size, per // size * size)
-        first, total = 0, order.size
-    for start in range(first, total, per):
-        lin = np.arange(start, min(start + per, total), dtype=np.int64)
-        if order is not None:
-            lin = order[lin]
+    for start in range(0, order.size, per):
+        lin = order[start:start + per]
         yield np.stack([lin % gx, (lin // gx) % gy, lin // (gx * gy)], axis=1)
 
 
-def _listed_batches(launch: Launch, per: int, ctas: np.ndarray):
-    """`cta_batches` of the listed CTAs: ascending, in the grid, whole clusters (else a
-    `LaunchError` naming what is accepted)."""
-    gx, gy, _ = launch.grid
+def _listed(launch: Launch, ctas: np.ndarray) -> np.ndarray:
+    """The listed CTAs in launch order: ascending, in the grid, whole clusters (else a
+    `LaunchError` naming what is accepted), cluster after cluster."""
     if ctas.ndim != 1 or not ctas.size or (np.diff(ctas) <= 0).any() or ctas[0] < 0 \
             or ctas[-1] >= launch.n_ctas:
         raise LaunchError(f"ctas {ctas.tolist()[:8]}...: accepted ascending distinct linear "
                           f"CTA indices in [0, {launch.n_ctas})")
     size = launch.cluster_ctas
-    if size > 1:
-        order = cluster_order(launch.grid, launch.cluster)
-        clusters = order.reshape(-1, size)
-        listed = np.isin(clusters, ctas)
-        if (listed.any(axis=1) & ~listed.all(axis=1)).any():
-            raise LaunchError(f"ctas {ctas.tolist()[:8]}... cut a cluster of "
-                              f"{launch.cluster}; accepted whole clusters")
-        ctas = clusters[listed.all(axis=1)].reshape(-1)
-        per = max(size, per // size * size)
-    for start in range(0, ctas.size, per):
-        lin = ctas[start:start + per]
-        yield np.stack([lin % gx, (lin // gx) % gy, lin // (gx * gy)], axis=1)
+    if size == 1:
+        return ctas
+    clusters = cluster_order(launch.grid, launch.cluster).reshape(-1, size)
+    listed = np.isin(clusters, ctas)
+    if (listed.any(axis=1) & ~listed.all(axis=1)).any():
+        raise LaunchError(f"ctas {ctas.tolist()[:8]}... cut a cluster of "
+                          f"{launch.cluster}; accepted whole clusters")
+    return clusters[listed.all(axis=1)].reshape(-1)

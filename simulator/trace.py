@@ -259,18 +259,21 @@ class TraceRecorder:
         self.record_silent = self._record_silent
 
     def _record_silent(self, m, slots: np.ndarray) -> None:
-        ids = m.cta_ids[m.cta_of[slots]].astype(np.int64)
-        gx, gy = self.grid[0], self.grid[1]
-        np.add.at(self.silent_per_cta, ids[:, 0] + gx * (ids[:, 1] + gy * ids[:, 2]), 1)
+        np.add.at(self.silent_per_cta, self._linear_ctas(m)[m.cta_of[slots]], 1)
 
-    def _warps(self, m, exec_lanes) -> tuple:
-        """(lanes, warp run starts, active lanes, global warps, zeros) of `exec_lanes`."""
+    def _linear_ctas(self, m) -> np.ndarray:
+        """The grid's linear index of each of batch `m`'s CTAs (cached per batch)."""
         if m is not self._machine:
             self._machine = m
             ids = m.cta_ids.astype(np.int64)
             gx, gy = self.grid[0], self.grid[1]
             self._cta_linear = ids[:, 0] + gx * (ids[:, 1] + gy * ids[:, 2])
             self._last = (None,)
+        return self._cta_linear
+
+    def _warps(self, m, exec_lanes) -> tuple:
+        """(lanes, warp run starts, active lanes, global warps, zeros) of `exec_lanes`."""
+        self._linear_ctas(m)
         last = self._last
         if last[0] is exec_lanes:          # a run of instructions stepped with these lanes
             return last[1:]

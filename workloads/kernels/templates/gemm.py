@@ -206,8 +206,9 @@ class GemmKernel:
         cfg = self.config
         if not cfg.persistent:
             return None
-        tm, tn = self.tiles(m, n, None if schedule is None else len(schedule))
-        ctas = self.grid(m, n, None if schedule is None else len(schedule))[0]
+        blocks = None if schedule is None else len(schedule)
+        tm, tn = self.tiles(m, n, blocks)
+        ctas = self.grid(m, n, blocks)[0]
         units = ctas // cfg.cluster
         walked = pairs(cfg.multicast, tm, tn) if cfg.multicast else tm * tn
         if cfg.tile_limit:
