@@ -28,10 +28,11 @@ on the whole chip (kernel time, HBM bytes; CPU seconds of the op):
     SwiGLU (vLLM) 4096x5504 (15.5), h100     96.46             95.44           93.05
         CPU s                                2.9               7.3             17.1
 
-and, sliced below 8 waves (not done: `MAX_SLICE_WAVES`), f = 2 / f = 4 against full: RMSNorm
-4096x7168 (6.2) +1.0 / +1.4 %, SwiGLU 4096x2048 (3.9) +0.2 / +0.6 %, quantize 4096x2048
-(3.9) -0.4 / +0.4 %, RMSNorm (vLLM) 2048x4096 on h100_sxm (7.8) -0.8 / +1.9 %, SwiGLU
-(vLLM) 1024x5504 (3.9) +4.2 / +2.5 %, 2048x5504 (7.8) +3.0 / +3.3 %. vLLM's SwiGLU (a CTA
+and, sliced below 8 waves (then not done; since 2026-11-28 from 2 waves,
+`MIN_SLICE_WAVES`), f = 2 / f = 4 against full: RMSNorm 4096x7168 (6.2) +1.0 / +1.4 %,
+SwiGLU 4096x2048 (3.9) +0.2 / +0.6 %, quantize 4096x2048 (3.9) -0.4 / +0.4 %, RMSNorm
+(vLLM) 2048x4096 on h100_sxm (7.8) -0.8 / +1.9 %, SwiGLU (vLLM) 1024x5504 (3.9) +4.2 / +2.5
+%, 2048x5504 (7.8) +3.0 / +3.3 %. vLLM's SwiGLU (a CTA
 per token over two streams 11 KB apart) ran 3-4 % long on every slice with the slice's own
 row map: a row holds 8 consecutive lines of a channel, which are 80 channels' lines apart on
 the chip and 20 on a quarter, so the slice's row-buffer hits were not the chip's. A slice

@@ -139,7 +139,8 @@ def choose_units(unit_class: np.ndarray, coords: np.ndarray) -> dict[int, tuple[
             if np.linalg.matrix_rank(np.array(trial)) > len(rows):
                 chosen.append(u)
                 rows = trial
-        rest = [u for u in members if u not in set(chosen)]
+        taken = set(chosen)
+        rest = [u for u in members if u not in taken]
         probes = []
         for u in (rest[-1:] + rest[len(rest) // 2:len(rest) // 2 + 1])[:PROBES]:
             if u not in probes:
