@@ -227,16 +227,35 @@ def fit_sectors(units: list[_Unit], coords: np.ndarray, n_evidence: int
     reproduces every unit's sectors exactly."""
     base = units[0].sectors
     dx = (coords - coords[0]).astype(np.float64)
-    ds = np.array([u.sectors - base for u in units], np.int64).reshape(len(units), -1)
-    columns, place = np.unique(ds[:n_evidence], axis=1, return_inverse=True)
+    ds = np.array([u.sectors - base for u in units[:n_evidence]], np.int64
+                  ).reshape(n_evidence, -1)
+    columns, place = distinct_columns(ds)
     d = np.zeros((coords.shape[1], columns.shape[1]))
     if n_evidence > 1 and ds.size:
         d, *_ = np.linalg.lstsq(dx[1:n_evidence], columns[1:].astype(np.float64), rcond=None)
-    fit = (d, place.reshape(-1))
+    fit = (d, place)
     if not all(np.array_equal(shifted(base, coords[i] - coords[0], fit), units[i].sectors)
                for i in range(len(units))):
         return None
     return fit
+
+
+def distinct_columns(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(m, axis=1, return_inverse=True)` of an int64 matrix, in some column
+    order: the columns are told apart by a random linear hash (int64, wrapping) sorted as
+    one key each, checked exactly (a collision falls back to `np.unique` by columns, whose
+    byte-wise sort took ~3 s of a DeepSeek-V3 layer)."""
+    if m.shape[0] == 0 or m.shape[1] == 0:
+        return np.unique(m, axis=1, return_inverse=True)
+    weights = np.random.default_rng(0).integers(1, 2**62, size=m.shape[0], dtype=np.int64)
+    key = weights[0] * m[0]
+    for w, row in zip(weights[1:].tolist(), m[1:], strict=True):
+        key += w * row
+    _, first, place = np.unique(key, return_index=True, return_inverse=True)
+    columns = m[:, first]
+    if not np.array_equal(columns[:, place], m):
+        columns, place = np.unique(m, axis=1, return_inverse=True)
+    return columns, place.reshape(-1)
 
 
 def shifted(base: np.ndarray, dx: np.ndarray, fit: tuple[np.ndarray, np.ndarray]
@@ -318,7 +337,7 @@ def _whole_grid(templates: dict, unit_class: np.ndarray, coords: np.ndarray,
                 warps_per_unit: int) -> tuple[dict, np.ndarray, np.ndarray]:
     """Grouped events (the recorder's layout), sectors and slot table of every unit, each
     from its class's template, its slots from a fresh base: arrays filled in place, the
-    sectors of a class's units in one product."""
+    shifts of a class's units in one product."""
     units = [templates[int(c)][0] for c in unit_class]
     ev_at, sec_at, tab_at = (np.concatenate(([0], np.cumsum([size(u) for u in units])))
                              for size in (lambda u: u.fields["pc"].size,
@@ -329,11 +348,11 @@ def _whole_grid(templates: dict, unit_class: np.ndarray, coords: np.ndarray,
     sstart = np.empty(int(ev_at[-1]), np.int64)
     sectors = np.empty(int(sec_at[-1]), np.int64)
     table = np.empty(int(tab_at[-1]), np.int64)
-    for cls, (tpl, origin, d) in templates.items():
+    for cls, (tpl, origin, (d, place)) in templates.items():
         members = np.flatnonzero(unit_class == cls)
-        block = shifted(tpl.sectors, coords[members] - origin, d)
+        moved = np.rint((coords[members] - origin).astype(np.float64) @ d).astype(np.int64)
         for row, u in enumerate(members.tolist()):
-            sectors[sec_at[u]:sec_at[u + 1]] = block[row]
+            np.add(tpl.sectors, moved[row][place], out=sectors[sec_at[u]:sec_at[u + 1]])
     for u, tpl in enumerate(units):
         lo, hi = ev_at[u], ev_at[u + 1]
         for key in _EVENT_FIELDS:

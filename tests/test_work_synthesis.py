@@ -165,3 +165,31 @@ def test_cta_work_of_another_grid_is_refused():
         simulator.simulate_kernel(launch.ptx, launch.entry, launch.grid, launch.block,
                                   list(launch.args), CONFIG, launch.shared_bytes,
                                   timing_only=True, fidelity="sampled", cta_work=short)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 5])
+def test_distinct_columns_are_numpys(rows):
+    """`distinct_columns` finds the distinct columns `np.unique(axis=1)` finds (in its own
+    order), each column's index into them reproduces the matrix, and columns that differ
+    only in one row, or by values that wrap the hash, stay apart."""
+    rng = np.random.default_rng(rows)
+    pool = rng.integers(-2**40, 2**40, size=(rows, 7))
+    pool[:, 1] = pool[:, 0]
+    pool[-1, 1] += 1                            # differs from column 0 in the last row
+    pool[0, 2] = 2**62                          # large entries: the hash wraps
+    m = pool[:, rng.integers(0, 7, size=500)]
+    columns, place = ws.distinct_columns(m)
+    assert np.array_equal(columns[:, place], m)
+    expected = np.unique(m, axis=1)
+    assert columns.shape == expected.shape
+    assert {tuple(c) for c in columns.T.tolist()} == {tuple(c) for c in expected.T.tolist()}
+
+
+def test_distinct_columns_survive_a_hash_collision():
+    """Two columns built to share the hash (delta = (w1, -w0) for row weights w0, w1) are
+    still told apart (the exact check falls back to `np.unique`)."""
+    w = np.random.default_rng(0).integers(1, 2**62, size=2, dtype=np.int64)
+    m = np.array([[0, int(w[1]), 0], [0, -int(w[0]), 0]], np.int64)
+    columns, place = ws.distinct_columns(m)
+    assert columns.shape == (2, 2)
+    assert np.array_equal(columns[:, place], m)
