@@ -57,12 +57,24 @@ KIND_NAMES = ("none", "load", "store", "atomic", "shared", "const", "bulk_load",
               "mbarrier", "mbarrier_wait", "load_cg")
 SECTOR_KINDS = frozenset({KIND_LOAD, KIND_STORE, KIND_ATOMIC, KIND_BULK_LOAD, KIND_BULK_STORE,
                           KIND_LOAD_CG})
+_SECTOR_KIND_CODES = np.array(sorted(SECTOR_KINDS), np.int8)
 _L1_BYPASS_FLAGS = frozenset({"cg", "cv"})
 """Cache operators of a global load that caches in L2 only (`KIND_LOAD_CG`)."""
 
 _STORE_OPS = frozenset({"st", "red", "stmatrix", "wmma.store"})
 _ATOMIC_OPS = frozenset({"atom", "red"})
 _ADDRESS_AT_0 = frozenset({"st", "red", "stmatrix", "wmma.store", "prefetch", "prefetchu"})
+
+
+def sector_events(kind: np.ndarray, detail: np.ndarray) -> np.ndarray:
+    """Which events carry sectors in `WarpTrace.sectors`: global accesses and TMA/bulk
+    copies (`SECTOR_KINDS`) whose `detail` (their sector count) is positive."""
+    return np.isin(kind, _SECTOR_KIND_CODES) & (detail > 0)
+
+
+def same_arrays(a: dict, b: dict, keys) -> bool:
+    """Whether the arrays `a[k]` and `b[k]` have the same shape and values for every key."""
+    return all(a[k].shape == b[k].shape and (a[k] == b[k]).all() for k in keys)
 
 
 @dataclass(frozen=True)

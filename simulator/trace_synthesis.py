@@ -42,7 +42,8 @@ from simulator.trace import (
     KIND_NONE,
     KIND_SHARED,
     KIND_STORE,
-    SECTOR_KINDS,
+    same_arrays,
+    sector_events,
 )
 from simulator.trace_tiles import span_items
 
@@ -53,7 +54,6 @@ FIRST_CTAS = 256
 when that is more): the evidence the template is checked on."""
 _ALLOWED_KINDS = np.array([KIND_NONE, KIND_LOAD, KIND_STORE, KIND_SHARED, KIND_CONST,
                            KIND_LOAD_CG], np.int8)
-_SECTOR_KINDS = np.array(sorted(SECTOR_KINDS.intersection(_ALLOWED_KINDS.tolist())), np.int8)
 
 
 @dataclass(frozen=True)
@@ -87,10 +87,6 @@ PERIODS = (1, 2, 4, 8, 16, 32)
 """Periods in x tried, smallest first."""
 
 
-def _sector_mask(kind: np.ndarray, detail: np.ndarray) -> np.ndarray:
-    return np.isin(kind, _SECTOR_KINDS) & (detail > 0)
-
-
 def cta_events(trace, cta: int, n_instrs: int, fused_ids: dict) -> tuple[dict, np.ndarray]:
     """CTA `cta`'s events in a `WarpTrace` (`per_warp`, `pc`, `active`, `kind`, `detail`;
     the pcs of fused runs, which the trace's recorder numbered from `n_instrs` itself,
@@ -107,14 +103,13 @@ def cta_events(trace, cta: int, n_instrs: int, fused_ids: dict) -> tuple[dict, n
     events = {"per_warp": np.diff(offsets[cta * wpc:(cta + 1) * wpc + 1]), "pc": pc,
               "active": trace.active[lo:hi], "kind": trace.kind[lo:hi],
               "detail": trace.detail[lo:hi]}
-    has = _sector_mask(events["kind"], events["detail"])
+    has = sector_events(events["kind"], events["detail"])
     return events, trace.sectors[span_items(trace.sector_start[lo:hi][has],
                                             events["detail"][has])]
 
 
 def _same_events(a: dict, b: dict) -> bool:
-    return all(a[k].shape == b[k].shape and (a[k] == b[k]).all()
-               for k in ("per_warp", "pc", "active", "kind", "detail"))
+    return same_arrays(a, b, ("per_warp", "pc", "active", "kind", "detail"))
 
 
 def template(grouped: dict, sectors: np.ndarray, warps_per_cta: int, n_ctas: int,
@@ -144,7 +139,7 @@ def template(grouped: dict, sectors: np.ndarray, warps_per_cta: int, n_ctas: int
     kind, detail = row["kind"], row["detail"]
     if not np.isin(kind, _ALLOWED_KINDS).all() or detail[kind == KIND_NONE].any():
         return None
-    has = _sector_mask(kind, detail)
+    has = sector_events(kind, detail)
     counts = detail[has].astype(np.int64)
     starts = grouped["sstart"][:n_ctas * events].reshape(n_ctas, events)[:, has]
     table = sectors[span_items(starts.reshape(-1), np.tile(counts, n_ctas))].reshape(n_ctas, -1)
@@ -204,7 +199,7 @@ def synthesize(tpl: CtaTemplate, first: int, stop: int, n_warps: int,
     per_warp = np.zeros(n_warps, np.int64)
     per_warp[first * wpc:stop * wpc] = np.tile(tpl.per_warp, n)
     sectors = tpl.sectors(np.arange(first, stop, dtype=np.int64)).reshape(-1)
-    has = _sector_mask(tpl.kind, tpl.detail)
+    has = sector_events(tpl.kind, tpl.detail)
     sstart = np.zeros((n, tpl.pc.size), np.int64)
     sstart[:, has] = (sector_base + np.arange(n, dtype=np.int64)[:, None]
                       * tpl.sectors0.shape[1] + tpl.sector_offset[has][None, :])

@@ -49,7 +49,7 @@ from functools import cached_property
 
 import numpy as np
 
-from simulator.trace import KIND_ATOMIC, KIND_NONE, SECTOR_KINDS
+from simulator.trace import KIND_ATOMIC, KIND_NONE, same_arrays, sector_events
 from simulator.trace_tiles import span_items
 
 SYNTHESIS = True
@@ -57,12 +57,6 @@ SYNTHESIS = True
 PROBES = 2
 """Units per class traced beyond the evidence and checked against their synthesis."""
 _EVENT_FIELDS = ("pc", "active", "kind", "detail")
-_SECTOR_KINDS = np.array(sorted(SECTOR_KINDS), np.int8)
-
-
-def _sector_mask(kind: np.ndarray, detail: np.ndarray) -> np.ndarray:
-    """Events with sectors: global accesses and TMA/bulk copies."""
-    return np.isin(kind, _SECTOR_KINDS) & (detail > 0)
 
 
 @dataclass(frozen=True)
@@ -106,7 +100,7 @@ class _Unit:
     def sector_offset(self) -> np.ndarray:
         """Each event's first sector among the unit's (events without: where the next
         one's start)."""
-        has = _sector_mask(self.fields["kind"], self.fields["detail"])
+        has = sector_events(self.fields["kind"], self.fields["detail"])
         counts = np.where(has, self.fields["detail"], 0).astype(np.int64)
         return np.cumsum(counts) - counts
 
@@ -199,7 +193,7 @@ def unit_events(trace, first_cta: int, cluster: int, run_lengths: np.ndarray) ->
     kind, detail = fields["kind"], fields["detail"]
     if (kind == KIND_ATOMIC).any() or detail[kind == KIND_NONE].any():
         return None
-    has = _sector_mask(kind, detail)
+    has = sector_events(kind, detail)
     sectors = trace.sectors[span_items(trace.sector_start[lo:hi][has], detail[has])]
     raw = (trace.phase_slot[lo:hi] if trace.phase_slot is not None
            else np.full(hi - lo, -1, np.int32))
@@ -212,10 +206,9 @@ def unit_events(trace, first_cta: int, cluster: int, run_lengths: np.ndarray) ->
 
 
 def _same_events(a: _Unit, b: _Unit) -> bool:
-    return (a.per_warp.shape == b.per_warp.shape and (a.per_warp == b.per_warp).all()
-            and all((a.fields[k] == b.fields[k]).all() for k in _EVENT_FIELDS)
-            and (a.slots == b.slots).all() and a.table.shape == b.table.shape
-            and (a.table == b.table).all() and a.sectors.shape == b.sectors.shape)
+    return (same_arrays(vars(a), vars(b), ("per_warp", "slots", "table"))
+            and same_arrays(a.fields, b.fields, _EVENT_FIELDS)
+            and a.sectors.shape == b.sectors.shape)
 
 
 def fit_sectors(units: list[_Unit], coords: np.ndarray, n_evidence: int

@@ -16,6 +16,7 @@ import simulator.work_synthesis as ws
 from isa.launch import dim3
 from models.cta_dispatch import occupancy
 from simulator.simulate import KernelLaunch, Replay
+from simulator.trace import sector_events
 from workloads.kernels.templates.gemm import gemm_kernel
 from workloads.ops import build_op
 from workloads.ops.registry import _simulate_launch, _supported
@@ -62,7 +63,7 @@ def _kernel_launch(launch, work=None):
 
 
 def _sectors(trace) -> np.ndarray:
-    has = ws._sector_mask(trace.kind, trace.detail)
+    has = sector_events(trace.kind, trace.detail)
     return np.concatenate([trace.sectors[s:s + n] for s, n in
                            zip(trace.sector_start[has].tolist(), trace.detail[has].tolist(),
                                strict=True)] or [np.zeros(0, np.int64)])

@@ -376,16 +376,19 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
     regs = min(255, config.sm.registers_per_sm // kernel.block[0] // 8 * 8)
     detail = {"tiles": choice, "rule": rule, "uses_wgmma": True}
 
-    def launch(kern, args, timing_only) -> Launch:
-        work = (kern.cta_work(ops.a_rows, n, args[-1]) if blocks is None
-                else kern.cta_work(ops.a_rows, n, args[-2], args[-5], ops.b_rows))
+    def launch(kern, cut: Operands, timing_only: bool, k_arg: int | None = None) -> Launch:
+        """The launch of `kern` on operands `cut` (K argument `k_arg`, `_args`), with the
+        `CtaWork` its template gives for that K and schedule."""
+        args = _args(kern, cut, dtype, out_dtype, scaling, timing_only, rng, k_arg)
+        k_used = cut.k if k_arg is None else k_arg
+        work = (kern.cta_work(cut.a_rows, n, k_used) if blocks is None
+                else kern.cta_work(cut.a_rows, n, k_used, cut.schedule, cut.b_rows))
         return Launch("gemm", kern.ptx, kern.entry, kern.grid(ops.a_rows, n, blocks),
                       kern.block, args, kern.shared_bytes, timing_only=timing_only,
                       detail=detail, regs_per_thread=regs,
                       options={} if work is None else {"cta_work": CtaWork(*work)})
 
-    main = launch(kernel, _args(kernel, ops, dtype, out_dtype, scaling, shape_only, rng),
-                  shape_only)
+    main = launch(kernel, ops, shape_only)
     tm, tn = kernel.tiles(ops.a_rows, n, blocks)
     walked = 2 * pairs(kernel.config.multicast, tm, tn) if kernel.config.multicast else tm * tn
     points, note = sample_points(walked, main.grid[0] * main.grid[1], k_tiles,
@@ -402,8 +405,7 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
             table[:, 5] = np.minimum(table[:, 5], p.k_tiles)
             cut = Operands(ops.a_rows, ops.b_rows, ops.c_rows, ops.k, n, table)
         k_arg = reduced_k(ops.k, choice["k_tile"], p.k_tiles) if ops.schedule is None else None
-        samples.append((p.weight, launch(kern, _args(kern, cut, dtype, out_dtype, scaling,
-                                                     True, rng, k_arg), True)))
+        samples.append((p.weight, launch(kern, cut, True, k_arg)))
     sizes = {"m": m, "n": n, "k": k, "dtype": dtype, "scaling": scaling}
     if shape is not None:
         rows_key = "valid_m" if layout == "masked" else "m_total"
