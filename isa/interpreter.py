@@ -151,9 +151,27 @@ def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 
 
 def _silent_warps(silent, m: Machine, slots: np.ndarray, g) -> None:
     """Tell `silent` the warps of thread `slots` none of whose lanes `g` lets execute."""
-    warps = np.setdiff1d(slots >> 5, slots[np.asarray(g).reshape(-1)] >> 5)
-    if warps.size:
-        silent(m, warps << 5)
+    firsts = _silent_firsts(slots, np.asarray(g, np.bool_).reshape(-1))
+    if firsts.size:
+        silent(m, firsts)
+
+
+@nb.njit(cache=True)
+def _silent_firsts(slots: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """The first thread slot (warp * 32) of each warp among the sorted `slots` none of
+    whose lanes `g` (one flag per slot) lets execute, ascending."""
+    out = np.empty(slots.size, np.int64)
+    n, i = 0, 0
+    while i < slots.size:
+        w = slots[i] >> 5
+        runs = False
+        while i < slots.size and slots[i] >> 5 == w:
+            runs = runs or g[i]
+            i += 1
+        if not runs:
+            out[n] = w << 5
+            n += 1
+    return out[:n]
 
 
 def _plain_run(m: Machine, counts: StepCounts, observer, lanes, nw: int, first: int,

@@ -147,7 +147,15 @@ def _fill_way(meta, flags, lru, unit, s, way, mask, ready_ps):
 def _install(meta, flags, lru, unit, s, line, mask, ready_ps, dirty):
     """Allocate (if absent) and mark `mask` valid with data at `ready_ps`; returns the evicted
     line and its dirty mask (line -1 when nothing dirty was evicted)."""
-    way = _find(meta, unit, s, line)
+    evicted, evicted_mask, _ = _install_at(meta, flags, lru, unit, s, line,
+                                           _find(meta, unit, s, line), mask, ready_ps, dirty)
+    return evicted, evicted_mask
+
+
+@step
+def _install_at(meta, flags, lru, unit, s, line, way, mask, ready_ps, dirty):
+    """`_install` of a line whose way a `_find` of the unchanged set just gave (-1: absent),
+    without scanning the tags again; returns the evicted line, its dirty mask and the way."""
     evicted, evicted_mask = -1, 0
     if way < 0:
         way = _victim(meta, unit, s)
@@ -159,7 +167,7 @@ def _install(meta, flags, lru, unit, s, line, mask, ready_ps, dirty):
     _fill_way(meta, flags, lru, unit, s, way, mask, ready_ps)
     if dirty:
         flags[unit, s, way, _DIRTY] |= mask
-    return evicted, evicted_mask
+    return evicted, evicted_mask, way
 
 
 @step
@@ -212,7 +220,8 @@ def _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_p
         fetched = hbm_access(p, free_fs, banks, counts, line,
                              popcount(missing) * p[P_SECTOR_BYTES], start, 0)
         data = max(data, fetched)
-        evicted, evicted_mask = _install(l3m, l3f, lru, unit, s, line, missing, fetched, False)
+        evicted, evicted_mask, _ = _install_at(l3m, l3f, lru, unit, s, line, way, missing,
+                                               fetched, False)
         if evicted >= 0:
             counts[C_L3_WRITEBACK] += popcount(evicted_mask)
             data = max(data, hbm_write(p, free_fs, banks, counts, evicted, evicted_mask,
@@ -273,17 +282,17 @@ def _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line, 
         evicted, evicted_mask = _install(l2m, l2f, lru, home, s, line, mask, t, True)
         return max(t, _evict_to(p, meta, flags, free_fs, banks, lru, counts, evicted,
                                 evicted_mask, t))
-    present, ready, _ = _present(l2m, l2f, home, s, line, mask)
+    present, ready, way = _present(l2m, l2f, home, s, line, mask)
     missing = mask & ~present
     data = max(t, ready)
     counts[C_L2_HIT] += popcount(present)
     counts[C_L2_MISS] += popcount(missing)
     fetched = t
-    if missing:
+    if missing:      # the levels below touch no L2 set: `way` stays the line's
         fetched = _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, missing, t)
         data = max(data, fetched)
-    evicted, evicted_mask = _install(l2m, l2f, lru, home, s, line, mask, fetched,
-                                     kind == KIND_ATOMIC)
+    evicted, evicted_mask, _ = _install_at(l2m, l2f, lru, home, s, line, way, mask, fetched,
+                                           kind == KIND_ATOMIC)
     if kind == KIND_ATOMIC and p[P_ATOMIC_PS] > 0:
         data = _atomic_unit(p, free_fs, home, line, data, ops)
     return max(data, _evict_to(p, meta, flags, free_fs, banks, lru, counts, evicted,
@@ -360,7 +369,9 @@ def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, 
     counts[C_FAR_LINES] += 1
     copied = _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line,
                           missing, t, 1) + p[P_FAR_PS]
-    evicted, evicted_mask = _install(l2m, l2f, lru, c, s, line, missing, copied, False)
+    # the home slice is in the other partition: the copy slice's set, and `way`, unchanged
+    evicted, evicted_mask, _ = _install_at(l2m, l2f, lru, c, s, line, way, missing, copied,
+                                           False)
     done = max(done, copied, _evict_to(p, meta, flags, free_fs, banks, lru, counts, evicted,
                                        evicted_mask, t))
     return done + back
@@ -472,7 +483,7 @@ def _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, count
                 if line == last_line:
                     _fill_way(l1m, l1f, lru, sm, s, way, 1 << (sectors[i] % spl1), line_done[i])
                 else:
-                    _install(l1m, l1f, lru, sm, s, line, 1 << (sectors[i] % spl1),
-                             line_done[i], False)
-                    last_line, way = line, _find(l1m, sm, s, line)
+                    _, _, way = _install_at(l1m, l1f, lru, sm, s, line, _find(l1m, sm, s, line),
+                                            1 << (sectors[i] % spl1), line_done[i], False)
+                    last_line = line
     return done
