@@ -10,18 +10,22 @@ Units: FLOP/B, TFLOP/s, fractions.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from reports.kernel_table import STALL_COLUMNS, UNITS
 from reports.roofline import ridge_point_flops_per_byte
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 
 def new_figure(figsize: tuple[float, float]) -> Figure:
     """A figure with an Agg canvas and constrained layout."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # at first use: ~0.6 s
+    from matplotlib.figure import Figure
     fig = Figure(figsize=figsize, layout="constrained")
     FigureCanvasAgg(fig)
     return fig

@@ -15,11 +15,15 @@ Units: microseconds, fractions, GB/s.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from reports.plot_kernels import new_figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 TIMELINE_COLUMNS = ("time_us", "component", "stat", "value")
 
