@@ -72,11 +72,6 @@ def sector_events(kind: np.ndarray, detail: np.ndarray) -> np.ndarray:
     return np.isin(kind, _SECTOR_KIND_CODES) & (detail > 0)
 
 
-def same_arrays(a: dict, b: dict, keys) -> bool:
-    """Whether the arrays `a[k]` and `b[k]` have the same shape and values for every key."""
-    return all(a[k].shape == b[k].shape and (a[k] == b[k]).all() for k in keys)
-
-
 @dataclass(frozen=True)
 class WarpTrace:
     """Dynamic instruction streams of every warp of a launch, grouped by warp.

@@ -42,7 +42,6 @@ from simulator.trace import (
     KIND_NONE,
     KIND_SHARED,
     KIND_STORE,
-    same_arrays,
     sector_events,
 )
 from simulator.trace_tiles import span_items
@@ -109,7 +108,7 @@ def cta_events(trace, cta: int, n_instrs: int, fused_ids: dict) -> tuple[dict, n
 
 
 def _same_events(a: dict, b: dict) -> bool:
-    return same_arrays(a, b, ("per_warp", "pc", "active", "kind", "detail"))
+    return all(np.array_equal(a[k], b[k]) for k in ("per_warp", "pc", "active", "kind", "detail"))
 
 
 def template(grouped: dict, sectors: np.ndarray, warps_per_cta: int, n_ctas: int,

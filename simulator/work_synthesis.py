@@ -49,7 +49,7 @@ from functools import cached_property
 
 import numpy as np
 
-from simulator.trace import KIND_ATOMIC, KIND_NONE, same_arrays, sector_events
+from simulator.trace import KIND_ATOMIC, KIND_NONE, sector_events
 from simulator.trace_tiles import span_items
 
 SYNTHESIS = True
@@ -206,8 +206,9 @@ def unit_events(trace, first_cta: int, cluster: int, run_lengths: np.ndarray) ->
 
 
 def _same_events(a: _Unit, b: _Unit) -> bool:
-    return (same_arrays(vars(a), vars(b), ("per_warp", "slots", "table"))
-            and same_arrays(a.fields, b.fields, _EVENT_FIELDS)
+    return (all(np.array_equal(getattr(a, k), getattr(b, k))
+                for k in ("per_warp", "slots", "table"))
+            and all(np.array_equal(a.fields[k], b.fields[k]) for k in _EVENT_FIELDS)
             and a.sectors.shape == b.sectors.shape)
 
 
@@ -256,8 +257,13 @@ def shifted(base: np.ndarray, dx: np.ndarray, fit: tuple[np.ndarray, np.ndarray]
     """The sectors of units `dx` away (coordinates: one row, or [units, features]) from the
     one with sectors `base`, by `fit_sectors`'s fit."""
     d, place = fit
-    moved = np.rint(dx.astype(np.float64) @ d).astype(np.int64)
-    return base + moved[..., place]
+    return base + _moves(dx, d)[..., place]
+
+
+def _moves(dx: np.ndarray, d: np.ndarray) -> np.ndarray:
+    """The rounded shift of each distinct column of sector differences for coordinate
+    differences `dx` (one row, or [units, features])."""
+    return np.rint(dx.astype(np.float64) @ d).astype(np.int64)
 
 
 def run_lengths(n_instrs: int, fused_runs) -> np.ndarray:
@@ -343,7 +349,7 @@ def _whole_grid(templates: dict, unit_class: np.ndarray, coords: np.ndarray,
     table = np.empty(int(tab_at[-1]), np.int64)
     for cls, (tpl, origin, (d, place)) in templates.items():
         members = np.flatnonzero(unit_class == cls)
-        moved = np.rint((coords[members] - origin).astype(np.float64) @ d).astype(np.int64)
+        moved = _moves(coords[members] - origin, d)
         for row, u in enumerate(members.tolist()):
             np.add(tpl.sectors, moved[row][place], out=sectors[sec_at[u]:sec_at[u + 1]])
     for u, tpl in enumerate(units):
