@@ -33,28 +33,19 @@ from pathlib import Path
 DEFAULT_OP = ("gemm", ("m=4096", "n=1536", "k=7168", "dtype=fp8", "scaling=deepseek"))
 
 
-def _value(text: str):
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return {"true": True, "false": False}.get(text.lower(), text)
-
-
 def child(args) -> None:
     """Run the op (after a warm-up), then write drive's object code (`--child compile`: the
     object the cache keeps, which a later process loads as it is) or its address in this
     process (`--child profile`, a process that loaded it from the cache)."""
     import models
     import models.sm_driver as smd
+    from simulator.commands.models import parse_overrides
     from workloads.ops import build_op, simulate_op
 
     config = models.load_preset(args.model)
     simulate_op(build_op("residual-add", config, rows=8, cols=64), config, "full")
-    kwargs = dict(s.split("=", 1) for s in args.set)
-    res = simulate_op(build_op(args.op, config, **{k: _value(v) for k, v in kwargs.items()}),
-                      config, args.fidelity)
+    res = simulate_op(build_op(args.op, config, **parse_overrides(args.set)), config,
+                      args.fidelity)
     print(f"{args.op}: {res['time_us']:.3f} us simulated", flush=True)
     cres = next(iter(smd.drive.overloads.values()))
     out = Path(args.out)
