@@ -25,6 +25,7 @@ import argparse
 import bisect
 import collections
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -132,7 +133,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     out = Path(a.out or tempfile.mkdtemp(prefix="ptxsim-profile-"))
     out.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, NUMBA_DEBUGINFO="1", NUMBA_CACHE_DIR=str(out / "numba-cache"))
+    cache = out / "numba-cache"
+    shutil.rmtree(cache, ignore_errors=True)   # the compile child must compile, not load
+    env = dict(os.environ, NUMBA_DEBUGINFO="1", NUMBA_CACHE_DIR=str(cache))
     cmd = [sys.executable, __file__, "--op", a.op, "--model", a.model, "--fidelity",
            a.fidelity, "--out", str(out)] + [f"--set={s}" for s in a.set]
     subprocess.run(cmd + ["--child", "compile"], env=env, check=True)

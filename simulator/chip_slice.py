@@ -48,9 +48,24 @@ on. Wave-sampling the slice instead of timing all of it read -5.7 % and +3.6 %
 side: the quantize of 4096x7168 (3.6 -> 1.2 s) and both residual adds are sliced.
 `tests/test_chip_slice.py` checks a sliced run against the whole chip.
 
+Row slices (2026-11-28). A 2-D grid whose last row of CTAs runs other events (a short last
+chunk of columns, `trace_synthesis.CtaTemplate.tail`), or whose first ceil(n/f) CTAs are not
+proportional while a row slice is, is timed on a row slice (`row_slice`): the first
+ceil(gx/f) CTAs of every row y, in the grid's order, so every row's share of the slice is
+its share of the grid and the rows follow each other through the waves as on the whole chip
+(the first ceil(n/f) CTAs would all lie in the first rows). A grid whose rows differ is
+row-sliced at any number of waves (`simulator.sampling` would extrapolate its first waves,
+all of the first row). Measured against timing every CTA on the whole chip (h800_sxm, f =
+4; cycles, CPU s of the sampled op against the whole chip's before): RoPE 4096x8256 (17.2
+waves, 5 column chunks, the last short, cos/sin rows read by every chunk) -0.73 % (4.0 ->
+1.7 s), quantize 4096x1536 (3.9 waves, the second CTA of a row 4 strips of 8) -2.8 % (2.5 ->
+0.6 s), 8192x1536 -2.2 %, 16384x1536 -0.1 %, 32768x1536 (31 waves) +0.3 % (wave-sampled
+before: +18.1 %, its first 7 waves all of the first row).
+
 Left out: kernels without a template (atomics, TMA copies, mbarrier phases, clusters,
-CTAs of different work: GEMMs, attention), with CTAs unlike the first ones (RoPE's short
-last column chunk) or data shared along a dimension are timed on the whole chip; the
+CTAs of different work: GEMMs, attention), with CTAs unlike the first ones other than a
+last row, or data shared along a dimension in both the first CTAs and a row slice, are
+timed on the whole chip; the
 address hashes spread lines over 1/f of the slices and channels, so L2 set conflicts and
 which lines share a channel are those of the slice's units, not the chip's (rows are the
 chip's); a grid of fewer than two whole-chip waves is not sliced (timed in full on the whole
@@ -134,30 +149,65 @@ PROPORTION_TOLERANCE = 0.01
 distinct sectors (`proportional`)."""
 
 
-def proportional(tpl, n_ctas: int, f: int) -> bool:
-    """Whether the first ceil(n/f) CTAs of template `tpl` (`trace_synthesis.CtaTemplate`)
-    touch 1/f of the distinct sectors the grid's `n_ctas` touch (within
-    `PROPORTION_TOLERANCE`). A sector place of the template that does not move along a grid
-    dimension (a zero stride there, the same sector in every CTA of the period) is shared
-    by the CTAs along it: a weight vector that every row reads, a cos/sin table that every
-    column chunk reads. The slice reads all of it while doing 1/f of the work, so its L2
-    and HBM loads are not the chip's over f. Each place counts the distinct coordinates of
-    the dimensions it moves along: over the grid, and over its first CTAs (x fastest)."""
+def proportional(tpl, n_ctas: int, f: int, ctas: np.ndarray | None = None) -> bool:
+    """Whether the first ceil(n/f) CTAs of template `tpl` (`trace_synthesis.CtaTemplate`),
+    or the CTAs `ctas` (a row slice), touch 1/f of the distinct sectors the grid's `n_ctas`
+    touch (within `PROPORTION_TOLERANCE`). A sector place of the template that does not
+    move along a grid dimension (a zero stride there, the same sector in every CTA of the
+    period) is shared by the CTAs along it: a weight vector that every row reads, a cos/sin
+    table that every column chunk reads. The slice reads all of it while doing 1/f of the
+    work, so its L2 and HBM loads are not the chip's over f. Each place counts the distinct
+    coordinates of the dimensions it moves along: over the grid, and over the slice's CTAs
+    (x fastest); a template with a tail (its grid's last row) counts each part over its own
+    rows."""
+    if ctas is None:
+        ctas = np.arange(sliced_ctas(n_ctas, f), dtype=np.int64)
+    total = part = 0
+    for piece_tpl, piece in _parts(tpl, ctas):
+        piece_total, piece_part = _footprint(piece_tpl, piece - piece_tpl.first_cta)
+        total += piece_total
+        part += piece_part
+    return part > 0 and total / part >= f * (1 - PROPORTION_TOLERANCE)
+
+
+def _parts(tpl, ctas: np.ndarray) -> list:
+    """(template part, its CTAs among `ctas`) of the rows before a tail and of the tail."""
+    if tpl.tail is None:
+        return [(tpl, ctas)]
+    tail = ctas >= tpl.tail.first_cta
+    return [(tpl, ctas[~tail]), (tpl.tail, ctas[tail])]
+
+
+def _footprint(tpl, ctas: np.ndarray) -> tuple[int, int]:
+    """(the part's distinct place coordinates over its grid, over `ctas`: its CTAs counted
+    from its first) for `proportional`."""
     gx, gy, gz = tpl.grid
     moves = np.stack([(tpl.strides[0] != 0) | (tpl.sectors0 != tpl.sectors0[0]).any(axis=0),
                       tpl.strides[1] != 0, tpl.strides[2] != 0])
-    first = np.arange(sliced_ctas(n_ctas, f), dtype=np.int64)
-    coords = np.stack([first % gx, first // gx % gy, first // (gx * gy)])
+    coords = np.stack([ctas % gx, ctas // gx % gy, ctas // (gx * gy)])
     total = part = 0
     for pattern in {tuple(col) for col in moves.T.tolist()}:
         places = int((moves.T == pattern).all(axis=1).sum())
         dims = [d for d in range(3) if pattern[d]]
         total += places * math.prod((gx, gy, gz)[d] for d in dims)
-        key = np.zeros(first.size, np.int64)
+        key = np.zeros(ctas.size, np.int64)
         for d in dims:
             key = key * (gx, gy, gz)[d] + coords[d]
-        part += places * (np.unique(key).size if dims else 1)
-    return part > 0 and total / part >= f * (1 - PROPORTION_TOLERANCE)
+        part += places * (np.unique(key).size if dims and ctas.size else min(ctas.size, 1))
+    return total, part
+
+
+def row_slice(grid, f: int) -> np.ndarray | None:
+    """The CTAs a slice of 1/f of the chip times of a 2-D `grid` in row slices: the first
+    ceil(gx / f) of every row (y), in the grid's order (x fastest), so each row's share
+    of the slice is its share of the grid and the rows follow each other as on the whole
+    chip; None for a grid of one row or of planes, or of fewer than f CTAs per row."""
+    gx, gy, gz = grid
+    if gy < 2 or gz != 1 or gx < f:
+        return None
+    cut = math.ceil(gx / f)
+    return (np.arange(gy, dtype=np.int64)[:, None] * gx
+            + np.arange(cut, dtype=np.int64)[None, :]).reshape(-1)
 
 
 def sliced_ctas(n_ctas: int, f: int) -> int:

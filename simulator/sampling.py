@@ -61,6 +61,11 @@ result says "sampled", all of the slice's waves simulated, nothing extrapolated)
 4096x7168 on h800_sxm -0.8 % against full (wave-sampled -4.9 %), 1.4 s CPU instead of 4.4;
 vLLM's SwiGLU 4096x5504 on h100_sxm +2.4 % (wave-sampled +2.6 %; the slice keeps the
 chip's HBM row map, `hbm.row_map_channels`).
+A 2-D grid whose last row of CTAs runs other events than the rows before it (a template
+`tail`, `simulator.trace_synthesis`) is not wave-sampled: its first waves all lie in the
+first rows, so they do not stand for the grid (quantizing 32768x1536 on h800_sxm, whose
+second CTA per row quantizes 4 strips of 8, read +18.1 % wave-sampled). It is row-sliced
+(`simulator.chip_slice.row_slice`) from two waves on, or else timed in full.
 A persistent kernel launched with a `simulator.work_synthesis.CtaWork` (the plain GEMMs:
 one wave, timed in full) has a few CTAs per work class traced and the others synthesized
 from them (`simulator.work_synthesis`), the same trace as tracing all: q_a_proj
@@ -196,6 +201,12 @@ def simulate_sampled(launch, replay):
         thread_instr += functional.thread_instructions
         traced = stop
 
+    def trace_evidence() -> None:
+        """The first CTAs traced for real (those a template is built from)."""
+        stop = min(first_ctas(), n_ctas)
+        if traced < stop:
+            run_to(stop)
+
     def first_ctas() -> int:
         return min(wave, max(trace_synthesis.FIRST_CTAS, replay.n_sms))
 
@@ -209,54 +220,91 @@ def simulate_sampled(launch, replay):
 
     def trace_to(stop: int) -> None:
         """CTAs up to `stop` traced: the first `first` for real, the rest synthesized from
-        them where `simulator.trace_synthesis` allows, else for real."""
+        them where `simulator.trace_synthesis` allows, else for real. On a row slice of the
+        chip the places from `first` on hold the slice's CTAs (`order`), synthesized."""
         nonlocal warp_instr, thread_instr, traced
         first = first_ctas()
         if synthesis["on"] and traced == 0 and stop > first:
             run_to(first)
         if synthesis["on"] and traced >= first:
             tpl = build_template()
-            if tpl is not None and probes_match(tpl, (traced + stop) // 2, stop - 1):
-                grouped, sectors = trace_synthesis.synthesize(
-                    tpl, traced, stop, n_ctas * recorder.warps_per_cta, recorder.sector_count)
-                recorder.append_grouped(grouped, sectors)
-                warp_instr += tpl.warp_instructions * (stop - traced)
-                thread_instr += tpl.thread_instructions * (stop - traced)
-                traced = stop
+            ctas = (np.arange(traced, stop, dtype=np.int64) if order is None
+                    else order[traced:stop])
+            if tpl is not None and probes_match(tpl, int(ctas[ctas.size // 2]),
+                                                int(ctas[-1])):
+                for part, piece in trace_synthesis.pieces(tpl, ctas):
+                    grouped, sectors = trace_synthesis.synthesize(
+                        part, traced, traced + piece.size, n_ctas * recorder.warps_per_cta,
+                        recorder.sector_count, None if order is None else piece)
+                    recorder.append_grouped(grouped, sectors)
+                    warp_instr += part.warp_instructions * piece.size
+                    thread_instr += part.thread_instructions * piece.size
+                    traced += piece.size
                 return
             synthesis["on"] = False
+        if order is not None:
+            raise RuntimeError(f"{launch.entry}: the chip slice's CTAs {traced}..{stop - 1} "
+                               "could not be synthesized after their template was checked")
         run_to(stop)
 
     def real_cta(cta: int):
-        """`trace_synthesis.cta_events` of CTA `cta` traced alone."""
+        """`trace_synthesis.cta_events` of CTA `cta` traced alone, and its (warp, thread)
+        instruction counts."""
         probe = replay.recorder(launch)
-        launch.run(probe, (cta, cta + 1))
-        return trace_synthesis.cta_events(probe.finish(), cta, len(launch.program.instrs),
-                                          recorder.fused_runs)
+        functional = launch.run(probe, (cta, cta + 1))
+        events, sectors = trace_synthesis.cta_events(
+            probe.finish(), cta, len(launch.program.instrs), recorder.fused_runs)
+        return events, sectors, (functional.warp_instructions,
+                                 functional.thread_instructions)
 
     def probes_match(tpl, *ctas: int) -> bool:
         """Whether CTAs `ctas`, traced alone, equal their synthesis from `tpl`."""
         return all(trace_synthesis.probe_matches(tpl, c, real_cta(c)) for c in sorted(set(ctas)))
 
-    def slice_factor() -> int:
-        """f of the chip slice that times this grid (`simulator.chip_slice`), 1 for none."""
+    def slice_factor() -> tuple[int, np.ndarray | None]:
+        """f of the chip slice that times this grid (`simulator.chip_slice`), 1 for none,
+        and the CTAs it times when they are a row slice (None: the first ceil(n / f)). A
+        grid whose last row runs other events (a template `tail`) is row-sliced at any
+        number of waves: its first waves do not stand for the rest."""
         f = chip_slice.slice_factor(replay.config) if chip_slice.SLICING else 1
-        if f == 1 or not synthesis["on"] or not (
-                chip_slice.MIN_SLICE_WAVES <= n_waves <= f * chip_slice.MAX_SLICE_WAVES):
-            return 1
-        run_to(min(first_ctas(), n_ctas))            # the template decides (module docstring)
+        if f == 1 or not synthesis["on"] or n_waves < chip_slice.MIN_SLICE_WAVES:
+            return 1, None
+        few = n_waves <= f * chip_slice.MAX_SLICE_WAVES
+        if not few and launch.grid[1] < 2:
+            return 1, None
+        trace_evidence()                              # the template decides (module docstring)
         tpl = build_template()
-        if (tpl is None or not chip_slice.proportional(tpl, n_ctas, f)
-                or not probes_match(tpl, n_ctas // 2, n_ctas - 1)):
-            return 1
-        return f
+        if tpl is None or (not few and tpl.tail is None) or not probes_match(
+                tpl, n_ctas // 2, n_ctas - 1):
+            return 1, None
+        if tpl.tail is None and chip_slice.proportional(tpl, n_ctas, f):
+            return f, None
+        rows = chip_slice.row_slice(launch.grid, f)
+        if (rows is not None and rows.size > traced
+                and (rows[:traced] == np.arange(traced)).all()
+                and chip_slice.proportional(tpl, n_ctas, f, rows)):
+            return f, rows
+        return 1, None
 
-    factor = 1 if launch.work is not None else slice_factor()   # CtaWork: CTAs differ
+    def rows_differ() -> bool:
+        """Whether the grid's last row runs other events than the rows before it (its
+        template has a `tail`): then its first waves do not stand for the grid."""
+        if not synthesis["on"] or launch.grid[1] < 2 or n_waves < MIN_WAVES:
+            return False
+        trace_evidence()
+        tpl = build_template()
+        return tpl is not None and tpl.tail is not None
+
+    order = None
+    factor = 1
+    if launch.work is None:                                      # CtaWork: CTAs differ
+        factor, order = slice_factor()
     if factor > 1:
         replay = dataclasses.replace(replay, config=chip_slice.sliced_config(replay.config,
                                                                              factor))
         wave = max(replay.ctas_per_wave(replay.n_sms), 1)
-    grid_ctas = chip_slice.sliced_ctas(n_ctas, factor)   # the CTAs timed as the grid
+    grid_ctas = (chip_slice.sliced_ctas(n_ctas, factor) if order is None
+                 else order.size)                                # the CTAs timed as the grid
 
     def time_waves(k: int, snapshot_from: int | None = None, resume=None, steady_l2=True):
         stop = min(k * wave, grid_ctas)
@@ -285,8 +333,8 @@ def simulate_sampled(launch, replay):
             traced = n_ctas
         else:
             recorder = replay.recorder(launch)          # drop what the attempt traced
-    if n_waves < MIN_WAVES or factor > 1:
-        full, _ = time_waves(math.ceil(n_waves), steady_l2=False)
+    if n_waves < MIN_WAVES or factor > 1 or (launch.work is None and rows_differ()):
+        full, _ = time_waves(math.ceil(grid_ctas / wave), steady_l2=False)   # every CTA
         if factor == 1:
             return whole.result(full, fidelity="full", waves_simulated=n_waves)
         result = whole.result(full, fidelity="sampled", waves_simulated=n_waves,

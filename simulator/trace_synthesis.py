@@ -25,13 +25,21 @@ CTA index in another way (a 2-D grid with a row stride other than gx times the c
 stride, a gather through an index array) fails there or in the checks and is traced in
 full, as before. Instruction counts are CTA 0's per CTA.
 
+A 2-D grid whose last row (y = gy - 1) runs other events than the rows before it (a short
+last chunk of columns: quantizing 1536 columns in CTAs of 8 strips of 128 leaves 4 strips
+to the second CTA of each row; RoPE's last column chunk) has a template of its own for that
+row (`CtaTemplate.tail`): the row's CTAs x = 0 .. P and 2P traced alone, their sectors
+s'_j(x mod P) + (x div P) d'_j^x, the instruction counts of its first CTA. The rows before
+it keep the template above; the probes then check both parts (the grid's last CTA lies in
+the tail). Before, such a grid was traced in full.
+
 Left out: kernels with per-launch phase slots, atomics or data-timed events (traced in
 full). Units: CTAs (linear index, x fastest), warps, 32-byte sectors.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -59,7 +67,10 @@ _ALLOWED_KINDS = np.array([KIND_NONE, KIND_LOAD, KIND_STORE, KIND_SHARED, KIND_C
 class CtaTemplate:
     """CTA 0's events (warp order), the sectors of CTAs x = 0 .. P - 1 (`sectors0`, [P,
     sectors per CTA]), their strides per P CTAs in x and per unit of y and z, and the
-    instruction counts of one CTA."""
+    instruction counts of one CTA. A template of part of a grid starts at CTA `first_cta`
+    (its CTAs are counted from there); `tail` is the template of the grid's last row when
+    that row runs other events (module docstring), the template itself then covers the rows
+    before it (its `grid` has one row fewer)."""
 
     grid: tuple[int, int, int]
     per_warp: np.ndarray          # events per warp of one CTA
@@ -72,14 +83,32 @@ class CtaTemplate:
     strides: np.ndarray           # [3, sectors per CTA]
     warp_instructions: int
     thread_instructions: int
+    first_cta: int = 0
+    tail: CtaTemplate | None = None
 
     def sectors(self, ctas: np.ndarray) -> np.ndarray:
-        """Sectors of the CTAs with linear indices `ctas`, [CTAs, sectors per CTA]."""
+        """Sectors of the CTAs with linear indices `ctas` (of the grid, all of this part),
+        [CTAs, sectors per CTA]."""
         gx, gy, _ = self.grid
         period = self.sectors0.shape[0]
+        ctas = ctas - self.first_cta
         x = ctas % gx
         coords = np.stack([x // period, ctas // gx % gy, ctas // (gx * gy)], axis=1)
         return self.sectors0[x % period] + coords @ self.strides
+
+    def part(self, cta: int) -> CtaTemplate:
+        """The template of linear CTA `cta`: the tail's from its first CTA on."""
+        return self.tail if self.tail is not None and cta >= self.tail.first_cta else self
+
+
+def pieces(tpl: CtaTemplate, ctas: np.ndarray) -> list[tuple[CtaTemplate, np.ndarray]]:
+    """The ascending CTA indices `ctas` split by the template part that makes them (the
+    rows before a tail, then the tail), in order."""
+    if tpl.tail is None:
+        return [(tpl, ctas)]
+    cut = int(np.searchsorted(ctas, tpl.tail.first_cta))
+    return [(part, piece) for part, piece in ((tpl, ctas[:cut]), (tpl.tail, ctas[cut:]))
+            if piece.size]
 
 
 PERIODS = (1, 2, 4, 8, 16, 32)
@@ -136,7 +165,7 @@ def template(grouped: dict, sectors: np.ndarray, warps_per_cta: int, n_ctas: int
             return None
         row[name] = table[0].copy()
     kind, detail = row["kind"], row["detail"]
-    if not np.isin(kind, _ALLOWED_KINDS).all() or detail[kind == KIND_NONE].any():
+    if not _events_allowed(kind, detail):
         return None
     has = sector_events(kind, detail)
     counts = detail[has].astype(np.int64)
@@ -145,7 +174,12 @@ def template(grouped: dict, sectors: np.ndarray, warps_per_cta: int, n_ctas: int
     offset = np.zeros(events, np.int64)
     offset[has] = np.cumsum(counts) - counts
     event_of = np.repeat(np.arange(counts.size), counts)
-    others = _basis_rows(table, row, n_ctas, grid, real_cta)
+    traced = _memo(real_cta)
+    tail_from = _tail_row(row, n_ctas, grid, traced)
+    if tail_from is None:
+        return None
+    main = (grid[0], grid[1] - 1, 1) if tail_from else grid
+    others = _basis_rows(table, row, n_ctas, main, traced)
     if others is None:
         return None
     gx = grid[0]
@@ -158,14 +192,89 @@ def template(grouped: dict, sectors: np.ndarray, warps_per_cta: int, n_ctas: int
         for dim in (1, 2):
             if others[dim] is not None:
                 strides[dim] = others[dim] - table[0]
-        if (strides != strides[:, offset[has]][:, event_of]).any():
+        if not _one_stride_per_event(strides, offset[has], event_of):
             continue
-        tpl = CtaTemplate(grid, row["per_warp"], row["pc"], row["active"], kind, detail,
+        tpl = CtaTemplate(main, row["per_warp"], row["pc"], row["active"], kind, detail,
                           offset, table[:min(period, gx)].copy(), strides,
                           warp_instructions // n_ctas, thread_instructions // n_ctas)
         if (tpl.sectors(np.arange(n_ctas, dtype=np.int64)) == table).all():
-            return tpl
+            if not tail_from:
+                return tpl
+            tail = _tail_template(tpl, tail_from, traced)
+            return None if tail is None else replace(tpl, tail=tail)
     return None
+
+
+def _events_allowed(kind: np.ndarray, detail: np.ndarray) -> bool:
+    """Whether a CTA's events are all of kinds a template can make, none data-timed."""
+    return bool(np.isin(kind, _ALLOWED_KINDS).all()) and not detail[kind == KIND_NONE].any()
+
+
+def _one_stride_per_event(strides: np.ndarray, first_places: np.ndarray,
+                          event_of: np.ndarray) -> bool:
+    """Whether every sector of an event moves by its event's first sector's strides."""
+    return not (strides != strides[:, first_places][:, event_of]).any()
+
+
+def _memo(real_cta):
+    """`real_cta` tracing each CTA once."""
+    seen: dict = {}
+
+    def traced(cta: int):
+        if cta not in seen:
+            seen[cta] = real_cta(cta)
+        return seen[cta]
+    return traced
+
+
+def _tail_row(row: dict, n_ctas: int, grid, real_cta) -> int | None:
+    """The linear index of the grid's last row (y = gy - 1 of a 2-D grid) when its first CTA
+    runs other events than `row` (a short last chunk of columns); 0 when it runs the same
+    ones, the grid has one row or planes, or the row's CTAs are among the `n_ctas` traced
+    (the table's checks decide); None when that CTA cannot be traced."""
+    gx, gy, gz = grid
+    last = gx * (gy - 1)
+    if gz != 1 or gy < 2 or last < n_ctas:
+        return 0
+    found = real_cta(last)
+    if found is None:
+        return None
+    return 0 if _same_events(found[0], row) else last
+
+
+def _tail_template(main: CtaTemplate, first: int, real_cta) -> CtaTemplate | None:
+    """The template of the grid's last row, from its CTA `first` on: CTAs x = 0 .. P and 2P
+    of the row (P: the period of `main`) traced alone, their sectors affine in x as the rows
+    before; None when they differ from each other, carry a fused run the evidence lacks or
+    another check fails (module docstring)."""
+    gx = main.grid[0]
+    period = main.sectors0.shape[0]
+    xs = np.array([x for x in (*range(period), period, 2 * period) if x < gx], np.int64)
+    found = [real_cta(first + int(x)) for x in xs]
+    if any(f is None or len(f) < 3 for f in found):
+        return None
+    events = found[0][0]
+    kind, detail = events["kind"], events["detail"]
+    if (events["pc"] < 0).any() or not _events_allowed(kind, detail) or not all(
+            _same_events(f[0], events) and f[1].shape == found[0][1].shape
+            and f[2] == found[0][2] for f in found[1:]):
+        return None
+    table = np.stack([f[1] for f in found])
+    has = sector_events(kind, detail)
+    counts = detail[has].astype(np.int64)
+    offset = np.zeros(kind.size, np.int64)
+    offset[has] = np.cumsum(counts) - counts
+    strides = np.zeros((3, table.shape[1]), np.int64)
+    if gx > period:
+        strides[0] = table[period] - table[0]
+    if not _one_stride_per_event(strides, offset[has], np.repeat(np.arange(counts.size),
+                                                                 counts)):
+        return None
+    warp, thread = found[0][2]
+    tail = CtaTemplate((gx, 1, 1), events["per_warp"], events["pc"], events["active"], kind,
+                       detail, offset, table[:min(period, gx)].copy(), strides, warp, thread,
+                       first_cta=first)
+    return tail if (tail.sectors(first + xs) == table).all() else None
 
 
 def _basis_rows(table: np.ndarray, row: dict, n_ctas: int, grid, real_cta) -> list | None:
@@ -188,16 +297,20 @@ def _basis_rows(table: np.ndarray, row: dict, n_ctas: int, grid, real_cta) -> li
 
 
 def synthesize(tpl: CtaTemplate, first: int, stop: int, n_warps: int,
-               sector_base: int) -> tuple[dict, np.ndarray]:
+               sector_base: int, ctas: np.ndarray | None = None) -> tuple[dict, np.ndarray]:
     """(grouped events of CTAs first .. stop - 1 in the recorder's layout, their sectors),
-    the sectors placed from `sector_base` of the recorder's sector array. The event fields
-    are [CTA, event] arrays (the template's row broadcast: no copy), which
+    the sectors placed from `sector_base` of the recorder's sector array; with `ctas` the
+    places first .. stop - 1 hold those CTAs of the grid (a chip slice's selection,
+    `simulator.chip_slice.row_slice`), all of one template part (`pieces`). The event
+    fields are [CTA, event] arrays (the template's row broadcast: no copy), which
     `TraceRecorder.append_grouped` lays out one row after the other."""
     n = stop - first
     wpc = tpl.per_warp.size
     per_warp = np.zeros(n_warps, np.int64)
     per_warp[first * wpc:stop * wpc] = np.tile(tpl.per_warp, n)
-    sectors = tpl.sectors(np.arange(first, stop, dtype=np.int64)).reshape(-1)
+    if ctas is None:
+        ctas = np.arange(first, stop, dtype=np.int64)
+    sectors = tpl.sectors(ctas).reshape(-1)
     has = sector_events(tpl.kind, tpl.detail)
     sstart = np.zeros((n, tpl.pc.size), np.int64)
     sstart[:, has] = (sector_base + np.arange(n, dtype=np.int64)[:, None]
@@ -213,7 +326,8 @@ def probe_matches(tpl: CtaTemplate, cta: int, found: tuple[dict, np.ndarray] | N
     """Whether CTA `cta`'s real events (`cta_events`) equal its synthesized ones."""
     if found is None:
         return False
-    events, sectors = found
+    events, sectors = found[0], found[1]
+    tpl = tpl.part(cta)
     row = {"per_warp": tpl.per_warp, "pc": tpl.pc, "active": tpl.active, "kind": tpl.kind,
            "detail": tpl.detail}
     expected = tpl.sectors(np.array([cta], np.int64))[0]

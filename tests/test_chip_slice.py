@@ -121,19 +121,34 @@ def test_grid_under_two_waves_is_timed_in_full(monkeypatch):
     assert sampled.fidelity == "full" and sampled.cycles == full.cycles
 
 
-def test_uneven_last_chunk_is_not_sliced(monkeypatch):
-    """RoPE over 8256 columns (17 waves): the last of its 5 column chunks has fewer lanes
-    (its CTAs are not the first ones': the probe of the grid's last CTA fails) and every
-    chunk reads the same cos/sin rows (not `proportional`), so the whole chip times it:
-    the same cycles as with slicing off."""
-    (launch,) = build_op("rope", H800, rows=4096, cols=8256, rot_dim=64,
-                         seqlen=4096).launches
-    params = _supported()
+def test_row_slice_keeps_data_shared_along_rows_proportional():
+    """RoPE's cos/sin rows, read by every column chunk, make the first CTAs not
+    proportional; the first quarter of every row of the grid reads a quarter of them."""
+    tpl = _template((4096, 5, 1), 1)
+    rows = chip_slice.row_slice((4096, 5, 1), 4)
+    assert rows.size == 5 * 1024 and rows[1024] == 4096 and rows[-1] == 4 * 4096 + 1023
+    assert chip_slice.proportional(tpl, 4096 * 5, 4, rows)
+    assert chip_slice.row_slice((4096, 1, 1), 4) is None
+
+
+@pytest.mark.parametrize("kind, sizes", [
+    ("rope", dict(rows=4096, cols=8256, rot_dim=64, seqlen=4096)),         # 17 waves
+    ("quantize", dict(rows=4096, cols=1536, block=128, transpose=False)),  # 3.9 waves
+])
+def test_uneven_last_chunk_is_row_sliced_within_3_percent(kind, sizes, monkeypatch):
+    """RoPE over 8256 columns: the last of its 5 column chunks has fewer lanes (a template
+    tail) and every chunk reads the same cos/sin rows; quantizing 1536 columns leaves the
+    second CTA of each row 4 strips of 8. A row slice (the first quarter of every row)
+    times them: cycles within 3 % of every CTA on the whole chip (-0.7 % and -2.8 %), the
+    whole grid's instructions."""
     monkeypatch.setattr(chip_slice, "SLICING", True)
-    result = _simulate_launch(launch, H800, "sampled", params)
-    monkeypatch.setattr(chip_slice, "SLICING", False)
-    whole = _simulate_launch(launch, H800, "sampled", params)
-    assert result.cycles == whole.cycles
+    (launch,) = build_op(kind, H800, **sizes).launches
+    params = _supported()
+    full = _simulate_launch(launch, H800, "full", params)
+    sliced = _simulate_launch(launch, H800, "sampled", params)
+    assert sliced.fidelity == "sampled" and sliced.extrapolated_fraction == 0.0
+    assert abs(sliced.cycles / full.cycles - 1) <= 0.03, (sliced.cycles, full.cycles)
+    assert sliced.instructions == full.instructions
 
 
 def test_slice_keeps_the_chips_row_map():

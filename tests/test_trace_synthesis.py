@@ -26,6 +26,8 @@ CASES = [
     pytest.param("rmsnorm", dict(rows=400, cols=1536), id="rmsnorm-few-waves"),
     pytest.param("quantize", dict(rows=2048, cols=512, block=128, transpose=False),
                  id="quantize-period-2"),
+    pytest.param("quantize", dict(rows=400, cols=1536, block=128, transpose=False),
+                 id="quantize-last-row-differs"),
 ]
 
 
@@ -188,3 +190,84 @@ def test_ctas_that_share_sectors_take_a_period():
                              counts.warp_instructions, counts.thread_instructions,
                              kernel.grid, lambda c: None)
     assert tpl is not None and tpl.sectors0.shape[0] == 2
+
+
+def _tail_case(rows: int):
+    """Quantizing 1536 columns: 12 strips of 128 in CTAs of 8, so the grid's second row
+    (y = 1) quantizes 4 strips per CTA, the first 8."""
+    (launch,) = build_op("quantize", CONFIG, rows=rows, cols=1536, block=128,
+                         transpose=False).launches
+    kernel = simulator.simulate.KernelLaunch(
+        isa.compile_kernel(launch.ptx, launch.entry), launch.entry, launch.grid,
+        launch.block, list(launch.args), launch.shared_bytes, True)
+    assert kernel.grid[1] == 2
+    return kernel
+
+
+def _real(kernel, fused_runs):
+    def real(cta):
+        probe = kernel.recorder()
+        counts = kernel.run(probe, (cta, cta + 1))
+        return (*synthesis.cta_events(probe.finish(), cta, len(kernel.program.instrs),
+                                      fused_runs),
+                (counts.warp_instructions, counts.thread_instructions))
+    return real
+
+
+def test_last_row_of_other_events_takes_a_tail_template_event_for_event():
+    """The grid's last row runs fewer lanes: the template keeps a tail for it, and CTAs
+    16 .. end made from the two parts equal the functional run's, with its instruction
+    counts."""
+    kernel = _tail_case(64)
+    n_ctas = kernel.n_ctas
+    full = kernel.recorder()
+    whole = kernel.run(full, (0, n_ctas))
+    part = kernel.recorder()
+    counts = kernel.run(part, (0, 16))
+    grouped, sectors = part.grouped()
+    tpl = synthesis.template(grouped, sectors, part.warps_per_cta, 16,
+                             counts.warp_instructions, counts.thread_instructions,
+                             kernel.grid, _real(kernel, part.fused_runs))
+    assert tpl is not None and tpl.tail is not None and tpl.tail.first_cta == 64
+    assert tpl.tail.thread_instructions < tpl.thread_instructions
+    ctas = np.arange(16, n_ctas, dtype=np.int64)
+    warp, thread, place = counts.warp_instructions, counts.thread_instructions, 16
+    for piece_tpl, piece in synthesis.pieces(tpl, ctas):
+        made, made_sectors = synthesis.synthesize(
+            piece_tpl, place, place + piece.size, n_ctas * part.warps_per_cta,
+            part.sector_count)
+        part.append_grouped(made, made_sectors)
+        warp += piece_tpl.warp_instructions * piece.size
+        thread += piece_tpl.thread_instructions * piece.size
+        place += piece.size
+    assert (warp, thread) == (whole.warp_instructions, whole.thread_instructions)
+    a, b = part.finish(), full.finish()
+    for name in ("warp_offsets", "pc", "active", "kind", "detail"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    for cta in (0, 63, 64, 100, n_ctas - 1):
+        assert np.array_equal(synthesis.cta_events(a, cta, 0, {})[1],
+                              synthesis.cta_events(b, cta, 0, {})[1]), cta
+
+
+def test_tail_template_needs_its_ctas_traced():
+    """Without a way to trace the last row's CTAs alone, a grid whose rows differ has no
+    template (it is traced in full)."""
+    kernel = _tail_case(64)
+    part = kernel.recorder()
+    counts = kernel.run(part, (0, 16))
+    grouped, sectors = part.grouped()
+    assert synthesis.template(grouped, sectors, part.warps_per_cta, 16,
+                              counts.warp_instructions, counts.thread_instructions,
+                              kernel.grid, lambda c: None) is None
+
+
+def test_grid_whose_last_row_differs_is_not_wave_sampled(monkeypatch):
+    """16 waves on 8 SMs, the second row of CTAs doing half the work: the first waves
+    (all of the first row) do not stand for the grid, so it is timed in full (the wave
+    sampler read such a grid 18 % long: 4 strips of work counted as 8)."""
+    (launch,) = build_op("quantize", CONFIG, rows=1024, cols=1536, block=128,
+                         transpose=False).launches
+    sampled = _run(launch, monkeypatch, True)
+    full = _simulate_launch(launch, CONFIG, "full", _supported())
+    assert sampled.waves_simulated >= 8
+    assert (sampled.cycles, sampled.instructions) == (full.cycles, full.instructions)
