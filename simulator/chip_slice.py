@@ -56,11 +56,12 @@ its share of the grid and the rows follow each other through the waves as on the
 (the first ceil(n/f) CTAs would all lie in the first rows). A grid whose rows differ is
 row-sliced at any number of waves (`simulator.sampling` would extrapolate its first waves,
 all of the first row). Measured against timing every CTA on the whole chip (h800_sxm, f =
-4; cycles, CPU s of the sampled op against the whole chip's before): RoPE 4096x8256 (17.2
-waves, 5 column chunks, the last short, cos/sin rows read by every chunk) -0.73 % (4.0 ->
-1.7 s), quantize 4096x1536 (3.9 waves, the second CTA of a row 4 strips of 8) -2.8 % (2.5 ->
-0.6 s), 8192x1536 -2.2 %, 16384x1536 -0.1 %, 32768x1536 (31 waves) +0.3 % (wave-sampled
-before: +18.1 %, its first 7 waves all of the first row).
+4; cycles; CPU seconds of the sampled op before -> now, five runs each taking turns):
+RoPE 4096x8256 (17.2 waves, 5 column chunks, the last short, cos/sin rows read by every
+chunk) -0.73 % (wave-sampled before: +8.9 %; 4.0 -> 1.7 s), quantize 4096x1536 (3.9
+waves, the second CTA of a row 4 strips of 8) -2.8 % (timed in full before; 2.5 -> 0.6 s),
+8192x1536 -2.2 %, 16384x1536 -0.1 %, 32768x1536 (31 waves) +0.3 % (wave-sampled before:
++18.1 %, its first 7 waves all of the first row).
 
 Left out: kernels without a template (atomics, TMA copies, mbarrier phases, clusters,
 CTAs of different work: GEMMs, attention), with CTAs unlike the first ones other than a

@@ -64,7 +64,8 @@ chip's HBM row map, `hbm.row_map_channels`).
 A 2-D grid whose last row of CTAs runs other events than the rows before it (a template
 `tail`, `simulator.trace_synthesis`) is not wave-sampled: its first waves all lie in the
 first rows, so they do not stand for the grid (quantizing 32768x1536 on h800_sxm, whose
-second CTA per row quantizes 4 strips of 8, read +18.1 % wave-sampled). It is row-sliced
+second CTA per row quantizes 4 strips of 8, read +18.1 % wave-sampled; the layer's RoPE
+4096x8256, +8.9 %). It is row-sliced
 (`simulator.chip_slice.row_slice`) from two waves on, or else timed in full.
 A persistent kernel launched with a `simulator.work_synthesis.CtaWork` (the plain GEMMs:
 one wave, timed in full) has a few CTAs per work class traced and the others synthesized
