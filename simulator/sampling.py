@@ -65,8 +65,8 @@ A 2-D grid whose last row of CTAs runs other events than the rows before it (a t
 `tail`, `simulator.trace_synthesis`) is not wave-sampled: its first waves all lie in the
 first rows, so they do not stand for the grid (quantizing 32768x1536 on h800_sxm, whose
 second CTA per row quantizes 4 strips of 8, read +18.1 % wave-sampled; the layer's RoPE
-4096x8256, +8.9 %). It is row-sliced
-(`simulator.chip_slice.row_slice`) from two waves on, or else timed in full.
+4096x8256, +8.9 %). It is row-sliced (`simulator.chip_slice.row_slice`) from two waves
+on, or else timed in full.
 A persistent kernel launched with a `simulator.work_synthesis.CtaWork` (the plain GEMMs:
 one wave, timed in full) has a few CTAs per work class traced and the others synthesized
 from them (`simulator.work_synthesis`), the same trace as tracing all: q_a_proj
@@ -231,8 +231,7 @@ def simulate_sampled(launch, replay):
             tpl = build_template()
             ctas = (np.arange(traced, stop, dtype=np.int64) if order is None
                     else order[traced:stop])
-            if tpl is not None and probes_match(tpl, int(ctas[ctas.size // 2]),
-                                                int(ctas[-1])):
+            if tpl is not None and probes_match(tpl, *probe_ctas(ctas)):
                 for part, piece in trace_synthesis.pieces(tpl, ctas):
                     grouped, sectors = trace_synthesis.synthesize(
                         part, traced, traced + piece.size, n_ctas * recorder.warps_per_cta,
@@ -248,15 +247,23 @@ def simulate_sampled(launch, replay):
                                "could not be synthesized after their template was checked")
         run_to(stop)
 
+    alone: dict = {}
+
     def real_cta(cta: int):
         """`trace_synthesis.cta_events` of CTA `cta` traced alone, and its (warp, thread)
-        instruction counts."""
-        probe = replay.recorder(launch)
-        functional = launch.run(probe, (cta, cta + 1))
-        events, sectors = trace_synthesis.cta_events(
-            probe.finish(), cta, len(launch.program.instrs), recorder.fused_runs)
-        return events, sectors, (functional.warp_instructions,
-                                 functional.thread_instructions)
+        instruction counts (each CTA traced once)."""
+        if cta not in alone:
+            probe = replay.recorder(launch)
+            functional = launch.run(probe, (cta, cta + 1))
+            events, sectors = trace_synthesis.cta_events(
+                probe.finish(), cta, len(launch.program.instrs), recorder.fused_runs)
+            alone[cta] = events, sectors, (functional.warp_instructions,
+                                           functional.thread_instructions)
+        return alone[cta]
+
+    def probe_ctas(ctas: np.ndarray) -> tuple[int, int]:
+        """The CTAs whose real traces check a synthesis of `ctas`: the middle and the last."""
+        return int(ctas[ctas.size // 2]), int(ctas[-1])
 
     def probes_match(tpl, *ctas: int) -> bool:
         """Whether CTAs `ctas`, traced alone, equal their synthesis from `tpl`."""
@@ -283,7 +290,8 @@ def simulate_sampled(launch, replay):
         rows = chip_slice.row_slice(launch.grid, f)
         if (rows is not None and rows.size > traced
                 and (rows[:traced] == np.arange(traced)).all()
-                and chip_slice.proportional(tpl, n_ctas, f, rows)):
+                and chip_slice.proportional(tpl, n_ctas, f, rows)
+                and probes_match(tpl, *probe_ctas(rows[traced:]))):   # those `trace_to` checks
             return f, rows
         return 1, None
 
