@@ -80,6 +80,8 @@ import math
 
 import numpy as np
 
+from simulator.trace_synthesis import pieces
+
 SLICING = True
 """Sampled fidelity times uniform kernels on a slice of the chip when True (module
 docstring). On since the slice keeps the chip's row map (2026-11-27): vLLM's SwiGLU kernel
@@ -164,24 +166,16 @@ def proportional(tpl, n_ctas: int, f: int, ctas: np.ndarray | None = None) -> bo
     if ctas is None:
         ctas = np.arange(sliced_ctas(n_ctas, f), dtype=np.int64)
     total = part = 0
-    for piece_tpl, piece in _parts(tpl, ctas):
+    for piece_tpl, piece in pieces(tpl, ctas):
         piece_total, piece_part = _footprint(piece_tpl, piece - piece_tpl.first_cta)
         total += piece_total
         part += piece_part
     return part > 0 and total / part >= f * (1 - PROPORTION_TOLERANCE)
 
 
-def _parts(tpl, ctas: np.ndarray) -> list:
-    """(template part, its CTAs among `ctas`) of the rows before a tail and of the tail."""
-    if tpl.tail is None:
-        return [(tpl, ctas)]
-    tail = ctas >= tpl.tail.first_cta
-    return [(tpl, ctas[~tail]), (tpl.tail, ctas[tail])]
-
-
 def _footprint(tpl, ctas: np.ndarray) -> tuple[int, int]:
     """(the part's distinct place coordinates over its grid, over `ctas`: its CTAs counted
-    from its first) for `proportional`."""
+    from its first, at least one) for `proportional`."""
     gx, gy, gz = tpl.grid
     moves = np.stack([(tpl.strides[0] != 0) | (tpl.sectors0 != tpl.sectors0[0]).any(axis=0),
                       tpl.strides[1] != 0, tpl.strides[2] != 0])
@@ -194,7 +188,7 @@ def _footprint(tpl, ctas: np.ndarray) -> tuple[int, int]:
         key = np.zeros(ctas.size, np.int64)
         for d in dims:
             key = key * (gx, gy, gz)[d] + coords[d]
-        part += places * (np.unique(key).size if dims and ctas.size else min(ctas.size, 1))
+        part += places * (np.unique(key).size if dims else 1)
     return total, part
 
 

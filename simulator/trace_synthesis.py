@@ -167,19 +167,14 @@ def template(grouped: dict, sectors: np.ndarray, warps_per_cta: int, n_ctas: int
     kind, detail = row["kind"], row["detail"]
     if not _events_allowed(kind, detail):
         return None
-    has = sector_events(kind, detail)
-    counts = detail[has].astype(np.int64)
+    has, counts, offset, event_of = _sector_places(kind, detail)
     starts = grouped["sstart"][:n_ctas * events].reshape(n_ctas, events)[:, has]
     table = sectors[span_items(starts.reshape(-1), np.tile(counts, n_ctas))].reshape(n_ctas, -1)
-    offset = np.zeros(events, np.int64)
-    offset[has] = np.cumsum(counts) - counts
-    event_of = np.repeat(np.arange(counts.size), counts)
-    traced = _memo(real_cta)
-    tail_from = _tail_row(row, n_ctas, grid, traced)
+    tail_from = _tail_row(row, n_ctas, grid, real_cta)
     if tail_from is None:
         return None
     main = (grid[0], grid[1] - 1, 1) if tail_from else grid
-    others = _basis_rows(table, row, n_ctas, main, traced)
+    others = _basis_rows(table, row, n_ctas, main, real_cta)
     if others is None:
         return None
     gx = grid[0]
@@ -200,7 +195,7 @@ def template(grouped: dict, sectors: np.ndarray, warps_per_cta: int, n_ctas: int
         if (tpl.sectors(np.arange(n_ctas, dtype=np.int64)) == table).all():
             if not tail_from:
                 return tpl
-            tail = _tail_template(tpl, tail_from, traced)
+            tail = _tail_template(tpl, tail_from, real_cta)
             return None if tail is None else replace(tpl, tail=tail)
     return None
 
@@ -216,15 +211,14 @@ def _one_stride_per_event(strides: np.ndarray, first_places: np.ndarray,
     return not (strides != strides[:, first_places][:, event_of]).any()
 
 
-def _memo(real_cta):
-    """`real_cta` tracing each CTA once."""
-    seen: dict = {}
-
-    def traced(cta: int):
-        if cta not in seen:
-            seen[cta] = real_cta(cta)
-        return seen[cta]
-    return traced
+def _sector_places(kind: np.ndarray, detail: np.ndarray) -> tuple:
+    """Of a CTA's events: which carry sectors, their sector counts, each event's first
+    sector's place in the CTA's sectors (0: none) and the event of each sector place."""
+    has = sector_events(kind, detail)
+    counts = detail[has].astype(np.int64)
+    offset = np.zeros(kind.size, np.int64)
+    offset[has] = np.cumsum(counts) - counts
+    return has, counts, offset, np.repeat(np.arange(counts.size), counts)
 
 
 def _tail_row(row: dict, n_ctas: int, grid, real_cta) -> int | None:
@@ -260,15 +254,11 @@ def _tail_template(main: CtaTemplate, first: int, real_cta) -> CtaTemplate | Non
             and f[2] == found[0][2] for f in found[1:]):
         return None
     table = np.stack([f[1] for f in found])
-    has = sector_events(kind, detail)
-    counts = detail[has].astype(np.int64)
-    offset = np.zeros(kind.size, np.int64)
-    offset[has] = np.cumsum(counts) - counts
+    has, _, offset, event_of = _sector_places(kind, detail)
     strides = np.zeros((3, table.shape[1]), np.int64)
     if gx > period:
         strides[0] = table[period] - table[0]
-    if not _one_stride_per_event(strides, offset[has], np.repeat(np.arange(counts.size),
-                                                                 counts)):
+    if not _one_stride_per_event(strides, offset[has], event_of):
         return None
     warp, thread = found[0][2]
     tail = CtaTemplate((gx, 1, 1), events["per_warp"], events["pc"], events["active"], kind,
