@@ -300,6 +300,33 @@ class SmQueue:
         return sorted((int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows)
 
 
+@nb.njit(cache=True)
+def _list_of(first):
+    out = List()
+    out.append(first)
+    return out
+
+
+@nb.njit(cache=True)
+def _append(items, value) -> None:
+    items.append(value)
+
+
+@nb.njit(cache=True)
+def _put(items, i, value) -> None:
+    items[i] = value
+
+
+def typed_list(arrays: list) -> List:
+    """A numba typed list of `arrays` (at least one, all of one type), built by cached
+    compiled helpers: `List(arrays)` compiles its constructor in every process, 2.3 s of
+    each run's first replay for the driver's three array types."""
+    out = _list_of(arrays[0])
+    for a in arrays[1:]:
+        _append(out, a)
+    return out
+
+
 _FIELDS = ("wi", "wr", "wm", "wg", "si", "uf", "sw", "ci", "ca", "lp", "stall", "stall_log",
            "cta_log")
 
@@ -314,8 +341,9 @@ class SmDriver:
             if sm.state.lp[st.L_INDEX] != i:     # phase slots name waiting SMs by it (H_SM)
                 raise ValueError(f"SM {sm.sm_id} is member {sm.state.lp[st.L_INDEX]} of its "
                                  f"phase table but entry {i} of the driver's list")
-        self.lists = {name: List([getattr(sm.state, name) for sm in sms]) for name in _FIELDS}
-        self.lists["log"] = List([sm.log for sm in sms])
+        self.lists = {name: typed_list([getattr(sm.state, name) for sm in sms])
+                      for name in _FIELDS}
+        self.lists["log"] = typed_list([sm.log for sm in sms])
         self.generations = [sm.state.generation for sm in sms]
 
     def _refresh(self, i: int) -> None:
@@ -323,7 +351,7 @@ class SmDriver:
         state = self.sms[i].state
         if state.generation != self.generations[i]:
             for name in _FIELDS:
-                self.lists[name][i] = getattr(state, name)
+                _put(self.lists[name], i, getattr(state, name))
             self.generations[i] = state.generation
 
     def replay_logs(self) -> None:
