@@ -115,7 +115,16 @@ def dim3(value, what: str) -> tuple[int, int, int]:
 
 def compile_kernel(ptx: str, entry: str, file: str = "<ptx>") -> Program:
     """Parse, decode and verify one entry of a PTX module, its global loads hoisted as ptxas
-    schedules them (`isa.schedule`)."""
+    schedules them (`isa.schedule`). The program is kept for the next compile of the same
+    entry of the same text (`_compiled`): launches read a `Program` and never change it (a
+    launch copies its global layout and writes module globals into its own memory)."""
+    return _compiled(ptx, entry, file)
+
+
+@lru_cache(maxsize=64)
+def _compiled(ptx: str, entry: str, file: str) -> Program:
+    """`compile_kernel` uncached (the ops of a layer compile the same entries again: a
+    reduced launch of op-level sampling, a probe CTA, a second wave)."""
     from isa.schedule import hoist_loads
     from isa.verify import verify
     program = decode(_parsed(ptx, file), entry)

@@ -110,6 +110,14 @@ SM_ISSUE = "SM_ISSUE"
 SM_STALL = "SM_STALL"
 SM_CTA_LAUNCH = "SM_CTA_LAUNCH"
 SM_CTA_DONE = "SM_CTA_DONE"
+SM_CTA_LOG = "SM_CTA_LOG"
+"""The CTA log of the compiled driver as one batch (`Hooks.fire_batch`; listeners not attached
+here get its `SM_STALL`, `SM_ISSUE`, `SM_CTA_DONE` and `SM_CTA_LAUNCH` events one by one).
+data: log (int64 rows of `sm_state.T_*` columns: kind `T_DONE` / `T_LAUNCH`, cta, cycle,
+the stall rows logged before it), reasons, cycles and stalls (the stall rows the log
+fires, as `SM_STALL` has them), issued and busy_cycles (per-CTA tables [CTAs, units], row c
+what `SM_ISSUE` gives for CTA c), warps_done and warps_launch (the warps of a finished and of
+a launched CTA)."""
 DEFAULT_QUANTUM_CYCLES = 64
 
 
@@ -194,6 +202,24 @@ class KernelImage:
         setattr_(self, "cta_issued", issued)
         setattr_(self, "cta_busy_cycles", busy)
         setattr_(self, "max_sectors", int(max_sectors))
+
+
+def _cta_log_events(data: dict):
+    """The events of an `SM_CTA_LOG` batch one by one, as `SM_STALL` / `SM_ISSUE` /
+    `SM_CTA_DONE` / `SM_CTA_LAUNCH` would have been fired: (position, data) pairs."""
+    cycles, stalls = data["cycles"], data["stalls"]
+    fired = 0
+    for kind, cta, cycle, upto in data["log"].tolist():
+        if upto > fired:
+            yield SM_STALL, {"reasons": data["reasons"], "cycles": cycles[fired:upto],
+                             "stalls": stalls[fired:upto]}
+            fired = upto
+        if kind == st.T_DONE:
+            yield SM_ISSUE, {"issued": data["issued"][cta],
+                             "busy_cycles": data["busy_cycles"][cta]}
+            yield SM_CTA_DONE, {"cta": cta, "warps": data["warps_done"], "cycle": cycle}
+        else:
+            yield SM_CTA_LAUNCH, {"cta": cta, "warps": data["warps_launch"], "cycle": cycle}
 
 
 class StreamingMultiprocessor:
@@ -318,43 +344,45 @@ class StreamingMultiprocessor:
             self.memory.fire_batch(self.sm_id, self.log[:n])
             lp[st.L_LOG_N] = 0
 
-    def _drain_stalls(self, upto: int | None = None) -> None:
-        """Fire the stall log's rows (the first `upto`, default all) as one `SM_STALL` and
-        drop them (the loop logs a row at each yield while hooks listen,
-        `models.sm_core.log_stalls`)."""
+    def _drain_stalls(self) -> None:
+        """Fire the stall log's rows as one `SM_STALL` and drop them (the loop logs a row at
+        each yield while hooks listen, `models.sm_core.log_stalls`)."""
         s = self.state
         n = int(s.lp[st.L_STALL_N])
-        cut = n if upto is None else min(upto, n)
-        if cut:
-            rows = s.stall_log[:cut]
+        if n:
+            rows = s.stall_log[:n]
             self.hooks.fire(SM_STALL, reasons=STALL_REASONS, cycles=rows[:, 0],
                             stalls=rows[:, 1:])
-            if cut < n:
-                s.stall_log[:n - cut] = s.stall_log[cut:n].copy()
-            s.lp[st.L_STALL_N] = n - cut
+            s.lp[st.L_STALL_N] = 0
 
     def replay_cta_log(self) -> None:
         """Fire the hooks of the CTAs finished and launched inside the compiled driver
-        (`models.sm_driver.drive`), in order, each after the stall rows logged before it,
-        as `_cta_done` and `launch` would have; empties the log."""
+        (`models.sm_driver.drive`) as one `SM_CTA_LOG` batch: in order, each after the stall
+        rows logged before it, as `_cta_done` and `launch` would have; empties the log and
+        drops the stall rows it fired."""
         log = self.state.cta_log
         n = int(log[0, 0])
         if not n:
             return
-        kernel, hooks = self.kernel, self.hooks
-        fired = 0
-        for kind, cta, cycle, stalls in log[1:n + 1, :st.T_FIELDS].tolist():
-            if stalls > fired:
-                self._drain_stalls(stalls - fired)
-                fired = stalls
-            if kind == st.T_DONE:
-                hooks.fire(SM_ISSUE, issued=kernel.cta_issued[cta],
-                           busy_cycles=kernel.cta_busy_cycles[cta])
-                hooks.fire(SM_CTA_DONE, cta=cta, warps=kernel.trace.warps_per_cta,
-                           cycle=cycle)
-            else:
-                hooks.fire(SM_CTA_LAUNCH, cta=cta, warps=self.state.wpc, cycle=cycle)
+        rows = log[1:n + 1, :st.T_FIELDS].copy()
         log[0, 0] = 0
+        stall_log = self.state.stall_log
+        fired = int(rows[:, st.T_STALLS].max())
+        kernel = self.kernel
+        data = {"log": rows, "reasons": STALL_REASONS, "cycles": stall_log[:fired, 0],
+                "stalls": stall_log[:fired, 1:], "issued": kernel.cta_issued,
+                "busy_cycles": kernel.cta_busy_cycles,
+                "warps_done": kernel.trace.warps_per_cta, "warps_launch": self.state.wpc}
+        self.hooks.fire_batch(SM_CTA_LOG, data, lambda: _cta_log_events(data))
+        self._drop_stalls(fired)
+
+    def _drop_stalls(self, cut: int) -> None:
+        """Drop the first `cut` rows of the stall log (fired already)."""
+        s = self.state
+        n = int(s.lp[st.L_STALL_N])
+        if cut:
+            s.stall_log[:n - cut] = s.stall_log[cut:n].copy()
+            s.lp[st.L_STALL_N] = n - cut
 
     def _fire_stalls(self, cycle: int) -> None:
         """Fire the stall cycles summed so far, open stretches counted up to `cycle`."""

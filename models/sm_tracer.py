@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from models.flat_memory import MEMORY_ACCESS
-from models.sm import SM_CTA_DONE, SM_CTA_LAUNCH, SM_ISSUE, SM_STALL
+from models.sm import SM_CTA_DONE, SM_CTA_LAUNCH, SM_CTA_LOG, SM_ISSUE, SM_STALL
+from models.sm_state import T_CTA, T_CYCLE, T_DONE, T_KIND
 from models.units import UNIT_NAMES
 from simulator.stats import Stat, Tracer
 
@@ -35,7 +36,7 @@ class SmTracer(Tracer):
         Stat("resident_warp_cycles", "warp-cycles", "integral of resident warps over time"),
         Stat("ctas", "count", "CTAs run"),
     )
-    POSITIONS = (SM_ISSUE, SM_STALL, SM_CTA_LAUNCH, SM_CTA_DONE)
+    POSITIONS = (SM_ISSUE, SM_STALL, SM_CTA_LAUNCH, SM_CTA_DONE, SM_CTA_LOG)
 
     def __init__(self, sheet) -> None:
         super().__init__(sheet)
@@ -51,15 +52,34 @@ class SmTracer(Tracer):
             self.issued += data["issued"]
             self.busy += data["busy_cycles"]
         elif position == SM_STALL:
-            for reason, n in zip(data["reasons"], data["stalls"].sum(axis=0).tolist(),
-                                 strict=True):
-                if n:
-                    self.stalls[reason] = self.stalls.get(reason, 0) + n
+            self._stalls(data["reasons"], data["stalls"])
+        elif position == SM_CTA_LOG:
+            self._cta_log(data)
         elif position == SM_CTA_LAUNCH:
             self.warp_cycles -= data["warps"] * data["cycle"]
             self.ctas += 1
         else:
             self.warp_cycles += data["warps"] * data["cycle"]
+
+    def _stalls(self, reasons, stalls: np.ndarray) -> None:
+        for reason, n in zip(reasons, stalls.sum(axis=0).tolist(), strict=True):
+            if n:
+                self.stalls[reason] = self.stalls.get(reason, 0) + n
+
+    def _cta_log(self, data: Mapping[str, Any]) -> None:
+        """An `SM_CTA_LOG` batch: the sums of its events."""
+        log = data["log"]
+        done = log[:, T_KIND] == T_DONE
+        ctas = log[done, T_CTA]
+        if ctas.size:
+            self.issued += data["issued"][ctas].sum(axis=0)
+            self.busy += data["busy_cycles"][ctas].sum(axis=0)
+        if data["stalls"].size:
+            self._stalls(data["reasons"], data["stalls"])
+        launched = ~done
+        self.warp_cycles += (data["warps_done"] * int(log[done, T_CYCLE].sum())
+                             - data["warps_launch"] * int(log[launched, T_CYCLE].sum()))
+        self.ctas += int(np.count_nonzero(launched))
 
     def flush(self) -> None:
         """Write the accumulated values to the sheet."""

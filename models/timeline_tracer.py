@@ -53,7 +53,8 @@ import pandas as pd
 
 from models import cached_memory_layout as ck
 from models.cached_memory import CACHED_MEMORY_ACCESS, CACHED_MEMORY_BATCH
-from models.sm import SM_CTA_DONE, SM_CTA_LAUNCH, SM_STALL
+from models.sm import SM_CTA_DONE, SM_CTA_LAUNCH, SM_CTA_LOG, SM_STALL
+from models.sm_state import T_DONE
 
 TIMELINE_COLUMNS = ("run_id", "kernel", "start_us", "time_us", "component", "stat", "value",
                     "unit")
@@ -257,16 +258,13 @@ class TimelineTracer:
             if position == SM_STALL:
                 self._stalls(row, data["cycles"], data["stalls"])
             elif position == SM_CTA_LAUNCH:
-                self.cta_launch[data["cta"]] = data["cycle"]
-                self._residency(row, data["cycle"], 1)
+                self._launched(row, data["cta"], data["cycle"])
+            elif position == SM_CTA_DONE:
+                self._done(row, data["cta"], data["cycle"])
             else:
-                launched = self.cta_launch.pop(data["cta"])
-                self.cta_spans.append((data["cycle"], row, data["cta"], launched))
-                if len(self.cta_spans) >= 2 * MAX_CTA_ROWS:
-                    self._first_spans()
-                self._residency(row, data["cycle"], -1)
+                self._cta_log(row, data)
 
-        hooks.attach(on_sm, (SM_STALL, SM_CTA_LAUNCH, SM_CTA_DONE))
+        hooks.attach(on_sm, (SM_STALL, SM_CTA_LAUNCH, SM_CTA_DONE, SM_CTA_LOG))
 
     def attach_memory(self, hooks) -> None:
         """Observe the cached memory's requests (kept in chunks, summed per chunk)."""
@@ -285,6 +283,29 @@ class TimelineTracer:
         hooks.attach(on_memory, (CACHED_MEMORY_ACCESS, CACHED_MEMORY_BATCH))
 
     # -- events ---------------------------------------------------------------------
+    def _launched(self, s: int, cta: int, cycle: int) -> None:
+        self.cta_launch[cta] = cycle
+        self._residency(s, cycle, 1)
+
+    def _done(self, s: int, cta: int, cycle: int) -> None:
+        self.cta_spans.append((cycle, s, cta, self.cta_launch.pop(cta)))
+        if len(self.cta_spans) >= 2 * MAX_CTA_ROWS:
+            self._first_spans()
+        self._residency(s, cycle, -1)
+
+    def _cta_log(self, s: int, data: Mapping[str, Any]) -> None:
+        """An `SM_CTA_LOG` batch, its events in order (`models.sm._cta_log_events`)."""
+        cycles, stalls = data["cycles"], data["stalls"]
+        fired = 0
+        for kind, cta, cycle, upto in data["log"].tolist():
+            if upto > fired:
+                self._stalls(s, cycles[fired:upto], stalls[fired:upto])
+                fired = upto
+            if kind == T_DONE:
+                self._done(s, cta, cycle)
+            else:
+                self._launched(s, cta, cycle)
+
     def _residency(self, s: int, cycle: int, step: int) -> None:
         resident, since = self.resident[s], self.changed_cycle[s]
         if resident:

@@ -8,6 +8,10 @@ worth observing (a message queued, a transfer started, a cache lookup). Position
 ports and links are declared here. Listeners are attached from outside (by tracers), so a
 component holds no counters, prints or file I/O.
 
+A component that logs many events in compiled code may report them with `fire_batch`: one
+call with the whole batch for the listeners attached to the batch's own position (tracers
+that sum it with numpy), the events one by one for every other listener.
+
 Cost when nothing listens: `fire` tests one attribute (`self.listening`) and returns. Hot paths
 that would build expensive data for a hook may test `hooks.listening` themselves first.
 `benchmarks/hooks_overhead.py` measures both paths.
@@ -22,7 +26,7 @@ Units: whatever the firing component states for each data key (`*_ps`, `*_bytes`
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 Listener = Callable[[str, str, Mapping[str, Any]], None]
@@ -66,6 +70,28 @@ class Hooks:
             listener(self.owner, position, data)
         for listener in self._everywhere:
             listener(self.owner, position, data)
+
+    def fire_batch(self, position: str, data: Mapping[str, Any],
+                   events: Callable[[], Iterator[tuple[str, Mapping[str, Any]]]]) -> None:
+        """Report many events at once: listeners attached to the batch's `position` get
+        `data` whole (and not its events), every other listener gets the events `events()`
+        yields ((position, data) pairs, in order) as if each were fired; each listener sees
+        the batch in order, the listeners one after the other."""
+        if not self.listening:
+            return
+        whole = self._by_position.get(position, ())
+        for listener in whole:
+            listener(self.owner, position, data)
+        rest = {p: [fn for fn in fns if fn not in whole]
+                for p, fns in self._by_position.items() if p != position}
+        everywhere = [fn for fn in self._everywhere if fn not in whole]
+        if not everywhere and not any(rest.values()):
+            return
+        for at, item in events():
+            for listener in rest.get(at, ()):
+                listener(self.owner, at, item)
+            for listener in everywhere:
+                listener(self.owner, at, item)
 
     def attach(self, listener: Listener, positions: tuple[str, ...] | None = None) -> None:
         """Call `listener` at each of `positions` (every position when None)."""

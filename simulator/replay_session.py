@@ -33,8 +33,9 @@ from typing import Any
 from simpy.core import NORMAL, URGENT
 
 from models.cached_memory import CachedMemory, CachedMemoryTracer
-from models.sm import SM_CTA_DONE
+from models.sm import SM_CTA_DONE, SM_CTA_LOG
 from models.sm_driver import Q_ORDER, SmDriver, SmQueue
+from models.sm_state import T_CYCLE, T_DONE, T_KIND
 from models.sm_tracer import MemoryTracer, SmTracer
 from models.timeline_tracer import TimelineTracer
 from simulator.engine import SimEnvironment
@@ -49,7 +50,11 @@ class CtaDoneLog:
         self.cycles: list[int] = []
 
     def on_event(self, owner: str, position: str, data) -> None:
-        self.cycles.append(data["cycle"])
+        if position == SM_CTA_LOG:
+            log = data["log"]
+            self.cycles.extend(log[log[:, T_KIND] == T_DONE, T_CYCLE].tolist())
+        else:
+            self.cycles.append(data["cycle"])
 
 
 @dataclass
@@ -80,7 +85,7 @@ class ReplaySession:
         for sm in self.sms:
             self.sm_tracer.attach(sm.hooks)
             self.timeline.attach_sm(sm.hooks, sm.sm_id)
-            sm.hooks.attach(self.done_log.on_event, (SM_CTA_DONE,))
+            sm.hooks.attach(self.done_log.on_event, (SM_CTA_DONE, SM_CTA_LOG))
 
     def start(self) -> None:
         """Start the process of every SM holding a CTA: SimPy processes, or, when only the

@@ -253,6 +253,7 @@ class Replay:
     run_id: str
     entry: str
     sms: str = "compute"
+    _timings: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def n_sms(self) -> int:
@@ -266,8 +267,18 @@ class Replay:
         which issues such runs back to back as the fused event is timed."""
         if (self.policy or self.config.sm.scheduler_policy) != "gto":
             return launch.recorder()
-        timings, _ = instruction_timings(launch.program, self.config)
+        timings, _ = self.timings(launch.program)
         return launch.recorder(fusable_run_ends(launch.program, timings))
+
+    def timings(self, program) -> tuple[list, int]:
+        """`instruction_timings(program, self.config)`, kept per program for this replay's
+        config (a sampled launch asks for them at every recorder and image); a copy of the
+        list each time."""
+        key = id(program)
+        hit = self._timings.get(key)
+        if hit is None or hit[0] is not program:
+            hit = self._timings[key] = (program, *instruction_timings(program, self.config))
+        return list(hit[1]), hit[2]
 
     def ctas_per_wave(self, n_sms: int) -> int:
         return self.occ.ctas_per_sm * n_sms
@@ -282,7 +293,7 @@ class Replay:
     def image(self, launch: KernelLaunch, recorder: TraceRecorder) -> KernelImage:
         """The `KernelImage` of the trace recorded so far."""
         config = self.config
-        timings, n_regs = instruction_timings(launch.program, config)
+        timings, n_regs = self.timings(launch.program)
         trace, timings = event_timings(recorder.finish(), timings, launch.program, config)
         return KernelImage(trace, timings, n_regs)
 

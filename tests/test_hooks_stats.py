@@ -107,3 +107,27 @@ def test_stats_tables_stack_into_one_long_table():
     b = _traced_run().to_frame("b", "k")
     both = concat_stats([a, b, stats_frame()])
     assert tuple(both.columns) == STATS_COLUMNS and len(both) == len(a) + len(b)
+
+
+def test_fire_batch_gives_the_batch_whole_or_its_events_one_by_one():
+    """Listeners of the batch's position get it whole and not its events; the others get
+    the events of their positions in order, as if each were fired."""
+    hooks = Hooks("sm0")
+    whole, per_event, everything = [], [], []
+
+    def batch_listener(owner, position, data):
+        whole.append((position, dict(data)))
+
+    hooks.attach(batch_listener, ("BATCH", PORT_PUT))
+    hooks.attach(lambda o, p, d: per_event.append((p, dict(d))), (PORT_PUT,))
+    hooks.attach(lambda o, p, d: everything.append(p))
+
+    def events():
+        yield PORT_PUT, {"queued": 1}
+        yield LINK_SEND, {"size_bytes": 2}
+        yield PORT_PUT, {"queued": 3}
+
+    hooks.fire_batch("BATCH", {"n": 3}, events)
+    assert whole == [("BATCH", {"n": 3})]
+    assert per_event == [(PORT_PUT, {"queued": 1}), (PORT_PUT, {"queued": 3})]
+    assert everything == [PORT_PUT, LINK_SEND, PORT_PUT]

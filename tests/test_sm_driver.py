@@ -68,3 +68,51 @@ def test_driver_and_simpy_agree_closely_on_clusters(monkeypatch):
     slow = simulate_op(build_op("gemm", config, **sizes), config, "full")
     assert "_mc" in build_op("gemm", config, **sizes).launches[0].entry
     assert abs(fast["cycles"] - slow["cycles"]) <= 0.015 * slow["cycles"]
+
+
+def test_cta_log_batch_and_its_events_agree(monkeypatch):
+    """The driver reports its CTA logs as `SM_CTA_LOG` batches (the built-in tracers sum
+    them); a listener of the per-CTA positions still gets every CTA's launch, completion and
+    issue counts, and an everywhere listener every stall row."""
+    from models.sm import SM_CTA_DONE, SM_CTA_LAUNCH, SM_CTA_LOG, SM_ISSUE, SM_STALL
+
+    seen = {"done": 0, "launch": 0, "issued": 0, "stalls": 0, "batches": 0, "batch_done": 0}
+
+    def per_cta(owner, position, data):
+        if position == SM_CTA_DONE:
+            seen["done"] += 1
+        elif position == SM_CTA_LAUNCH:
+            seen["launch"] += 1
+        elif position == SM_ISSUE:
+            seen["issued"] += int(data["issued"].sum())
+
+    def everywhere(owner, position, data):
+        assert position != SM_CTA_LOG
+        if position == SM_STALL:
+            seen["stalls"] += int(data["stalls"].sum())
+
+    def batches(owner, position, data):
+        seen["batches"] += 1
+        seen["batch_done"] += int((data["log"][:, 0] == 0).sum())
+
+    wire = replay_session.ReplaySession.wire
+
+    def wire_more(session):
+        wire(session)
+        for sm in session.sms:
+            sm.hooks.attach(per_cta, (SM_CTA_DONE, SM_CTA_LAUNCH, SM_ISSUE))
+            sm.hooks.attach(everywhere)
+            sm.hooks.attach(batches, (SM_CTA_LOG,))
+
+    monkeypatch.setattr(replay_session.ReplaySession, "wire", wire_more)
+    config = models.load_preset("h800_sxm", {"sm.count": 4})
+    stats = []
+    simulate_op(build_op("residual-add", config, rows=256, cols=2048), config, "full",
+                stats=stats)
+    frame = stats[0][2]
+    total = frame[(frame["stat"] == "issued")]["value"].sum()
+    stalled = frame[(frame["stat"] == "stall_cycles")]["value"].sum()
+    ctas = frame[(frame["component"] == "sm") & (frame["stat"] == "ctas")]["value"].sum()
+    assert seen["batches"] > 0 and seen["batch_done"] == seen["done"]
+    assert seen["done"] == seen["launch"] == ctas > 0
+    assert seen["issued"] == total and seen["stalls"] == stalled > 0
