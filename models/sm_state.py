@@ -130,15 +130,20 @@ class SmState:
         self.generation = 0    # counts replacements of the arrays (`make_room`, `widen_groups`)
 
     def make_room(self) -> None:
-        """Room for one more CTA: a free CTA slot and `wpc` free warp slots."""
+        """Room for one more CTA: a free CTA slot and `wpc` free warp slots. The arrays
+        grow by as many slots as they hold (at least what is missing), so an SM filled
+        with n CTAs grows them log2(n) times, not n (CTAs and warps take the first free
+        slots, so the slots they take are the same)."""
         free_ctas, free_warps = free_slots(self.wi, self.ci)
         if free_ctas < 1 or self.wpc > free_warps:
             self.generation += 1
         if free_ctas < 1:
-            self.ci = np.concatenate([self.ci, np.zeros((1, C_FIELDS), np.int64)])
-            self.ca = np.concatenate([self.ca, np.zeros((1, self.ca.shape[1]), np.int64)])
+            grow = max(1, self.ci.shape[0])
+            self.ci = np.concatenate([self.ci, np.zeros((grow, C_FIELDS), np.int64)])
+            self.ca = np.concatenate([self.ca, np.zeros((grow, self.ca.shape[1]), np.int64)])
         more = self.wpc - free_warps
         if more > 0:
+            more = max(more, self.wi.shape[0])
             self.wi = np.concatenate([self.wi, np.zeros((more, W_FIELDS), np.int64)])
             self.wr = np.concatenate([self.wr, np.zeros((more, self.wr.shape[1]), np.int64)])
             self.wm = np.concatenate([self.wm, np.zeros((more, self.wm.shape[1]), np.int8)])
