@@ -186,192 +186,224 @@ def _distinct_sectors(sectors: np.ndarray, written: np.ndarray) -> tuple[int, in
 
 def simulate_sampled(launch, replay):
     """A `KernelResult` of `launch` timed by `replay` at sampled fidelity (module docstring)."""
-    n_ctas = launch.n_ctas
-    whole = replay                       # the chip the result speaks for
-    wave = max(replay.ctas_per_wave(replay.n_sms), 1)
-    n_waves = n_ctas / wave
-    recorder = replay.recorder(launch)
-    warp_instr = thread_instr = traced = 0
-    dirty: list = []
-    synthesis = {"on": trace_synthesis.SYNTHESIS, "template": None}
+    return SampledRun(launch, replay).result()
 
-    def run_to(stop: int) -> None:
-        nonlocal warp_instr, thread_instr, traced
-        functional = launch.run(recorder, (traced, stop))
-        warp_instr += functional.warp_instructions
-        thread_instr += functional.thread_instructions
-        traced = stop
 
-    def trace_evidence() -> None:
+class SampledRun:
+    """One launch timed at sampled fidelity: the CTAs traced so far into one recorder (for
+    real, or synthesized from a template), the chip slice chosen, the replays of its waves.
+
+    `whole` is the replay of the chip the result speaks for, `replay` the one that times
+    (a slice of it when `factor` > 1, running the CTAs `order`, or the first `grid_ctas`
+    when `order` is None)."""
+
+    def __init__(self, launch, replay) -> None:
+        self.launch, self.whole, self.replay = launch, replay, replay
+        self.n_ctas = launch.n_ctas
+        self.wave = max(replay.ctas_per_wave(replay.n_sms), 1)
+        self.n_waves = self.n_ctas / self.wave
+        self.recorder = replay.recorder(launch)
+        self.warp_instr = self.thread_instr = self.traced = 0
+        self.dirty: list = []               # the steady-L2 dirty fraction, once computed
+        self.synthesis_on = trace_synthesis.SYNTHESIS
+        self.template = None
+        self.alone: dict = {}               # CTA -> its trace alone (`real_cta`)
+        self.order: np.ndarray | None = None
+        self.factor = 1
+        self.grid_ctas = self.n_ctas
+
+    # -- tracing --------------------------------------------------------------------
+    def run_to(self, stop: int) -> None:
+        """CTAs up to `stop` traced for real."""
+        functional = self.launch.run(self.recorder, (self.traced, stop))
+        self.warp_instr += functional.warp_instructions
+        self.thread_instr += functional.thread_instructions
+        self.traced = stop
+
+    def first_ctas(self) -> int:
+        return min(self.wave, max(trace_synthesis.FIRST_CTAS, self.replay.n_sms))
+
+    def trace_evidence(self) -> None:
         """The first CTAs traced for real (those a template is built from)."""
-        stop = min(first_ctas(), n_ctas)
-        if traced < stop:
-            run_to(stop)
+        stop = min(self.first_ctas(), self.n_ctas)
+        if self.traced < stop:
+            self.run_to(stop)
 
-    def first_ctas() -> int:
-        return min(wave, max(trace_synthesis.FIRST_CTAS, replay.n_sms))
+    def build_template(self):
+        if self.template is None:
+            grouped, sectors = self.recorder.grouped()
+            self.template = trace_synthesis.template(
+                grouped, sectors, self.recorder.warps_per_cta, self.traced, self.warp_instr,
+                self.thread_instr, self.launch.grid, self.real_cta)
+        return self.template
 
-    def build_template():
-        if synthesis["template"] is None:
-            grouped, sectors = recorder.grouped()
-            synthesis["template"] = trace_synthesis.template(
-                grouped, sectors, recorder.warps_per_cta, traced, warp_instr, thread_instr,
-                launch.grid, real_cta)
-        return synthesis["template"]
-
-    def trace_to(stop: int) -> None:
+    def trace_to(self, stop: int) -> None:
         """CTAs up to `stop` traced: the first `first` for real, the rest synthesized from
         them where `simulator.trace_synthesis` allows, else for real. On a row slice of the
         chip the places from `first` on hold the slice's CTAs (`order`), synthesized."""
-        nonlocal warp_instr, thread_instr, traced
-        first = first_ctas()
-        if synthesis["on"] and traced == 0 and stop > first:
-            run_to(first)
-        if synthesis["on"] and traced >= first:
-            tpl = build_template()
-            ctas = (np.arange(traced, stop, dtype=np.int64) if order is None
-                    else order[traced:stop])
-            if tpl is not None and probes_match(tpl, *probe_ctas(ctas)):
+        first, order, recorder = self.first_ctas(), self.order, self.recorder
+        if self.synthesis_on and self.traced == 0 and stop > first:
+            self.run_to(first)
+        if self.synthesis_on and self.traced >= first:
+            tpl = self.build_template()
+            ctas = (np.arange(self.traced, stop, dtype=np.int64) if order is None
+                    else order[self.traced:stop])
+            if tpl is not None and self.probes_match(tpl, *self.probe_ctas(ctas)):
                 for part, piece in trace_synthesis.pieces(tpl, ctas):
                     grouped, sectors = trace_synthesis.synthesize(
-                        part, traced, traced + piece.size, n_ctas * recorder.warps_per_cta,
-                        recorder.sector_count, None if order is None else piece)
+                        part, self.traced, self.traced + piece.size,
+                        self.n_ctas * recorder.warps_per_cta, recorder.sector_count,
+                        None if order is None else piece)
                     recorder.append_grouped(grouped, sectors)
-                    warp_instr += part.warp_instructions * piece.size
-                    thread_instr += part.thread_instructions * piece.size
-                    traced += piece.size
+                    self.warp_instr += part.warp_instructions * piece.size
+                    self.thread_instr += part.thread_instructions * piece.size
+                    self.traced += piece.size
                 return
-            synthesis["on"] = False
+            self.synthesis_on = False
         if order is not None:
-            raise RuntimeError(f"{launch.entry}: the chip slice's CTAs {traced}..{stop - 1} "
-                               "could not be synthesized after their template was checked")
-        run_to(stop)
+            raise RuntimeError(f"{self.launch.entry}: the chip slice's CTAs {self.traced}.."
+                               f"{stop - 1} could not be synthesized after their template "
+                               "was checked")
+        self.run_to(stop)
 
-    alone: dict = {}
-
-    def real_cta(cta: int):
+    def real_cta(self, cta: int):
         """`trace_synthesis.cta_events` of CTA `cta` traced alone, and its (warp, thread)
         instruction counts (each CTA traced once)."""
-        if cta not in alone:
-            probe = replay.recorder(launch)
+        if cta not in self.alone:
+            launch = self.launch
+            probe = self.replay.recorder(launch)
             functional = launch.run(probe, (cta, cta + 1))
             events, sectors = trace_synthesis.cta_events(
-                probe.finish(), cta, len(launch.program.instrs), recorder.fused_runs)
-            alone[cta] = events, sectors, (functional.warp_instructions,
-                                           functional.thread_instructions)
-        return alone[cta]
+                probe.finish(), cta, len(launch.program.instrs), self.recorder.fused_runs)
+            self.alone[cta] = events, sectors, (functional.warp_instructions,
+                                                functional.thread_instructions)
+        return self.alone[cta]
 
+    @staticmethod
     def probe_ctas(ctas: np.ndarray) -> tuple[int, int]:
         """The CTAs whose real traces check a synthesis of `ctas`: the middle and the last."""
         return int(ctas[ctas.size // 2]), int(ctas[-1])
 
-    def probes_match(tpl, *ctas: int) -> bool:
+    def probes_match(self, tpl, *ctas: int) -> bool:
         """Whether CTAs `ctas`, traced alone, equal their synthesis from `tpl`."""
-        return all(trace_synthesis.probe_matches(tpl, c, real_cta(c)) for c in sorted(set(ctas)))
+        return all(trace_synthesis.probe_matches(tpl, c, self.real_cta(c))
+                   for c in sorted(set(ctas)))
 
-    def slice_factor() -> tuple[int, np.ndarray | None]:
+    # -- what is timed --------------------------------------------------------------
+    def slice_factor(self) -> tuple[int, np.ndarray | None]:
         """f of the chip slice that times this grid (`simulator.chip_slice`), 1 for none,
         and the CTAs it times when they are a row slice (None: the first ceil(n / f)). A
         grid whose last row runs other events (a template `tail`) is row-sliced at any
         number of waves: its first waves do not stand for the rest."""
-        f = chip_slice.slice_factor(replay.config) if chip_slice.SLICING else 1
-        if f == 1 or not synthesis["on"] or n_waves < chip_slice.MIN_SLICE_WAVES:
+        launch, n_ctas, n_waves = self.launch, self.n_ctas, self.n_waves
+        f = chip_slice.slice_factor(self.replay.config) if chip_slice.SLICING else 1
+        if f == 1 or not self.synthesis_on or n_waves < chip_slice.MIN_SLICE_WAVES:
             return 1, None
         few = n_waves <= f * chip_slice.MAX_SLICE_WAVES
         if not few and launch.grid[1] < 2:
             return 1, None
-        trace_evidence()                              # the template decides (module docstring)
-        tpl = build_template()
-        if tpl is None or (not few and tpl.tail is None) or not probes_match(
+        self.trace_evidence()                         # the template decides (module docstring)
+        tpl = self.build_template()
+        if tpl is None or (not few and tpl.tail is None) or not self.probes_match(
                 tpl, n_ctas // 2, n_ctas - 1):
             return 1, None
         if tpl.tail is None and chip_slice.proportional(tpl, n_ctas, f):
             return f, None
         rows = chip_slice.row_slice(launch.grid, f)
+        traced = self.traced
         if (rows is not None and rows.size > traced
                 and (rows[:traced] == np.arange(traced)).all()
                 and chip_slice.proportional(tpl, n_ctas, f, rows)
-                and probes_match(tpl, *probe_ctas(rows[traced:]))):   # those `trace_to` checks
+                and self.probes_match(tpl, *self.probe_ctas(rows[traced:]))):  # as `trace_to`
             return f, rows
         return 1, None
 
-    def rows_differ() -> bool:
+    def rows_differ(self) -> bool:
         """Whether the grid's last row runs other events than the rows before it (its
         template has a `tail`): then its first waves do not stand for the grid."""
-        if not synthesis["on"] or launch.grid[1] < 2 or n_waves < MIN_WAVES:
+        if not self.synthesis_on or self.launch.grid[1] < 2 or self.n_waves < MIN_WAVES:
             return False
-        trace_evidence()
-        tpl = build_template()
+        self.trace_evidence()
+        tpl = self.build_template()
         return tpl is not None and tpl.tail is not None
 
-    order = None
-    factor = 1
-    if launch.work is None:                                      # CtaWork: CTAs differ
-        factor, order = slice_factor()
-    if factor > 1:
-        replay = dataclasses.replace(replay, config=chip_slice.sliced_config(replay.config,
-                                                                             factor))
-        wave = max(replay.ctas_per_wave(replay.n_sms), 1)
-    grid_ctas = (chip_slice.sliced_ctas(n_ctas, factor) if order is None
-                 else order.size)                                # the CTAs timed as the grid
-
-    def time_waves(k: int, snapshot_from: int | None = None, resume=None, steady_l2=True):
-        stop = min(k * wave, grid_ctas)
-        if stop > traced:
-            trace_to(stop)
-        kernel = replay.image(launch, recorder)
+    def time_waves(self, k: int, snapshot_from: int | None = None, resume=None,
+                   steady_l2: bool = True):
+        """The replay of the first k waves (of `grid_ctas`), from a cold system or resumed
+        from `resume`; (its `ReplayRun`, a snapshot taken at `snapshot_from` or None)."""
+        replay = self.replay
+        stop = min(k * self.wave, self.grid_ctas)
+        if stop > self.traced:
+            self.trace_to(stop)
+        kernel = replay.image(self.launch, self.recorder)
         if resume is None:
             session = replay.session(kernel, stop)
             if steady_l2 and hasattr(session.memory, "precondition_l2"):
-                if not dirty:
-                    dirty.append(steady_dirty_fraction(kernel.trace, stop, grid_ctas,
-                                                       replay.config.l2.size_bytes,
-                                                       replay.config.l2.partitions))
-                if dirty[0] is not None:
-                    session.memory.precondition_l2(dirty[0])
+                if not self.dirty:
+                    self.dirty.append(steady_dirty_fraction(
+                        kernel.trace, stop, self.grid_ctas, replay.config.l2.size_bytes,
+                        replay.config.l2.partitions))
+                if self.dirty[0] is not None:
+                    session.memory.precondition_l2(self.dirty[0])
         else:
             session = resume
             session.resume(kernel, stop)
         snapshot = session.step_to_end(snapshot_from)
-        return replay.finish(session, warp_instr, thread_instr), snapshot
+        return replay.finish(session, self.warp_instr, self.thread_instr), snapshot
 
-    if n_waves < MIN_WAVES and launch.work is not None and work_synthesis.SYNTHESIS:
-        counts = work_synthesis.synthesize_trace(launch, recorder)
-        if counts is not None:
-            warp_instr, thread_instr = counts
-            traced = n_ctas
-        else:
-            recorder = replay.recorder(launch)          # drop what the attempt traced
-    if n_waves < MIN_WAVES or factor > 1 or (launch.work is None and rows_differ()):
-        full, _ = time_waves(math.ceil(grid_ctas / wave), steady_l2=False)   # every CTA
-        if factor == 1:
-            return whole.result(full, fidelity="full", waves_simulated=n_waves)
-        result = whole.result(full, fidelity="sampled", waves_simulated=n_waves,
-                              extrapolated_fraction=0.0)
-        return _unsliced(result, full, n_ctas, factor)
-
-    def steady(marginals: list[int]) -> bool:
-        return abs(marginals[-1] - marginals[-2]) < TOLERANCE * max(marginals[-2], 1)
-
-    k, k_max = START_WAVES, max(START_WAVES, min(MAX_WAVES, math.floor(n_waves - 1)))
-    snapshot_from = None
-    if GROWTH_FROM_SNAPSHOT and k_max > k:
-        snapshot_from = k * wave - int(SNAPSHOT_LEAD_WAVES * wave)
-    last, snapshot = time_waves(k, snapshot_from)
-    marginals = wave_marginals(last.cta_done_cycles, wave, k)
-    if not steady(marginals) and k_max > k:
-        k = k_max
-        last, _ = time_waves(k, resume=snapshot)
+    # -- the result -----------------------------------------------------------------
+    def result(self):
+        """The `KernelResult` (module docstring): the grid timed in full (on the chip or a
+        slice of it), or its first waves timed and the rest extrapolated."""
+        launch, n_ctas, n_waves = self.launch, self.n_ctas, self.n_waves
+        if launch.work is None:                                  # CtaWork: CTAs differ
+            self.factor, self.order = self.slice_factor()
+        factor, order = self.factor, self.order
+        if factor > 1:
+            self.replay = dataclasses.replace(
+                self.replay, config=chip_slice.sliced_config(self.replay.config, factor))
+            self.wave = max(self.replay.ctas_per_wave(self.replay.n_sms), 1)
+        self.grid_ctas = (chip_slice.sliced_ctas(n_ctas, factor) if order is None
+                          else order.size)                       # the CTAs timed as the grid
+        wave, whole = self.wave, self.whole
+        if n_waves < MIN_WAVES and launch.work is not None and work_synthesis.SYNTHESIS:
+            counts = work_synthesis.synthesize_trace(launch, self.recorder)
+            if counts is not None:
+                self.warp_instr, self.thread_instr = counts
+                self.traced = n_ctas
+            else:
+                self.recorder = self.replay.recorder(launch)   # drop what the attempt traced
+        if n_waves < MIN_WAVES or factor > 1 or (launch.work is None and self.rows_differ()):
+            full, _ = self.time_waves(math.ceil(self.grid_ctas / wave), steady_l2=False)
+            if factor == 1:
+                return whole.result(full, fidelity="full", waves_simulated=n_waves)
+            result = whole.result(full, fidelity="sampled", waves_simulated=n_waves,
+                                  extrapolated_fraction=0.0)
+            return _unsliced(result, full, n_ctas, factor)
+        k, k_max = START_WAVES, max(START_WAVES, min(MAX_WAVES, math.floor(n_waves - 1)))
+        snapshot_from = None
+        if GROWTH_FROM_SNAPSHOT and k_max > k:
+            snapshot_from = k * wave - int(SNAPSHOT_LEAD_WAVES * wave)
+        last, snapshot = self.time_waves(k, snapshot_from)
         marginals = wave_marginals(last.cta_done_cycles, wave, k)
-    marginal = max((marginals[-1] + marginals[-2]) / 2, 0)
-    extra = (n_waves - k) * marginal
-    cycles = int(round(last.cycles + extra))
-    front = front_end_us(replay.config)
-    time_us = (last.time_us - front) * cycles / max(last.cycles, 1) + front
-    result = whole.result(last, fidelity="sampled", waves_simulated=float(k),
-                          extrapolated_fraction=extra / max(cycles, 1))
-    result.cycles, result.kernel_time_us = cycles, time_us
-    return _unsliced(result, last, n_ctas, factor)
+        if not _steady(marginals) and k_max > k:
+            k = k_max
+            last, _ = self.time_waves(k, resume=snapshot)
+            marginals = wave_marginals(last.cta_done_cycles, wave, k)
+        marginal = max((marginals[-1] + marginals[-2]) / 2, 0)
+        extra = (n_waves - k) * marginal
+        cycles = int(round(last.cycles + extra))
+        front = front_end_us(self.replay.config)
+        time_us = (last.time_us - front) * cycles / max(last.cycles, 1) + front
+        result = whole.result(last, fidelity="sampled", waves_simulated=float(k),
+                              extrapolated_fraction=extra / max(cycles, 1))
+        result.cycles, result.kernel_time_us = cycles, time_us
+        return _unsliced(result, last, n_ctas, factor)
+
+
+def _steady(marginals: list[int]) -> bool:
+    """The last two wave marginals within `TOLERANCE` of each other."""
+    return abs(marginals[-1] - marginals[-2]) < TOLERANCE * max(marginals[-2], 1)
 
 
 def _unsliced(result, last, n_ctas: int, factor: int):
