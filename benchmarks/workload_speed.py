@@ -2,12 +2,13 @@
 DeepSeek-V3 MoE prefill of 4096 tokens on h800_sxm, sampled), and of each distinct op.
 
     python benchmarks/workload_speed.py [--workload deepseek-v3 --phase prefill
-        --tokens 4096 --ep 1 --model h800_sxm --fidelity sampled] [--per-op]
+        --tokens 4096 --ep 1 --model h800_sxm --fidelity sampled] [--per-op | --stages]
 
 Prints the CPU seconds of the process (`time.process_time`: the goal's measure, as the
 wall clock of a shared machine includes waiting for a core) and the wall seconds of the
 whole simulation beside the goal (sampled <= 60 s on one core) and the simulated layer
-time; with `--per-op` instead the CPU seconds and simulated time of every distinct op
+time (with `--stages` also the CPU seconds of each stage of the run, `STAGES`, timed without a
+profiler); with `--per-op` instead the CPU seconds and simulated time of every distinct op
 (each simulated once, as `simulate_workload` does, whose cost is their sum), largest
 first, so the nodes that dominate the run time are named, with how each was timed (in full,
 wave-sampled with the waves simulated, or by op-level samples). The numba JIT of the memory
@@ -75,6 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="h800_sxm")
     p.add_argument("--fidelity", default="sampled", choices=("sampled", "full"))
     p.add_argument("--per-op", action="store_true", help="also time each distinct op")
+    p.add_argument("--stages", action="store_true",
+                   help="also print the CPU seconds of each stage (`STAGES`)")
     a = p.parse_args(argv)
     config = models.load_preset(a.model)
     graph = workloads.layer(a.workload, phase=a.phase, tokens=a.tokens, batch=a.batch,
@@ -90,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {op_cpu:7.1f} s  {kind:<14} {sim_us:10.1f} us  {sizes}  [{how}]",
                   flush=True)
         return 0
+    stages = timed_stages() if a.stages else None
     start, cpu = time.perf_counter(), time.process_time()
     res = simulator.simulate_workload(graph, config=config, fidelity=a.fidelity)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
@@ -98,7 +102,49 @@ def main(argv: list[str] | None = None) -> int:
           f"{cpu:.1f} s CPU" + (f" (goal <= {goal:.0f} s)" if goal else "")
           + f", {wall:.1f} s wall"
           + f", simulated layer {res.time_us:.1f} us")
+    for label, seconds in sorted((stages or {}).items(), key=lambda kv: -kv[1]):
+        print(f"  {seconds:7.1f} s  {label}")
     return 0
+
+
+STAGES = (
+    ("models.sm_driver", "", "drive", "compiled SM loops and cached memory (drive)"),
+    ("models.sm_driver", "SmDriver", "run", "replays stepped (drive, answers in Python)"),
+    ("simulator.simulate", "KernelLaunch", "run", "functional runs (tracing)"),
+    ("simulator.work_synthesis", "", "synthesize_trace", "work synthesis (its tracing too)"),
+    ("simulator.sampling", "SampledRun", "trace_to", "trace synthesis and probes"),
+    ("simulator.sampling", "SampledRun", "slice_factor", "chip-slice choice"),
+    ("simulator.simulate", "Replay", "image", "replay images"),
+    ("simulator.simulate", "Replay", "session", "replay sessions built"),
+    ("simulator.simulate", "Replay", "finish", "replays closed (stats, timelines)"),
+)
+"""(module, class or "", function, label) of the stages `--stages` times. They nest (drive
+inside the replays, tracing inside work synthesis), so they do not add up."""
+
+
+def timed_stages() -> dict[str, float]:
+    """Wrap each stage of `STAGES` with a `time.process_time` counter (a profiler's cost per
+    Python call made the replays' Python bookkeeping look several times larger than it is);
+    the dict fills as the simulation runs."""
+    import functools
+    import importlib
+
+    spent: dict[str, float] = {}
+    for module, cls, name, label in STAGES:
+        owner = importlib.import_module(module)
+        owner = getattr(owner, cls) if cls else owner
+        inner = getattr(owner, name)
+
+        def wrapped(*args, _inner=inner, _label=label, **kwargs):
+            begin = time.process_time()
+            try:
+                return _inner(*args, **kwargs)
+            finally:
+                spent[_label] += time.process_time() - begin
+
+        setattr(owner, name, functools.wraps(inner)(wrapped))
+        spent[label] = 0.0
+    return spent
 
 
 if __name__ == "__main__":
