@@ -2,20 +2,22 @@
 
 What it models
 --------------
-A wave is the CTAs resident at once on all compute SMs: `W = ctas_per_sm * compute SMs`
-(the occupancy calculation of `models.cta_dispatch`); the grid has `n = n_ctas / W` waves
-(fractional). `simulate_sampled` traces CTAs wave by wave (`isa.run_kernel(cta_range=...)`,
-one recorder, so earlier waves are traced once) and replays the first k waves from a cold
-system, giving t(k) cycles. Inside that replay, M_j is the cycle at which j waves' worth of
-CTAs (j * W) have finished, and m_j = M_j - M_(j-1) the marginal wave time (dispatch is
-dynamic, so these waves overlap as in the full run; the last wave is left out because no
-later wave overlaps its tail). First k = 4; if its last two marginals differ by `TOLERANCE`
-(1 %) or more, the first k_max waves are replayed instead, k_max = `MAX_WAVES` or fewer so
-that at least one wave is left to extrapolate (two replays at most; growing k one wave at
-a time cost up to 4 + 5 + 6 + 7 waves of replay, and a replay of k_max waves gives the
-estimate with the most waves simulated; the k_max-wave replay continues a copy of the
-k-wave one taken half a wave before its CTAs ran out, `GROWTH_FROM_SNAPSHOT`, as both are
-the same simulation up to there). With m the mean of the last two marginals,
+A wave is the CTAs resident at once on all compute SMs: `W = ctas_per_sm * compute SMs` (the
+occupancy calculation of `models.cta_dispatch`); the grid has `n = n_ctas / W` waves
+(fractional). `simulate_sampled` (a `SampledRun`, which holds the launch's state: its
+recorder and counts, template, CTAs traced alone, chip slice) traces CTAs wave by wave
+(`isa.run_kernel(cta_range=...)`, one recorder, so earlier waves are traced once) and
+replays the first k waves from a cold system, giving t(k) cycles. Inside that replay, M_j is
+the cycle at which j waves' worth of CTAs (j * W) have finished, and m_j = M_j - M_(j-1) the
+marginal wave time (dispatch is dynamic, so these waves overlap as in the full run; the last
+wave is left out because no later wave overlaps its tail). First k = 4; if its last two
+marginals differ by `TOLERANCE` (1 %) or more, the first k_max waves are replayed instead,
+k_max = `MAX_WAVES` or fewer so that at least one wave is left to extrapolate (two replays
+at most; growing k one wave at a time cost up to 4 + 5 + 6 + 7 waves of replay, and a replay
+of k_max waves gives the estimate with the most waves simulated; the k_max-wave replay
+continues a copy of the k-wave one taken half a wave before its CTAs ran out,
+`GROWTH_FROM_SNAPSHOT`, as both are the same simulation up to there). With m the mean of the
+last two marginals,
 
     cycles = t(k) + (n - k) * m
 
