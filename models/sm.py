@@ -75,7 +75,9 @@ followed per scheduler as stretches over which the reason stays the same. The lo
 row at each yield (none when all are zero) and the SM fires the rows logged so far before
 its other hooks, when the log is full and at the end, so listeners see them in order;
 `SM_CTA_LAUNCH` / `SM_CTA_DONE` (cta, warps, cycle). The totals equal those of one event
-per issue and per idle scheduler-cycle.
+per issue and per idle scheduler-cycle. CTAs finished and launched inside the compiled
+driver are reported as one `SM_CTA_LOG` batch per return to Python (`Hooks.fire_batch`: the
+built-in tracers sum it; other listeners get the same per-CTA events in order).
 
 Left out: instruction fetch and caches, operand collectors, warp-level divergence costs
 beyond the traced active masks, CTA launch latency. Units: SM cycles, ps for the SimPy clock.
