@@ -206,7 +206,7 @@ class KernelImage:
         setattr_(self, "max_sectors", int(max_sectors))
 
 
-def _cta_log_events(data: dict):
+def cta_log_events(data: dict):
     """The events of an `SM_CTA_LOG` batch one by one, as `SM_STALL` / `SM_ISSUE` /
     `SM_CTA_DONE` / `SM_CTA_LAUNCH` would have been fired: (position, data) pairs."""
     cycles, stalls = data["cycles"], data["stalls"]
@@ -375,7 +375,7 @@ class StreamingMultiprocessor:
                 "stalls": stall_log[:fired, 1:], "issued": kernel.cta_issued,
                 "busy_cycles": kernel.cta_busy_cycles,
                 "warps_done": kernel.trace.warps_per_cta, "warps_launch": self.state.wpc}
-        self.hooks.fire_batch(SM_CTA_LOG, data, lambda: _cta_log_events(data))
+        self.hooks.fire_batch(SM_CTA_LOG, data, lambda: cta_log_events(data))
         self._drop_stalls(fired)
 
     def _drop_stalls(self, cut: int) -> None:

@@ -53,8 +53,7 @@ import pandas as pd
 
 from models import cached_memory_layout as ck
 from models.cached_memory import CACHED_MEMORY_ACCESS, CACHED_MEMORY_BATCH
-from models.sm import SM_CTA_DONE, SM_CTA_LAUNCH, SM_CTA_LOG, SM_STALL
-from models.sm_state import T_DONE
+from models.sm import SM_CTA_DONE, SM_CTA_LAUNCH, SM_CTA_LOG, SM_ISSUE, SM_STALL, cta_log_events
 
 TIMELINE_COLUMNS = ("run_id", "kernel", "start_us", "time_us", "component", "stat", "value",
                     "unit")
@@ -261,8 +260,10 @@ class TimelineTracer:
                 self._launched(row, data["cta"], data["cycle"])
             elif position == SM_CTA_DONE:
                 self._done(row, data["cta"], data["cycle"])
-            else:
-                self._cta_log(row, data)
+            elif position == SM_CTA_LOG:       # its events in order, without the hooks' calls
+                for event, item in cta_log_events(data):
+                    if event != SM_ISSUE:
+                        on_sm(owner, event, item)
 
         hooks.attach(on_sm, (SM_STALL, SM_CTA_LAUNCH, SM_CTA_DONE, SM_CTA_LOG))
 
@@ -292,19 +293,6 @@ class TimelineTracer:
         if len(self.cta_spans) >= 2 * MAX_CTA_ROWS:
             self._first_spans()
         self._residency(s, cycle, -1)
-
-    def _cta_log(self, s: int, data: Mapping[str, Any]) -> None:
-        """An `SM_CTA_LOG` batch, its events in order (`models.sm._cta_log_events`)."""
-        cycles, stalls = data["cycles"], data["stalls"]
-        fired = 0
-        for kind, cta, cycle, upto in data["log"].tolist():
-            if upto > fired:
-                self._stalls(s, cycles[fired:upto], stalls[fired:upto])
-                fired = upto
-            if kind == T_DONE:
-                self._done(s, cta, cycle)
-            else:
-                self._launched(s, cta, cycle)
 
     def _residency(self, s: int, cycle: int, step: int) -> None:
         resident, since = self.resident[s], self.changed_cycle[s]
