@@ -11,7 +11,7 @@ and `widen_groups` grow the arrays (from Python, between calls of the loop).
 `cta_log` (`T_*` columns) holds the CTAs the compiled driver finished and launched
 (`models.sm_driver`) until Python fires their hooks; `D_*` index the dispatcher's state
 array. `PhaseTable` holds the mbarrier phases of one launch (`H_*` columns per phase slot).
-Per-pc timings (`P_*`) are built by `models.sm.KernelImage`. The codes of the loop's
+Per-pc timings (`P_*`) are built by `models.kernel_image.KernelImage`. The codes of the loop's
 requests (`RC_*`), states (`ST_*`), policies (`POLICY_*`) and stall reasons (`REASON_*`)
 live here too.
 

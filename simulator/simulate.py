@@ -49,7 +49,8 @@ from isa.cluster import cluster_shape
 from isa.launch import dim3
 from models.cached_memory import CachedMemoryTracer
 from models.cta_dispatch import CtaDispatcher, estimate_registers, occupancy
-from models.sm import DEFAULT_QUANTUM_CYCLES, KernelImage, StreamingMultiprocessor
+from models.kernel_image import KernelImage
+from models.sm import DEFAULT_QUANTUM_CYCLES, StreamingMultiprocessor
 from models.sm_state import PhaseTable
 from models.sm_tracer import MemoryTracer, SmTracer
 from models.timeline_tracer import TimelineTracer
