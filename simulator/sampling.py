@@ -110,6 +110,8 @@ GROWTH_FROM_SNAPSHOT = True
 (`simulator.replay_session`) instead of starting cold; the same result, bit for bit."""
 SNAPSHOT_LEAD_WAVES = 0.5
 """The copy is taken once all but this many waves of the k waves' CTAs are dispatched."""
+_UNKNOWN = object()
+"""`SampledRun.dirty` before it is computed (None is a value: the grid fits in the L2)."""
 _UNSCALED_KERNEL_STATS = frozenset({"cycles", "time_us", "ctas_per_sm", "sms_used"})
 _SCALED_UNITS = frozenset({"count", "B", "cycles"})
 
@@ -206,7 +208,7 @@ class SampledRun:
         self.n_waves = self.n_ctas / self.wave
         self.recorder = replay.recorder(launch)
         self.warp_instr = self.thread_instr = self.traced = 0
-        self.dirty: list = []               # the steady-L2 dirty fraction, once computed
+        self.dirty = _UNKNOWN               # steady-L2 dirty fraction (None: fits), once known
         self.synthesis_on = trace_synthesis.SYNTHESIS
         self.template = None
         self.alone: dict = {}               # CTA -> its trace alone (`real_cta`)
@@ -341,12 +343,12 @@ class SampledRun:
         if resume is None:
             session = replay.session(kernel, stop)
             if steady_l2 and hasattr(session.memory, "precondition_l2"):
-                if not self.dirty:
-                    self.dirty.append(steady_dirty_fraction(
+                if self.dirty is _UNKNOWN:
+                    self.dirty = steady_dirty_fraction(
                         kernel.trace, stop, self.grid_ctas, replay.config.l2.size_bytes,
-                        replay.config.l2.partitions))
-                if self.dirty[0] is not None:
-                    session.memory.precondition_l2(self.dirty[0])
+                        replay.config.l2.partitions)
+                if self.dirty is not None:
+                    session.memory.precondition_l2(self.dirty)
         else:
             session = resume
             session.resume(kernel, stop)
