@@ -10,7 +10,7 @@ import pytest
 import isa.launch
 import models
 import models.cached_memory
-import models.sm
+import models.kernel_image
 import workloads.ops.attention
 import workloads.ops.elementwise
 import workloads.ops.gemm
@@ -62,7 +62,7 @@ def test_requests_larger_than_the_scratch_arrays_grow_them(monkeypatch):
     kind, kw = CASES[0]
     inline = _run(kind, kw)
     monkeypatch.setattr(models.cached_memory, "_SCRATCH_SECTORS", 1)
-    monkeypatch.setattr(models.sm, "SECTOR_KINDS", frozenset())   # no size known ahead
+    monkeypatch.setattr(models.kernel_image, "SECTOR_KINDS", frozenset())   # no size known ahead
     _same(inline, _run(kind, kw))
 
 
