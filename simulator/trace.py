@@ -240,6 +240,7 @@ class TraceRecorder:
 
     def __init__(self, grid: tuple[int, int, int], block_threads: int, local_bytes: int = 0,
                  fuse_end: np.ndarray | None = None):
+        self._made_with = (grid, block_threads, local_bytes, fuse_end)
         self.grid = grid
         self.fuse_end = fuse_end            # `models.units.fusable_run_ends`, or None
         self.fused_runs: dict[tuple[int, int], int] = {}
@@ -259,11 +260,24 @@ class TraceRecorder:
         self.silent_per_cta: np.ndarray | None = None
         self.record_silent = None
 
+    def clear(self) -> None:
+        """Drop everything recorded (and the silent counting): as freshly made."""
+        self.__init__(*self._made_with)
+
     def count_silent(self) -> None:
         """From now on count, per CTA (`silent_per_cta`), the warp-instructions the
         interpreter counts for warps none of whose lanes executed (no event here)."""
         self.silent_per_cta = np.zeros(int(np.prod(self.grid)), np.int64)
         self.record_silent = self._record_silent
+
+    def slot_barriers(self) -> tuple[np.ndarray, np.ndarray]:
+        """(barrier key, phase) of each slot id recorded (`simulator.trace_tiles`), -1 at
+        the slot table's group entries."""
+        n = len(self._tiles.slot_events)
+        key, phase = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
+        for (k, p), slot in self._tiles.slots.items():
+            key[slot], phase[slot] = k, p
+        return key, phase
 
     def _record_silent(self, m, slots: np.ndarray) -> None:
         np.add.at(self.silent_per_cta, self._linear_ctas(m)[m.cta_of[slots]], 1)

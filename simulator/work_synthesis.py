@@ -44,11 +44,15 @@ Left out: kernels with atomics or data-timed events, clusters other than 1-D one
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 
+from isa.launch import compile_kernel
+from simulator import loop_synthesis
 from simulator.trace import KIND_ATOMIC, KIND_NONE, sector_events
 from simulator.trace_tiles import span_items
 
@@ -66,6 +70,7 @@ class CtaWork:
     its class), one row per CTA in linear order."""
     classes: np.ndarray
     coords: np.ndarray
+    k_loop: Any = None        # a `simulator.loop_synthesis.KLoop`: trace the k-loops short
 
     def __post_init__(self) -> None:
         classes = np.asarray(self.classes, np.int64)
@@ -89,6 +94,8 @@ class _Unit:
     sectors: np.ndarray
     warp_instr: int
     thread_instr: int
+    traced_warp_instr: int
+    traced_thread_instr: int
 
     @cached_property
     def slot_sign(self) -> np.ndarray:
@@ -182,9 +189,13 @@ def canonical_slots(slots: np.ndarray, slot_events) -> tuple[np.ndarray, np.ndar
     return out, np.array(table, np.int64), np.array(member, np.bool_)
 
 
-def unit_events(trace, first_cta: int, cluster: int, run_lengths: np.ndarray) -> _Unit | None:
-    """The `_Unit` of CTAs first_cta .. + cluster - 1 of a `WarpTrace`, None when it has
-    atomics or data-timed details."""
+def unit_events(trace, first_cta: int, cluster: int, run_lengths: np.ndarray, silent: int,
+                expansion=None) -> _Unit | None:
+    """The `_Unit` of CTAs first_cta .. + cluster - 1 of a `WarpTrace` (`silent`: their
+    warp-instructions without events), None when it has atomics or data-timed details.
+    With `expansion` (`KLoop`, `ProgramFlow`, the recorder's slot barriers) the trace's
+    k-loops ran short and the unit is `loop_synthesis.expand`ed (None when that fails);
+    its traced counts stay those of the trace."""
     wpc = trace.warps_per_cta
     w0, w1 = first_cta * wpc, (first_cta + cluster) * wpc
     lo, hi = int(trace.warp_offsets[w0]), int(trace.warp_offsets[w1])
@@ -198,11 +209,27 @@ def unit_events(trace, first_cta: int, cluster: int, run_lengths: np.ndarray) ->
     raw = (trace.phase_slot[lo:hi] if trace.phase_slot is not None
            else np.full(hi - lo, -1, np.int32))
     slot_events = trace.slot_events if trace.slot_events is not None else np.zeros(0)
+    per_warp = np.diff(trace.warp_offsets[w0:w1 + 1])
+    traced = _counts(fields, run_lengths)
+    traced_warp = traced[0] + silent
+    if expansion is not None:
+        loop, flow, barriers = expansion
+        made = loop_synthesis.expand(fields, per_warp, raw, slot_events, barriers, sectors,
+                                     np.where(has, detail, 0).astype(np.int64), silent,
+                                     loop, flow)
+        if made is None:
+            return None
+        fields, per_warp, raw, slot_events, sectors, silent = made
     slots, table, member = canonical_slots(raw, slot_events)
+    warp, thread = _counts(fields, run_lengths)
+    return _Unit(per_warp, fields, slots, table, member, sectors, warp + silent, thread,
+                 traced_warp, traced[1])
+
+
+def _counts(fields: dict, run_lengths: np.ndarray) -> tuple[int, int]:
+    """(warp, thread) instructions of events `fields`."""
     lengths = run_lengths[fields["pc"]]
-    return _Unit(np.diff(trace.warp_offsets[w0:w1 + 1]), fields, slots, table, member,
-                 sectors, int(lengths.sum()),
-                 int((lengths * fields["active"].astype(np.int64)).sum()))
+    return int(lengths.sum()), int((lengths * fields["active"].astype(np.int64)).sum())
 
 
 def _same_events(a: _Unit, b: _Unit) -> bool:
@@ -292,7 +319,17 @@ def synthesize_trace(launch, recorder) -> tuple[int, int] | None:
     check passes (module docstring), replace its contents with the whole grid's
     synthesized trace: (warp instructions, thread instructions) of the grid. None when
     synthesis is not tried or a check fails (the recorder then holds the traced units
-    only: the caller starts a fresh one)."""
+    only: the caller starts a fresh one). When the units were traced with short k-loops
+    (`CtaWork.k_loop`) and a check fails, they are traced again with whole ones."""
+    made = _synthesize(launch, recorder)
+    if made is None and launch.work is not None and launch.work.k_loop is not None:
+        recorder.clear()
+        made = _synthesize(dataclasses.replace(
+            launch, work=dataclasses.replace(launch.work, k_loop=None)), recorder)
+    return made
+
+
+def _synthesize(launch, recorder) -> tuple[int, int] | None:
     work, cluster = launch.work, cluster_units(launch)
     if work is None or cluster == 0 or not recorder.empty:
         return None
@@ -304,17 +341,26 @@ def synthesize_trace(launch, recorder) -> tuple[int, int] | None:
     if len(traced) > MAX_TRACED_SHARE * firsts.size:
         return None
     ctas = (firsts[traced][:, None] + np.arange(cluster)).reshape(-1)
+    loop = work.k_loop
+    if loop is not None:          # the evidence's k-loops run short (`loop_synthesis`)
+        launch = dataclasses.replace(launch, program=compile_kernel(loop.ptx, launch.entry))
     recorder.count_silent()
     functional = launch.run(recorder, ctas=ctas)
     trace = recorder.finish()
     lengths = run_lengths(len(launch.program.instrs), trace.fused_runs)
-    units = {u: unit_events(trace, int(firsts[u]), cluster, lengths) for u in traced}
+    expansion = None
+    if loop is not None:
+        expansion = (loop, loop_synthesis.program_flow(launch.program, trace.fused_runs,
+                                                       loop.labels),
+                     recorder.slot_barriers())
+    units = {u: unit_events(trace, int(firsts[u]), cluster, lengths,
+                            int(recorder.silent_per_cta[firsts[u]:firsts[u] + cluster].sum()),
+                            expansion) for u in traced}
     if any(unit is None for unit in units.values()):
         return None
-    for u, unit in units.items():
-        unit.warp_instr += int(recorder.silent_per_cta[firsts[u]:firsts[u] + cluster].sum())
-    if (sum(u.thread_instr for u in units.values()) != functional.thread_instructions
-            or sum(u.warp_instr for u in units.values()) != functional.warp_instructions):
+    if (sum(u.traced_thread_instr for u in units.values()) != functional.thread_instructions
+            or sum(u.traced_warp_instr for u in units.values())
+            != functional.warp_instructions):
         return None
     templates = {}
     for cls, (chosen, probes) in plan.items():

@@ -383,10 +383,12 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
         k_used = cut.k if k_arg is None else k_arg
         work = (kern.cta_work(cut.a_rows, n, k_used) if blocks is None
                 else kern.cta_work(cut.a_rows, n, k_used, cut.schedule, cut.b_rows))
+        options = {}
+        if work is not None:
+            options["cta_work"] = CtaWork(*work, kern.k_loop(k_used, cut.schedule))
         return Launch("gemm", kern.ptx, kern.entry, kern.grid(ops.a_rows, n, blocks),
                       kern.block, args, kern.shared_bytes, timing_only=timing_only,
-                      detail=detail, regs_per_thread=regs,
-                      options={} if work is None else {"cta_work": CtaWork(*work)})
+                      detail=detail, regs_per_thread=regs, options=options)
 
     main = launch(kernel, ops, shape_only)
     tm, tn = kernel.tiles(ops.a_rows, n, blocks)

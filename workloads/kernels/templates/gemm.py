@@ -75,7 +75,7 @@ persistent plain GEMMs, no split-K or stream-K, no tile rasterization swizzle.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -111,6 +111,7 @@ class Config:
     tile_limit: int = 0
     k_max: int = 0             # DeepSeek scaling: the largest K (per group) it accepts
     multicast: str | None = None   # "a" / "b": 2-CTA clusters sharing that operand's box
+    k_start: int = 0           # the k-tile every k-loop starts at (work synthesis's evidence)
 
     ptx_type = property(lambda s: PTX_TYPE[s.dtype])
     kshape = property(lambda s: KSHAPE[s.dtype])
@@ -243,6 +244,30 @@ class GemmKernel:
         _, classes = np.unique(kind.reshape(ctas, -1), axis=0, return_inverse=True)
         coords = np.where(live[..., None], np.stack(where, axis=2), 0).reshape(ctas, -1)
         return classes.reshape(-1).astype(np.int64), coords.astype(np.int64)
+
+    def k_loop(self, k: int, schedule: np.ndarray | None = None):
+        """What work synthesis needs to trace a persistent kernel's k-loops short
+        (`simulator.loop_synthesis.KLoop`): this kernel with every k-loop starting at
+        k-tile S, the largest multiple of 2 x stages (the period of a loop iteration's
+        stage and phase) that leaves every tile at least 3 x stages + 1 k-tiles (its
+        first `stages` iterations, 2 x stages to copy, the last); None when S would be 0
+        or the kernel is not persistent. K is the launch's K argument; `schedule` the
+        grouped kernel's table (column 5: each tile's k-tiles)."""
+        from simulator.loop_synthesis import KLoop
+
+        cfg = self.config
+        if not cfg.persistent or cfg.k_start:
+            return None
+        if schedule is None:
+            k_tiles = -(-k // cfg.k_tile)
+        else:
+            k_tiles = int(np.asarray(schedule)[:, 5].min()) if len(schedule) else 0
+        period = 2 * cfg.stages
+        skip = (k_tiles - (cfg.stages + period + 1)) // period * period
+        if skip <= 0:
+            return None
+        return KLoop(gemm_ptx.emit(replace(cfg, k_start=skip)), skip, cfg.stages,
+                     gemm_ptx.K_LOOP_LABELS)
 
     def args(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, scale_a=None,
              scale_b=None, schedule: np.ndarray | None = None) -> list:

@@ -28,6 +28,7 @@ from workloads.kernels.templates.pipeline_ptx import (
 )
 
 K_STEP_BYTES = 32                      # one wgmma consumes 32 bytes of K per row
+K_LOOP_LABELS = ("C_K", "P_K")         # the k-loops' heads (consumers', producer's)
 
 
 def emit(cfg) -> str:
@@ -194,7 +195,7 @@ def _producer(cfg) -> list[str]:
              *param_addresses({"%rd0": "tmap_a", "%rd1": "tmap_b"}),
              "    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;", "    mov.u32 %it, 0;",
              _first_tile(cfg), *_tile_start(cfg, "P"),
-             "    mov.u32 %kt, 0;", "P_K:",
+             f"    mov.u32 %kt, {cfg.k_start};", "P_K:",
              "    shl.b32 %r2, %stage, 3;", "    add.u32 %r3, %bars, %r2;          // full[s]",
              f"    add.u32 %r4, %r3, {8 * cfg.stages};          // empty[s]",
              f"    setp.lt.u32 %p0, %it, {cfg.stages};", "    @%p0 bra P_ISSUE;",
@@ -275,13 +276,14 @@ def _consumer(cfg) -> list[str]:
     if cfg.fp8_scaling:
         lines += [f"    mov.f32 %d{i}, 0f00000000;" for i in range(cfg.acc_regs)]
         lines += _scale_rows(cfg)
-    lines += ["    mov.u32 %kt, 0;", "C_K:",
+    lines += [f"    mov.u32 %kt, {cfg.k_start};", "C_K:",
               "    shl.b32 %r2, %stage, 3;", "    add.u32 %r3, %bars, %r2;          // full[s]",
               "C_WAIT:", "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], %phase;",
               "    @!%p1 bra C_WAIT;",
               f"    mul.wide.u32 %rd3, %stage, {cfg.stage_bytes >> 4};",
               "    add.s64 %desc_a, %desc_a0, %rd3;", "    add.s64 %desc_b, %desc_b0, %rd3;",
-              "    setp.ne.u32 %pacc, %kt, 0;   // first k-step of a tile overwrites D"]
+              f"    setp.ne.u32 %pacc, %kt, {cfg.k_start};   // first k-step of a tile "
+              "overwrites D"]
     steps = [(j, q) for j in range(cfg.k_atoms) for q in range(128 // K_STEP_BYTES)]
     per_chunk = len(steps) // cfg.chunks_per_tile if cfg.fp8_scaling else len(steps)
     for c0 in range(0, len(steps), per_chunk):
