@@ -34,6 +34,12 @@ Grouped (MoE) GEMMs are persistent too: their `CtaWork` comes from the schedule 
 round the schedule row, its A, B and C rows, k0 and scale_b row; classes by valid rows,
 k-tiles and boxes past a tensor's end, `templates.gemm.GemmKernel.cta_work`).
 
+A GEMM's `CtaWork` also carries its `k_loop` (`simulator.loop_synthesis.KLoop`, from
+`templates.gemm.GemmKernel.k_loop`) when its tiles have enough k-tiles: the units are then
+traced with every k-loop starting S k-tiles late and each unit is expanded to whole loops
+before the checks above (`loop_synthesis.expand`); when the expansion fails a check the
+units are traced again with whole loops.
+
 Measured (h800_sxm, 2026-11-28; `tests/test_work_synthesis.py` checks the traces and the
 sampled results are those of tracing every CTA): q_a_proj 4096x1536x7168 FP8 traces 24 of
 132 CTAs, 14.1 -> 12.0 s CPU for the op (the replay, unchanged, is most of the rest).
