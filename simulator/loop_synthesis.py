@@ -42,7 +42,7 @@ k-tiles, 32-byte sectors.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -51,16 +51,33 @@ from simulator.trace_tiles import span_items
 
 @dataclass(frozen=True)
 class KLoop:
-    """A persistent kernel's k-loops as its builder describes them: `ptx` is the kernel
-    with every k-loop starting at k-tile `skip` (a multiple of 2 x `stages`), `labels`
-    the loops' head labels (their back-branches branch to them)."""
-    ptx: str
+    """A persistent kernel's k-loops as its builder describes them: they start `skip`
+    k-tiles late (a multiple of 2 x `stages`) when the kernel's text has its lines
+    `rewrites` (line, line instead) replaced, `edits` lines in all; `labels` are the
+    loops' head labels (their back-branches branch to them). `ptx` is a launch's own text
+    so rewritten (`bound`: a launch's text may have been changed after its builder made
+    it, as co-design inserts instructions)."""
     skip: int
     stages: int
     labels: tuple[str, ...]
+    rewrites: tuple[tuple[str, str], ...]
+    edits: int
+    ptx: str | None = None
 
     period = property(lambda s: 2 * s.stages)
     head = property(lambda s: s.stages)       # iterations kept before the inserted ones
+
+    def bound(self, ptx) -> KLoop | None:
+        """This loop with `ptx` (a launch's kernel text) rewritten; None when the text is
+        not text or its rewrites do not change exactly `edits` lines."""
+        if not isinstance(ptx, str):
+            return None
+        table = dict(self.rewrites)
+        lines = ptx.split("\n")
+        out = [table.get(line, line) for line in lines]
+        if sum(a != b for a, b in zip(lines, out, strict=True)) != self.edits:
+            return None
+        return replace(self, ptx="\n".join(out))
 
 
 @dataclass(frozen=True)

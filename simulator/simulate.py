@@ -38,6 +38,7 @@ Left out: concurrent kernels. Units: SM cycles, microseconds, counts, bytes.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -163,6 +164,8 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
     if sms == "comm" and config.sm.comm_count < 1:
         raise ValueError("sms='comm' needs sm.comm_count >= 1 (SMs reserved for communication)")
     program = ptx if isinstance(ptx, isa.launch.Program) else isa.compile_kernel(ptx, entry)
+    if cta_work is not None and cta_work.k_loop is not None:   # on this launch's own text
+        cta_work = dataclasses.replace(cta_work, k_loop=cta_work.k_loop.bound(ptx))
     launch = KernelLaunch(program, entry, dim3(grid, "grid"), dim3(block, "block"), list(args),
                           shared_bytes, timing_only, cta_work)
     if cta_work is not None and cta_work.classes.size != launch.n_ctas:

@@ -30,6 +30,17 @@ CASES = [
 ]
 
 
+def _bound(sizes: dict, ptx_of=None):
+    """(`KernelLaunch`, `Replay`) of a GEMM case whose `KLoop` is bound to the launch's
+    text (as `simulate_kernel` binds it); `ptx_of` changes that text first."""
+    launch = _launch(sizes)
+    if ptx_of is not None:
+        launch = dataclasses.replace(launch, ptx=ptx_of(launch.ptx))
+    work = launch.options["cta_work"]
+    work = dataclasses.replace(work, k_loop=work.k_loop.bound(launch.ptx))
+    return _kernel_launch(launch, work)
+
+
 def _count_runs(monkeypatch) -> list:
     """A list that every functional run of a `KernelLaunch` appends (program, CTAs) to."""
     calls, real_run = [], KernelLaunch.run
@@ -50,7 +61,7 @@ def _events_per_cta(trace) -> np.ndarray:
 def test_expanded_trace_is_the_whole_loops_trace(sizes, monkeypatch):
     """Every event field, sector, phase slot (in order of first use) and both instruction
     counts equal tracing every CTA with whole loops; the units ran the short kernel."""
-    kl, replay = _kernel_launch(_launch(sizes))
+    kl, replay = _bound(sizes)
     loop = kl.work.k_loop
     assert loop is not None and loop.skip > 0 and loop.skip % loop.period == 0
     calls = _count_runs(monkeypatch)
@@ -74,7 +85,7 @@ def test_expanded_trace_is_the_whole_loops_trace(sizes, monkeypatch):
 def test_short_loops_trace_fewer_events():
     """The units' functional run with S k-tiles skipped records fewer events per CTA than
     the same CTAs with whole loops (what the expansion saves)."""
-    kl, replay = _kernel_launch(_launch(dict(CASES[0].values[0])))
+    kl, replay = _bound(dict(CASES[0].values[0]))
     short = dataclasses.replace(kl, program=isa.compile_kernel(kl.work.k_loop.ptx, kl.entry))
     traced = []
     for launch in (short, kl):
@@ -84,10 +95,33 @@ def test_short_loops_trace_fewer_events():
     assert traced[0] < 0.8 * traced[1]
 
 
+def test_the_launch_text_is_the_one_rewritten(monkeypatch):
+    """A launch whose text was changed after its builder made it (an instruction inserted
+    in the consumers' prologue, as co-design inserts `vpcu.setprec`) is traced short from
+    that text: the expanded trace is that launch's whole-loop trace."""
+    def inserted(ptx: str) -> str:
+        head = "    setmaxnreg.inc.sync.aligned.u32"
+        at = ptx.index("\n", ptx.index(head)) + 1
+        return ptx[:at] + "    mov.u32 %r23, 0;\n" + ptx[at:]
+
+    kl, replay = _bound(dict(CASES[1].values[0]), inserted)
+    assert "mov.u32 %r23, 0;" in kl.work.k_loop.ptx
+    calls = _count_runs(monkeypatch)
+    recorder = replay.recorder(kl)
+    counts = ws.synthesize_trace(kl, recorder)
+    assert counts is not None and len(calls) == 1 and calls[0][0] is not kl.program
+    full = replay.recorder(kl)
+    functional = kl.run(full)
+    made, real = recorder.finish(), full.finish()
+    assert np.array_equal(made.pc, real.pc) and np.array_equal(made.active, real.active)
+    assert np.array_equal(_sectors(made), _sectors(real))
+    assert counts == (functional.warp_instructions, functional.thread_instructions)
+
+
 def test_a_failed_expansion_traces_whole_loops(monkeypatch):
     """When the expansion fails a check, the units are traced again with whole loops and
     the synthesized trace is still the real one."""
-    kl, replay = _kernel_launch(_launch(dict(CASES[1].values[0])))
+    kl, replay = _bound(dict(CASES[1].values[0]))
     monkeypatch.setattr(ls, "expand", lambda *a: None)
     calls = _count_runs(monkeypatch)
     recorder = replay.recorder(kl)
@@ -103,7 +137,7 @@ def test_a_failed_expansion_traces_whole_loops(monkeypatch):
 def test_too_few_traced_iterations_fail_the_check():
     """A loop claimed to skip more than the kernel leaves room for (fewer traced iterations
     than its first `stages` plus 2 x stages to copy) is not expanded."""
-    kl, replay = _kernel_launch(_launch(dict(CASES[1].values[0])))
+    kl, replay = _bound(dict(CASES[1].values[0]))
     loop = kl.work.k_loop
     greedy = dataclasses.replace(loop, ptx=gemm_kernel_ptx(kl, loop.skip + loop.period),
                                  skip=loop.skip + loop.period)
@@ -127,8 +161,10 @@ def test_skip_keeps_the_loop_head_and_two_periods(k, expected):
     loop = kernel.k_loop(k)
     assert (loop and loop.skip) == expected
     if loop:
-        assert loop.ptx.count(f"mov.u32 %kt, {expected};") == 2
-        assert loop.ptx.replace(f"%kt, {expected};", "%kt, 0;") == kernel.ptx
+        short = loop.bound(kernel.ptx).ptx
+        assert loop.edits == 3 and short.count(f"mov.u32 %kt, {expected};") == 2
+        assert short.replace(f"%kt, {expected};", "%kt, 0;") == kernel.ptx
+        assert loop.bound(kernel.ptx.replace("mov.u32 %kt, 0;", "mov.u32 %kt, 1;")) is None
     assert gemm_kernel(persistent=False, sm_count=4).k_loop(8192) is None
 
 

@@ -247,8 +247,8 @@ class GemmKernel:
 
     def k_loop(self, k: int, schedule: np.ndarray | None = None):
         """What work synthesis needs to trace a persistent kernel's k-loops short
-        (`simulator.loop_synthesis.KLoop`): this kernel with every k-loop starting at
-        k-tile S, the largest multiple of 2 x stages (the period of a loop iteration's
+        (`simulator.loop_synthesis.KLoop`): the lines that make this kernel's every k-loop
+        start at k-tile S, the largest multiple of 2 x stages (the period of a loop iteration's
         stage and phase) that leaves every tile at least 3 x stages + 1 k-tiles (its
         first `stages` iterations, 2 x stages to copy, the last); None when S would be 0
         or the kernel is not persistent. K is the launch's K argument; `schedule` the
@@ -266,8 +266,11 @@ class GemmKernel:
         skip = (k_tiles - (cfg.stages + period + 1)) // period * period
         if skip <= 0:
             return None
-        return KLoop(gemm_ptx.emit(replace(cfg, k_start=skip)), skip, cfg.stages,
-                     gemm_ptx.K_LOOP_LABELS)
+        lines = self.ptx.split("\n")
+        short = gemm_ptx.emit(replace(cfg, k_start=skip)).split("\n")
+        changed = [(a, b) for a, b in zip(lines, short, strict=True) if a != b]
+        return KLoop(skip, cfg.stages, gemm_ptx.K_LOOP_LABELS, tuple(dict(changed).items()),
+                     len(changed))
 
     def args(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, scale_a=None,
              scale_b=None, schedule: np.ndarray | None = None) -> list:
