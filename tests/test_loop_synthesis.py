@@ -8,7 +8,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from test_work_synthesis import _kernel_launch, _launch, _sectors
+from test_work_synthesis import _kernel_launch, _launch, assert_same_trace
 
 import isa
 import simulator.loop_synthesis as ls
@@ -69,16 +69,9 @@ def test_expanded_trace_is_the_whole_loops_trace(sizes, monkeypatch):
     counts = ws.synthesize_trace(kl, recorder)
     assert counts is not None
     assert len(calls) == 1 and calls[0][0] is not kl.program and calls[0][1] < kl.n_ctas
-    made = recorder.finish()
     full = replay.recorder(kl)
     functional = kl.run(full)
-    real = full.finish()
-    for name in ("warp_offsets", "pc", "active", "kind", "detail"):
-        assert np.array_equal(getattr(made, name), getattr(real, name)), name
-    assert np.array_equal(_sectors(made), _sectors(real))
-    for a, b in zip(ws.canonical_slots(made.phase_slot, made.slot_events),
-                    ws.canonical_slots(real.phase_slot, real.slot_events), strict=True):
-        assert np.array_equal(a, b)
+    assert_same_trace(recorder.finish(), full.finish())
     assert counts == (functional.warp_instructions, functional.thread_instructions)
 
 
@@ -112,9 +105,7 @@ def test_the_launch_text_is_the_one_rewritten(monkeypatch):
     assert counts is not None and len(calls) == 1 and calls[0][0] is not kl.program
     full = replay.recorder(kl)
     functional = kl.run(full)
-    made, real = recorder.finish(), full.finish()
-    assert np.array_equal(made.pc, real.pc) and np.array_equal(made.active, real.active)
-    assert np.array_equal(_sectors(made), _sectors(real))
+    assert_same_trace(recorder.finish(), full.finish())
     assert counts == (functional.warp_instructions, functional.thread_instructions)
 
 

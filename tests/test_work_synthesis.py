@@ -69,6 +69,17 @@ def _sectors(trace) -> np.ndarray:
                                strict=True)] or [np.zeros(0, np.int64)])
 
 
+def assert_same_trace(made, real) -> None:
+    """Two `WarpTrace`s have the same events (every field, per warp), the same sectors and
+    the same phase slots numbered in order of first use."""
+    for name in ("warp_offsets", "pc", "active", "kind", "detail"):
+        assert np.array_equal(getattr(made, name), getattr(real, name)), name
+    assert np.array_equal(_sectors(made), _sectors(real))
+    for a, b in zip(ws.canonical_slots(made.phase_slot, made.slot_events),
+                    ws.canonical_slots(real.phase_slot, real.slot_events), strict=True):
+        assert np.array_equal(a, b)
+
+
 @pytest.mark.parametrize("sizes", CASES)
 def test_synthesized_trace_is_the_traced_one(sizes):
     """Every event field, every event's sectors and the phase slots (numbered in order of
@@ -92,12 +103,7 @@ def test_synthesized_trace_is_the_traced_one(sizes):
     full_recorder = replay.recorder(kl)
     functional = real_run(full_recorder)
     real = full_recorder.finish()
-    for name in ("warp_offsets", "pc", "active", "kind", "detail"):
-        assert np.array_equal(getattr(made, name), getattr(real, name)), name
-    assert np.array_equal(_sectors(made), _sectors(real))
-    for a, b in zip(ws.canonical_slots(made.phase_slot, made.slot_events),
-                    ws.canonical_slots(real.phase_slot, real.slot_events), strict=True):
-        assert np.array_equal(a, b)
+    assert_same_trace(made, real)
     assert counts[1] == functional.thread_instructions
     assert counts[0] == functional.warp_instructions
 
