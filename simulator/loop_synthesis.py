@@ -5,10 +5,11 @@ What it models
 Work synthesis (`simulator.work_synthesis`) traces a few units (CTAs, or clusters) of a
 persistent GEMM for real; their k-loops made most of that functional run (a DeepSeek-V3
 layer's GEMMs walk 56 or 128 k-tiles per tile). A k-loop iteration's events repeat with
-period P = 2 x stages (its stage and phase parity); only its sectors move with the
-k-tile, by the same amount each k-tile (TMA boxes shifted along K). So the kernel's
+period P = stages (the stage it uses; the phase parity it waits for is not an event field,
+and the phases it refers to are absolute slots, moved below); only its sectors move with
+the k-tile, by the same amount each k-tile (TMA boxes shifted along K). So the kernel's
 builder (`KLoop`) gives the same kernel with every k-loop starting at k-tile S instead of
-0 (S a multiple of P, every tile keeping at least 3 x stages + 1 k-tiles; the same
+0 (S a multiple of P, every tile keeping at least 2 x stages + 1 k-tiles; the same
 instructions, only the start and the "first k-step" test read S), and the units are
 traced with that; `expand` then rebuilds each unit's trace as if every loop had run
 whole: per warp and loop instance (one per tile; iterations end at the loop's
@@ -52,7 +53,7 @@ from simulator.trace_tiles import span_items
 @dataclass(frozen=True)
 class KLoop:
     """A persistent kernel's k-loops as its builder describes them: they start `skip`
-    k-tiles late (a multiple of 2 x `stages`) when the kernel's text has its lines
+    k-tiles late (a multiple of `stages`) when the kernel's text has its lines
     `rewrites` (line, line instead) replaced, `edits` lines in all; `labels` are the
     loops' head labels (their back-branches branch to them). `ptx` is a launch's own text
     so rewritten (`bound`: a launch's text may have been changed after its builder made
@@ -64,7 +65,7 @@ class KLoop:
     edits: int
     ptx: str | None = None
 
-    period = property(lambda s: 2 * s.stages)
+    period = property(lambda s: s.stages)     # iterations whose events repeat
     head = property(lambda s: s.stages)       # iterations kept before the inserted ones
 
     def bound(self, ptx) -> KLoop | None:

@@ -17,7 +17,7 @@ from simulator.simulate import KernelLaunch
 from workloads.kernels.templates.gemm import gemm_kernel
 
 # K deep enough for a skip: FP8 with DeepSeek scaling in 2-CTA clusters (6 stages of 128
-# k: 32 k-tiles, 12 skipped), BF16 at the N edge (64 k-tiles of 64, 7 stages: the first
+# k: 32 k-tiles, 18 skipped), BF16 at the N edge (64 k-tiles of 64, 7 stages: the first
 # k-step's predicate), grouped FP8 MoE, grouped BF16 with each group's own K (ragged)
 CASES = [
     pytest.param(dict(m=1024, n=1024, k=4096, dtype="fp8", scaling="deepseek",
@@ -127,7 +127,7 @@ def test_a_failed_expansion_traces_whole_loops(monkeypatch):
 
 def test_too_few_traced_iterations_fail_the_check():
     """A loop claimed to skip more than the kernel leaves room for (fewer traced iterations
-    than its first `stages` plus 2 x stages to copy) is not expanded."""
+    than its first `stages` plus `stages` to copy) is not expanded."""
     kl, replay = _bound(dict(CASES[1].values[0]))
     loop = kl.work.k_loop
     greedy = dataclasses.replace(loop, ptx=gemm_kernel_ptx(kl, loop.skip + loop.period),
@@ -143,10 +143,10 @@ def gemm_kernel_ptx(kl, skip: int) -> str:
         f"%pacc, %kt, {kl.work.k_loop.skip};", f"%pacc, %kt, {skip};")
 
 
-@pytest.mark.parametrize("k, expected", [(1024, None), (4096, 42), (8192, 98)])
-def test_skip_keeps_the_loop_head_and_two_periods(k, expected):
-    """S is the largest multiple of 2 x stages leaving 3 x stages + 1 k-tiles per tile
-    (7 stages of 64: 16 k-tiles skip nothing, 64 skip 42, 128 skip 98)."""
+@pytest.mark.parametrize("k, expected", [(1024, None), (4096, 49), (8192, 112)])
+def test_skip_keeps_the_loop_head_and_a_period(k, expected):
+    """S is the largest multiple of `stages` leaving 2 x stages + 1 k-tiles per tile (7
+    stages of 64: 16 k-tiles skip nothing, 64 skip 49, 128 skip 112)."""
     kernel = gemm_kernel(m_tile=128, n_tile=128, k_tile=64, stages=7, dtype="bf16",
                          persistent=True, sm_count=4)
     loop = kernel.k_loop(k)

@@ -248,9 +248,9 @@ class GemmKernel:
     def k_loop(self, k: int, schedule: np.ndarray | None = None):
         """What work synthesis needs to trace a persistent kernel's k-loops short
         (`simulator.loop_synthesis.KLoop`): the lines that make this kernel's every k-loop
-        start at k-tile S, the largest multiple of 2 x stages (the period of a loop iteration's
-        stage and phase) that leaves every tile at least 3 x stages + 1 k-tiles (its
-        first `stages` iterations, 2 x stages to copy, the last); None when S would be 0
+        start at k-tile S, the largest multiple of `stages` (the period of a loop
+        iteration's stage) that leaves every tile at least 2 x stages + 1 k-tiles (its
+        first `stages` iterations, `stages` to copy, the last); None when S would be 0
         or the kernel is not persistent. K is the launch's K argument; `schedule` the
         grouped kernel's table (column 5: each tile's k-tiles)."""
         from simulator.loop_synthesis import KLoop
@@ -262,7 +262,7 @@ class GemmKernel:
             k_tiles = -(-k // cfg.k_tile)
         else:
             k_tiles = int(np.asarray(schedule)[:, 5].min()) if len(schedule) else 0
-        period = 2 * cfg.stages
+        period = cfg.stages
         skip = (k_tiles - (cfg.stages + period + 1)) // period * period
         if skip <= 0:
             return None
