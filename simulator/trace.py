@@ -38,13 +38,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba as nb
 import numpy as np
 
 from isa.event_detail import EVENT_DETAILS
 from isa.memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from isa.operands import DImm
 from simulator.trace_grouping import grouped_fields, grown, join_grouped, warp_order
+from simulator.trace_lanes import distinct_per_group, lane_depth, warp_runs, with_successors
 from simulator.trace_tiles import TILE_OPS, TileRecorder
 
 SECTOR_SHIFT = 5
@@ -81,8 +81,8 @@ class WarpTrace:
     `SECTOR_KINDS`, bank-conflict degree for shared, else 0), for sector kinds
     `sectors[sector_start[e]:sector_start[e] + detail[e]]`, and `phase_slot[e]` (mbarrier
     phase slot of tile-op events, with `slot_events[slot]` contributions per slot; for a
-    global atomic the most of its lanes that update one address, `lane_depth`, which the L2
-    serializes; else -1).
+    global atomic the most of its lanes that update one address
+    (`simulator.trace_lanes.lane_depth`), which the L2 serializes; else -1).
     """
 
     warps_per_cta: int
@@ -150,89 +150,6 @@ def _space_of(ins, addr: np.ndarray) -> tuple[str, np.ndarray]:
     if addr.size and addr[0] >= LOCAL_WINDOW and addr[0] < LOCAL_WINDOW + WINDOW_SIZE:
         return "local", addr - LOCAL_WINDOW
     return "global", addr
-
-
-def _expand(first: np.ndarray, group: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
-    """Each of `first` followed by count-1 successors, with the group ids repeated."""
-    if count <= 1:
-        return first, group
-    steps = np.arange(count, dtype=np.int64)
-    return (first[:, None] + steps).reshape(-1), np.repeat(group, count)
-
-
-_INSERTION_MAX = 64
-"""Groups up to this size are sorted in place by insertion (a warp's sectors or words)."""
-
-
-@nb.njit(cache=True)
-def _distinct_per_group(values: np.ndarray, group: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(values, groups) with duplicates inside each group removed, each group's values
-    ascending; `group` is non-decreasing (the lanes of a warp are contiguous)."""
-    n = values.size
-    out_v = np.empty(n, values.dtype)
-    out_g = np.empty(n, group.dtype)
-    k = 0
-    i = 0
-    while i < n:
-        j = i
-        while j < n and group[j] == group[i]:
-            j += 1
-        if j - i > _INSERTION_MAX:
-            run = np.sort(values[i:j])
-        else:                      # a warp's few values: insertion sort, no allocation
-            run = out_v[k:k + j - i]
-            for t in range(j - i):
-                v = values[i + t]
-                u = t
-                while u > 0 and run[u - 1] > v:
-                    run[u] = run[u - 1]
-                    u -= 1
-                run[u] = v
-        for t in range(run.size):
-            if t == 0 or run[t] != out_v[k - 1]:
-                out_v[k] = run[t]
-                out_g[k] = group[i]
-                k += 1
-        i = j
-    return out_v[:k], out_g[:k]
-
-
-def lane_depth(addr: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
-    """Per group (warp), the most of its lanes with one address `addr` (int32, 0 for a
-    group without lanes): how many operations an atomic serializes on one address."""
-    depth = np.zeros(n_groups, np.int32)
-    if addr.size == 0:
-        return depth
-    order = np.lexsort((addr, group))
-    a, g = addr[order], group[order]
-    new = np.ones(a.size, np.bool_)
-    new[1:] = (a[1:] != a[:-1]) | (g[1:] != g[:-1])
-    starts = np.flatnonzero(new)
-    runs = np.diff(np.append(starts, a.size)).astype(np.int32)
-    np.maximum.at(depth, g[starts], runs)
-    return depth
-
-
-@nb.njit(cache=True)
-def warp_runs(lanes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(first index, warp slot, lane count) of each run of `lanes` (sorted thread slots)
-    that lies in one warp slot."""
-    n = lanes.size
-    starts = np.empty(n, np.int64)
-    slots = np.empty(n, np.int64)
-    k = 0
-    prev = -1
-    for i in range(n):
-        w = lanes[i] >> 5
-        if w != prev:
-            starts[k] = i
-            slots[k] = w
-            k += 1
-            prev = w
-    active = np.empty(k, np.int16)
-    for j in range(k):
-        active[j] = (starts[j + 1] if j + 1 < k else n) - starts[j]
-    return starts[:k], slots[:k], active
 
 
 class TraceRecorder:
@@ -374,8 +291,8 @@ class TraceRecorder:
             self._slot_chunks[len(self._chunks)] = lane_depth(addr, group, nw)
         first = addr >> SECTOR_SHIFT
         span = ((addr[0] + nbytes - 1) >> SECTOR_SHIFT) - first[0] + 1 if addr.size else 1
-        sec, grp = _expand(first, group, int(span))
-        sec, grp = _distinct_per_group(sec, grp)
+        sec, grp = with_successors(first, group, int(span))
+        sec, grp = distinct_per_group(sec, grp)
         counts = np.bincount(grp, minlength=nw).astype(np.int32)
         sstart = self._n_sectors + np.concatenate(([0], np.cumsum(counts)[:-1]))
         self._sector_chunks.append(sec)
@@ -384,8 +301,8 @@ class TraceRecorder:
 
     @staticmethod
     def _bank_degree(addr, group, nbytes: int, nw: int) -> np.ndarray:
-        words, grp = _expand(addr >> 2, group, max(nbytes // 4, 1))
-        words, grp = _distinct_per_group(words, grp)
+        words, grp = with_successors(addr >> 2, group, max(nbytes // 4, 1))
+        words, grp = distinct_per_group(words, grp)
         per_bank = np.bincount(grp * 32 + (words & 31), minlength=nw * 32).reshape(nw, 32)
         return per_bank.max(axis=1).astype(np.int32)
 
