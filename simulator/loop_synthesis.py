@@ -212,7 +212,6 @@ def expand(fields: dict, per_warp: np.ndarray, raw_slots: np.ndarray, slot_event
     silent = np.zeros(pcs.size, np.int64)
     silent_first = 0
     pieces, in_loop = _Pieces([], [], []), []
-    new_per_warp = []
     for w in range(per_warp.size):
         lo, hi = int(bounds[w]), int(bounds[w + 1])
         made = silent_after(pcs[lo:hi], flow)
@@ -220,10 +219,8 @@ def expand(fields: dict, per_warp: np.ndarray, raw_slots: np.ndarray, slot_event
             return None
         silent_first += made[0]
         silent[lo:hi] = made[1]
-        had = sum(x.size for x in pieces.src)
         if not _warp(pcs, lo, hi, sec_off, sectors, loop, flow, pieces, in_loop):
             return None
-        new_per_warp.append(sum(x.size for x in pieces.src) - had)
     if silent_first + int(silent.sum()) != silent_traced or not in_loop:
         return None
     src = np.concatenate(pieces.src) if pieces.src else np.zeros(0, np.int64)
@@ -234,7 +231,9 @@ def expand(fields: dict, per_warp: np.ndarray, raw_slots: np.ndarray, slot_event
     if slots is None:
         return None
     new_fields = {k: v[src] for k, v in fields.items()}
-    return (new_fields, np.array(new_per_warp, np.int64), slots[0], slots[1], new_sectors,
+    new_per_warp = np.bincount(np.searchsorted(bounds, src, side="right") - 1,
+                               minlength=per_warp.size).astype(np.int64)
+    return (new_fields, new_per_warp, slots[0], slots[1], new_sectors,
             silent_first + int(silent[src].sum()))
 
 

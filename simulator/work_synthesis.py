@@ -78,6 +78,11 @@ class CtaWork:
     coords: np.ndarray
     k_loop: Any = None        # a `simulator.loop_synthesis.KLoop`: trace the k-loops short
 
+    @property
+    def short_loops(self):
+        """`k_loop` once bound to the launch's text (`KLoop.bound`), else None."""
+        return self.k_loop if self.k_loop is not None and self.k_loop.ptx is not None else None
+
     def __post_init__(self) -> None:
         classes = np.asarray(self.classes, np.int64)
         coords = np.asarray(self.coords, np.int64)
@@ -328,8 +333,7 @@ def synthesize_trace(launch, recorder) -> tuple[int, int] | None:
     only: the caller starts a fresh one). When the units were traced with short k-loops
     (`CtaWork.k_loop`) and a check fails, they are traced again with whole ones."""
     made = _synthesize(launch, recorder)
-    if made is None and launch.work is not None and launch.work.k_loop is not None \
-            and launch.work.k_loop.ptx is not None:
+    if made is None and launch.work is not None and launch.work.short_loops is not None:
         recorder.clear()
         made = _synthesize(dataclasses.replace(
             launch, work=dataclasses.replace(launch.work, k_loop=None)), recorder)
@@ -348,7 +352,7 @@ def _synthesize(launch, recorder) -> tuple[int, int] | None:
     if len(traced) > MAX_TRACED_SHARE * firsts.size:
         return None
     ctas = (firsts[traced][:, None] + np.arange(cluster)).reshape(-1)
-    loop = work.k_loop if work.k_loop is not None and work.k_loop.ptx is not None else None
+    loop = work.short_loops
     if loop is not None:          # the evidence's k-loops run short (`loop_synthesis`)
         launch = dataclasses.replace(launch, program=compile_kernel(loop.ptx, launch.entry))
     recorder.count_silent()
