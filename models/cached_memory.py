@@ -96,6 +96,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import numba
 import numpy as np
 
 from models import cached_memory_layout as k
@@ -298,6 +299,17 @@ class CachedMemory:
         return done
 
 
+@numba.njit(cache=True)
+def _add_batch(kinds, counts, totals, requests):
+    """Add a batch's request counts (row i: a request of kind code `kinds[i]`) to `totals`
+    [kind code, count] and its requests to `requests` [kind code]."""
+    for i in range(kinds.size):
+        code = kinds[i]
+        requests[code] += 1
+        for c in range(counts.shape[1]):
+            totals[code, c] += counts[i, c]
+
+
 class CachedMemoryTracer(Tracer):
     """Sectors, bytes and hit rates per level and access kind, HBM row hits and write-backs.
 
@@ -327,19 +339,14 @@ class CachedMemoryTracer(Tracer):
         self.totals: dict[str, np.ndarray] = {}
         self.requests: dict[str, int] = {}
         self.pending: dict[str, list[np.ndarray]] = {}
+        self.batch_totals = np.zeros((len(KIND_CODES), k.N_COUNTS), np.int64)
+        self.batch_requests = np.zeros(len(KIND_CODES), np.int64)
 
     def on_event(self, owner: str, position: str, data: Mapping[str, Any]) -> None:
         """Keep one request's counts; they are summed per `_PENDING_CHUNK` requests (and by
         `flush`, which writes the sums to the sheet)."""
         if position == CACHED_MEMORY_BATCH:
-            kinds, counts = data["kinds"], data["counts"]
-            for code, kind in enumerate(KIND_CODES):
-                rows = kinds == code
-                n = int(np.count_nonzero(rows))
-                if n:
-                    self._sum(kind)
-                    self.totals[kind] += counts[rows].sum(axis=0)
-                    self.requests[kind] += n
+            _add_batch(data["kinds"], data["counts"], self.batch_totals, self.batch_requests)
             return
         kind = data["kind"]
         pending = self.pending.get(kind)
@@ -363,6 +370,13 @@ class CachedMemoryTracer(Tracer):
         """Write the accumulated values to the sheet."""
         for kind in list(self.pending):
             self._sum(kind)
+        for code in np.flatnonzero(self.batch_requests):   # the batches' sums, by kind code
+            kind = KIND_CODES[code]
+            self._sum(kind)
+            self.totals[kind] += self.batch_totals[code]
+            self.requests[kind] += int(self.batch_requests[code])
+        self.batch_totals[:] = 0
+        self.batch_requests[:] = 0
         sector = k.SECTOR_BYTES_ASSUMED
         rows = 0, 0
         for kind in sorted(self.totals):

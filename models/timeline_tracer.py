@@ -53,7 +53,8 @@ import pandas as pd
 
 from models import cached_memory_layout as ck
 from models.cached_memory import CACHED_MEMORY_ACCESS, CACHED_MEMORY_BATCH
-from models.sm import SM_CTA_DONE, SM_CTA_LAUNCH, SM_CTA_LOG, SM_ISSUE, SM_STALL, cta_log_events
+from models.sm import SM_CTA_DONE, SM_CTA_LAUNCH, SM_CTA_LOG, SM_STALL
+from models.sm_state import T_DONE
 
 TIMELINE_COLUMNS = ("run_id", "kernel", "start_us", "time_us", "component", "stat", "value",
                     "unit")
@@ -261,9 +262,7 @@ class TimelineTracer:
             elif position == SM_CTA_DONE:
                 self._done(row, data["cta"], data["cycle"])
             elif position == SM_CTA_LOG:       # its events in order, without the hooks' calls
-                for event, item in cta_log_events(data):
-                    if event != SM_ISSUE:
-                        on_sm(owner, event, item)
+                self._cta_log(row, data)
 
         hooks.attach(on_sm, (SM_STALL, SM_CTA_LAUNCH, SM_CTA_DONE, SM_CTA_LOG))
 
@@ -284,6 +283,20 @@ class TimelineTracer:
         hooks.attach(on_memory, (CACHED_MEMORY_ACCESS, CACHED_MEMORY_BATCH))
 
     # -- events ---------------------------------------------------------------------
+    def _cta_log(self, s: int, data: Mapping[str, Any]) -> None:
+        """An `SM_CTA_LOG` batch: what `cta_log_events` gives, in its order (stall rows
+        before the CTA that logged them, then the CTA's completion or launch)."""
+        cycles, stalls = data["cycles"], data["stalls"]
+        fired = 0
+        for kind, cta, cycle, upto in data["log"].tolist():
+            if upto > fired:
+                self._stalls(s, cycles[fired:upto], stalls[fired:upto])
+                fired = upto
+            if kind == T_DONE:
+                self._done(s, cta, cycle)
+            else:
+                self._launched(s, cta, cycle)
+
     def _launched(self, s: int, cta: int, cycle: int) -> None:
         self.cta_launch[cta] = cycle
         self._residency(s, cycle, 1)
