@@ -336,17 +336,15 @@ class CachedMemoryTracer(Tracer):
 
     def __init__(self, sheet) -> None:
         super().__init__(sheet)
-        self.totals: dict[str, np.ndarray] = {}
-        self.requests: dict[str, int] = {}
+        self.totals = np.zeros((len(KIND_CODES), k.N_COUNTS), np.int64)   # [kind code, count]
+        self.requests = np.zeros(len(KIND_CODES), np.int64)
         self.pending: dict[str, list[np.ndarray]] = {}
-        self.batch_totals = np.zeros((len(KIND_CODES), k.N_COUNTS), np.int64)
-        self.batch_requests = np.zeros(len(KIND_CODES), np.int64)
 
     def on_event(self, owner: str, position: str, data: Mapping[str, Any]) -> None:
         """Keep one request's counts; they are summed per `_PENDING_CHUNK` requests (and by
-        `flush`, which writes the sums to the sheet)."""
+        `flush`, which writes the sums to the sheet). A batch is summed at once."""
         if position == CACHED_MEMORY_BATCH:
-            _add_batch(data["kinds"], data["counts"], self.batch_totals, self.batch_requests)
+            _add_batch(data["kinds"], data["counts"], self.totals, self.requests)
             return
         kind = data["kind"]
         pending = self.pending.get(kind)
@@ -359,30 +357,22 @@ class CachedMemoryTracer(Tracer):
     def _sum(self, kind: str) -> None:
         """Add the kept counts of `kind` to its totals."""
         pending = self.pending.pop(kind, [])
-        if kind not in self.totals:
-            self.totals[kind] = np.zeros(k.N_COUNTS, np.int64)
-            self.requests[kind] = 0
         if pending:
-            self.totals[kind] += np.stack(pending).sum(axis=0)
-            self.requests[kind] += len(pending)
+            self.totals[_KINDS[kind]] += np.stack(pending).sum(axis=0)
+            self.requests[_KINDS[kind]] += len(pending)
 
     def flush(self) -> None:
         """Write the accumulated values to the sheet."""
         for kind in list(self.pending):
             self._sum(kind)
-        for code in np.flatnonzero(self.batch_requests):   # the batches' sums, by kind code
-            kind = KIND_CODES[code]
-            self._sum(kind)
-            self.totals[kind] += self.batch_totals[code]
-            self.requests[kind] += int(self.batch_requests[code])
-        self.batch_totals[:] = 0
-        self.batch_requests[:] = 0
         sector = k.SECTOR_BYTES_ASSUMED
         rows = 0, 0
-        for kind in sorted(self.totals):
-            c = self.totals[kind]
+        seen = sorted(KIND_CODES[code] for code in np.flatnonzero(self.requests))
+        for kind in seen:
+            c = self.totals[_KINDS[kind]]
             l1_looked = 0 if kind in _L1_BYPASS else c[k.C_SECTORS]
-            levels = (("l1", l1_looked, c[k.C_L1_HIT], c[k.C_L1_MISS], self.requests[kind]),
+            levels = (("l1", l1_looked, c[k.C_L1_HIT], c[k.C_L1_MISS],
+                       self.requests[_KINDS[kind]]),
                       ("l2", c[k.C_L1_MISS], c[k.C_L2_HIT], c[k.C_L2_MISS], c[k.C_L2_REQUESTS]),
                       ("l3", c[k.C_L3_HIT] + c[k.C_L3_MISS], c[k.C_L3_HIT], c[k.C_L3_MISS],
                        c[k.C_L3_REQUESTS]))
@@ -406,7 +396,7 @@ class CachedMemoryTracer(Tracer):
                 self.sheet.set(f"memory.hbm.{kind}", "requests", int(c[k.C_HBM_REQUESTS]))
                 self.sheet.set(f"memory.hbm.{kind}", "bytes", int(c[k.C_HBM_READ]) * sector)
             rows = rows[0] + int(c[k.C_ROW_HIT]), rows[1] + int(c[k.C_ROW_MISS])
-        written = sum(int(c[k.C_HBM_WRITE]) for c in self.totals.values())
+        written = int(self.totals[:, k.C_HBM_WRITE].sum())
         if written:
             self.sheet.set("memory.hbm.writeback", "bytes", written * sector)
         if sum(rows):

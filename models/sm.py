@@ -120,16 +120,23 @@ a launched CTA)."""
 DEFAULT_QUANTUM_CYCLES = 64
 
 
+def cta_log_steps(data: dict):
+    """The rows of an `SM_CTA_LOG` batch in order: (kind `T_DONE` / `T_LAUNCH`, cta, cycle,
+    stall rows `[first, end)` of `data["stalls"]` fired just before it, empty when none)."""
+    fired = 0
+    for kind, cta, cycle, upto in data["log"].tolist():
+        yield kind, cta, cycle, fired, max(upto, fired)
+        fired = max(upto, fired)
+
+
 def cta_log_events(data: dict):
     """The events of an `SM_CTA_LOG` batch one by one, as `SM_STALL` / `SM_ISSUE` /
     `SM_CTA_DONE` / `SM_CTA_LAUNCH` would have been fired: (position, data) pairs."""
     cycles, stalls = data["cycles"], data["stalls"]
-    fired = 0
-    for kind, cta, cycle, upto in data["log"].tolist():
-        if upto > fired:
-            yield SM_STALL, {"reasons": data["reasons"], "cycles": cycles[fired:upto],
-                             "stalls": stalls[fired:upto]}
-            fired = upto
+    for kind, cta, cycle, first, end in cta_log_steps(data):
+        if end > first:
+            yield SM_STALL, {"reasons": data["reasons"], "cycles": cycles[first:end],
+                             "stalls": stalls[first:end]}
         if kind == st.T_DONE:
             yield SM_ISSUE, {"issued": data["issued"][cta],
                              "busy_cycles": data["busy_cycles"][cta]}

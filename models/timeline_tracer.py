@@ -53,7 +53,7 @@ import pandas as pd
 
 from models import cached_memory_layout as ck
 from models.cached_memory import CACHED_MEMORY_ACCESS, CACHED_MEMORY_BATCH
-from models.sm import SM_CTA_DONE, SM_CTA_LAUNCH, SM_CTA_LOG, SM_STALL
+from models.sm import SM_CTA_DONE, SM_CTA_LAUNCH, SM_CTA_LOG, SM_STALL, cta_log_steps
 from models.sm_state import T_DONE
 
 TIMELINE_COLUMNS = ("run_id", "kernel", "start_us", "time_us", "component", "stat", "value",
@@ -284,14 +284,12 @@ class TimelineTracer:
 
     # -- events ---------------------------------------------------------------------
     def _cta_log(self, s: int, data: Mapping[str, Any]) -> None:
-        """An `SM_CTA_LOG` batch: what `cta_log_events` gives, in its order (stall rows
-        before the CTA that logged them, then the CTA's completion or launch)."""
+        """An `SM_CTA_LOG` batch (`cta_log_steps`): the stall rows before each CTA that
+        logged them, then the CTA's completion or launch."""
         cycles, stalls = data["cycles"], data["stalls"]
-        fired = 0
-        for kind, cta, cycle, upto in data["log"].tolist():
-            if upto > fired:
-                self._stalls(s, cycles[fired:upto], stalls[fired:upto])
-                fired = upto
+        for kind, cta, cycle, first, end in cta_log_steps(data):
+            if end > first:
+                self._stalls(s, cycles[first:end], stalls[first:end])
             if kind == T_DONE:
                 self._done(s, cta, cycle)
             else:
