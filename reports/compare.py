@@ -18,7 +18,8 @@ builds:
   (`workloads.traces.overlap`; how much communication hid behind compute in the trace);
 * `plot_scatter(df)`: log-log simulated vs measured, coloured by category, with y = x and
   a +-25 % band; `write_compare(df, DIR)` writes all of them (CSV, summary.json,
-  scatter.png, compare.html) into a fresh folder that replaces DIR when complete.
+  scatter.png, compare.html) through `reports.output_dir` (staged, committed whole,
+  never touching files ptxsim did not write).
 
 Left out: weighting the MAPE by time (the per-category sums show time-weighted error),
 confidence intervals. Units: microseconds, percent, fractions.
@@ -27,17 +28,16 @@ confidence intervals. Units: microseconds, percent, fractions.
 from __future__ import annotations
 
 import io
-import json
 import math
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from reports.html_report import Section, render_html
+from reports.output_dir import write_output_dir
 from reports.plot_kernels import new_figure
+from reports.strict_json import strict_json
 
 KERNEL_ERROR_COLUMNS = ("name", "category", "op", "kind", "sizes", "stream", "start_us",
                         "measured_us", "simulated_us", "error_pct", "status", "reason")
@@ -162,29 +162,26 @@ def _summary_notes(summary: dict, about: dict) -> tuple[str, ...]:
 
 
 def write_compare(df: pd.DataFrame, out_dir: str | Path, *, title: str = "ptxsim compare",
-                  about: dict | None = None) -> Path:
+                  about: dict | None = None, force: bool = False, flag: str = "--out") -> Path:
     """Write kernels.csv, categories.csv, unsimulated.csv, streams.csv, summary.json,
-    scatter.png (when something was simulated) and compare.html into `out_dir`; returns its
-    path."""
+    scatter.png (when something was simulated) and compare.html into `out_dir` through
+    `reports.output_dir.write_output_dir` (files ptxsim did not write are never touched);
+    returns its path."""
     about = dict(about or {})
     table, summary = kernel_errors(df), error_summary(df)
     categories, missing, streams = category_summary(df), unsimulated(df), stream_summary(df)
-    target = Path(out_dir)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        staging.chmod(0o755)
-        table.to_csv(staging / "kernels.csv", index=False)
-        categories.to_csv(staging / "categories.csv", index=False)
-        missing.to_csv(staging / "unsimulated.csv", index=False)
-        streams.to_csv(staging / "streams.csv", index=False)
-        (staging / "summary.json").write_text(json.dumps({**about, **summary}, indent=1,
-                                                         default=str))
+
+    def write(folder: Path) -> None:
+        table.to_csv(folder / "kernels.csv", index=False)
+        categories.to_csv(folder / "categories.csv", index=False)
+        missing.to_csv(folder / "unsimulated.csv", index=False)
+        streams.to_csv(folder / "streams.csv", index=False)
+        (folder / "summary.json").write_text(strict_json({**about, **summary}))
         fig = plot_scatter(df, title)
         figures = {}
         if fig is not None:
             figures["Simulated vs measured"] = _png(fig)
-            (staging / "scatter.png").write_bytes(figures["Simulated vs measured"])
+            (folder / "scatter.png").write_bytes(figures["Simulated vs measured"])
         sections = [Section("Summary", _summary_notes(summary, about)),
                     Section("Per category", (), {"categories": categories}, units=UNITS),
                     Section("Scatter", (), figures=figures),
@@ -192,11 +189,5 @@ def write_compare(df: pd.DataFrame, out_dir: str | Path, *, title: str = "ptxsim
                     Section("Streams (measured)", (), {"streams": streams},
                             units={"us": "us"}),
                     Section("Per kernel", (), {"kernels": table}, units=UNITS)]
-        (staging / "compare.html").write_text(render_html(title, sections), encoding="utf-8")
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return target
+        (folder / "compare.html").write_text(render_html(title, sections), encoding="utf-8")
+    return write_output_dir(out_dir, write, force=force, flag=flag)

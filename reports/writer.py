@@ -17,9 +17,10 @@ axis). The folder gets:
     report.html                   self-contained: tables + plots as data URIs
     trace.json                    Chrome/Perfetto trace (`reports.chrome_trace`)
 
-Everything is written into a fresh temporary folder beside `DIR`, which is then renamed to
-`DIR` (an existing `DIR` is replaced only after the new one is complete); a failure
-removes the temporary folder and leaves `DIR` as it was.
+Everything, `extra_files` included, is staged and committed by `reports.output_dir`: a new
+folder appears whole or not at all, an earlier ptxsim output is replaced only after the new
+one is complete, and files ptxsim did not write are never removed or replaced (a folder
+holding them is refused unless `force`). `.ptxsim-manifest.json` lists the files written.
 Left out: TOML for the config (JSON carries the same dict), plots of sweeps (see
 `reports.sweep_plots`). Units: as in the tables (microseconds, B, GB/s, TFLOP/s, fractions).
 """
@@ -28,8 +29,6 @@ from __future__ import annotations
 
 import io
 import json
-import shutil
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -39,9 +38,11 @@ import pandas as pd
 from reports.chrome_trace import chrome_trace
 from reports.html_report import Section, render_html
 from reports.kernel_table import column_units, kernel_table
+from reports.output_dir import check_output_dir, write_output_dir
 from reports.plot_kernels import plot_roofline, plot_stall_stacks, plot_unit_utilization
 from reports.plot_timeline import missing_reason, plot_bandwidth, plot_gantt, plot_sm_heatmap
 from reports.roofline import chip_peaks
+from reports.strict_json import strict_json
 from reports.workload_timeline import workload_timeline
 
 SUMMARY_COLUMNS = ("kernel", "time_us", "achieved_tflops", "hbm_gbps", "bound",
@@ -146,7 +147,7 @@ def _write_files(folder: Path, tables: dict, table: pd.DataFrame, title: str,
     if tables["timeline"] is not None:
         tables["timeline"].to_csv(folder / "timeline.csv", index=False)
         _storable(tables["timeline"]).to_parquet(folder / "timeline.parquet", index=False)
-    (folder / "config.json").write_text(json.dumps(tables["config"], indent=1, default=str))
+    (folder / "config.json").write_text(strict_json(tables["config"]))
     pngs, notes = {}, []
     for stem, caption, fig, note in _figures(table, tables["timeline"], peaks):
         if fig is None:
@@ -169,27 +170,21 @@ def _write_files(folder: Path, tables: dict, table: pd.DataFrame, title: str,
 
 
 def write_report(result: Any, out_dir: str | Path, *, title: str | None = None,
-                 precision: str = "bf16", peaks: Mapping[str, float] | None = None) -> Path:
-    """Write the report folder (see the module docstring); returns its path."""
+                 precision: str = "bf16", peaks: Mapping[str, float] | None = None,
+                 extra_files: Mapping[str, str] | None = None, force: bool = False,
+                 flag: str = "--out") -> Path:
+    """Write the report folder (see the module docstring) through
+    `reports.output_dir.write_output_dir`; `extra_files` (file name -> text) are written
+    with it, before the folder is committed. Returns its path."""
+    check_output_dir(out_dir, force=force, flag=flag)
     tables = result_tables(result)
     table = kernel_table(tables["stats"], tables["config"], tables["kernels"],
                          precision=precision, peaks=peaks)
     chip = {**chip_peaks(tables["config"]), **(peaks or {})}
-    target = Path(out_dir)
-    target.parent.mkdir(parents=True, exist_ok=True)
     title = title or "ptxsim report: " + ", ".join(map(str, table["kernel"].head(3)))
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        staging.chmod(0o755)   # mkdtemp makes it private; a report folder is a plain folder
-        _write_files(staging, tables, table, title, chip)
-        if target.exists():
-            retired = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
-            target.rename(retired / target.name)
-            staging.rename(target)
-            shutil.rmtree(retired)
-        else:
-            staging.rename(target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return target
+
+    def write(folder: Path) -> None:
+        _write_files(folder, tables, table, title, chip)
+        for name, text in (extra_files or {}).items():
+            (folder / name).write_text(text, encoding="utf-8")
+    return write_output_dir(out_dir, write, force=force, flag=flag)

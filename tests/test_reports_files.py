@@ -13,6 +13,7 @@ import pytest
 
 import models
 import reports
+from isa.errors import InputError
 from reports.kernel_table import KERNEL_COLUMNS
 from simulator.cli import main
 
@@ -179,12 +180,18 @@ def test_failed_write_leaves_the_old_folder_and_no_temporary(tmp_path, monkeypat
     assert [p.name for p in tmp_path.iterdir()] == ["wl"]
 
 
-def test_rewriting_a_report_replaces_it_whole(tmp_path):
-    """A second write replaces the folder: no file of the first run survives."""
+def test_rewriting_a_report_replaces_only_its_own_files(tmp_path):
+    """A second write replaces the first run's files; a file a user put beside them makes
+    the folder refused, and with force it stays in place."""
     out = reports.write_report(_workload(), tmp_path / "wl")
-    (out / "stale.txt").write_text("old")
+    first = {p.name for p in out.iterdir()}
     reports.write_report(_workload(), out)
-    assert not (out / "stale.txt").exists()
+    assert {p.name for p in out.iterdir()} == first
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(InputError, match="notes.txt"):
+        reports.write_report(_workload(), out)
+    reports.write_report(_workload(), out, force=True)
+    assert (out / "notes.txt").read_text() == "mine"
     assert [p.name for p in tmp_path.iterdir()] == ["wl"]
 
 

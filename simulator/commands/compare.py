@@ -46,7 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--top", type=int, default=20, metavar="N",
                         help="kernels printed in the text table, longest first (default 20)")
     parser.add_argument("--out", default=None, metavar="DIR",
-                        help="write tables, summary.json, scatter.png and compare.html here")
+                        help="write tables, summary.json, scatter.png and compare.html here "
+                        "(a folder holding files ptxsim did not write is refused)")
+    parser.add_argument("--force", action="store_true",
+                        help="--out: write into a folder that holds other files too (only "
+                        "ptxsim's own files are replaced)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -89,12 +93,15 @@ def run(args: argparse.Namespace) -> int:
     """Import, map, simulate, compare, print (and write with --out)."""
     from isa.errors import InputError
     from reports import compare
+    from reports.output_dir import check_output_dir
     from workloads.ops import available_fidelities
     from workloads.traces.reference_ops import simulate_reference
 
     if args.top < 0:
         raise InputError(f"--top {args.top}: accepted an integer >= 0")
     config = config_from_args(args)
+    if args.out:
+        check_output_dir(args.out, force=args.force)   # refused before simulating
     fidelity = args.fidelity or available_fidelities()[0]
     mapped = load_reference(args.reference, args.format, args.device)
     result = simulate_reference(mapped, config, fidelity)
@@ -103,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     if args.out:
         summary["out"] = str(compare.write_compare(
             result, args.out, title=f"{Path(args.reference).name} on {args.model}",
-            about=about))
+            about=about, force=args.force))
     if args.json:
         doc = {**{k: _clean(v) for k, v in summary.items()},
                "categories": _records(compare.category_summary(result)),

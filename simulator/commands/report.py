@@ -26,7 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="hardware preset (default h100_sxm; see ptxsim models)")
     parser.add_argument("--seed", type=int, default=0, metavar="S",
                         help="seed of the input data (default 0)")
-    parser.add_argument("--out", required=True, metavar="DIR", help="report folder to write")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="report folder to write (a folder holding files ptxsim did not "
+                        "write is refused)")
+    parser.add_argument("--force", action="store_true",
+                        help="write into a folder that holds other files too (only "
+                        "ptxsim's own files are replaced)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -38,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     import reports
     import simulator
     from isa.errors import InputError
+    from reports.output_dir import check_output_dir
     from workloads.kernels.case import load_ptx
     from workloads.kernels.catalog import KERNELS
 
@@ -48,13 +54,14 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.variant < len(spec.variants):
         raise InputError(f"--variant {args.variant} out of range: {args.kernel} has "
                          f"{len(spec.variants)} variants (0..{len(spec.variants) - 1})")
+    check_output_dir(args.out, force=args.force)
     case = spec.build(np.random.default_rng(args.seed), **spec.variants[args.variant])
     config = models.load_preset(args.model)
     result = simulator.simulate_kernel(load_ptx(case.file), case.entry, case.grid, case.block,
                                        case.args, config=config, shared_bytes=case.shared_bytes,
                                        run_id=f"{args.kernel}-v{args.variant}")
-    folder = reports.write_report(result, args.out,
-                                  title=f"{case.entry} on {args.model}")
+    folder = reports.write_report(result, args.out, title=f"{case.entry} on {args.model}",
+                                  force=args.force)
     summary = {"out": str(folder), "files": sorted(p.name for p in folder.iterdir()),
                "kernel": case.entry, "model": args.model, "cycles": int(result.cycles),
                "time_us": float(result.time_us)}

@@ -5,10 +5,12 @@ layer, `workloads.layer`'s default index), prefill of 4096 tokens, on `h800_sxm`
 fidelity. Every node of the layer's kernel graph is timed as an op
 (`simulator.simulate_workload`); the command prints one line per kernel (name, op, stream,
 start, time, TFLOP/s, bound, share of the summed kernel time) and the layer's time, and
-writes a run directory (`runs/<workload>-<phase>-<tokens>/` or `--out DIR`) through
-`reports.write_report`: config.json (the resolved hardware config), kernels.csv/.parquet,
-stats.csv/.parquet, report.html, trace.json, plots, plus run.json (the workload and the
-printed summary, with the tensor-core MACs, the MACs the co-design units skip, the MMA
+writes a run directory (`runs/<workload>-<phase>-<tokens>/` or `--out DIR`; checked before
+simulating, written whole or not at all, files ptxsim did not write never touched: see
+`reports.output_dir`; `--force` writes beside other files) through `reports.write_report`:
+config.json (the resolved hardware config), kernels.csv/.parquet, stats.csv/.parquet,
+report.html, trace.json, plots, plus run.json (strict JSON: the workload and the printed
+summary, with the tensor-core MACs, the MACs the co-design units skip, the MMA
 precision mix and the GEMM operand bytes dense / as stored, summed from the kernels table's
 columns of `workloads.codesign.codesign_ops.op_counts`, and the kernels the sustained clock
 under tensor load slowed, with their clocks). Collectives are simulated kernels
@@ -24,7 +26,6 @@ Units: microseconds, TFLOP/s, fractions.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from simulator.commands.models import add_config_arguments, config_from_args
@@ -64,7 +65,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="sampled (default): steady-state waves extrapolated; full: "
                         "every CTA")
     parser.add_argument("--out", metavar="DIR",
-                        help="run directory (default runs/<workload>-<phase>-<tokens>)")
+                        help="run directory (default runs/<workload>-<phase>-<tokens>); a "
+                        "folder holding files ptxsim did not write is refused")
+    parser.add_argument("--force", action="store_true",
+                        help="write into a folder that holds other files too (only "
+                        "ptxsim's own files are replaced)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -82,21 +87,26 @@ def _graph(args):
 
 
 def run(args: argparse.Namespace) -> int:
-    """Build the layer graph, simulate it, write the run directory, print the summary."""
+    """Build the layer graph, check the run directory, simulate, write it, print the
+    summary."""
     import reports
     import simulator
+    from reports.output_dir import check_output_dir
+    from reports.strict_json import strict_json
 
     config = config_from_args(args)
     graph = _graph(args)
-    result = simulator.simulate_workload(graph, config=config, fidelity=args.fidelity)
     meta = graph.meta
     out = Path(args.out or Path("runs") / f"{meta['model']}-{meta['phase']}-{meta['tokens']}")
+    check_output_dir(out, force=args.force)   # refused before minutes of simulation
+    result = simulator.simulate_workload(graph, config=config, fidelity=args.fidelity)
     precision = REPORT_PRECISION.get(meta.get("gemm_dtype", "bf16"), "bf16")
-    reports.write_report(result, out, title=f"ptxsim run: {graph.name} on {args.model}",
-                         precision=precision)
     report = _report(args, result, out)
-    (out / "run.json").write_text(json.dumps(report, indent=1, default=str))
-    print(json.dumps(report, indent=1, default=str) if args.json else _text(report))
+    text = strict_json(report)
+    reports.write_report(result, out, title=f"ptxsim run: {graph.name} on {args.model}",
+                         precision=precision, extra_files={"run.json": text},
+                         force=args.force)
+    print(text if args.json else _text(report))
     return 0
 
 
