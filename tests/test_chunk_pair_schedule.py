@@ -113,7 +113,7 @@ def test_results_under_another_config_are_not_done(tmp_path, monkeypatch):
     """Results kept under a config that differs in one link value are stale: `missing`
     names their nodes, `cached_only` refuses to schedule, and the fill simulates them again
     under the new config, after which both hold."""
-    graph, path = _small_graph(), tmp_path / "ops.pkl"
+    graph, path = _small_graph(), tmp_path / "ops.json"
     old = models.load_preset("h800_sxm")
     new = old.with_overrides({"links.nvlink_latency_ns": 2 * old.links.nvlink_latency_ns})
     fill_op_cache(graph, old, "sampled", path)

@@ -196,14 +196,14 @@ def _small_graph() -> KernelGraph:
 
 
 def test_op_cache_resumes_and_feeds_simulate_workload(tmp_path, monkeypatch):
-    """Distinct ops are simulated once into the pickled cache; a second fill simulates
+    """Distinct ops are simulated once into the JSON cache; a second fill simulates
     nothing; simulate_workload from the cache gives the same table as a fresh run; a node
     whose op fails is recorded and can be taken out of the graph."""
     import workloads.ops as ops_pkg
 
     config = models.load_preset("h800_sxm")
     graph = _small_graph()
-    path = tmp_path / "ops.pkl"
+    path = tmp_path / "ops.json"
     calls = []
     real = ops_pkg.simulate_op
     monkeypatch.setattr(ops_pkg, "simulate_op",
@@ -238,14 +238,17 @@ def test_a_failing_op_is_recorded_and_the_walk_goes_on(tmp_path, monkeypatch):
 
     monkeypatch.setattr(ops_pkg, "build_op", rejecting)
     config = models.load_preset("h800_sxm")
-    cache = fill_op_cache(_small_graph(), config, "sampled", tmp_path / "c.pkl")
+    cache = fill_op_cache(_small_graph(), config, "sampled", tmp_path / "c.json")
     assert set(cache.unsimulated) == {"b", "c"} and "sizes rejected" in cache.unsimulated["c"]
     assert {"a", "d"} <= set(cache.cpu_s)
-    assert "c" in load(tmp_path / "c.pkl").unsimulated
+    assert "c" in load(tmp_path / "c.json").unsimulated
     assert without(_small_graph(), cache.unsimulated).node("d").deps == ("a",)
     (tmp_path / "junk.pkl").write_bytes(b"\x80\x04K\x01.")
     with pytest.raises(InputError, match="not an op cache"):
         load(tmp_path / "junk.pkl")
+    (tmp_path / "other.json").write_text('{"format": "something else"}')
+    with pytest.raises(InputError, match="not an op cache"):
+        load(tmp_path / "other.json")
 
 
 def test_workers_and_budget_give_the_same_cache_and_stop_early(tmp_path):
@@ -258,13 +261,13 @@ def test_workers_and_budget_give_the_same_cache_and_stop_early(tmp_path):
     none = fill_op_cache(graph, config, "sampled", budget_s=0.0)
     assert none.cpu_s == {} and missing(graph, config, none) == list(graph.names())
     serial = fill_op_cache(graph, config, "sampled")
-    pooled = fill_op_cache(graph, config, "sampled", tmp_path / "p.pkl", workers=2,
+    pooled = fill_op_cache(graph, config, "sampled", tmp_path / "p.json", workers=2,
                            largest_first=True)
     assert set(pooled.cpu_s) == set(serial.cpu_s) and missing(graph, config, pooled) == []
     a = simulator.simulate_workload(graph, config=config, timeline=False,
                                     op_cache=serial.op_cache)
     b = simulator.simulate_workload(graph, config=config, timeline=False,
-                                    op_cache=load(tmp_path / "p.pkl").op_cache)
+                                    op_cache=load(tmp_path / "p.json").op_cache)
     pd.testing.assert_frame_equal(a.kernels, b.kernels)
     with pytest.raises(InputError, match="workers=0"):
         fill_op_cache(graph, config, workers=0)
@@ -332,7 +335,7 @@ def test_simulate_lists_ops_not_reached_without_keeping_them(tmp_path, monkeypat
     config, graph = models.load_preset("h800_sxm"), _small_graph()
     monkeypatch.setattr(cp, "chunk_pair_config", lambda: config)
     monkeypatch.setattr(cp, "chunk_pair_graph", lambda: graph)
-    path = tmp_path / "ops.pkl"
+    path = tmp_path / "ops.json"
     cache = fill_op_cache(graph, config, "sampled", path)
     done = part(cache, config, "sampled")
     swiglu = next(key for key in done if key[0] == "swiglu")

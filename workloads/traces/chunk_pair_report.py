@@ -1,7 +1,7 @@
 """Write the DeepSeek-V3 chunk-pair comparison (`workloads.traces.chunk_pair`) to a folder.
 
     python -m workloads.traces.chunk_pair_report --out workloads/reference/deepseek_chunk_pair \
-        --cache runs/deepseek_chunk_pair_ops.pkl [--no-contention] [--fidelity sampled]
+        --cache runs/deepseek_chunk_pair_ops.json [--no-contention] [--fidelity sampled]
 
 Steps: every distinct op of the layer pair is simulated once, largest first, into a
 resumable op cache (`workloads.traces.distinct_ops.fill_op_cache`; a killed run keeps
@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m workloads.traces.chunk_pair_report",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="workloads/reference/deepseek_chunk_pair")
-    parser.add_argument("--cache", default="runs/deepseek_chunk_pair_ops.pkl")
+    parser.add_argument("--cache", default="runs/deepseek_chunk_pair_ops.json")
     parser.add_argument("--fidelity", default="sampled", choices=("sampled", "full"))
     parser.add_argument("--no-contention", action="store_true")
     parser.add_argument("--workers", type=int, default=1,

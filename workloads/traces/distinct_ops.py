@@ -4,11 +4,15 @@ op cache.
 `fill_op_cache(graph, config, fidelity, path)` walks the graph's nodes in issue order; the
 first node of every distinct op (`workloads.node_ops.NodeOp.key`, the key on which
 `simulator.simulate_workload` reuses results) is timed alone, through `simulate_workload`
-on a one-node graph (its deps dropped) with a shared `op_cache`, and the cache is pickled
-to `path` after every op (written beside it, then renamed), so a killed run keeps every op
-it finished and a rerun skips them. A node the simulator cannot time (an op not registered
-yet, sizes a builder rejects) is recorded in `unsimulated` (node name -> the error, for
-every node of that op) and the walk goes on. A later
+on a one-node graph (its deps dropped) with a shared `op_cache`, and the cache is saved to
+`path` after every op (written beside it, then renamed), so a killed run keeps every op it
+finished and a rerun skips them. The file is JSON (`ptxsim-op-cache/1`: op keys as nested
+lists, each op's timing dict, its stats table as columns with their dtypes, the measured
+contention pairs; non-finite floats tagged), read back with its structure checked, so a
+file that is not such a cache is an InputError and never runs code. A node the simulator
+cannot time (an op not registered yet, sizes a builder rejects) is recorded in
+`unsimulated` (node name -> the error, for every node of that op) and the walk goes on. A
+later
 `simulate_workload(graph, config, op_cache=cache.op_cache)` of a graph made of these ops
 then simulates nothing again (only contention pairs, if asked for).
 
@@ -29,13 +33,19 @@ Units: microseconds, seconds of CPU time.
 
 from __future__ import annotations
 
+import json
+import math
 import os
-import pickle
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+import pandas as pd
+
 from isa.errors import InputError
+
+CACHE_FORMAT = "ptxsim-op-cache/1"
+NONFINITE_TAG = "nonfinite"
 
 
 @dataclass
@@ -59,27 +69,101 @@ def check_config(graph, config) -> None:
                          f"{config.links.gpus_per_node} GPUs; set links.nodes={nodes}")
 
 
+def _tuples(value):
+    """JSON lists back to the tuples op keys are made of."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def _number(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return {NONFINITE_TAG: repr(value)}
+    return value
+
+
+def _from_number(value):
+    if isinstance(value, dict) and set(value) == {NONFINITE_TAG}:
+        return float(value[NONFINITE_TAG])
+    return value
+
+
+def _frame_doc(frame: pd.DataFrame | None) -> dict | None:
+    if frame is None:
+        return None
+    return {"columns": [str(c) for c in frame.columns],
+            "dtypes": [str(t) for t in frame.dtypes],
+            "data": [[_number(v.item() if hasattr(v, "item") else v) for v in frame[c]]
+                     for c in frame.columns]}
+
+
+def _frame(doc: dict | None) -> pd.DataFrame | None:
+    if doc is None:
+        return None
+    columns = {c: pd.Series([_from_number(v) for v in values], dtype=object)
+               for c, values in zip(doc["columns"], doc["data"], strict=True)}
+    frame = pd.DataFrame(columns)
+    for column, dtype in zip(doc["columns"], doc["dtypes"], strict=True):
+        frame[column] = frame[column].astype(dtype)
+    return frame
+
+
+def _cache_doc(cache: OpCache) -> dict:
+    parts = []
+    for part_key, entries in cache.op_cache.items():
+        ops, pairs = [], []
+        for op_key, value in entries.items():
+            if op_key == "pairs":
+                pairs = [{"key": list(k), "effect": {f: _number(v) for f, v in
+                                                     asdict(effect).items()}}
+                         for k, effect in value.items()]
+                continue
+            timed, stats, series = value
+            ops.append({"key": op_key, "timed": {k: _number(v) for k, v in timed.items()},
+                        "stats": _frame_doc(stats), "series": _frame_doc(series)})
+        parts.append({"key": list(part_key), "ops": ops, "pairs": pairs})
+    return {"format": CACHE_FORMAT, "parts": parts, "unsimulated": cache.unsimulated,
+            "failed": [[k, v] for k, v in cache.failed.items()],
+            "cpu_s": cache.cpu_s}
+
+
+def _cache(doc) -> OpCache:
+    from simulator.contention import PairEffect
+
+    if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT:
+        raise ValueError(f"no {CACHE_FORMAT!r} format marker")
+    op_cache: dict = {}
+    for part in doc["parts"]:
+        entries = op_cache.setdefault(_tuples(part["key"]), {})
+        for op in part["ops"]:
+            timed = {str(k): _from_number(v) for k, v in op["timed"].items()}
+            entries[_tuples(op["key"])] = (timed, _frame(op["stats"]), _frame(op["series"]))
+        if part["pairs"]:
+            entries["pairs"] = {_tuples(pair["key"]): PairEffect(
+                **{k: _from_number(v) for k, v in pair["effect"].items()})
+                for pair in part["pairs"]}
+    return OpCache(op_cache, {str(k): str(v) for k, v in doc["unsimulated"].items()},
+                   {_tuples(k): str(v) for k, v in doc["failed"]},
+                   {str(k): float(v) for k, v in doc["cpu_s"].items()})
+
+
 def load(path: str | Path) -> OpCache:
-    """The cache pickled at `path`, or an empty one when there is none."""
+    """The cache saved at `path` (JSON, checked as it is read), or an empty one when there
+    is none. Anything else is an InputError naming the file."""
     path = Path(path)
     if not path.exists():
         return OpCache()
-    with path.open("rb") as fh:
-        cache = pickle.load(fh)
-    if not isinstance(cache, OpCache):
-        raise InputError(f"{path}: not an op cache written by fill_op_cache "
-                         f"(found {type(cache).__name__}); delete it to start again")
-    cache.__dict__.setdefault("failed", {})  # a cache from before failures were keyed
-    return cache
+    try:
+        return _cache(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        raise InputError(f"{path}: not an op cache written by fill_op_cache ({exc}); give "
+                         "another --cache path or move this file away") from None
 
 
 def save(cache: OpCache, path: str | Path) -> None:
-    """Pickle `cache` to `path` (written beside it, then renamed)."""
+    """Write `cache` to `path` as JSON (written beside it, then renamed)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    staging = path.with_name(path.name + ".part")
-    with staging.open("wb") as fh:
-        pickle.dump(cache, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    staging = path.with_name(f"{path.name}.{os.getpid()}.part")
+    staging.write_text(json.dumps(_cache_doc(cache), allow_nan=False), encoding="utf-8")
     os.replace(staging, path)
 
 
