@@ -166,3 +166,19 @@ def test_report_command_refuses_a_user_folder_before_simulating(tmp_path, capsys
     assert main(["report", "saxpy", "--out", str(out)]) == 2
     assert "keep.me" in capsys.readouterr().err
     assert sorted(p.name for p in out.iterdir()) == ["keep.me"]
+
+
+def test_no_package_reads_a_pickle():
+    """Nothing ptxsim reads back is a pickle: no pickle/shelve/marshal loads, no
+    `allow_pickle`, no `read_pickle` in the packages' sources."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    pattern = re.compile(r"pickle\.loads?\(|read_pickle|allow_pickle\s*=\s*True|"
+                         r"shelve\.open|marshal\.loads?\(|import pickle")
+    hits = [f"{path.relative_to(root)}:{n}" for package in
+            ("isa", "models", "simulator", "workloads", "reports")
+            for path in sorted((root / package).rglob("*.py"))
+            for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+    assert hits == []
