@@ -2,10 +2,9 @@
 
 What is fitted: one number, the fixed time of every launch inside the kernel's duration as
 ncu measures it (`gpu__time_duration`) that the SMs' simulated span leaves out: the grid's
-launch and CTA rasterization, the end-of-kernel drain (`models.chip_spec.LaunchSpec`). On
-2026-11-26 the simulated span of the 39 catalogued kernels read ncu's duration minus 1.5 to
-2.9 us on 32 of them, whatever their size (5.5 us `dequantize_e4m3`, 460 us
-`atomic_sum_f32`), the signature of a constant.
+launch and CTA rasterization, the end-of-kernel drain (`models.chip_spec.LaunchSpec`). Its
+signature: without it, the simulated spans of most catalogued kernels read ncu's duration
+less a near-constant 1.5 to 2.9 us, whatever their size.
 
 Rows: `workloads/reference/h100/ncu_own_kernels.csv` (ncu `--clock-control none`, caches
 flushed per pass; 39 kernels x 2 sizes). Declared split: kernel names in sorted order,
@@ -13,11 +12,13 @@ even positions FIT (both sizes), odd positions HELD BACK. The simulated spans co
 `benchmarks/hardware/compare_sim.py` run with the front end at 0; the fitted value is the
 one on a `STEP_US` grid that minimizes the MAPE of (span + front end) against ncu over the
 FIT rows (deterministic; ties to the smaller value). MAPE and median error are reported on
-the held-back rows with and without it. `own_kernels_span.csv` (beside this module) holds the
-spans of 2026-11-26 (77 of the 78 launches: `sgemm_tiled` at 2048^3 ran out of 24 GiB in
-its functional run): 2.75 us; FIT 40 launches MAPE 27.8 -> 19.9 %, held back 37 launches
-MAPE 21.8 -> 17.1 %, median |error| 17.5 -> 7.2 %. `launch.kernel_overhead_us` was then
-refitted (`launch_fit`): 6.55 -> 3.8 us, the same total per launch.
+the held-back rows with and without it. `own_kernels_span.csv` (beside this module) holds
+stored spans of 77 of the 78 launches (`sgemm_tiled` at 2048^3 ran out of 24 GiB in its
+functional run); the fitted value and its errors are in docs/accuracy.md.
+`launch.kernel_overhead_us` (`launch_fit`) is fitted with the front end in place, so the
+two together make the time per launch.
+
+Left out: a front end that grows with the grid (one constant per launch).
 
     python benchmarks/hardware/compare_sim.py --set launch.kernel_front_end_us=0 \
         --csv runs/own_sim.csv

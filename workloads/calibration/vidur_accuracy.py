@@ -24,8 +24,8 @@ the same shape as input_layernorm (the file gives the same times) and is left ou
 no shape is both a FIT and a HELD-BACK row. RMSNorm, SiLU-and-multiply and RoPE run the
 vLLM-style fp16 kernels (`workloads.ops.vllm_kernels`: a CTA per token, scalar accesses),
 the kind of kernel Vidur profiled: our 16-byte vector kernels are 1.7-2.5x faster than
-what the profile measured (RMSNorm 2048 x 4096: 15.4 us against 26 measured; the vLLM-style
-kernel 32.0), which is a difference of kernels, not of the simulator. The add is our
+what the profile measured (RMSNorm 2048 x 4096: 15.4 us against 26 measured), which is a
+difference of kernels, not of the simulator. The add is our
 16-byte vector kernel (PyTorch's vectorized add, 8-byte vectors for fp16, moves the same
 bytes). The reference times are kernel
 durations, so the simulated time is the op's `time_us` less `launch.kernel_overhead_us`
@@ -41,12 +41,11 @@ and the add do not depend on TP, so the file measures each of their shapes four 
 One choice is made on these FIT rows: the GEMM tile rule (`GEMM_RULE`), since the cuBLAS
 of the profile's day picks its tiles by other criteria than the TensorRT-LLM kernels
 behind the aiconfigurator rows, whose FIT rows chose `workloads.ops.gemm.DEFAULT_RULE`
-(`--fit-rule`; 2026-11-28, the 47 GEMM FIT rows: n128 18.4 %, n256 24.8 %, waves 12.1 %,
-fill 7.8 %, last_wave 11.4 %, last_wave_pairs 13.3 %, so "fill"). Every other parameter
-that reaches these rows was fitted elsewhere (the launch overhead on aiconfigurator FIT
-rows, the kernel front end on ncu durations of our own kernels, the memory system on our
-H100's microbenchmarks). MAPE and Pearson r are reported per family on the held-back rows,
-on h100_sxm.
+(`--fit-rule` scores every rule on the 47 GEMM FIT rows; the lowest MAPE is `GEMM_RULE`).
+Every other parameter that reaches these rows was fitted elsewhere (the launch overhead on
+aiconfigurator FIT rows, the kernel front end on ncu durations of our own kernels, the
+memory system on our H100's microbenchmarks). MAPE and Pearson r are reported per family on
+the held-back rows, on h100_sxm; the current figures are in docs/accuracy.md.
 
     python -m workloads.calibration.vidur_accuracy                    # held-back table
     python -m workloads.calibration.vidur_accuracy --write-baseline
