@@ -11,7 +11,12 @@ addresses, float bit-pattern immediates, `call` sequences, and ignores `.pragma`
 `.loc`, `.file` and `.section` debug blocks.
 
 Errors are `PtxError`s at the offending token, or just past the last token where a
-`;` or `}` is missing (a statement running into the next line lacks its `;`).
+`;` or `}` is missing (a statement running into the next line lacks its `;`). The source
+may be bytes (UTF-8, see `isa.lexer`). Limits that keep a malformed file from exhausting
+the machine: integer constants fit 64 bits (`INT_BITS`), address offsets and variable
+sizes fit a signed 64-bit byte address (`MAX_ADDRESS`), a function declares at most
+`MAX_REGISTERS` virtual registers, and nested `{ }` scopes and initializers are walked
+without recursion, to any depth.
 """
 
 from __future__ import annotations
@@ -26,20 +31,25 @@ from isa.ast import (
     VarDecl,
 )
 from isa.errors import PtxError
-from isa.lexer import Token, tokenize
+from isa.lexer import Token, excerpt, shorten, tokenize
 from isa.parser_operands import OperandParser
 from isa.types import TYPES
 
 _LINE_DIRECTIVES = {".version", ".target", ".address_size", ".file", ".loc"}
 _SPACES = {".shared", ".local", ".global", ".const", ".param"}
 _LINKAGE = {".visible", ".extern", ".weak", ".common"}
+INT_BITS = 64
+MAX_INT = (1 << INT_BITS) - 1
+MAX_ADDRESS = (1 << 63) - 1  # bytes of a variable: addresses are signed 64-bit
+MAX_REGISTERS = 1 << 17     # per function; nvcc's largest kernels declare a few thousand
 _PERF_DIRECTIVES = {".maxntid", ".reqntid", ".minnctapersm", ".maxnctapersm", ".maxnreg",
                     ".noreturn", ".reqnctapercluster", ".explicitcluster", ".maxclusterrank",
                     ".pragma"}
 
 
-def parse(text: str, file: str = "<ptx>") -> Module:
-    """Parse PTX source text into a `Module`; raises `PtxError` with a location."""
+def parse(text: str | bytes, file: str = "<ptx>") -> Module:
+    """Parse PTX source (text, or UTF-8 bytes as read from a file) into a `Module`; raises
+    `PtxError` with a location."""
     tokens, lines = tokenize(text, file)
     return _Parser(tokens, lines, file).module()
 
@@ -54,6 +64,7 @@ class _Parser(OperandParser):
         self.i = 0
         self.mod = Module(file=file)
         self._uid = 0
+        self._fn_regs = 0
 
     # -- token helpers -------------------------------------------------------------
     def peek(self, k: int = 0) -> Token | None:
@@ -65,6 +76,14 @@ class _Parser(OperandParser):
         if tok is None:
             raise self.end_error("unexpected end of input", "more PTX")
         self.i += 1
+        return tok
+
+    def current(self, expected: str) -> Token:
+        """The next token, not consumed; the end of the input is an error naming what was
+        `expected` there."""
+        tok = self.peek()
+        if tok is None:
+            raise self.end_error("unexpected end of input", expected)
         return tok
 
     def at(self, text: str) -> bool:
@@ -83,14 +102,15 @@ class _Parser(OperandParser):
 
     def error(self, msg: str, tok: Token, expected: str = "") -> PtxError:
         line_text = self.lines[tok.line - 1] if 0 < tok.line <= len(self.lines) else tok.text
-        return PtxError(msg, file=self.file, line=tok.line, col=tok.col, text=line_text,
-                        expected=expected)
+        return PtxError(msg, file=self.file, line=tok.line, col=tok.col,
+                        text=excerpt(line_text, tok.col), expected=expected)
 
     def after_error(self, msg: str, tok: Token, expected: str = "") -> PtxError:
         """An error located just after `tok` (where a missing token belongs)."""
         line_text = self.lines[tok.line - 1] if 0 < tok.line <= len(self.lines) else tok.text
-        return PtxError(msg, file=self.file, line=tok.line, col=tok.col + len(tok.text),
-                        text=line_text, expected=expected)
+        col = tok.col + len(tok.text)
+        return PtxError(msg, file=self.file, line=tok.line, col=col,
+                        text=excerpt(line_text, col), expected=expected)
 
     def end_error(self, msg: str, expected: str) -> PtxError:
         """An error at the end of the input."""
@@ -105,11 +125,20 @@ class _Parser(OperandParser):
         return out
 
     def int_value(self, tok: Token) -> int:
-        if tok.kind == "hex":
-            return int(tok.text.rstrip("U"), 16)
-        if tok.kind == "int":
-            return int(tok.text.rstrip("U"))
-        raise self.error("expected an integer", tok, expected="an integer constant")
+        """The value of an integer token, at most `INT_BITS` wide (a longer literal is an
+        error before it is converted)."""
+        if tok.kind not in ("int", "hex"):
+            raise self.error("expected an integer", tok, expected="an integer constant")
+        literal = tok.text.rstrip("U")
+        hexadecimal = tok.kind == "hex"
+        digits = (literal[2:] if hexadecimal else literal).lstrip("0")
+        fits = len(digits) <= (INT_BITS // 4 if hexadecimal else len(str(MAX_INT)))
+        value = int(digits or "0", 16 if hexadecimal else 10) if fits else MAX_INT + 1
+        if value > MAX_INT:
+            raise self.error(f"integer constant {shorten(tok.text)} does not fit in "
+                             f"{INT_BITS} bits", tok, expected=f"an integer from 0 to "
+                             f"{MAX_INT} (0x{MAX_INT:X}), optionally negated")
+        return value
 
     def signed_int(self) -> int:
         sign = -1 if self.at("-") and self.next() else 1
@@ -150,7 +179,7 @@ class _Parser(OperandParser):
             for decl in self.var_decl(extern=".extern" in linkage):
                 self.mod.globals.append(decl)
         else:
-            raise self.error(f"unknown module-level statement '{t.text}'", t,
+            raise self.error(f"unknown module-level statement '{shorten(t.text)}'", t,
                              expected=".version, .target, .address_size, .entry, .func, "
                              "a .global/.const/.shared variable, or .file/.section")
 
@@ -210,6 +239,7 @@ class _Parser(OperandParser):
                              f"{first.loc.line})", name_tok,
                              expected="one definition per function name")
         self.mod.functions[fn.name] = fn
+        self._fn_regs = 0
         scopes = [{}]
         for p in params + returns:
             scopes[0][p.name] = p
@@ -222,7 +252,7 @@ class _Parser(OperandParser):
             if self.at(","):
                 self.next()
                 continue
-            start = self.peek()
+            start = self.current("a parameter declaration or ')'")
             if start.text not in (".param", ".reg"):
                 raise self.error("expected a parameter declaration", start,
                                  expected=".param .TYPE name")
@@ -253,7 +283,7 @@ class _Parser(OperandParser):
             elif w[1:] in TYPES:
                 type_name = w[1:]
             else:
-                raise self.error(f"unknown declaration qualifier '{w}'", t,
+                raise self.error(f"unknown declaration qualifier '{shorten(w)}'", t,
                                  expected=".align N, .v2/.v4, .ptr or a type such as .b32")
         if type_name is None:
             raise self.error("declaration without a type", space_tok,
@@ -270,7 +300,13 @@ class _Parser(OperandParser):
                     unsized = True
                     count = 0
                 else:
-                    count *= self.int_value(self.next())
+                    size_tok = self.next()
+                    count *= self.int_value(size_tok)
+                    if count * TYPES[type_name].nbytes * vec > MAX_ADDRESS:
+                        raise self.error(f"array '{shorten(name_tok.text)}' of {count} "
+                                         f".{type_name} elements does not fit a 64-bit "
+                                         "address space", size_tok,
+                                         expected=f"at most {MAX_ADDRESS} bytes")
                 self.expect("]")
             init = self.initializer() if self.at("=") else ()
             if unsized and init:
@@ -295,41 +331,51 @@ class _Parser(OperandParser):
         return decls
 
     def initializer(self) -> tuple:
+        """`= value` or `= {items}` with nested braces, flattened in order (walked with a
+        depth counter, not recursion)."""
         self.expect("=")
         vals: list = []
-
-        def item():
-            if self.at("{"):
-                self.next()
-                while not self.at("}"):
-                    if self.at(","):
-                        self.next()
-                        continue
-                    item()
-                self.next()
+        depth = 0
+        while True:
+            tok = self.next()
+            if tok.text == "{":
+                depth += 1
+            elif tok.text == "}" and depth:
+                depth -= 1
+            elif tok.text == "," and depth:
+                pass
+            elif tok.text == "-":
+                vals.append(-self.immediate(self.next()).value)
             else:
-                vals.append(self.immediate(self.next()).value)
-        item()
-        return tuple(vals)
+                vals.append(self.immediate(tok).value)
+            if depth == 0:
+                return tuple(vals)
 
     # -- bodies --------------------------------------------------------------------
     def block(self, fn: Function, scopes: list[dict], opened: Token) -> None:
-        """Parse statements until the '}' matching `opened`."""
+        """Parse statements until the '}' matching `opened`; a nested '{' opens a scope
+        (kept on `scopes` and on a stack of the braces still open, so nesting depth costs
+        no recursion)."""
+        open_braces = [opened]
         while True:
             tok = self.peek()
             if tok is None:
-                what = "body of function" if len(scopes) == 1 else "'{' scope in function"
+                what = "body of function" if len(open_braces) == 1 else \
+                    "'{' scope in function"
+                inner = open_braces[-1]
                 raise self.end_error(f"{what} '{fn.name}' is not closed",
-                                     f"'}}' matching the '{{' at line {opened.line}, "
-                                     f"column {opened.col}")
+                                     f"'}}' matching the '{{' at line {inner.line}, "
+                                     f"column {inner.col}")
             text = tok.text
             if text == "}":
                 self.next()
-                return
-            if text == "{":
-                scopes.append({})
-                self.block(fn, scopes, self.next())
+                open_braces.pop()
+                if not open_braces:
+                    return
                 scopes.pop()
+            elif text == "{":
+                scopes.append({})
+                open_braces.append(self.next())
             elif text == ".reg":
                 self.reg_decl(fn, scopes)
             elif text in (".shared", ".local", ".param", ".global", ".const"):
@@ -359,7 +405,8 @@ class _Parser(OperandParser):
             elif w[1:] in TYPES:
                 type_name = w[1:]
             else:
-                raise self.error(f"unknown register type '{w}'", t, expected="a type such as .b32")
+                raise self.error(f"unknown register type '{shorten(w)}'", t,
+                                 expected="a type such as .b32")
         if type_name is None:
             raise self.error("register declaration without a type", start, expected=".reg .TYPE")
         if vec != 1:
@@ -372,9 +419,16 @@ class _Parser(OperandParser):
             names = [name_tok.text]
             if self.at("<"):
                 self.next()
-                n = self.int_value(self.next())
+                count_tok = self.next()
+                n = self.int_value(count_tok)
+                if self._fn_regs + n > MAX_REGISTERS:
+                    raise self.error(f"'{name_tok.text}<{n}>' declares {n} registers, "
+                                     f"{self._fn_regs} are already declared", count_tok,
+                                     expected=f"at most {MAX_REGISTERS} virtual registers "
+                                     "per function")
                 self.expect(">")
                 names = [f"{name_tok.text}{k}" for k in range(n)]
+            self._fn_regs += len(names)
             for nm in names:
                 reg = Reg(self._uid, nm, type_name)
                 self._uid += 1
@@ -398,11 +452,11 @@ class _Parser(OperandParser):
             guard = self.lookup_reg(gtok, scopes)
         op_tok = self.next()
         if op_tok.kind == "word" and op_tok.text.startswith(".") and guard is None:
-            raise self.error(f"unknown directive '{op_tok.text}' in a function body", op_tok,
-                             expected=".reg, .shared, .local, .param, .pragma, .loc, a label "
-                             "or an instruction")
+            raise self.error(f"unknown directive '{shorten(op_tok.text)}' in a function body",
+                             op_tok, expected=".reg, .shared, .local, .param, .pragma, .loc, "
+                             "a label or an instruction")
         if op_tok.kind != "word" or op_tok.text.startswith((".", "%")):
-            raise self.error(f"expected an opcode, found '{op_tok.text}'", op_tok,
+            raise self.error(f"expected an opcode, found '{shorten(op_tok.text)}'", op_tok,
                              expected="an instruction such as add.s32 or a directive")
         parts = op_tok.text.split(".")
         opcode, mods = parts[0], tuple(parts[1:])
@@ -425,14 +479,15 @@ class _Parser(OperandParser):
         tok = self.peek()
         prev = self.toks[self.i - 1]
         if tok is None:
-            raise self.end_error(f"missing ';' after '{op_tok.text}'", "';' ending the "
+            raise self.end_error(f"missing ';' after '{shorten(op_tok.text)}'", "';' ending the "
                                  "instruction")
         if tok.line > prev.line and prev.text != "," and tok.text not in (",", "[", "{", "|"):
-            raise self.after_error(f"missing ';' after '{op_tok.text}'", prev,
+            raise self.after_error(f"missing ';' after '{shorten(op_tok.text)}'", prev,
                                    expected="';' ending the instruction")
         if after_operand:
             if tok.text != ",":
-                raise self.error(f"expected ',' or ';' after an operand, found '{tok.text}'",
+                raise self.error(f"expected ',' or ';' after an operand, found "
+                                 f"'{shorten(tok.text)}'",
                                  tok, expected="',' between operands or ';'")
             self.next()
 
@@ -448,7 +503,8 @@ class _Parser(OperandParser):
             if self.at("("):
                 params = self.name_list(scopes)
             else:
-                raise self.error("indirect calls are not supported", self.peek(),
+                raise self.error("indirect calls are not supported",
+                                 self.current("'(' opening the call's parameters"),
                                  expected="call (rets), func, (params)")
         self.expect(";", "';' ending the call")
         return Instruction("call", mods, (), guard, negated, self.loc(op_tok),

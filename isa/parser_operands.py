@@ -1,16 +1,24 @@
 """Operand parsing for `isa.parser`: registers, immediates, addresses, vectors, `d|p`.
 
 `OperandParser` is a mixin of the parser class; it relies on the parser's token helpers
-(`peek`, `next`, `at`, `expect`, `error`, `signed_int`, `int_value`) and resolves register
-names through the stack of `{ }` scopes the parser keeps.
+(`peek`, `current`, `next`, `at`, `expect`, `error`, `signed_int`, `int_value`) and
+resolves register names through the stack of `{ }` scopes the parser keeps.
+
+Immediates are 64-bit integers (range checked by `int_value`) or finite f64 floats; an
+address `[base+off]` keeps its byte offset within a signed 64-bit address
+(`MIN_OFFSET`..`MAX_OFFSET`), as the interpreter computes addresses in int64.
 """
 
 from __future__ import annotations
 
+import math
 import struct
 
 from isa.ast import Addr, Imm, Neg, Pipe, Reg, Sink, Special, Sym, Vec
-from isa.lexer import Token
+from isa.lexer import Token, shorten
+
+MIN_OFFSET, MAX_OFFSET = -(1 << 63), (1 << 63) - 1
+OPERAND_FORMS = "a register, immediate, symbol, [address] or {vector}"
 
 SPECIAL_REGS = {
     "%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid", "%nwarpid", "%smid", "%nsmid",
@@ -25,7 +33,7 @@ SPECIAL_REGS = {
 class OperandParser:
     # -- operands ------------------------------------------------------------------
     def operand(self, scopes):
-        tok = self.peek()
+        tok = self.current(OPERAND_FORMS)
         if tok.text == "{":
             self.next()
             items = []
@@ -58,8 +66,8 @@ class OperandParser:
         if tok.kind in ("int", "hex", "float", "fbits"):
             return self.immediate(tok)
         if tok.kind != "word":
-            raise self.error(f"unexpected '{tok.text}' in operand", tok,
-                             expected="a register, immediate, symbol, [address] or {vector}")
+            raise self.error(f"unexpected '{shorten(tok.text)}' in operand", tok,
+                             expected=OPERAND_FORMS)
         if tok.text == "_":
             return Sink()
         if tok.text.startswith("%"):
@@ -77,10 +85,15 @@ class OperandParser:
                 return Imm(struct.unpack("<f", struct.pack("<I", bits))[0], bits, 32)
             return Imm(struct.unpack("<d", struct.pack("<Q", bits))[0], bits, 64)
         if tok.kind == "float":
-            return Imm(float(tok.text))
+            value = float(tok.text)
+            if math.isinf(value):
+                raise self.error(f"float constant {shorten(tok.text)} overflows f64", tok,
+                                 expected="a decimal float below 1.8e308 in magnitude, or "
+                                 "0d7FF0000000000000 for infinity")
+            return Imm(value)
         if tok.kind in ("int", "hex"):
             return Imm(self.int_value(tok))
-        raise self.error(f"expected an immediate, found '{tok.text}'", tok,
+        raise self.error(f"expected an immediate, found '{shorten(tok.text)}'", tok,
                          expected="an integer or float constant")
 
     def address(self, scopes) -> Addr | tuple:
@@ -88,7 +101,7 @@ class OperandParser:
         self.expect("[")
         base = None
         offset = 0
-        tok = self.peek()
+        tok = self.current("a register, symbol or offset inside '[ ]'")
         if tok.kind == "word":
             self.next()
             if tok.text.startswith("%"):
@@ -96,17 +109,30 @@ class OperandParser:
             else:
                 base = self.find_reg(tok.text, scopes) or Sym(tok.text)
         elif tok.kind in ("int", "hex") or tok.text == "-":
-            offset = self.signed_int()
+            offset = self.offset_term(1, offset)
         while self.at("+") or self.at("-"):
             sign = -1 if self.next().text == "-" else 1
-            offset += sign * self.signed_int()
+            offset = self.offset_term(sign, offset)
         if self.at(",") and base is not None:   # [tensorMap, {c0, c1, ...}] (TMA)
             self.next()
+            if not self.at("{"):
+                raise self.error("tensor coordinates must be a {vector}",
+                                 self.current("'{' opening the tensor coordinates"),
+                                 expected="[tensorMap, {c0, c1, ...}]")
             coords = self.operand(scopes)
             self.expect("]", "']' closing the tensor address")
             return Addr(base, offset), coords
         self.expect("]", "']' closing the address")
         return Addr(base, offset)
+
+    def offset_term(self, sign: int, offset: int) -> int:
+        """`offset` plus the next signed integer times `sign`, kept within a 64-bit address."""
+        tok = self.current("an integer byte offset")
+        offset += sign * self.signed_int()
+        if not MIN_OFFSET <= offset <= MAX_OFFSET:
+            raise self.error(f"address offset {offset} does not fit a 64-bit address", tok,
+                             expected=f"a byte offset from {MIN_OFFSET} to {MAX_OFFSET}")
+        return offset
 
     @staticmethod
     def find_reg(name: str, scopes) -> Reg | None:
@@ -121,7 +147,7 @@ class OperandParser:
             r = scope.get(tok.text)
             if isinstance(r, Reg):
                 return r
-        raise self.error(f"undeclared register '{tok.text}'", tok,
+        raise self.error(f"undeclared register '{shorten(tok.text)}'", tok,
                          expected="a register declared with .reg in an enclosing scope")
 
     def lookup_var(self, tok: Token, scopes):
@@ -129,5 +155,5 @@ class OperandParser:
             r = scope.get(tok.text)
             if r is not None:
                 return r
-        raise self.error(f"undeclared name '{tok.text}' in call", tok,
+        raise self.error(f"undeclared name '{shorten(tok.text)}' in call", tok,
                          expected="a .param variable declared in the call sequence")

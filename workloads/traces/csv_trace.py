@@ -5,7 +5,8 @@ name), `op` (the operator that launched it) and `measured_us` (its measured dura
 microseconds, finite and > 0); every other column is a shape argument and must hold
 non-negative integers (e.g. `m, n, k` or `tokens, hidden`). Each problem is reported as
 `file:row:column: message (expected ...)`, where row is the 1-based line in the file and
-column the 1-based column of the header field, so a user can jump to it.
+column the 1-based column of the header field, so a user can jump to it. The file must be
+UTF-8 text (a bad byte is reported at its line and column) and each line a CSV record.
 
 The table has the columns of `kineto.KINETO_COLUMNS` (`name` = kernel, `cpu_op` = op,
 `dur_us` = measured_us, `kind` "kernel", stream 0, `start_us` the running sum of the
@@ -32,13 +33,13 @@ REQUIRED_COLUMNS = ("kernel", "op", "measured_us")
 def read_kernel_csv(path: str | Path) -> pd.DataFrame:
     """The kernels listed in the CSV at `path`, validated (see the module docstring)."""
     path = Path(path)
-    lines = path.read_text().splitlines()
+    lines = _lines(path)
     header_index = next((i for i, line in enumerate(lines)
                          if line.strip() and not line.lstrip().startswith("#")), None)
     if header_index is None:
         raise TraceFormatError(f"{path}:1:1: no header line (expected a header with "
                                f"{', '.join(REQUIRED_COLUMNS)} and shape columns)")
-    header = next(csv.reader([lines[header_index]]))
+    header = _fields(path, header_index + 1, lines[header_index])
     header = [h.strip() for h in header]
     _check_header(path, header_index + 1, header)
     shape_columns = [h for h in header if h not in REQUIRED_COLUMNS]
@@ -46,7 +47,7 @@ def read_kernel_csv(path: str | Path) -> pd.DataFrame:
     for number, line in enumerate(lines[header_index + 1:], start=header_index + 2):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        fields = next(csv.reader([line]))
+        fields = _fields(path, number, line)
         if len(fields) != len(header):
             raise TraceFormatError(f"{path}:{number}:1: {len(fields)} fields (expected "
                                    f"{len(header)}, as in the header)")
@@ -61,6 +62,31 @@ def read_kernel_csv(path: str | Path) -> pd.DataFrame:
                      0, 0, 0, 0, -1, record["op"], json.dumps(shapes), None, *shapes.values()))
         clock_us += measured
     return pd.DataFrame(rows, columns=[*KINETO_COLUMNS, *shape_columns])
+
+
+def _lines(path: Path) -> list[str]:
+    """The file's lines, decoded as UTF-8 (a `TraceFormatError` at the first bad byte)."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot read: {exc.strerror} (expected a readable "
+                               "kernel CSV file)") from None
+    try:
+        return data.decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise TraceFormatError(f"{path}:{line}:{col}: byte 0x{data[exc.start]:02x} is not "
+                               "UTF-8 text (expected a UTF-8 CSV file)") from None
+
+
+def _fields(path: Path, number: int, line: str) -> list[str]:
+    """The CSV fields of one line (a `TraceFormatError` at the line if it is no record)."""
+    try:
+        return next(csv.reader([line]), [])
+    except csv.Error as exc:
+        raise TraceFormatError(f"{path}:{number}:1: not a CSV record: {exc} (expected "
+                               "comma-separated fields, quoted with '\"' where needed)") from None
 
 
 def _check_header(path: Path, line: int, header: list[str]) -> None:

@@ -19,12 +19,26 @@ Columns (`KINETO_COLUMNS`): `name`, `kind` (kernel/memcpy/memset), `stream`, `st
 microseconds (Kineto's `ts`, absolute). Rows are sorted by (`device`, `start_us`,
 `stream`). Nothing is dropped: an activity whose launch is not in the trace gets `cpu_op`
 None.
+
+Validation: the file must be UTF-8 JSON (a bad byte or a document nested deeper than the
+JSON reader can follow is a `TraceFormatError` naming the place). Every event used must
+be an object; its `ts` a finite JSON number, its `dur` (where read) a finite number
+>= 0 (zero-length memsets occur in real traces), its `args` an object, its `name` a
+string; integer fields (`stream`, `device`, `correlation`, `registers per thread`,
+`shared memory`, `bytes`, grid and block sizes, a flow's `id`) integers, non-negative
+except `stream`, `device` and the ids; `pid` and `tid` numbers or strings. Each problem is
+a `TraceFormatError` naming the file, `traceEvents[i]` with its category and name, the
+field, the value and what would be accepted. Events of other categories are
+not read, so they are not checked.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
+import math
+import re
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -46,7 +60,8 @@ def read_kineto(path: str | Path, device: int | None = None) -> pd.DataFrame:
     activities, launches, flows, ops, notes = _sort_events(events, path)
     owners = _launching_ops(launches, flows, ops)
     annotations = _launching_ops(launches, flows, notes)
-    rows = [_activity_row(e, owners, annotations) for e in activities]
+    rows = [_activity_row(e, owners, annotations, _where(path, index, e))
+            for index, e in activities]
     df = pd.DataFrame(rows, columns=list(KINETO_COLUMNS))
     if device is not None:
         df = df[df["device"] == device]
@@ -55,11 +70,32 @@ def read_kineto(path: str | Path, device: int | None = None) -> pd.DataFrame:
 
 def _load_events(path: Path) -> list[dict]:
     try:
-        with path.open("rb") as fh:
-            doc = json.load(fh)
+        data = path.read_bytes()
+    except OSError as exc:
+        raise TraceFormatError(f"{path}: cannot read: {exc.strerror} (expected a readable "
+                               "Kineto Chrome trace file)") from None
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise TraceFormatError(f"{path}:{line}:{col}: byte 0x{data[exc.start]:02x} is not "
+                               "UTF-8 text (expected a UTF-8 JSON Kineto trace)") from None
     except json.JSONDecodeError as exc:
         raise TraceFormatError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}"
                                " (expected a Kineto Chrome trace)") from None
+    except RecursionError:
+        depth, line, col = _deepest(data)
+        raise TraceFormatError(f"{path}:{line}:{col}: JSON nested at least {depth} levels "
+                               "deep here, too deep to read (expected a Kineto Chrome trace: "
+                               "events a few levels deep)") from None
+    except ValueError:   # an integer longer than Python converts (4300 digits)
+        found = re.search(rb"\d{%d,}" % (sys.get_int_max_str_digits() + 1), data)
+        start = found.start() if found else 0
+        line = data.count(b"\n", 0, start) + 1
+        col = start - (data.rfind(b"\n", 0, start) + 1) + 1
+        raise TraceFormatError(f"{path}:{line}:{col}: a number too long to read (expected a "
+                               "Kineto Chrome trace, numbers of a few digits)") from None
     events = doc.get("traceEvents") if isinstance(doc, dict) else doc
     if not isinstance(events, list):
         raise TraceFormatError(f"{path}: no 'traceEvents' list (expected a Kineto Chrome "
@@ -67,8 +103,30 @@ def _load_events(path: Path) -> list[dict]:
     return events
 
 
+_JSON_NESTING = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+
+
+def _deepest(data: bytes, shown_depth: int = 512) -> tuple[int, int, int]:
+    """(depth, line, column) where the JSON text first nests deeper than `shown_depth`,
+    or its deepest point (strings skipped)."""
+    depth, deepest, at = 0, 0, 0
+    for m in _JSON_NESTING.finditer(data):
+        ch = data[m.start()]
+        if ch in b"[{":
+            depth += 1
+            if depth > deepest:
+                deepest, at = depth, m.start()
+                if depth > shown_depth:
+                    break
+        elif ch in b"]}":
+            depth -= 1
+    line = data.count(b"\n", 0, at) + 1
+    return deepest, line, at - (data.rfind(b"\n", 0, at) + 1) + 1
+
+
 def _sort_events(events: list, path: Path):
-    """One pass: GPU activities, launches by correlation, flow starts, CPU ops, annotations."""
+    """One pass: GPU activities (with their index), launches by correlation, flow starts,
+    CPU ops, annotations; each event's fields checked as it is sorted (module doc)."""
     activities, launches, flows, ops, notes = [], {}, {}, {}, {}
     for index, e in enumerate(events):
         if not isinstance(e, dict):
@@ -77,18 +135,99 @@ def _sort_events(events: list, path: Path):
         cat, ph = e.get("cat"), e.get("ph")
         if ph == "X" and cat in ACTIVITY_KINDS:
             _require(e, ("name", "ts", "dur", "args"), path, index)
-            activities.append(e)
+            where = _where(path, index, e)
+            _name(e, where)
+            _time(e, "ts", where)
+            _time(e, "dur", where, duration=True)
+            _args(e, where)
+            activities.append((index, e))
         elif ph == "X" and cat in LAUNCH_CATEGORIES:
-            corr = e.get("args", {}).get("correlation")
+            where = _where(path, index, e)
+            corr = _args(e, where).get("correlation")
             if corr is not None:
-                launches[corr] = (e["pid"], e["tid"], e["ts"])
+                key = _integer(corr, where, "args.correlation")
+                launches[key] = (*_thread(e, where), _time(e, "ts", where))
         elif ph == "s" and cat == "ac2g":
-            flows.setdefault(e.get("id"), (e.get("pid"), e.get("tid"), e.get("ts")))
-        elif ph == "X" and cat == "cpu_op":
-            ops.setdefault((e.get("pid"), e.get("tid")), []).append(e)
-        elif ph == "X" and cat == "user_annotation":
-            notes.setdefault((e.get("pid"), e.get("tid")), []).append(e)
+            where = _where(path, index, e)
+            if e.get("id") is not None:
+                flow_id = _integer(e["id"], where, "id")
+                flows.setdefault(flow_id, (*_thread(e, where), _time(e, "ts", where)))
+        elif ph == "X" and cat in ("cpu_op", "user_annotation"):
+            where = _where(path, index, e)
+            _name(e, where)
+            _args(e, where)
+            _time(e, "ts", where)
+            if "dur" in e:
+                _time(e, "dur", where, duration=True)
+            (ops if cat == "cpu_op" else notes).setdefault(_thread(e, where), []).append(e)
     return activities, launches, flows, ops, notes
+
+
+def _where(path: Path, index: int, event: dict) -> str:
+    """`file: traceEvents[i] (cat 'name')`, naming an event in an error message."""
+    name = event.get("name", "?")
+    shown = name if isinstance(name, str) and len(name) <= 60 else \
+        (name[:57] + "..." if isinstance(name, str) else "?")
+    return f"{path}: traceEvents[{index}] ({event.get('cat')} {shown!r})"
+
+
+def _bad(where: str, field: str, value, expected: str) -> TraceFormatError:
+    shown = repr(value)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return TraceFormatError(f"{where}: {field} is {shown} (expected {expected})")
+
+
+def _time(event: dict, field: str, where: str, duration: bool = False) -> float:
+    """A finite time in microseconds (`dur` also >= 0)."""
+    value = event.get(field)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and \
+        math.isfinite(value) and (not duration or value >= 0)
+    if not ok:
+        raise _bad(where, field, value, "a finite number of microseconds"
+                   + (" >= 0" if duration else ""))
+    return float(value)
+
+
+def _integer(value, where: str, field: str, minimum: int | None = None) -> int:
+    """An integer field: a JSON integer (or an integral float, or a decimal string)."""
+    number = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str) and value.strip().lstrip("-").isdigit() and len(value) < 30:
+        number = int(value)
+    if number is None or (minimum is not None and number < minimum):
+        raise _bad(where, field, value, "an integer" if minimum is None
+                   else f"an integer >= {minimum}")
+    return number
+
+
+def _key(value, where: str, field: str):
+    """A process or thread id: a JSON number or string (or absent)."""
+    if value is None or isinstance(value, (int, str)) or \
+            (isinstance(value, float) and math.isfinite(value)):
+        return value
+    raise _bad(where, field, value, "a number or a string")
+
+
+def _thread(event: dict, where: str) -> tuple:
+    return _key(event.get("pid"), where, "pid"), _key(event.get("tid"), where, "tid")
+
+
+def _name(event: dict, where: str) -> str:
+    name = event.get("name")
+    if not isinstance(name, str):
+        raise _bad(where, "name", name, "a string")
+    return name
+
+
+def _args(event: dict, where: str) -> dict:
+    args = event.get("args", {})
+    if not isinstance(args, dict):
+        raise _bad(where, "args", args, "an object")
+    return args
 
 
 def _require(event: dict, keys: tuple, path: Path, index: int) -> None:
@@ -134,21 +273,29 @@ def _end(op: dict) -> float:
     return op["ts"] + op.get("dur", 0)
 
 
-def _dim3(value) -> tuple[int, int, int]:
+def _dim3(value, where: str, field: str) -> tuple[int, int, int]:
     if value is None:
         return (0, 0, 0)
-    values = tuple(int(v) for v in value)
+    if not isinstance(value, list) or not 1 <= len(value) <= 3:
+        raise _bad(where, field, value, "a list of 1 to 3 integers >= 0")
+    values = tuple(_integer(v, where, field, minimum=0) for v in value)
     return values + (1,) * (3 - len(values))
 
 
-def _activity_row(e: dict, owners: dict, annotations: dict) -> tuple:
+def _activity_row(e: dict, owners: dict, annotations: dict, where: str) -> tuple:
     args = e["args"]
     corr = args.get("correlation", args.get("External id"))
+    corr = None if corr is None else _integer(corr, where, "args.correlation")
     op, note = owners.get(corr), annotations.get(corr)
     shapes = op.get("args", {}).get("Input Dims") if op else None
-    return (e["name"], ACTIVITY_KINDS[e["cat"]], int(args.get("stream", e.get("tid", -1))),
-            float(e["ts"]), float(e["dur"]), _dim3(args.get("grid")), _dim3(args.get("block")),
-            int(args.get("registers per thread", 0)), int(args.get("shared memory", 0)),
-            int(args.get("bytes", 0)), int(args.get("device", e.get("pid", -1))),
-            -1 if corr is None else int(corr), op["name"] if op else None,
+
+    def count(field: str, default, minimum: int | None = 0) -> int:
+        return _integer(args.get(field, default), where, f"args.{field}", minimum)
+
+    return (e["name"], ACTIVITY_KINDS[e["cat"]], count("stream", e.get("tid", -1), -1),
+            float(e["ts"]), float(e["dur"]), _dim3(args.get("grid"), where, "args.grid"),
+            _dim3(args.get("block"), where, "args.block"), count("registers per thread", 0),
+            count("shared memory", 0), count("bytes", 0),
+            count("device", e.get("pid", -1), -1), -1 if corr is None else corr,
+            op["name"] if op else None,
             None if shapes is None else json.dumps(shapes), note["name"] if note else None)
