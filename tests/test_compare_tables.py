@@ -95,11 +95,14 @@ def test_pearson_is_undefined_for_fewer_than_two_points():
 
 
 def test_write_compare_files_and_scatter(result, tmp_path):
-    """The folder has the three CSVs, summary.json, a PNG scatter and a page without links."""
+    """The folder has the three CSVs, summary.json, a PNG scatter, a page without links and
+    the manifest listing exactly those files."""
     out = compare.write_compare(result, tmp_path / "cmp", about={"model": "h100_sxm"})
     names = {p.name for p in out.iterdir()}
-    assert names == {"kernels.csv", "categories.csv", "unsimulated.csv", "streams.csv",
-                     "summary.json", "scatter.png", "compare.html"}
+    written = {"kernels.csv", "categories.csv", "unsimulated.csv", "streams.csv",
+               "summary.json", "scatter.png", "compare.html"}
+    assert names == written | {".ptxsim-manifest.json"}
+    assert set(json.loads((out / ".ptxsim-manifest.json").read_text())["files"]) == written
     assert (out / "scatter.png").read_bytes()[:4] == b"\x89PNG"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["model"] == "h100_sxm" and summary["kernels"] == 8
