@@ -46,7 +46,7 @@ class ChipSpec(SpecMixin):
         default=0.0, minimum=0)
     fp8_tensor_power_ratio: float = spec_field(
         "Power of an fp8 tensor-busy cycle relative to a bf16 one (the ratio above for fp8 "
-        "launches; 1 for the other precisions).", default=1.0, above=0)
+        "launches; 1 for the other precisions).", default=1.0, above=0, maximum=100)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,7 +157,9 @@ class VectorUnitSpec(SpecMixin):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TensorUnitSpec(SpecMixin):
-    """The tensor cores of one SM: dense rates per input precision and latencies."""
+    """The tensor cores of one SM: dense rates per input precision and latencies. A rate of
+    0 says the part lacks that precision, a `wgmma_latency_cycles` of 0 that it lacks wgmma:
+    a launch that needs either is refused (`simulator.simulate.check_launch_fits`)."""
 
     mma_latency_cycles: int = spec_field("Latency of one warp-level mma.sync.", above=0)
     wgmma_latency_cycles: int = spec_field(
@@ -171,7 +173,7 @@ class TensorUnitSpec(SpecMixin):
         "Dense FP8 (e4m3/e5m2) FMAs per clock per SM; 0 where the part has no FP8.", minimum=0)
     int8_fma_per_clk_per_sm: int = spec_field("Dense INT8 MACs per clock per SM.", minimum=0)
     sparse_rate_multiplier: float = spec_field(
-        "Math-rate multiplier of 2:4 structured sparsity over dense.", minimum=1)
+        "Math-rate multiplier of 2:4 structured sparsity over dense.", minimum=1, maximum=64)
     sparse_2_4: bool = spec_field(
         "GEMM weights pruned 2:4 and run on the sparse tensor path (mma.sp / sparse wgmma: "
         "sparse_rate_multiplier x the dense rate, half the weights plus metadata moved); "
@@ -221,7 +223,7 @@ class VpcuSpec(SpecMixin):
                                        default="bf16")
     grad_norm: float = spec_field(
         "The layer's gradient L2 norm under policy 'gradient_norm' (a train driver sets it "
-        "per layer).", default=1e-2, minimum=0)
+        "per layer).", default=1e-2, minimum=0, maximum=1e30)
 
     def flop_per_clk_per_sm(self, precision: str) -> float:
         """Dense FLOP per clock per SM of `precision` (one of VPCU_PRECISIONS)."""
@@ -277,24 +279,19 @@ class ZceSpec(SpecMixin):
                                       default=16, power_of_two=True)
     min_issue_fraction: float = spec_field(
         "Smallest fraction of the dense issue cost a zmma takes (0 = fully skippable).",
-        default=0.0, minimum=0)
+        default=0.0, minimum=0, maximum=1)
     compress_bytes_per_clk_per_sm: float = spec_field(
         "Dense bytes per clock per SM the compressor consumes.", default=64.0, above=0)
     decompress_bytes_per_clk_per_sm: float = spec_field(
         "Dense bytes per clock per SM the decompressor produces.", default=64.0, above=0)
     activation_sparsity: float = spec_field(
         "Zero fraction of GEMM activations (ReLU-like, seeded) in workload simulations.",
-        default=0.0, minimum=0)
+        default=0.0, minimum=0, maximum=1)
     weight_sparsity: float = spec_field(
         "Zero fraction of GEMM weights (magnitude-pruned, seeded) in workload simulations.",
-        default=0.0, minimum=0)
-    seed: int = spec_field("Seed of the sampled sparse operand tiles.", default=0, minimum=0)
-
-    def problems(self) -> tuple[Problem, ...]:
-        """Zero fractions lie in [0, 1]."""
-        return tuple((name, getattr(self, name), "<= 1", "a zero fraction")
-                     for name in ("activation_sparsity", "weight_sparsity")
-                     if getattr(self, name) > 1)
+        default=0.0, minimum=0, maximum=1)
+    seed: int = spec_field("Seed of the sampled sparse operand tiles.", default=0, minimum=0,
+                           maximum=2 ** 63 - 1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

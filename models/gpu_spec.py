@@ -10,6 +10,9 @@ beside simulated numbers.
 `links` (`models.link_spec.LinksSpec`): per-GPU NVLink / InfiniBand / PCIe figures and the
 node topology, used by the communication model (`models.link_memory`).
 
+`limits` (`LimitsSpec`) is not hardware: what the simulating host may spend on one op before
+it is refused (`workloads.ops.registry.check_op_size`); no figure depends on it.
+
 Left out: power. Units: TFLOP/s (1e12 FLOP/s, one FMA = 2 FLOP), TB/s (1e12 B/s),
 as named elsewhere.
 """
@@ -24,6 +27,18 @@ from models.memory_spec import HbmSpec, L1Spec, L2Spec, L3Spec, NocSpec, SharedM
 from simulator.config import Problem, SpecMixin, spec_field
 
 FLOP_PER_FMA = 2
+HOST_MEMORY_BYTES = 16 << 30
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LimitsSpec(SpecMixin):
+    """Budgets of the simulating host, checked before an op is built or simulated."""
+
+    host_memory_bytes: int = spec_field(
+        "Host memory one op may need (its numpy tensors, per-tile and per-CTA tables, the "
+        "simulator's per-CTA state, by `workloads.ops.registry` estimates) before it is "
+        "refused with the estimate; the default leaves room on a 24 GB machine.",
+        default=HOST_MEMORY_BYTES, above=0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,6 +58,8 @@ class GpuConfig(SpecMixin):
     links: LinksSpec = spec_field("Off-chip links.")
     launch: LaunchSpec = spec_field("Fixed cost per kernel launch (0 when absent).",
                                     default_factory=LaunchSpec)
+    limits: LimitsSpec = spec_field("Budgets of the simulating host (not hardware).",
+                                    default_factory=LimitsSpec)
 
     def problems(self) -> tuple[Problem, ...]:
         """Checks that span blocks, with full dotted keys."""

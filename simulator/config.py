@@ -3,18 +3,31 @@
 What it models
 --------------
 Hardware configs are trees of frozen dataclasses (declared in `models/*_spec.py`). Each field
-is declared with `spec_field(help, source=..., minimum=..., power_of_two=...)`, so its help
-string, provenance and range travel with it. This module is generic over such trees:
+is declared with `spec_field(help, source=..., minimum=..., maximum=..., power_of_two=...)`,
+so its help string, provenance and domain travel with it. This module is generic over such trees:
 
 * `build_spec(cls, data)` checks a nested mapping against the tree: unknown keys, missing keys,
-  wrong types and out-of-range values raise `ConfigError` naming the dotted key, the bad value
-  and what would be accepted. After a block is built, its `problems()` method (if any) reports
-  cross-field conflicts the same way.
+  wrong types and values outside their domain raise `ConfigError` naming the dotted key, the
+  bad value and what would be accepted. After a block is built, its `problems()` method (if
+  any) reports cross-field conflicts the same way.
 * `apply_overrides(cls, data, {"l2.size_bytes": ...})` sets dotted keys, refusing unknown ones.
 * `resolve_bases(name, read)` follows `base = "other"` keys (deep merge, child wins) and
   refuses cycles.
 * `SpecMixin` gives every block `to_dict()`, `to_toml()` and `with_overrides(...)`; the TOML
   written is the fully resolved config and reads back to an equal object.
+
+Domains: every numeric field has one (`field_domain`): a finite number (NaN and infinities
+are refused everywhere), at least its field's `minimum` or above its `above` (a power of two
+is at least 1), and at most its field's `maximum` or else the ceiling of its unit, read
+from the name's suffix (`UNIT_MAXIMUMS`: `_ghz` 10, `_us` 1e6, ...); an int field without a
+unit suffix is a count (at most `COUNT_MAXIMUM`). Lower bounds stay per field because 0 means
+something for some keys (`sm.comm_count = 0`: no SM reserved; `chip.power_cap_clock_ghz = 0`:
+the power model off; a tensor rate of 0: no such precision on the part) and nothing for
+others (`chip.clock_ghz`).
+
+Strict JSON: `strict_json(obj)` writes results as standard JSON (`allow_nan=False`): a NaN or
+infinity becomes null, and the table holding it gets a `null_reasons` entry saying which
+value it was (`json_safe` does the conversion alone).
 
 Types accepted in a spec: bool, int, float (an int is accepted and widened), str,
 `Literal[...]`, `tuple[T, ...]` of those, and nested spec dataclasses.
@@ -26,12 +39,15 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import math
 import os
 import tomllib
 import types
 import typing
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
+
+import numpy as np
 
 from isa.errors import InputError
 
@@ -56,12 +72,94 @@ class ConfigError(InputError):
 def spec_field(help: str, *, default: Any = dataclasses.MISSING,
                default_factory: Any = dataclasses.MISSING, source: str = "",
                minimum: float | None = None, above: float | None = None,
-               power_of_two: bool = False) -> Any:
-    """A dataclass field with its help string, source and range checks in `metadata`."""
+               maximum: float | None = None, power_of_two: bool = False) -> Any:
+    """A dataclass field with its help string, source and domain in `metadata`
+    (`maximum` None: the ceiling of the field's unit, `field_domain`)."""
     metadata = {"help": help, "source": source, "minimum": minimum, "above": above,
-                "power_of_two": power_of_two}
+                "maximum": maximum, "power_of_two": power_of_two}
     return dataclasses.field(default=default, default_factory=default_factory,
                              metadata=metadata)
+
+
+UNIT_MAXIMUMS: tuple[tuple[str, float], ...] = (
+    ("_ghz", 10.0),                       # clocks
+    ("_gbps", 1e6),                       # bandwidths: 1 PB/s
+    ("_ns", 1e9),                         # durations: 1 s
+    ("_us", 1e6),                         # durations: 1 s
+    ("_cycles", 1e8),                     # latencies and costs: ~50 ms at 2 GHz
+    ("_per_clk_per_sm", float(1 << 20)),  # unit throughputs (results, FMA, FLOP, bytes)
+    ("_per_clk", float(1 << 20)),         # bytes per clock of a port or a cache
+    ("_operand_bytes", 64.0),             # bytes of one operand element
+    ("_bytes", float(1 << 50)),           # sizes and capacities: 1 PiB
+    ("_per_sm", float(1 << 24)),          # per-SM resources (registers, warps, threads)
+)
+"""The ceiling of a numeric field by the unit suffix of its name (first match wins), where
+the field declares no `maximum`: far above any part, low enough to stop typos and infinities
+before they reach the model."""
+
+COUNT_MAXIMUM = 1 << 16
+"""The ceiling of an int field without a unit suffix (SMs, slices, ways, banks, nodes...)."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Domain:
+    """The values a numeric field accepts: finite, `low` <= v (< v when `open_low`),
+    v <= `high`, an integer where `integer`, a power of two where `power_of_two`."""
+
+    low: float | None
+    open_low: bool
+    high: float | None
+    integer: bool
+    power_of_two: bool = False
+
+    def describe(self) -> str:
+        """What is accepted, as a ConfigError prints it (e.g. "a finite number > 0 and
+        <= 10")."""
+        if self.power_of_two:
+            parts = ["a power of two (1, 2, 4, ...)"]
+        else:
+            parts = ["an integer" if self.integer else "a finite number"]
+            if self.low is not None:
+                parts.append(f"{'>' if self.open_low else '>='} {_bound(self.low)}")
+        if self.high is not None:
+            parts.append(f"{'and ' if len(parts) > 1 else ''}<= {_bound(self.high)}")
+        return " ".join(parts)
+
+    def problem(self, value: float) -> str:
+        """What is wrong with `value`, or "" when it lies in the domain."""
+        if isinstance(value, float) and not math.isfinite(value):
+            return "not a finite number"
+        if self.low is not None and (value <= self.low if self.open_low else value < self.low):
+            return "too small"
+        if self.high is not None and value > self.high:
+            return "too large"
+        if self.power_of_two and not (value >= 1 and int(value) == value
+                                      and int(value) & (int(value) - 1) == 0):
+            return "not a power of two"
+        return ""
+
+
+def _bound(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() and abs(value) < 1e16 else f"{value:g}"
+
+
+def field_domain(name: str, tp: Any, meta: Mapping[str, Any]) -> Domain | None:
+    """The domain of field `name` of type `tp` (None for a non-numeric field): its own
+    bounds, else the ceiling of its unit suffix or, for an int, `COUNT_MAXIMUM`."""
+    if typing.get_origin(tp) is tuple:
+        tp = typing.get_args(tp)[0]
+    if tp not in (int, float):
+        return None
+    low, open_low = meta.get("minimum"), False
+    if meta.get("above") is not None:
+        low, open_low = meta["above"], True
+    if low is None and meta.get("power_of_two"):
+        low = 1
+    high = meta.get("maximum")
+    if high is None:
+        high = next((ceiling for suffix, ceiling in UNIT_MAXIMUMS if name.endswith(suffix)),
+                    COUNT_MAXIMUM if tp is int else None)
+    return Domain(low, open_low, high, tp is int, bool(meta.get("power_of_two")))
 
 
 def _join(prefix: str, name: str) -> str:
@@ -99,20 +197,21 @@ def _convert(tp: Any, value: Any, key: str) -> Any:
           str: isinstance(value, str)}
     if not ok.get(tp, False):
         raise ConfigError(key, value, _type_name(tp), "wrong type")
-    return float(value) if tp is float else value
+    if tp is float:
+        try:
+            return float(value)
+        except OverflowError:         # an int beyond the floats: refused as infinite
+            return math.inf if value > 0 else -math.inf
+    return value
 
 
-def _check_range(value: Any, meta: Mapping[str, Any], key: str) -> None:
-    values = value if isinstance(value, tuple) else (value,)
-    for v in values:
-        if not isinstance(v, int | float) or isinstance(v, bool):
-            continue
-        if meta.get("minimum") is not None and v < meta["minimum"]:
-            raise ConfigError(key, value, f">= {meta['minimum']}", "too small")
-        if meta.get("above") is not None and not v > meta["above"]:
-            raise ConfigError(key, value, f"> {meta['above']}", "too small")
-        if meta.get("power_of_two") and not (v >= 1 and int(v) == v and int(v) & (int(v) - 1) == 0):
-            raise ConfigError(key, value, "a power of two (1, 2, 4, ...)", "not a power of two")
+def _check_domain(value: Any, domain: Domain | None, key: str) -> None:
+    if domain is None:
+        return
+    for v in value if isinstance(value, tuple) else (value,):
+        problem = domain.problem(v)
+        if problem:
+            raise ConfigError(key, value, domain.describe(), problem)
 
 
 def build_spec(cls: type, data: Any, prefix: str = "") -> Any:
@@ -133,7 +232,7 @@ def build_spec(cls: type, data: Any, prefix: str = "") -> Any:
                 raise ConfigError(key, None, _type_name(hints[f.name]), "missing key")
             continue
         value = _convert(hints[f.name], data[f.name], key)
-        _check_range(value, f.metadata, key)
+        _check_domain(value, field_domain(f.name, hints[f.name], f.metadata), key)
         kwargs[f.name] = value
     spec = cls(**kwargs)
     for name, value, accepted, problem in getattr(spec, "problems", lambda: ())():
@@ -275,3 +374,46 @@ class SpecMixin:
     def with_overrides(self, overrides: Mapping[str, Any]) -> Any:
         """A new validated spec with dotted-key `overrides` applied."""
         return build_spec(type(self), apply_overrides(type(self), self.to_dict(), overrides))
+
+
+NULL_REASONS_KEY = "null_reasons"
+"""The entry `json_safe` adds to a table whose values it turned to null: value key -> why."""
+
+
+def json_safe(obj: Any, reasons: Mapping[str, str] | None = None) -> Any:
+    """`obj` as data standard JSON can hold: a NaN or infinity becomes None and the table
+    (dict) holding it, directly or in a list, gets a `null_reasons` entry naming it
+    (`"tflops": "not a number (nan)"`, or `reasons[key]` where the caller knows why; a
+    `null_reasons` the table already holds wins); numpy scalars and arrays become Python
+    numbers and lists, tuples lists."""
+    return _json_safe(obj, "", {}, reasons or {})
+
+
+def _json_safe(obj: Any, path: str, notes: dict[str, str], reasons: Mapping[str, str]) -> Any:
+    if isinstance(obj, np.generic | np.ndarray):
+        obj = obj.tolist()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        key = path.split("[", 1)[0]
+        notes[path] = reasons.get(path) or reasons.get(key) or (
+            f"not a number ({obj!r})" if math.isnan(obj) else f"not finite ({obj!r})")
+        return None
+    if isinstance(obj, Mapping):
+        own: dict[str, str] = {}
+        out = {k: _json_safe(v, str(k), own, reasons) for k, v in obj.items()
+               if k != NULL_REASONS_KEY}
+        given = obj.get(NULL_REASONS_KEY)
+        if isinstance(given, Mapping):
+            own = {**own, **{str(k): str(v) for k, v in given.items()}}
+        if own:
+            out[NULL_REASONS_KEY] = own
+        return out
+    if isinstance(obj, list | tuple):
+        return [_json_safe(v, f"{path}[{i}]", notes, reasons) for i, v in enumerate(obj)]
+    return obj
+
+
+def strict_json(obj: Any, *, reasons: Mapping[str, str] | None = None, **dumps: Any) -> str:
+    """`obj` as standard JSON text (`json.dumps(json_safe(obj, reasons), allow_nan=False)`,
+    other keywords passed on): never a bare NaN or Infinity; missing values are null with
+    their reason under `null_reasons`."""
+    return json.dumps(json_safe(obj, reasons), allow_nan=False, **dumps)

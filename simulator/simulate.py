@@ -33,6 +33,12 @@ SMs do not see: what ncu measures beyond it); `KernelResult.time_us` = `kernel_t
 outside the kernel). 0 leaves either out. Cycles and goldens are the span's; the stats'
 `time_us` row is `kernel_time_us`, with `front_end_us` and `launch_overhead_us` beside it.
 
+Launches the configured part could not run are refused before anything runs
+(`check_launch_fits`, an `isa.LaunchError` naming the kernel and the config key): a CTA of
+more threads than `sm.max_threads_per_cta`, more shared memory than
+`sm.max_shared_memory_per_cta_bytes` (`models.cta_dispatch.occupancy`), a tensor instruction
+of a precision whose rate is 0, a wgmma on a part whose `wgmma_latency_cycles` is 0.
+
 Left out: concurrent kernels. Units: SM cycles, microseconds, counts, bytes.
 """
 
@@ -55,7 +61,13 @@ from models.sm import DEFAULT_QUANTUM_CYCLES, StreamingMultiprocessor
 from models.sm_state import PhaseTable
 from models.sm_tracer import MemoryTracer, SmTracer
 from models.timeline_tracer import TimelineTracer
-from models.units import event_timings, fusable_run_ends, instruction_timings
+from models.units import (
+    _TENSOR_PRECISION,
+    DATA_TIMED,
+    event_timings,
+    fusable_run_ends,
+    instruction_timings,
+)
 from simulator.engine import Clock
 from simulator.replay_session import CtaDoneLog, ReplaySession
 from simulator.stats import Stat, StatSheet
@@ -171,9 +183,13 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
     if cta_work is not None and cta_work.classes.size != launch.n_ctas:
         raise ValueError(f"cta_work describes {cta_work.classes.size} CTAs; accepted one "
                          f"row per CTA of the grid ({launch.n_ctas})")
+    check_launch_fits(program, launch.block, config)
     threads = launch.block_threads
-    occ = occupancy(config, threads, regs_per_thread or estimate_registers(program),
-                    program.shared_bytes + shared_bytes)
+    try:
+        occ = occupancy(config, threads, regs_per_thread or estimate_registers(program),
+                        program.shared_bytes + shared_bytes)
+    except isa.LaunchError as exc:
+        raise isa.LaunchError(f"kernel '{entry}': {exc}") from None
     replay = Replay(config, memory, policy, quantum_cycles, occ, run_id, entry, sms)
     check_cluster_launch(program, launch.grid, launch.n_ctas,
                          replay.ctas_per_wave(replay.n_sms))
@@ -184,6 +200,38 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
     functional = launch.run(recorder)
     return replay.result(replay.run(launch, recorder, functional.warp_instructions,
                                     functional.thread_instructions))
+
+
+def check_launch_fits(program, block: tuple[int, int, int], config) -> None:
+    """Refuse (`isa.LaunchError` naming the kernel, the figure and the config key) a launch
+    the configured part cannot run: a CTA above `sm.max_threads_per_cta`, a tensor
+    instruction of a precision whose `units.tensor.<p>_fma_per_clk_per_sm` is 0, a wgmma
+    where `units.tensor.wgmma_latency_cycles` is 0 (the timing would invent a rate)."""
+    entry, sm, tensor = program.entry, config.sm, config.units.tensor
+    threads = block[0] * block[1] * block[2]
+    if threads > sm.max_threads_per_cta:
+        raise isa.LaunchError(
+            f"block {block[0]}x{block[1]}x{block[2]} of kernel '{entry}' has {threads} "
+            f"threads, more than sm.max_threads_per_cta = {sm.max_threads_per_cta}; "
+            f"accepted: at most {sm.max_threads_per_cta} threads per CTA")
+    for ins in program.instrs:
+        if ins.unit != "tensor" or ins.opname in DATA_TIMED or (
+                ins.opname.startswith("wgmma.") and ins.opname != "wgmma.mma_async"):
+            continue
+        if ins.opname == "wgmma.mma_async" and tensor.wgmma_latency_cycles == 0:
+            raise isa.LaunchError(
+                f"kernel '{entry}': {ins.text.strip()!r} is a wgmma, and "
+                "units.tensor.wgmma_latency_cycles = 0 says this part has none; accepted: "
+                "a part with wgmma (a wgmma_latency_cycles > 0)")
+        names = [t.name for t in ins.types]
+        precision = next((_TENSOR_PRECISION[n] for n in names[1:] + names
+                          if n in _TENSOR_PRECISION), "fp16")
+        if tensor.fma_per_clk_per_sm(precision) == 0:
+            key = f"units.tensor.{precision}_fma_per_clk_per_sm"
+            raise isa.LaunchError(
+                f"kernel '{entry}': {ins.text.strip()!r} runs on {precision} tensor cores, "
+                f"and {key} = 0 says this part has none; accepted: a rate > 0 "
+                f"(--set {key}=N) or a kernel without {precision} tensor instructions")
 
 
 def check_cluster_launch(program, grid, n_ctas: int, wave: int) -> None:

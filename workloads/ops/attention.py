@@ -60,7 +60,15 @@ from models.cta_dispatch import occupancy
 from workloads.codesign.codesign_ops import attention_hook
 from workloads.kernels.templates.attention import ELEM, MAX_SHARED, attention_kernel
 from workloads.ops import attention_sampling as sampling
-from workloads.ops.registry import Flag, Launch, OpPlan, positive, register
+from workloads.ops.registry import (
+    HOST_BYTES_PER_CTA,
+    Flag,
+    Launch,
+    OpPlan,
+    check_op_size,
+    positive,
+    register,
+)
 
 DTYPES = tuple(ELEM)
 NUMPY = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}
@@ -296,6 +304,10 @@ def plan(config, kind: str, sizes: dict, *, batch, heads, kv_heads, seqlen_q, se
         elements = (batch * seqlen_q * heads * (headdim + headdim_v)
                     + batch * seqlen_k * kv_heads * (headdim + headdim_v))
         shape_only = elements > FUNCTIONAL_ELEMENTS
+    ctas = math.prod(kernel.grid(batch, heads, seqlen_q, choice["splits"], heads // kv_heads))
+    check_op_size(config, kind, sizes, {   # CTA lists of the sampling, the simulator's state
+        "per-CTA state": float(ctas * HOST_BYTES_PER_CTA),
+        "numpy tensors and their copy": 0.0 if shape_only else 2.0 * nbytes}, nbytes)
     launches = _launches(kernel, choice, config, batch, heads, kv_heads, seqlen_q, seqlen_k,
                          headdim_v, dtype, shape_only, np.random.default_rng(seed), scale,
                          kind)

@@ -46,7 +46,7 @@ from workloads.kernels.templates.attention_bwd import (
 )
 from workloads.ops import attention_sampling as sampling
 from workloads.ops.attention import FUNCTIONAL_ELEMENTS, compute_sms, launch_regs
-from workloads.ops.registry import Launch, OpPlan
+from workloads.ops.registry import HOST_BYTES_PER_CTA, Launch, OpPlan, check_op_size
 
 
 def choose(headdim: int, headdim_v: int, dtype: str, causal: bool) -> dict:
@@ -170,12 +170,17 @@ def plan(config, sizes: dict, *, batch, heads, kv_heads, seqlen_q, seqlen_k, hea
         elements = (batch * seqlen_q * heads * (headdim + 2 * headdim_v)
                     + batch * seqlen_k * kv_heads * (headdim + headdim_v))
         shape_only = elements > FUNCTIONAL_ELEMENTS
+    nbytes = 2 * forward_bytes      # Q, K, V, O and dO (= O) read; dQ, dK, dV written
+    ctas = max(math.prod(kernel.grid(batch, kv_heads, seqlen_k)),
+               math.prod(kernel.pre_grid(batch, heads, seqlen_q)))
+    check_op_size(config, "attention", {**sizes, "backward": True}, {
+        "per-CTA state": float(ctas * HOST_BYTES_PER_CTA),
+        "numpy tensors and their copy": 0.0 if shape_only else 2.0 * nbytes}, nbytes)
     launches = _launches(kernel, config, batch, heads, kv_heads, seqlen_q, seqlen_k,
                          numpy_dtype, shape_only, np.random.default_rng(seed), scale,
                          "attention-bwd")
     samples, note = _samples(kernel, config, batch, heads, kv_heads, seqlen_q, seqlen_k,
                              numpy_dtype, causal, scale, launches)
-    nbytes = 2 * forward_bytes      # Q, K, V, O and dO (= O) read; dQ, dK, dV written
     return OpPlan("attention", {**sizes, "backward": True}, tuple(launches),
                   2.5 * forward_flops, float(nbytes), f"tensor_{dtype}_tflops",
                   samples=samples, sample_note=note)

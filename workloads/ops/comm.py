@@ -52,8 +52,15 @@ from workloads.kernels.comm.collectives import (
     sampled_launches,
     split_chunk,
 )
-from workloads.kernels.comm.compression import compression_launches
-from workloads.ops.registry import Flag, OpPlan, positive, register
+from workloads.kernels.comm.compression import BLOCK_BYTES, compression_launches, n_blocks
+from workloads.ops.registry import (
+    HOST_BYTES_PER_CTA,
+    Flag,
+    OpPlan,
+    check_op_size,
+    positive,
+    register,
+)
 
 DEFAULT_COMM_SMS = 20           # DeepSeek-V3 §3.2.2: 20 of 132 SMs for communication
 DEFAULT_CHUNK_BYTES = 65536
@@ -66,6 +73,9 @@ MODES = ("normal", "low-latency")
 ALGOS = ("ring", "tree")
 COMPRESSIONS = ("none", "topk4bit")
 DTYPES = ("fp8", "bf16")
+COMPRESS_HOST_BYTES_PER_BYTE = 8
+"""Host bytes per gradient byte a compressed all-reduce's build holds (the gradients, their
+compressed reference and the dense output): tracemalloc peak measured 6.5, rounded up."""
 PEAK = "vector_fp32_tflops"
 
 COMMON_FLAGS = (
@@ -204,6 +214,8 @@ def alltoall_op(config, ranks: int, tokens: int, hidden: int, kind: str = "dispa
                         ("--experts", experts)):
         positive(flag, value)
     _ranks(config, ranks)
+    check_op_size(config, "alltoall", {"tokens": tokens, "hidden": hidden, "dtype": dtype}, {},
+                  float(tokens * _token_bytes(hidden, dtype)))      # this rank's tokens
     if experts % ranks or topk > experts:
         raise InputError(f"--experts {experts}: accepted a multiple of --ranks ({ranks}) "
                          f"and at least --topk ({topk})")
@@ -257,9 +269,18 @@ def allreduce_op(config, ranks: int, bytes: int, algo: str = "ring",
         raise InputError(f"--ranks {ranks}: all-reduce is modelled within one node; accepted "
                          f"2 .. {config.links.gpus_per_node}")
     positive("--bytes", bytes)
+    check_op_size(config, "allreduce", {"ranks": ranks, "bytes": bytes}, {},
+                  float(bytes))                # the buffer reduced in place on each rank
     channels = _channels(config, comm_sms, channels_per_sm, warps)
     chunk_bytes = check_chunk_bytes(chunk_bytes)
     if compress != "none":
+        blocks = n_blocks(bytes // 4)
+        check_op_size(config, "allreduce", {"ranks": ranks, "bytes": bytes,
+                                            "compress": compress}, {
+            "numpy gradients, reference and buffers": float(
+                COMPRESS_HOST_BYTES_PER_BYTE * bytes + ranks * blocks * BLOCK_BYTES),
+            "per-CTA state": float(blocks * HOST_BYTES_PER_CTA)},
+            float(2 * bytes + ranks * blocks * BLOCK_BYTES))
         return _compressed_allreduce(ranks, bytes, chunk_bytes, channels, seed)
     shape = allreduce_shape(ranks, bytes, algo, chunk_bytes, channels.ctas)
     sizes = {"ranks": ranks, "message_bytes": bytes, "algo": algo,

@@ -93,7 +93,15 @@ from workloads.kernels.templates.gemm import (
 )
 from workloads.kernels.templates.gemm_groups import LAYOUTS, GroupedShape, grouped_shape
 from workloads.ops.gemm_sampling import mean_k_tiles, plain_footprint, reduced_k, sample_points
-from workloads.ops.registry import Flag, Launch, OpPlan, positive, register
+from workloads.ops.registry import (
+    HOST_BYTES_PER_CTA,
+    Flag,
+    Launch,
+    OpPlan,
+    check_op_size,
+    positive,
+    register,
+)
 
 DTYPES = tuple(ELEM)                       # bf16, fp16, fp8, tf32
 TILE_RULES = ("n128", "n256", "waves", "fill", "last_wave", "last_wave_pairs")
@@ -105,6 +113,12 @@ NUMPY = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16, "fp8": ml_dtypes.float8
 NUMPY_OUT = {"bf16": ml_dtypes.bfloat16, "f32": np.float32}
 SCALINGS = ("none", "deepseek")
 DTYPE_ALIASES = {"e4m3": "fp8"}           # workload graphs name FP8 GEMMs by the format
+TILE_HOST_BYTES = 320
+"""Host bytes per output tile of a persistent launch's work tables (`cta_work`): tracemalloc
+peaks of building one measured 124 (plain) and 276 (grouped), rounded up."""
+SCHEDULE_ROW_HOST_BYTES = 512
+"""Host bytes per row of a grouped GEMM's tile schedule while it is built (a Python list of
+8 ints per row, then an int32 array)."""
 
 
 def compute_sms(config) -> int:
@@ -331,6 +345,13 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
     `choose_tiles` keys. Grouped sizes (`m_total`, `valid_m`, `k_total`) as in
     `templates.gemm_groups`."""
     dtype = _check(m, n, k, dtype, scaling, groups, out_dtype)
+    asked = {"m": m, "n": n, "k": k, "dtype": dtype, "groups": groups}
+    group_rows = max(m, -(-(m_total or valid_m or 0) // groups))
+    fewest_tiles = groups * math.ceil(group_rows / 128) * math.ceil(n / 256)
+    check_op_size(config, "gemm", asked, {      # before any tile choice: the largest tiles
+        "tile work tables (at least)": float(fewest_tiles * TILE_HOST_BYTES),
+        "grouped tile schedules": float(groups * math.ceil(group_rows / 64)
+                                        * SCHEDULE_ROW_HOST_BYTES if groups > 1 else 0)})
     rule = rule or DEFAULT_RULE
     sms = compute_sms(config)
     rates = tile_rates(config, dtype)
@@ -390,8 +411,15 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
                       kern.block, args, kern.shared_bytes, timing_only=timing_only,
                       detail=detail, regs_per_thread=regs, options=options)
 
-    main = launch(kernel, ops, shape_only)
     tm, tn = kernel.tiles(ops.a_rows, n, blocks)
+    operand_bytes = ((ops.a_rows + ops.b_rows) * ops.k * ELEM[dtype]
+                     + ops.c_rows * n * OUT_BYTES[out_dtype])
+    check_op_size(config, "gemm", asked, {
+        "tile work tables": float(tm * tn * TILE_HOST_BYTES if kernel.config.persistent else 0),
+        "numpy tensors and their copy": 0.0 if shape_only else 2.0 * operand_bytes,
+        "per-CTA state": float(math.prod(kernel.grid(ops.a_rows, n, blocks))
+                               * HOST_BYTES_PER_CTA)}, operand_bytes)
+    main = launch(kernel, ops, shape_only)
     walked = 2 * pairs(kernel.config.multicast, tm, tn) if kernel.config.multicast else tm * tn
     points, note = sample_points(walked, main.grid[0] * main.grid[1], k_tiles,
                                  choice["stages"], kernel.config.persistent,

@@ -33,21 +33,38 @@ with a re-simulation at that clock within 1 % (`tests/test_clock_model.py`: 0.2-
 the cap forced to bind, 1.83 -> 1.64 GHz: +5.5 %), which is why the kernel-level
 `simulate_kernel` and the golden suite stay at the preset clock.
 
+Size guards: an op is refused before it allocates what the host cannot hold. A builder
+calls `check_op_size` with its estimate before its large allocations (GEMM tile tables,
+attention CTA lists, compressed all-reduce arrays), and `build_op` and `simulate_op` check
+every plan (`check_plan`: its numpy tensors and their copy in the simulated memory, the
+simulator's per-CTA state at `HOST_BYTES_PER_CTA`): an `InputError` names the op, its sizes,
+the estimate by part and the budget `limits.host_memory_bytes`. Tensors larger than the
+device memory (`hbm.capacity_bytes`) are refused the same way. `isa.ShapeOnly` tensors are
+counted by their shape, never materialized.
+
 Each launch timed in full or by wave sampling says how in its `kernel` entry: `fidelity`
 ("full" or "sampled": what `simulator.sampling` did, which may be "full" for a grid of few
 waves when the op asked for "sampled"), `waves_simulated` (0 where not counted) and
 `extrapolated_fraction`; launches replaced by op-level samples carry `sampled_from`.
+A figure that cannot be computed (TFLOP/s of a zero time) is NaN with its reason under
+`null_reasons`; `simulator.config.strict_json` writes the dict as standard JSON (NaN as null).
 Units: microseconds, cycles, bytes, TFLOP/s, GB/s, GHz.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from isa.errors import InputError
+from isa.launch import ShapeOnly
+from models.gpu_spec import HOST_MEMORY_BYTES
+from simulator.config import NULL_REASONS_KEY
 
 FIDELITIES = ("sampled", "full")
 
@@ -133,10 +150,84 @@ def register(kind: str, flags: tuple[Flag, ...] = (), help: str = "") \
 
 
 def build_op(kind: str, config, /, **sizes) -> OpPlan:
-    """The plan of op `kind` at `sizes` on `config` (an `InputError` for an unknown kind)."""
+    """The plan of op `kind` at `sizes` on `config` (an `InputError` for an unknown kind or
+    for a plan beyond the host's or the device's memory, `check_plan`)."""
     if kind not in OPS:
         raise InputError(f"op {kind!r} is not known; accepted: {', '.join(sorted(OPS))}")
-    return OPS[kind](config, **sizes)
+    plan = OPS[kind](config, **sizes)
+    check_plan(plan, config)
+    return plan
+
+
+HOST_BYTES_PER_CTA = 512
+"""Host bytes kept per CTA of a launch while it is built and simulated (the builders' per-CTA
+work lists, the simulator's dispatch and sampling tables): about 330 measured (tracemalloc
+peak of a sampled softmax of 4M CTAs, less its tensors), rounded up."""
+
+
+def _size(nbytes: float) -> str:
+    """Bytes in the largest binary unit that keeps the figure >= 1 ("16 GiB")."""
+    for unit, shift in (("PiB", 50), ("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if nbytes >= 1 << shift:
+            return f"{nbytes / (1 << shift):.3g} {unit}"
+    return f"{nbytes:.0f} B"
+
+
+def tensor_bytes(arg) -> int:
+    """Bytes of a pointer argument (a numpy array or an `isa.ShapeOnly`, counted from its
+    shape in Python integers, never materialized); 0 for anything else."""
+    if isinstance(arg, ShapeOnly):
+        return math.prod(int(d) for d in arg.shape) * np.dtype(arg.dtype).itemsize
+    if isinstance(arg, np.ndarray):
+        return int(arg.nbytes)
+    return 0
+
+
+def check_op_size(config, kind: str, sizes: Mapping[str, Any], host: Mapping[str, float],
+                  device_bytes: float = 0.0) -> None:
+    """Refuse op `kind` at `sizes` (an `InputError` naming both, the estimate and the
+    budget) when the host bytes it needs (the sum of the named parts of `host`) exceed
+    `limits.host_memory_bytes`, or its tensors (`device_bytes`) exceed the device memory
+    `hbm.capacity_bytes`."""
+    shape = ", ".join(f"{k}={v}" for k, v in sizes.items())
+    total = float(sum(host.values()))
+    budget = getattr(getattr(config, "limits", None), "host_memory_bytes", HOST_MEMORY_BYTES)
+    if total > budget:
+        parts = ", ".join(f"{name} {_size(b)}" for name, b in host.items() if b)
+        raise InputError(
+            f"op {kind} ({shape}): needs about {_size(total)} of host memory ({parts}), more "
+            f"than limits.host_memory_bytes = {budget} ({_size(budget)}); accepted: smaller "
+            "sizes, or a larger budget (--set limits.host_memory_bytes=N)")
+    capacity = getattr(getattr(config, "hbm", None), "capacity_bytes", math.inf)
+    if device_bytes > capacity:
+        raise InputError(
+            f"op {kind} ({shape}): its tensors take {_size(device_bytes)}, more than the "
+            f"device memory hbm.capacity_bytes = {capacity} ({_size(capacity)}); accepted: "
+            "sizes whose tensors fit the device")
+
+
+def plan_footprint(plan: OpPlan) -> tuple[dict[str, float], float]:
+    """(host bytes by part, device bytes) of `plan`: its numpy tensors (each once), the
+    largest launch's copy of them in the simulated memory, the largest launch's per-CTA
+    state; on the device, the largest launch's tensors (arrays and ShapeOnly)."""
+    arrays: dict[int, int] = {}
+    copy = ctas = device = 0
+    for launch in (*plan.launches, *(lau for _, lau in plan.samples)):
+        own = [a for a in launch.args if isinstance(a, np.ndarray)]
+        arrays.update((id(a), int(a.nbytes)) for a in own)
+        copy = max(copy, sum(int(a.nbytes) for a in own))
+        ctas = max(ctas, math.prod(launch.grid))
+        device = max(device, sum(tensor_bytes(a) for a in launch.args))
+    host = {"numpy tensors": float(sum(arrays.values())),
+            "their copy in the simulated memory": float(copy),
+            "per-CTA state": float(ctas * HOST_BYTES_PER_CTA)}
+    return host, float(device)
+
+
+def check_plan(plan: OpPlan, config) -> None:
+    """`check_op_size` of a built plan (`plan_footprint`)."""
+    host, device = plan_footprint(plan)
+    check_op_size(config, plan.kind, plan.sizes, host, device)
 
 
 def positive(flag: str, value) -> int:
@@ -235,6 +326,7 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
     `timelines` list (weight, launch, `KernelResult.timeline`)."""
     from reports.roofline import chip_peaks, roofline_bound, roofline_time_us
 
+    check_plan(plan, config)
     params = _supported()
     have = available_fidelities()
     fidelity = fidelity or have[0]
@@ -285,7 +377,7 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
     peak_tflops = peaks[plan.peak]
     hbm_gbps = peaks["hbm_gbps"]
     roof = float(roofline_time_us(plan.flops, plan.bytes, peak_tflops, hbm_gbps))
-    return {
+    result = {
         "op": plan.kind, **plan.sizes, "fidelity": fidelity,
         "time_us": time_us, "cycles": int(cycles),
         "sm_clock_ghz": (preset_ghz * kernel_us_at_preset / kernel_us
@@ -299,3 +391,8 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
         "peak_tflops": peak_tflops, "hbm_peak_gbps": hbm_gbps, "peak": plan.peak,
         "kernel": kernels[0] if len(kernels) == 1 else kernels,
     }
+    reasons = {"tflops": "time_us is 0", "gbps": "time_us is 0", "gap": "roofline_us is 0"}
+    missing = {key: why for key, why in reasons.items() if math.isnan(result[key])}
+    if missing:    # what `simulator.config.strict_json` writes beside the nulls
+        result[NULL_REASONS_KEY] = missing
+    return result
