@@ -37,7 +37,7 @@ import pandas as pd
 from reports.html_report import Section, render_html
 from reports.output_dir import write_output_dir
 from reports.plot_kernels import new_figure
-from reports.strict_json import strict_json
+from simulator.config import strict_json
 
 KERNEL_ERROR_COLUMNS = ("name", "category", "op", "kind", "sizes", "stream", "start_us",
                         "measured_us", "simulated_us", "error_pct", "status", "reason")
@@ -176,7 +176,7 @@ def write_compare(df: pd.DataFrame, out_dir: str | Path, *, title: str = "ptxsim
         categories.to_csv(folder / "categories.csv", index=False)
         missing.to_csv(folder / "unsimulated.csv", index=False)
         streams.to_csv(folder / "streams.csv", index=False)
-        (folder / "summary.json").write_text(strict_json({**about, **summary}))
+        (folder / "summary.json").write_text(strict_json({**about, **summary}, indent=1))
         fig = plot_scatter(df, title)
         figures = {}
         if fig is not None:

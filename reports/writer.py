@@ -42,8 +42,8 @@ from reports.output_dir import check_output_dir, write_output_dir
 from reports.plot_kernels import plot_roofline, plot_stall_stacks, plot_unit_utilization
 from reports.plot_timeline import missing_reason, plot_bandwidth, plot_gantt, plot_sm_heatmap
 from reports.roofline import chip_peaks
-from reports.strict_json import strict_json
 from reports.workload_timeline import workload_timeline
+from simulator.config import strict_json
 
 SUMMARY_COLUMNS = ("kernel", "time_us", "achieved_tflops", "hbm_gbps", "bound",
                    "roofline_time_us", "roofline_gap", "achieved_occupancy", "precision",
@@ -147,7 +147,7 @@ def _write_files(folder: Path, tables: dict, table: pd.DataFrame, title: str,
     if tables["timeline"] is not None:
         tables["timeline"].to_csv(folder / "timeline.csv", index=False)
         _storable(tables["timeline"]).to_parquet(folder / "timeline.parquet", index=False)
-    (folder / "config.json").write_text(strict_json(tables["config"]))
+    (folder / "config.json").write_text(strict_json(tables["config"], indent=1))
     pngs, notes = {}, []
     for stem, caption, fig, note in _figures(table, tables["timeline"], peaks):
         if fig is None:

@@ -385,7 +385,8 @@ def json_safe(obj: Any, reasons: Mapping[str, str] | None = None) -> Any:
     (dict) holding it, directly or in a list, gets a `null_reasons` entry naming it
     (`"tflops": "not a number (nan)"`, or `reasons[key]` where the caller knows why; a
     `null_reasons` the table already holds wins); numpy scalars and arrays become Python
-    numbers and lists, tuples lists."""
+    numbers and lists, tuples lists, a table (anything with `to_dict`, a DataFrame as its
+    records) its data, anything else its `str()`."""
     return _json_safe(obj, "", {}, reasons or {})
 
 
@@ -409,7 +410,15 @@ def _json_safe(obj: Any, path: str, notes: dict[str, str], reasons: Mapping[str,
         return out
     if isinstance(obj, list | tuple):
         return [_json_safe(v, f"{path}[{i}]", notes, reasons) for i, v in enumerate(obj)]
-    return obj
+    if obj is None or isinstance(obj, str | int | float):
+        return obj
+    if hasattr(obj, "to_dict"):   # a table (DataFrame: its records), a Series or a config
+        try:
+            data = obj.to_dict("records")
+        except (TypeError, ValueError):
+            data = obj.to_dict()
+        return _json_safe(data, path, notes, reasons)
+    return str(obj)
 
 
 def strict_json(obj: Any, *, reasons: Mapping[str, str] | None = None, **dumps: Any) -> str:

@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     import reports
     import simulator
     from reports.output_dir import check_output_dir
-    from reports.strict_json import strict_json
+    from simulator.config import strict_json
 
     config = config_from_args(args)
     graph = _graph(args)
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     result = simulator.simulate_workload(graph, config=config, fidelity=args.fidelity)
     precision = REPORT_PRECISION.get(meta.get("gemm_dtype", "bf16"), "bf16")
     report = _report(args, result, out)
-    text = strict_json(report)
+    text = strict_json(report, indent=1)
     reports.write_report(result, out, title=f"ptxsim run: {graph.name} on {args.model}",
                          precision=precision, extra_files={"run.json": text},
                          force=args.force)
