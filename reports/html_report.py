@@ -3,7 +3,12 @@
 `render_html(title, sections)` builds the page from `Section`s (a heading, optional notes,
 optional tables as DataFrames, optional figures as PNG bytes). Styles are inline; there are
 no scripts, fonts, or links to anything outside the file, so it opens offline. Every value
-is HTML-escaped; floats print with 4 significant digits; column headers carry the unit.
+is HTML-escaped; column headers carry the unit. Figures print with 4 significant digits
+(`format_figure`): below 10,000 as they are (`9.375`, `0.02248`), above with a thousands
+prefix up to `E` (`152.3 k`, `16.26 M`; beyond, an exponent), so that a cell reads
+`16.26 k` under `hbm_bytes [B]`; integers (counts) print exactly with thousands
+separators. Decimals of more than 4 significant digits in the notes are rounded the same
+way; `format_figure(value, unit)` gives note writers a figure with its unit.
 Left out: interactivity (sorting, filtering), dark mode.
 """
 
@@ -12,6 +17,8 @@ from __future__ import annotations
 import base64
 import html
 import math
+import numbers
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -41,12 +48,44 @@ class Section:
     transpose: bool = False
 
 
+PREFIXES = ("", "k", "M", "G", "T", "P", "E")
+SIGNIFICANT = 4
+LONG_DECIMAL = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.])")
+
+
+def format_figure(value: float, unit: str = "") -> str:
+    """`value` with 4 significant digits, a thousands prefix from 10,000 up to 10**21, and
+    `unit` after it ("9.375 us", "152.3 kFLOP"; nan and inf as they are)."""
+    rounded = float(f"{float(value):.{SIGNIFICANT}g}")
+    text, prefix = f"{rounded:.{SIGNIFICANT}g}", ""
+    if math.isfinite(rounded) and 1e4 <= abs(rounded) < 1e21:
+        step = int(math.log10(abs(rounded))) // 3
+        text, prefix = f"{rounded / 10 ** (3 * step):.{SIGNIFICANT}g}", PREFIXES[step]
+    if not unit:
+        return f"{text} {prefix}" if prefix else text
+    return f"{text} {prefix}{unit}"
+
+
+def round_decimals(text: str) -> str:
+    """`text` with every decimal number of more than 4 significant digits rounded to 4
+    ("9.374591 us" -> "9.375 us"); integers, versions and names are left alone."""
+    def shorten(match: re.Match) -> str:
+        digits = match.group(0).replace(".", "").lstrip("0")
+        return match.group(0) if len(digits) <= SIGNIFICANT else \
+            format_figure(float(match.group(0)))
+    return LONG_DECIMAL.sub(shorten, text)
+
+
 def _cell(value) -> tuple[str, str]:
-    if isinstance(value, float):
+    if isinstance(value, bool):
+        return html.escape(str(value)), ""
+    if isinstance(value, numbers.Integral):
+        return f"{int(value):,}", ""
+    if isinstance(value, numbers.Real):
         if math.isnan(value):
             return "", ""
-        return f"{value:.4g}", ""
-    if isinstance(value, (int, bool)) or hasattr(value, "dtype"):
+        return html.escape(format_figure(value)), ""
+    if hasattr(value, "dtype"):
         return html.escape(str(value)), ""
     return html.escape(str(value)), ' class="text"'
 
@@ -90,7 +129,8 @@ def render_html(title: str, sections: Sequence[Section]) -> str:
              f"<h1>{html.escape(title)}</h1>"]
     for section in sections:
         parts.append(f"<h2>{html.escape(section.heading)}</h2>")
-        parts += [f'<p class="note">{html.escape(note)}</p>' for note in section.notes]
+        parts += [f'<p class="note">{html.escape(round_decimals(note))}</p>'
+                  for note in section.notes]
         parts += [table_html(tid, frame, section.units, section.transpose)
                   for tid, frame in section.tables.items()]
         parts += [image_html(caption, png) for caption, png in section.figures.items()]

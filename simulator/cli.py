@@ -1,20 +1,30 @@
 """The `ptxsim` command line: one subcommand per module in `simulator/commands/`.
 
 Each command module defines `NAME`, `HELP`, `add_arguments(parser)` and
-`run(args) -> int`. Errors that carry a location (`isa.PtxError`, config errors)
-are printed as one line on stderr with exit status 2; nothing is half-written.
+`run(args) -> int`, and may define `simulates(args) -> bool` (default: true), which says
+whether the command will run the timing model. Errors that carry a location
+(`isa.PtxError`, config errors) are printed as one line on stderr with exit status 2;
+nothing is half-written. `ptxsim` alone prints the help (exit 0), `ptxsim --version` the
+installed package's version; Ctrl-C anywhere ends the command with one line on stderr and
+exit status 130 (128 + SIGINT), as shells expect. Before a command that simulates, when
+numba will first compile the simulator's kernels (`models.jit_cache.compile_notice`), one
+line on stderr says so, unless the command was given `--quiet`.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import os
 import pkgutil
 import sys
 
 import simulator.commands as _commands
 from isa.errors import InputError
+
+DESCRIPTION = "ptxsim: a cycle-approximate GPU simulator running PTX kernels, ops and layers"
+INTERRUPTED_STATUS = 130   # 128 + SIGINT, what a shell reports for a Ctrl-C'd program
 
 
 def _command_modules():
@@ -23,28 +33,58 @@ def _command_modules():
             yield importlib.import_module(f"simulator.commands.{info.name}")
 
 
+def version() -> str:
+    """The installed ptxsim distribution's version ("unknown" when not installed)."""
+    try:
+        return importlib.metadata.version("ptxsim")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ptxsim", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="ptxsim", description=DESCRIPTION,
+                                     epilog="`ptxsim COMMAND --help` lists a command's flags.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
     for module in _command_modules():
         p = sub.add_parser(module.NAME, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
-        p.set_defaults(_run=module.run)
+        p.set_defaults(_run=module.run, _simulates=getattr(module, "simulates", None))
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    command = "ptxsim"
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help()
+            return 0
+        command = f"ptxsim {args.command}"
+        _announce_compile(args)
         return int(args._run(args) or 0)
     except InputError as exc:
-        print(f"ptxsim {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{command}: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:   # output piped into a reader that stopped (`| head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:
+        print(f"{command}: interrupted", file=sys.stderr)
+        return INTERRUPTED_STATUS
+
+
+def _announce_compile(args: argparse.Namespace) -> None:
+    """One line on stderr when this command will make numba compile the simulator first."""
+    simulates = args._simulates(args) if args._simulates is not None else True
+    if not simulates or getattr(args, "quiet", False):
+        return
+    from models import jit_cache
+
+    notice = jit_cache.compile_notice()
+    if notice:
+        print(f"ptxsim {args.command}: {notice}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

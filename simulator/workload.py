@@ -45,6 +45,7 @@ Units: microseconds, bytes, FLOP, TFLOP/s, GB/s.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -308,14 +309,18 @@ def _contention(graph, ops, plans, config, span, lanes,
 def simulate_workload(graph, config=None, fidelity: str = "sampled",
                       timeline: bool = True, *, comm_sms: int | None = None,
                       chunk_bytes: int | None = None, contention: bool = True,
-                      op_cache: dict | None = None) -> WorkloadResult:
+                      op_cache: dict | None = None,
+                      progress: Callable[[int, int, str], None] | None = None) -> WorkloadResult:
     """Time every node of `graph` (a `workloads.KernelGraph`) on `config` (a loaded preset;
     None: `h800_sxm`) and schedule them on their streams; see the module docstring.
     `timeline=False` keeps no per-launch time series (`kernel_timelines` stays empty).
     `comm_sms` overrides `sm.comm_count`, `chunk_bytes` the collectives' message size;
     `contention=False` leaves overlapping kernels at their alone times. `op_cache` (a dict
     the caller keeps) shares op results and pair measurements between calls (a sweep),
-    keyed by the resolved config, fidelity, timeline and op."""
+    keyed by the resolved config, fidelity, timeline and op. `progress`, when given, is
+    called before each node is timed as `progress(index, total, node name)` (index 0-based,
+    total the graph's node count; `simulator.progress.progress_bar` draws it); it does not
+    change the results."""
     import models
     from workloads.graph import KernelGraph
     from workloads.node_ops import LINK
@@ -332,7 +337,9 @@ def simulate_workload(graph, config=None, fidelity: str = "sampled",
     cache: dict[tuple, tuple[dict, pd.DataFrame, pd.DataFrame | None]] = {}
     shared = _shared_cache(op_cache, config, fidelity, timeline)
     timed, reused, frames, series = {}, {}, [], {}
-    for node, op in zip(graph.nodes, ops, strict=True):
+    for index, (node, op) in enumerate(zip(graph.nodes, ops, strict=True)):
+        if progress is not None:
+            progress(index, len(graph.nodes), node.name)
         reused[node.name] = op.key in cache
         if op.key not in cache:
             if op.kind == LINK:

@@ -21,13 +21,20 @@ DATA = NOTEBOOK.parent / "data"
 
 
 @pytest.fixture(scope="module")
-def numbers() -> dict:
+def executed() -> list:
+    """The notebook's code cells after running it top to bottom."""
     nb = nbformat.read(NOTEBOOK, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(not c.outputs and c.execution_count is None for c in code)
     NotebookClient(nb, timeout=900, kernel_name="python3",
                    resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
-    text = "".join(o.get("text", "") for o in code[-1].outputs if o.output_type == "stream")
+    return code
+
+
+@pytest.fixture(scope="module")
+def numbers(executed) -> dict:
+    text = "".join(o.get("text", "") for o in executed[-1].outputs
+                   if o.output_type == "stream")
     return json.loads(text.strip().splitlines()[-1])
 
 
@@ -68,3 +75,12 @@ def test_deepseek_point_overlaps_one_micro_batch_comm_with_the_other_compute(num
     _sweep_files()
     point = numbers["deepseek_point"]
     assert 0 < point["comm_overlapped_by_other_micro_batch_us"] <= point["comm_us"]
+
+
+def test_every_figure_renders_inline_as_png(executed):
+    """The three cells that draw (live GEMM bars, the sweep, the Gantt) each show their
+    figure as an image/png output, not only a text repr."""
+    _sweep_files()
+    drawing = [c for c in executed if "plt.subplots" in c.source]
+    assert len(drawing) == 3
+    assert all(any("image/png" in o.get("data", {}) for o in c.outputs) for c in drawing)

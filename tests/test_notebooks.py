@@ -19,14 +19,34 @@ NOTEBOOK_DIR = Path(__file__).parents[1] / "notebooks"
 NOTEBOOKS = ("quickstart", "whatif_sweep", "reference_compare", "utilization")
 
 
-def run_notebook(name: str, cell_timeout_s: int = 300) -> dict:
-    """Execute notebooks/<name>.ipynb in its folder; the JSON its last cell printed."""
+def execute_notebook(name: str, cell_timeout_s: int = 300) -> nbformat.NotebookNode:
+    """notebooks/<name>.ipynb executed in its folder, outputs filled in."""
     nb = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
     NotebookClient(nb, timeout=cell_timeout_s, kernel_name="python3",
                    resources={"metadata": {"path": str(NOTEBOOK_DIR)}}).execute()
+    return nb
+
+
+def key_numbers(nb: nbformat.NotebookNode) -> dict:
+    """The JSON object the executed notebook's last code cell printed."""
     last = [c for c in nb.cells if c.cell_type == "code"][-1]
     text = "".join(o.get("text", "") for o in last.outputs if o.output_type == "stream")
     return json.loads(text.strip().splitlines()[-1])
+
+
+def shows_png(cell) -> bool:
+    """The executed cell displayed an image inline (an image/png output)."""
+    return any("image/png" in o.get("data", {}) for o in cell.outputs)
+
+
+def run_notebook(name: str, cell_timeout_s: int = 300) -> dict:
+    """Execute notebooks/<name>.ipynb in its folder; the JSON its last cell printed."""
+    return key_numbers(execute_notebook(name, cell_timeout_s))
+
+
+@pytest.fixture(scope="module")
+def utilization() -> nbformat.NotebookNode:
+    return execute_notebook("utilization", cell_timeout_s=900)
 
 
 def test_every_listed_notebook_exists_and_has_no_stored_outputs():
@@ -73,12 +93,12 @@ def test_reference_compare_accounts_for_every_kernel():
     assert numbers["pearson_r"] is None or -1 <= numbers["pearson_r"] <= 1
 
 
-def test_utilization_accounts_for_the_layer_time_and_places_every_kernel():
+def test_utilization_accounts_for_the_layer_time_and_places_every_kernel(utilization):
     """DeepSeek-V3 layer (64 tokens): shares sum to 1, the makespan is the last node's end,
     every kernel with FLOPs and HBM bytes sits on the side of the ridge its bound says and
     is no faster than its roofline, the heatmap covers the SMs and carries the layer's HBM
     bytes, stall fractions sum to 1 per kernel."""
-    numbers = run_notebook("utilization", cell_timeout_s=900)
+    numbers = key_numbers(utilization)
     assert numbers["kernel_rows"] == numbers["nodes"] > 20
     assert numbers["share_sum"] == pytest.approx(1.0)
     assert numbers["makespan_us"] == pytest.approx(numbers["last_end_us"])
@@ -92,3 +112,12 @@ def test_utilization_accounts_for_the_layer_time_and_places_every_kernel():
     assert numbers["stall_sums_min"] == pytest.approx(1.0)
     assert numbers["stall_sums_max"] == pytest.approx(1.0)
     assert 0 < numbers["top_op_share"] <= 1
+
+
+def test_utilization_renders_every_plot_inline(utilization):
+    """Each cell that calls a `plot_*` function shows its figure as an inline PNG (six:
+    roofline, stalls, unit utilization, SM heatmap, bandwidth, Gantt)."""
+    plots = [c for c in utilization.cells if c.cell_type == "code"
+             and any(line.startswith("plot_") for line in c.source.splitlines())]
+    assert len(plots) == 6
+    assert all(shows_png(c) for c in plots)

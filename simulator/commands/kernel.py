@@ -18,6 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from simulator.commands.models import seed_value
+from simulator.progress import add_quiet_argument
+
 NAME = "kernel"
 HELP = "run a PTX kernel functionally on generated inputs and count its instructions"
 
@@ -45,7 +48,8 @@ def dims(text: str) -> tuple[int, int, int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """FILE, --entry, --grid, --block, --shared, --elements, --seed, --model, --json."""
+    """FILE, --entry, --grid, --block, --shared, --elements, --seed, --model, --json,
+    --quiet."""
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = INPUT_RULE
     parser.add_argument("file", metavar="FILE.ptx", help="PTX file (as nvcc -ptx writes it)")
@@ -60,11 +64,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--elements", type=int, default=None, metavar="N",
                         help="elements per pointer argument and value of integer arguments "
                         "(default: 4 x total threads)")
-    parser.add_argument("--seed", type=int, default=0, metavar="S",
-                        help="seed of the random input arrays (default 0)")
+    parser.add_argument("--seed", type=seed_value, default=0, metavar="S",
+                        help="seed of the random input arrays, 0 to 2**32 - 1 (default 0)")
     parser.add_argument("--model", metavar="PRESET",
                         help="also time the kernel on this hardware preset (see ptxsim models)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_quiet_argument(parser)
+
+
+def simulates(args: argparse.Namespace) -> bool:
+    """Only `--model` runs the timing model; counting instructions is functional."""
+    return args.model is not None
 
 
 def run(args: argparse.Namespace) -> int:

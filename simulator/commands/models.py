@@ -4,6 +4,8 @@ Figures are closed forms from each preset: BF16 dense TFLOPS = BF16 FMA/clk/SM x
 clock; HBM TB/s = channels x channel bandwidth; L2 in MiB. With a preset name, prints that
 preset's fully resolved config as TOML (or JSON with `--json`), overrides applied; with
 `--fields`, every config key with its type and help string.
+Also the flags other commands share: `--model` / `--set` (`add_config_arguments`,
+`config_from_args`) and the `--seed` type (`seed_value`: 0 to 2**32 - 1).
 Left out: comparison across presets beyond the listed figures. Units as in the column names.
 """
 
@@ -44,6 +46,27 @@ def summary(name: str, config: models.GpuConfig) -> dict:
         "l2_mib": round(config.l2.size_bytes / 2**20, 1),
         "bf16_dense_tflops": round(config.peak_tensor_tflops("bf16"), 1),
     }
+
+
+SEED_MAX = 2**32 - 1   # an unsigned 32-bit seed: the range every numpy seeding API takes
+
+
+def seed_value(text: str) -> int:
+    """An argparse type for `--seed`: an integer from 0 to 2**32 - 1, else an error naming
+    the range."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 <= value <= SEED_MAX:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a seed: give an integer from 0 to "
+                                         f"{SEED_MAX} (2**32 - 1)")
+    return value
+
+
+def simulates(args: argparse.Namespace) -> bool:
+    """Listing presets runs no simulation."""
+    return False
 
 
 def add_config_arguments(parser, default: str) -> None:

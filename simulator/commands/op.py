@@ -19,7 +19,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from simulator.commands.models import add_config_arguments, config_from_args
+from simulator.commands.models import add_config_arguments, config_from_args, seed_value
+from simulator.progress import add_quiet_argument
 
 NAME = "op"
 HELP = "time one op (gemm, attention, softmax, rmsnorm, ...) on a hardware preset"
@@ -30,8 +31,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fidelity", choices=("sampled", "full"), default=None,
                         help="sampled: enough waves of CTAs for a steady state, "
                         "extrapolated; full: every CTA (default: sampled where available)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of random inputs")
+    parser.add_argument("--seed", type=seed_value, default=0, metavar="S",
+                        help="seed of random inputs, 0 to 2**32 - 1 (default 0)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_quiet_argument(parser)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,15 +46,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub.required = True
     types = {"int": int, "str": str, "float": float}
     for kind in sorted(OPS):
-        p = sub.add_parser(kind, help=OP_HELP[kind])
+        p = sub.add_parser(kind, help=_literal(OP_HELP[kind]), description=OP_HELP[kind])
         for flag in OP_FLAGS[kind]:
             if flag.kind == "switch":
-                p.add_argument(flag.name, dest=flag.dest, action="store_true", help=flag.help)
+                p.add_argument(flag.name, dest=flag.dest, action="store_true",
+                               help=_literal(flag.help))
                 continue
             p.add_argument(flag.name, dest=flag.dest, type=types[flag.kind],
                            required=flag.required, default=flag.default,
-                           choices=flag.choices, help=flag.help)
+                           choices=flag.choices, help=_literal(flag.help))
         _common(p)
+
+
+def _literal(text: str | None) -> str | None:
+    """Help text shown as written: argparse %-formats help strings (`%(default)s`), so a
+    literal `%` (as in "top 10 %") must be doubled."""
+    return None if text is None else text.replace("%", "%%")
 
 
 def run(args: argparse.Namespace) -> int:

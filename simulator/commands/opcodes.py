@@ -8,6 +8,11 @@ NAME = "opcodes"
 HELP = "list the ISA's opcodes with their unit, latency class and accepted modifiers"
 
 
+def simulates(args) -> bool:
+    """Listing opcodes runs no simulation."""
+    return False
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print a JSON list")
 
