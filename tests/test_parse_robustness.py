@@ -329,9 +329,6 @@ def test_kernel_cut_after_a_comma_is_one_line_exit_2(tmp_path):
     assert f"{path}:{BODY_LINE}:18: unexpected end of input" in err
 
 
-@pytest.mark.xfail(strict=False, reason="simulator/commands/kernel.py reads the file with "
-                   "Path.read_text(), which raises UnicodeDecodeError before isa.parse sees "
-                   "it; passing Path.read_bytes() to parse reports the byte")
 def test_kernel_non_utf8_file_is_one_line_exit_2(tmp_path):
     """`ptxsim kernel` on a latin-1 file: one error line naming the byte's place."""
     path = tmp_path / "latin.ptx"

@@ -23,6 +23,7 @@ import math
 from pathlib import Path
 
 from simulator.commands.models import add_config_arguments, config_from_args
+from simulator.progress import add_quiet_argument
 
 NAME = "compare"
 HELP = "simulate a reference trace's kernels as ops and report the error per kernel"
@@ -52,6 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="--out: write into a folder that holds other files too (only "
                         "ptxsim's own files are replaced)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_quiet_argument(parser)
 
 
 def load_reference(path: str, fmt: str = "auto", device: int | None = None):
@@ -94,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
     from isa.errors import InputError
     from reports import compare
     from reports.output_dir import check_output_dir
+    from simulator.progress import progress_bar
     from workloads.ops import available_fidelities
     from workloads.traces.reference_ops import simulate_reference
 
@@ -104,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
         check_output_dir(args.out, force=args.force)   # refused before simulating
     fidelity = args.fidelity or available_fidelities()[0]
     mapped = load_reference(args.reference, args.format, args.device)
-    result = simulate_reference(mapped, config, fidelity)
+    with progress_bar(len(mapped), "simulating kernels", args.quiet) as progress:
+        result = simulate_reference(mapped, config, fidelity, progress)
     about = {"reference": args.reference, "model": args.model, "fidelity": fidelity}
     summary = {**about, **compare.error_summary(result)}
     if args.out:

@@ -102,7 +102,7 @@ def _compile(file: str, entry: str | None):
     from isa.verify import verify
 
     try:
-        text = Path(file).read_text()
+        text = Path(file).read_bytes()   # the parser reports a non-UTF-8 byte where it is
     except OSError as exc:
         raise InputError(f"cannot read {file}: {exc.strerror}") from None
     module = parse(text, file)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from simulator.commands.models import seed_value
+
 NAME = "report"
 HELP = "time a catalogued kernel on a preset and write a report folder (tables, plots, HTML)"
 
@@ -24,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="index of the catalogued problem size (default 0)")
     parser.add_argument("--model", default="h100_sxm", metavar="PRESET",
                         help="hardware preset (default h100_sxm; see ptxsim models)")
-    parser.add_argument("--seed", type=int, default=0, metavar="S",
+    parser.add_argument("--seed", type=seed_value, default=0, metavar="S",
                         help="seed of the input data (default 0)")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="report folder to write (a folder holding files ptxsim did not "

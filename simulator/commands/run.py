@@ -29,6 +29,7 @@ import argparse
 from pathlib import Path
 
 from simulator.commands.models import add_config_arguments, config_from_args
+from simulator.progress import add_quiet_argument
 
 NAME = "run"
 HELP = "simulate a transformer layer (default: DeepSeek-V3 MoE layer, prefill 4096 tokens)"
@@ -71,6 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write into a folder that holds other files too (only "
                         "ptxsim's own files are replaced)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_quiet_argument(parser)
 
 
 def _graph(args):
@@ -93,13 +95,16 @@ def run(args: argparse.Namespace) -> int:
     import simulator
     from reports.output_dir import check_output_dir
     from simulator.config import strict_json
+    from simulator.progress import progress_bar
 
     config = config_from_args(args)
     graph = _graph(args)
     meta = graph.meta
     out = Path(args.out or Path("runs") / f"{meta['model']}-{meta['phase']}-{meta['tokens']}")
     check_output_dir(out, force=args.force)   # refused before minutes of simulation
-    result = simulator.simulate_workload(graph, config=config, fidelity=args.fidelity)
+    with progress_bar(len(graph.nodes), "simulating kernels", args.quiet) as progress:
+        result = simulator.simulate_workload(graph, config=config, fidelity=args.fidelity,
+                                             progress=progress)
     precision = REPORT_PRECISION.get(meta.get("gemm_dtype", "bf16"), "bf16")
     report = _report(args, result, out)
     text = strict_json(report, indent=1)

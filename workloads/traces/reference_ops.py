@@ -104,13 +104,18 @@ def row_sizes(row: dict, kind: str, flags) -> tuple[dict[str, int], list[str]]:
     return sizes, missing
 
 
-def simulate_reference(df: pd.DataFrame, config, fidelity: str | None = None) -> pd.DataFrame:
-    """`df` (mapped kernels) with `RESULT_COLUMNS` added (see the module docstring)."""
+def simulate_reference(df: pd.DataFrame, config, fidelity: str | None = None,
+                       progress=None) -> pd.DataFrame:
+    """`df` (mapped kernels) with `RESULT_COLUMNS` added (see the module docstring).
+    `progress(index, total, name)`, when given, is called before each kernel row."""
     from workloads.ops import OP_FLAGS, OPS, build_op, simulate_op
 
     cache: dict[tuple, tuple[float | None, str | None]] = {}
     results = []
-    for row in df.to_dict("records"):
+    rows = df.to_dict("records")
+    for index, row in enumerate(rows):
+        if progress is not None:
+            progress(index, len(rows), str(row.get("name", "")))
         if not isinstance(row.get("rule"), str):
             results.append((None, None, math.nan, "unmatched",
                             "no mapping rule matches the kernel name"))
