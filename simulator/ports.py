@@ -26,7 +26,9 @@ the previous one's exact end continues from that exact end, so back-to-back tran
 accumulate rounding error.
 
 Left out: packet headers and command bytes (requests and write acks carry 0 payload bytes),
-flit-level arbitration, message reordering (links deliver in FIFO order).
+flit-level arbitration, message reordering (links deliver in FIFO order). No hardware block
+of the timed path talks through these ports: the memory models of `simulator.system` answer
+each request synchronously (`models.flat_memory.MemoryInterface`).
 Units: ps (int), bytes, GB/s (1e9 bytes/s).
 """
 

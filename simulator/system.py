@@ -20,9 +20,12 @@ What it models
    (each has its L1 and crossbar port). SMs are built per kernel by `simulator.simulate`
    because they hold that kernel's traces; `System.n_compute_sms` says how many compute.
 
-Left out: the port-level cache blocks (`models.l2`, `models.hbm`, ...) are not wired here (they
-cost SimPy events per line); an adapter from `MemoryInterface` to their `ReadReq`/`WriteReq`
-ports would belong here. Units: ps, bytes.
+Every entry of `MEMORY_MODELS` honours the `MemoryInterface` contract, and
+`tests/test_memory_contract.py` checks each against it with figures computed from the preset.
+
+Left out: an event-driven memory behind ports: each warp request is answered at once with its
+completion time, and contention is booked in call order (see `models.cached_memory`).
+Units: ps, bytes.
 """
 
 from __future__ import annotations

@@ -1,140 +1,296 @@
-"""The memory protocol, checked against every memory implementation under random stalls.
+"""The `MemoryInterface` contract, checked against every memory model `build_system` can select.
 
-Contract (see `models.cache`): each ReadReq/WriteReq put into `core_side` is answered exactly
-once, with a response of the matching kind carrying that same request, delivered to the inbox
-connected for its source, whatever the timing of the requesters and the consumers.
+Contract (`models.flat_memory`): `access(sm_id, kind, sectors, now_ps) -> done_ps` returns the
+completion time of one warp request in whole ps, no earlier than the issue time, without
+changing functional results; the model fires its hooks and keeps no counters. Each rule below
+runs on every entry of `simulator.system.MEMORY_MODELS` and compares with figures computed
+from the preset (`FIGURES`): the latency a cold and a repeated load cost on an idle chip, the
+level a repeated load hits, and the levels whose bytes the production tracers count.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
 import models
-from models.cache import SingleTarget
-from models.ideal_memory import IdealMemory, PerfectCache
-from models.l1 import build_l1
-from models.memory_system import build_memory_system
-from simulator.engine import Clock, SimEnvironment, make_rng
-from simulator.ports import Link, Port, ReadReq, ReadRsp, WriteReq, WriteRsp
+import simulator
+from models.cached_memory import CachedMemoryTracer
+from models.hbm import hbm_fixed_latency_ps
+from models.memory_system import build_address_map
+from models.sm_tracer import MemoryTracer
+from simulator.engine import Clock, make_rng
+from simulator.hooks import Hooks
+from simulator.stats import StatSheet
+from simulator.system import MEMORY_MODELS
+from workloads.kernels.case import load_ptx
+from workloads.kernels.catalog import KERNELS
 
-CLOCK = Clock(1.83)
-
-
-@dataclass
-class Target:
-    """What a harness needs: per source, where to put requests and how to get answers back."""
-
-    core_sides: list[Port]
-    sources: list[str]
-    connect: Callable[[int, Port], None]
-    caches: tuple = ()
-
-
-def _ideal(env: SimEnvironment) -> Target:
-    mem = IdealMemory(env, "mem", clock=CLOCK, latency_cycles=100)
-    return Target([mem.core_side] * 2, ["cpu0", "cpu1"],
-                  lambda i, inbox: mem.connect_upstream(f"cpu{i}", inbox))
+SECTOR = 32
+LINE = 128
+IDLE_PS = 10**9
+"""Time between probes: far beyond any earlier completion, so each probe finds the chip idle."""
+KINDS = ("load", "store", "atomic", "bulk_load", "load_cg")
+CONFIG = models.load_preset("h100_sxm")
+CLOCK = Clock(CONFIG.chip.clock_ghz)
 
 
-def _perfect(env: SimEnvironment) -> Target:
-    mem = PerfectCache(env, "l2", clock=CLOCK, latency_cycles=50, bandwidth_bytes_per_clk=32)
-    return Target([mem.core_side] * 2, ["cpu0", "cpu1"],
-                  lambda i, inbox: mem.connect_upstream(f"cpu{i}", inbox))
+@dataclass(frozen=True)
+class Figures:
+    """What the preset says a model does, for the contract's closed forms.
+
+    `cold_load_ps`: the (lowest, highest) unloaded latency of a load of a line nobody touched;
+    `repeat_load_ps`: the unloaded latency of the same SM loading that line again;
+    `levels`: the tracer components (`memory.<level>.load`) that move a cold load's bytes,
+    top down; `hit_level`: the one that serves the repeated load (None: no level moves bytes);
+    `has_hbm`: whether HBM bandwidth bounds a stream.
+    """
+
+    cold_load_ps: tuple[int, int]
+    repeat_load_ps: int
+    levels: tuple[str, ...]
+    hit_level: str | None
+    has_hbm: bool
 
 
-def _l1_over_ideal(env: SimEnvironment) -> Target:
-    cfg = models.load_preset("h100_sxm")
-    l1 = build_l1(env, "sm0.l1", cfg, CLOCK, cfg.sm.max_shared_memory_bytes)  # 28 KB L1
-    mem = IdealMemory(env, "mem", clock=CLOCK, latency_cycles=300)
-    l1.connect_downstream(SingleTarget(Link(env, "l1_to_mem", mem.core_side, 0, None)))
-    mem.connect_upstream(l1.name, l1.mem_side)
-    return Target([l1.core_side], ["sm0"], lambda i, inbox: l1.connect_upstream("sm0", inbox),
-                  (l1,))
+def _cycles_ps(cycles: int) -> int:
+    return CLOCK.cycles_to_ps(cycles)
 
 
-def _hierarchy(overrides: dict) -> Callable[[SimEnvironment], Target]:
-    def build(env: SimEnvironment) -> Target:
-        cfg = models.load_preset("h100_sxm", {"l2.size_bytes": 80 * 128 * 20 * 2, **overrides})
-        mem = build_memory_system(env, cfg, sm_count=2,
-                                  shared_carveout_bytes=cfg.sm.max_shared_memory_bytes)
-        return Target([l1.core_side for l1 in mem.l1s], [mem.sm_source(i) for i in range(2)],
-                      mem.connect_sm, (*mem.l1s, *mem.l2.slices, *mem.l3_slices))
-    return build
+def _cached_cold_load_ps() -> tuple[int, int]:
+    """Near SM, closed bank: L2 near + HBM channel share + tRCD; the far SM adds far - near;
+    a bank holding another row adds tRP, a refresh window at most tRFC."""
+    l2, hbm = CONFIG.l2, CONFIG.hbm
+    near = (_cycles_ps(l2.near_hit_latency_cycles) + hbm_fixed_latency_ps(CONFIG, CLOCK)
+            + round(hbm.row_activate_ns * 1000))
+    far = near + _cycles_ps(l2.far_hit_latency_cycles - l2.near_hit_latency_cycles)
+    return near, far + round((hbm.row_precharge_ns + hbm.refresh_ns) * 1000)
 
 
-IMPLEMENTATIONS = {
-    "ideal_memory": _ideal,
-    "perfect_cache": _perfect,
-    "l1_over_ideal": _l1_over_ideal,
-    "hierarchy": _hierarchy({}),
-    "hierarchy_with_l3": _hierarchy({"l3.enabled": True, "l3.slices": 5,
-                                     "l3.size_bytes": 5 * 128 * 16 * 4,
-                                     "l3.hit_latency_cycles": 560}),
+FIGURES = {
+    "cached": Figures(_cached_cold_load_ps(), _cycles_ps(CONFIG.l1.hit_latency_cycles),
+                      ("memory.l1.load", "memory.l2.load", "memory.hbm.load"),
+                      "memory.l1.load", True),
+    "flat": Figures((_cycles_ps(CONFIG.hbm.latency_cycles),) * 2,
+                    _cycles_ps(CONFIG.l2.near_hit_latency_cycles),
+                    ("memory.l2.load", "memory.hbm.load"), "memory.l2.load", True),
+    "ideal": Figures((_cycles_ps(CONFIG.l1.hit_latency_cycles),) * 2,
+                     _cycles_ps(CONFIG.l1.hit_latency_cycles), (), None, False),
 }
-STALLS = [(0.0, 0.0), (0.5, 0.0), (0.0, 0.6), (0.3, 0.8)]  # (requester, consumer) probability
+NAMES = sorted(MEMORY_MODELS)
+ROUNDING_PS = 2
+"""Whole-ps rounding of the per-level latencies that a model adds up."""
 
 
-def _request(rng: np.random.Generator, source: str, req_id: int) -> ReadReq | WriteReq:
-    ids = np.sort(rng.choice(600, size=int(rng.integers(1, 5)), replace=False))
-    lines = ids.astype(np.int64) * 128
-    masks = rng.integers(1, 16, size=ids.size).astype(np.uint8)
-    lines.flags.writeable = masks.flags.writeable = False
-    size = int(np.unpackbits(masks[:, None], axis=1).sum()) * 32
-    kind = WriteReq if rng.random() < 0.3 else ReadReq
-    return kind(int(lines[0]), size, lines, masks, source=source, req_id=req_id)
+def _memory(name: str):
+    return MEMORY_MODELS[name](CONFIG, CONFIG.sm.count, 0)
 
 
-def _run(build: Callable[[SimEnvironment], Target], stall: tuple[float, float], seed: int,
-         count: int = 120):
-    env = SimEnvironment()
-    target = build(env)
+def _line_sectors(address: int) -> np.ndarray:
+    return np.arange(address // SECTOR, (address + LINE) // SECTOR, dtype=np.int64)
+
+
+@functools.cache
+def _independent_lines(count: int) -> tuple[int, ...]:
+    """Line addresses with pairwise distinct L2 slices and HBM channels."""
+    amap = build_address_map(CONFIG)
+    candidates = np.arange(1, 100_000, dtype=np.int64) * LINE
+    slices, channels = amap.l2_slice(candidates), amap.hbm_channel(candidates)
+    picked, seen_slices, seen_channels = [], set(), set()
+    for address, s, c in zip(candidates.tolist(), slices.tolist(), channels.tolist(),
+                             strict=True):
+        if s not in seen_slices and c not in seen_channels:
+            picked.append(address)
+            seen_slices.add(s)
+            seen_channels.add(c)
+            if len(picked) == count:
+                return tuple(picked)
+    raise AssertionError(f"fewer than {count} lines with distinct slices and channels")
+
+
+def _traced(memory) -> tuple[StatSheet, CachedMemoryTracer]:
+    """The tracers `simulate_kernel` attaches to the memory's hooks."""
+    sheet = StatSheet()
+    cache_tracer = CachedMemoryTracer(sheet)
+    MemoryTracer(sheet).attach(memory.hooks)
+    cache_tracer.attach(memory.hooks)
+    return sheet, cache_tracer
+
+
+def _bytes_by_component(sheet: StatSheet, tracer: CachedMemoryTracer) -> dict[str, float]:
+    tracer.flush()
+    frame = sheet.to_frame("contract", "probe")
+    rows = frame[frame["stat"] == "bytes"]
+    return dict(zip(rows["component"], rows["value"], strict=True))
+
+
+def _random_calls(seed: int, count: int = 400) -> list[tuple[int, str, np.ndarray, int]]:
+    """Mixed kinds from random SMs, 1-8 distinct sectors each, issue times non-decreasing."""
     rng = make_rng(seed)
-    sent: dict[tuple[str, int], object] = {}
-    answers: list = []
-
-    def requester(i: int):
-        for n in range(count):
-            req = _request(rng, target.sources[i], n)
-            sent[(req.source, n)] = req
-            if rng.random() < stall[0]:
-                yield env.timeout(CLOCK.cycles_to_ps(int(rng.integers(1, 200))))
-            yield target.core_sides[i].put(req)
-
-    def consumer(inbox: Port):
-        while True:
-            answers.append((yield inbox.get()))
-            if rng.random() < stall[1]:
-                yield env.timeout(CLOCK.cycles_to_ps(int(rng.integers(1, 300))))
-
-    for i in range(len(target.sources)):
-        inbox = Port(env, f"{target.sources[i]}.inbox", 4)
-        target.connect(i, inbox)
-        env.process(requester(i))
-        env.process(consumer(inbox))
-    env.run()
-    return target, sent, answers
+    calls, now = [], 0
+    for _ in range(count):
+        now += int(rng.integers(0, 2_000))
+        sectors = np.unique(rng.integers(0, 1 << 16, int(rng.integers(1, 9)))).astype(np.int64)
+        calls.append((int(rng.integers(0, CONFIG.sm.count)), KINDS[int(rng.integers(0, 5))],
+                      sectors, now))
+    return calls
 
 
-@pytest.mark.parametrize("stall", STALLS, ids=str)
-@pytest.mark.parametrize("name", list(IMPLEMENTATIONS))
-def test_every_request_is_answered_once_with_its_own_request(name, stall):
-    """Each request gets exactly one response of the right kind, whatever the stalls."""
-    target, sent, answers = _run(IMPLEMENTATIONS[name], stall, seed=11)
-    answered = [(rsp.req.source, rsp.req.req_id) for rsp in answers]
-    assert sorted(answered) == sorted(sent)
-    for rsp in answers:
-        assert rsp.req is sent[(rsp.req.source, rsp.req.req_id)]
-        assert isinstance(rsp, ReadRsp if isinstance(rsp.req, ReadReq) else WriteRsp)
-    assert all(cache.outstanding_fetches == 0 for cache in target.caches)
+def test_every_selectable_memory_model_has_contract_figures():
+    """Each name `build_system` accepts has its preset figures here, so each is checked."""
+    assert set(FIGURES) == set(MEMORY_MODELS)
 
 
-@pytest.mark.parametrize("name", list(IMPLEMENTATIONS))
-def test_same_inputs_give_the_same_response_order(name):
-    """Two runs with the same seed deliver the same responses in the same order."""
-    orders = [[(r.req.source, r.req.req_id) for r in _run(IMPLEMENTATIONS[name], STALLS[3],
-                                                          seed=5)[2]] for _ in range(2)]
-    assert orders[0] == orders[1]
+@pytest.mark.parametrize("name", NAMES)
+def test_build_system_assembles_a_memory_honouring_the_interface_by_name(name):
+    """build_system(memory=name) holds an object with access() and its own Hooks."""
+    memory = simulator.build_system(CONFIG, memory=name).memory
+    assert callable(memory.access)
+    assert isinstance(memory.hooks, Hooks)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_access_completes_in_whole_ps_no_earlier_than_the_l1_hit_latency(name):
+    """Loads, stores, atomics and bulk loads all finish >= issue + l1.hit_latency_cycles."""
+    memory = _memory(name)
+    floor_ps = _cycles_ps(CONFIG.l1.hit_latency_cycles) - ROUNDING_PS
+    for sm, kind, sectors, now in _random_calls(seed=3):
+        done = memory.access(sm, kind, sectors, now)
+        assert isinstance(done, int | np.integer)
+        assert done - now >= floor_ps, (kind, sectors.tolist(), now, done)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_unloaded_cold_load_costs_the_preset_latency_of_the_level_that_holds_it(name):
+    """A first load of a line on an idle chip costs the model's cold figure from the preset
+    (cached: L2 + HBM share + row open, near to far; flat: hbm.latency; ideal: l1.hit)."""
+    low, high = FIGURES[name].cold_load_ps
+    memory = _memory(name)
+    for i, address in enumerate(_independent_lines(8), start=1):
+        now = i * IDLE_PS
+        measured = memory.access(i, "load", _line_sectors(address), now) - now
+        assert low - ROUNDING_PS <= measured <= high + ROUNDING_PS, (address, measured)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_second_read_of_a_line_hits_at_the_models_hit_level_latency(name):
+    """The same SM loading a line again on an idle chip costs the hit level's latency
+    (cached: l1.hit, flat: l2.near_hit, ideal: l1.hit), never more than the cold load."""
+    memory = _memory(name)
+    sectors = _line_sectors(_independent_lines(1)[0])
+    cold = memory.access(5, "load", sectors, IDLE_PS) - IDLE_PS
+    repeat = memory.access(5, "load", sectors, 2 * IDLE_PS) - 2 * IDLE_PS
+    assert abs(repeat - FIGURES[name].repeat_load_ps) <= ROUNDING_PS
+    assert repeat <= cold
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_cold_loads_move_exactly_the_requested_bytes_at_every_level(name):
+    """Loads of distinct untouched lines: each level the model has counts the requested bytes
+    (cached: L1, L2, HBM; flat: L2, HBM), no other level moves any; the first level counts
+    every requested sector."""
+    memory = _memory(name)
+    sheet, tracer = _traced(memory)
+    lines = _independent_lines(16)
+    for i, address in enumerate(lines):
+        memory.access(i % 4, "load", _line_sectors(address), i * 1_000)
+    requested_bytes = len(lines) * LINE
+    moved = _bytes_by_component(sheet, tracer)
+    levels = FIGURES[name].levels
+    assert {c: moved.get(c, 0) for c in levels} == dict.fromkeys(levels, requested_bytes)
+    assert all(value == 0 for c, value in moved.items() if c not in levels)
+    first = levels[0] if levels else "memory.l2.load"  # ideal: counted where flat counts
+    assert sheet.value(first, "sectors") == requested_bytes // SECTOR
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reading_the_lines_again_moves_bytes_only_at_the_hit_level(name):
+    """A second pass of the same SMs over the same lines adds the requested bytes at the
+    hit level and nothing below it (cached: L1; flat: L2; ideal: nowhere)."""
+    memory = _memory(name)
+    sheet, tracer = _traced(memory)
+    lines = _independent_lines(16)
+    for now in (0, IDLE_PS):
+        for i, address in enumerate(lines):
+            memory.access(i % 4, "load", _line_sectors(address), now + i * 1_000)
+    moved = _bytes_by_component(sheet, tracer)
+    requested_bytes = len(lines) * LINE
+    expected = dict.fromkeys(FIGURES[name].levels, requested_bytes)
+    if FIGURES[name].hit_level is not None:
+        expected[FIGURES[name].hit_level] += requested_bytes
+    assert {c: v for c, v in moved.items() if v} == expected
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_independent_requests_complete_at_the_same_times_in_any_call_order(name):
+    """Loads issued at one instant by different SMs to lines of distinct L2 slices and HBM
+    channels finish at the same times whatever order the calls come in."""
+    lines = _independent_lines(16)
+    rng = make_rng(17)
+    results = []
+    for order in (np.arange(len(lines)), *(rng.permutation(len(lines)) for _ in range(3))):
+        memory = _memory(name)
+        done = {int(i): memory.access(3 * int(i), "load", _line_sectors(lines[i]), IDLE_PS)
+                for i in order}
+        results.append(dict(sorted(done.items())))
+    assert all(result == results[0] for result in results)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_same_calls_give_the_same_times_with_or_without_tracers(name):
+    """Two fresh memories fed the same calls return identical times, and attaching the
+    production tracers to one of them changes none (observing never changes timing)."""
+    calls = _random_calls(seed=8)
+    quiet, other, traced = _memory(name), _memory(name), _memory(name)
+    _traced(traced)
+    times = [[memory.access(*call) for call in calls] for memory in (quiet, other, traced)]
+    assert times[0] == times[1] == times[2]
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if FIGURES[n].has_hbm])
+def test_cold_stream_takes_at_least_its_bytes_over_the_hbm_peak(name):
+    """8 MiB of distinct lines loaded at once by every SM finish no earlier than size over
+    hbm.peak_bandwidth_gbps (less 0.5 %: pipes hold whole femtoseconds per byte)."""
+    memory = _memory(name)
+    size, chunk = 8 << 20, 16
+    done = max(memory.access(r % CONFIG.sm.count, "load",
+                             np.arange(r * chunk, (r + 1) * chunk, dtype=np.int64), 0)
+               for r in range(size // (chunk * SECTOR)))
+    floor_ps = size / (CONFIG.hbm.peak_bandwidth_gbps * 1e9) * 1e12
+    print(f"{name}: stream of {size} B: floor {floor_ps:.0f} ps, measured {done} ps, "
+          f"{done / floor_ps - 1:+.2%}")
+    assert done >= floor_ps * 0.995
+
+
+def test_ideal_memory_has_no_bandwidth_limit():
+    """The same 8 MiB stream on the ideal memory finishes exactly l1.hit_latency after issue."""
+    memory = _memory("ideal")
+    done = max(memory.access(r % CONFIG.sm.count, "load",
+                             np.arange(r * 16, (r + 1) * 16, dtype=np.int64), 0)
+               for r in range((8 << 20) // (16 * SECTOR)))
+    assert done == _cycles_ps(CONFIG.l1.hit_latency_cycles)
+
+
+@functools.cache
+def _saxpy(name: str) -> tuple[int, np.ndarray]:
+    spec = KERNELS["saxpy"]
+    case = spec.build(np.random.default_rng(0), **spec.variants[0])
+    result = simulator.simulate_kernel(load_ptx(case.file), case.entry, case.grid, case.block,
+                                       case.args, shared_bytes=case.shared_bytes, memory=name)
+    (index,) = case.outputs
+    return result.cycles, np.array(case.args[index])
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_kernel_outputs_do_not_depend_on_the_memory_model(name):
+    """saxpy writes the same output array whichever memory times it."""
+    assert np.array_equal(_saxpy(name)[1], _saxpy("cached")[1])
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if n != "ideal"])
+def test_ideal_memory_runs_a_memory_bound_kernel_fastest(name):
+    """saxpy takes fewer cycles on the ideal memory than on any real model."""
+    assert _saxpy("ideal")[0] < _saxpy(name)[0]
