@@ -2,9 +2,11 @@
 
 Decoding happens once per (module, entry): registers get indices in their width
 files, variables get addresses in their state spaces, labels become instruction
-indices, modifiers are sorted into fields (types, rounding, comparison, space,
-vector width, flags) and checked against the opcode table. The result runs on any
-launch shape. Errors are `PtxError`s pointing at the offending line.
+indices (each defined once per function: labels are not scoped by `{ }` blocks here,
+so a repeated name is an error rather than a branch to the wrong copy), modifiers are
+sorted into fields (types, rounding, comparison, space, vector width, flags) and
+checked against the opcode table. The result runs on any launch shape. Errors are
+`PtxError`s pointing at the offending line.
 """
 
 from __future__ import annotations
@@ -232,8 +234,12 @@ class _Decoder:
     # -- instructions --------------------------------------------------------------
     def _function(self, f: ast.Function, starts: dict, syms: dict) -> list[DInstr]:
         labels, pc = {}, starts[f.name]
+        first: dict[str, ast.Label] = {}
         for x in f.body:
             if isinstance(x, ast.Label):
+                if x.name in first:
+                    raise _duplicate_label(x, first[x.name], f)
+                first[x.name] = x
                 labels[x.name] = pc
             else:
                 pc += 1
@@ -376,6 +382,17 @@ class _Decoder:
                                          o.base.name, known), o.base.name)
             return DAddr(s, o.offset, s.space)
         raise self._err(x, f"unsupported operand {o!r}")
+
+
+def _duplicate_label(label: ast.Label, first: ast.Label, f: ast.Function) -> PtxError:
+    """A label defined twice in one function: `ptxas` refuses it in one scope ("Duplicate
+    definition of label"); in separate `{ }` blocks it keeps them apart, which the flat
+    label table here cannot, so a branch would reach the wrong one."""
+    return PtxError(f"label '{label.name}' is defined twice in function '{f.name}' (first at "
+                    f"line {first.loc.line}, column {first.loc.col})", file=label.loc.file,
+                    line=label.loc.line, col=label.loc.col, text=label.loc.text,
+                    expected="one definition of each label per function (labels of separate "
+                    "{ } blocks, as inline asm repeats them, need distinct names here)")
 
 
 def _operand_text(o) -> str:

@@ -45,6 +45,12 @@ class LaunchError(InputError):
     """A launch that cannot run: bad grid/block, wrong argument count or kind."""
 
 
+class StepLimitError(PtxError, LaunchError):
+    """A launch stopped at its step limit (`run_kernel(max_steps=...)`), most likely an
+    endless loop: a `LaunchError` naming the kernel and the limit, located (as a
+    `PtxError`) at the instruction where it stopped."""
+
+
 def column_of(line_text: str, name: str, start_col: int = 1, operand: int = -1) -> int:
     """1-based column of `name` in a source line at or after `start_col`; with `operand`
     = k, inside the k-th operand of the instruction starting there. `start_col` itself
@@ -76,3 +82,14 @@ def _operand_start(line_text: str, start: int, k: int) -> int:
         elif ch == ";":
             break
     return pos
+
+
+def operand_column(line_text: str, start_col: int, operand: int) -> int:
+    """1-based column of the first character of operand `operand` of the instruction
+    starting at `start_col` (`start_col` when the line does not hold it)."""
+    start = _operand_start(line_text, max(start_col - 1, 0), operand)
+    if operand > 0 and (start == 0 or line_text[start - 1] != ","):
+        return start_col
+    while start < len(line_text) and line_text[start] in " \t":
+        start += 1
+    return start + 1 if start < len(line_text) else start_col

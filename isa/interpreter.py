@@ -15,7 +15,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from isa.errors import PtxError
+from isa.errors import PtxError, StepLimitError
 from isa.machine import BLOCKED, EXITED, Machine
 
 
@@ -87,7 +87,8 @@ def _n_warps(idx: np.ndarray) -> int:
 
 def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 0,
                 skip_units: frozenset | None = None, skip_pcs: np.ndarray | None = None) -> None:
-    """Run the batch to completion; raises `PtxError` on faults and deadlocks.
+    """Run the batch to completion; raises `PtxError` on faults and deadlocks, and
+    `StepLimitError` when the batch takes more than `max_steps` steps (0: no limit).
 
     Instructions of a unit in `skip_units` and those where `skip_pcs` is True (timing
     mode, `isa.dataflow`) advance the pc without their semantics, unless they are control
@@ -125,7 +126,7 @@ def run_machine(m: Machine, counts: StepCounts, observer=None, max_steps: int = 
             counts.warp[target] += nw
             m.steps += 1
             if m.steps > limit:
-                raise m.fault(ins, f"step limit of {limit} reached (infinite loop?)")
+                raise _step_limit(m, ins, limit)
             exec_lanes = lanes
             if ins.guard is not None:
                 g = ins.guard.read_raw(m, lanes)
@@ -186,13 +187,21 @@ def _plain_run(m: Machine, counts: StepCounts, observer, lanes, nw: int, first: 
         m.steps += 1
         if m.steps > limit:
             m.pc[lanes] = target
-            raise m.fault(instrs[target], f"step limit of {limit} reached (infinite loop?)")
+            raise _step_limit(m, instrs[target], limit)
         counts.thread[target] += n_lanes
         if observer is not None and record_run is None:
             observer(m, instrs[target], lanes, nw)
     if record_run is not None:
         record_run(m, first, last, lanes, nw)
     m.pc[lanes] = last
+
+
+def _step_limit(m: Machine, ins, limit: int) -> StepLimitError:
+    """The error of a batch that ran `limit` steps without finishing, at `ins`."""
+    return m.fault(ins, f"kernel '{m.program.entry}': step limit of {limit} reached "
+                   "(infinite loop?)", error=StepLimitError,
+                   expected=f"a kernel that finishes within max_steps={limit} steps per batch "
+                   "of CTAs (run_kernel(max_steps=...) raises it; None lifts it)")
 
 
 def _deadlock(m: Machine) -> None:

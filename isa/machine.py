@@ -198,14 +198,16 @@ class Machine:
         t = (int(self.tid[0][slot]), int(self.tid[1][slot]), int(self.tid[2][slot]))
         return f"thread {t} of CTA {tuple(int(x) for x in c)}"
 
-    def fault(self, ins, message: str, lanes=None, bad=None, expected: str = "") -> PtxError:
+    def fault(self, ins, message: str, lanes=None, bad=None, expected: str = "",
+              error: type[PtxError] = PtxError) -> PtxError:
+        """An `error` at `ins`, naming the first lane of `lanes` that `bad` marks False."""
         where = ""
         if lanes is not None and bad is not None:
             ids = self.lane_ids(lanes)
             slot = int(ids[np.flatnonzero(~bad)[0]]) if (~bad).any() else int(ids[0])
             where = f" ({self.describe_slot(slot)})"
-        return PtxError(f"{message}{where} in '{ins.text}'", file=ins.loc.file,
-                        line=ins.loc.line, col=ins.loc.col, text=ins.loc.text, expected=expected)
+        return error(f"{message}{where} in '{ins.text}'", file=ins.loc.file,
+                     line=ins.loc.line, col=ins.loc.col, text=ins.loc.text, expected=expected)
 
     # -- memory --------------------------------------------------------------------
     def locate(self, space: str | None, addr: np.ndarray, lanes, nbytes: int, ins):

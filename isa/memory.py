@@ -53,7 +53,9 @@ class GlobalLayout:
 
 
 class GlobalMemory:
-    """The bytes behind a `GlobalLayout`, with checked gather/scatter."""
+    """The bytes behind a `GlobalLayout`, with checked gather/scatter. The array is
+    zero-filled pages from the operating system, materialised where written, so address
+    ranges nothing copies into (`isa.ShapeOnly` tensors) cost memory only where touched."""
 
     def __init__(self, layout: GlobalLayout):
         self.buffers = list(layout.buffers)

@@ -24,17 +24,25 @@ instruction's line and column:
   registers are 32/64-bit integers, vector operands hold as many registers as `.vN`
   says, pack/unpack `mov` widths add up, barrier ids are 0..15 with thread counts in
   whole warps.
+* Positions: an `[address]` stands exactly where the signature has `ADDR` (`st [a], b`,
+  `ld d, [a]`, `atom d, [a], b`), nowhere else.
+* Immediate ranges: an integer constant for an N-bit operand lies in -2^(N-1) .. 2^N - 1
+  (negative values as two's complement, as nvcc writes `-1` for a `.u32`);
+  `BIT_FIELD_OPERANDS` (bfe/bfi position and length) take 0..255.
 
 The rules follow the PTX ISA's operand-size and type rules as `ptxas` (CUDA 13, sm_90)
-enforces them; each one here was checked against what `ptxas` accepts. Left out:
-register type *kinds* beyond predicates (a `.b32` and an `.f32` register hold the same
-bits, so mixing them cannot mis-execute), immediate ranges, and half-precision
-immediates.
+enforces them; each one here was checked against what `ptxas` accepts. The immediate
+range is stricter than `ptxas`, which refuses only integer constants beyond 64 bits
+("Constant overflow", refused by the parser here) and silently takes a constant too wide
+for its operand, with a value the PTX ISA does not define. Left out: register type
+*kinds* beyond predicates (a `.b32` and an `.f32` register hold the same bits, so mixing
+them cannot mis-execute), and half-precision immediates. Duplicate labels are refused
+where labels are resolved (`isa.decode`).
 """
 
 from __future__ import annotations
 
-from isa.errors import PtxError, column_of
+from isa.errors import PtxError, column_of, operand_column
 from isa.opcodes import IROUND, ROUND
 from isa.operands import DAddr, DImm, DLabel, DNeg, DPipe, DReg, DSink, DSpecial, DSym, DVec
 from isa.semantics import vpcu, zce
@@ -99,6 +107,10 @@ NEEDS_TYPE = frozenset({"add", "sub", "mul", "mad", "fma", "div", "rem", "abs", 
                         "ex2", "lg2", "sin", "cos"})
 NEEDS_ADDRESS = frozenset({"ld", "ldu", "st", "atom", "red", "prefetch", "prefetchu"})
 VECTOR_MEMORY = frozenset({"ld", "ldu", "st"})
+BIT_FIELD_OPERANDS = {"bfe": (2, 3), "bfi": (3, 4)}
+"""Operand positions of the bit position and field length; `ptxas` takes immediates in
+0..255 there ("value '4000' out of range, expected to be in range [0..255]")."""
+BIT_FIELD_RANGE = (0, 255)
 EXTENSION_FORMS = {"vmma": vpcu.form_problem, "zmma": zce.form_problem}
 """Form checks of our ISA extensions (isa/opcodes.py EXTENSIONS), by table name."""
 
@@ -139,6 +151,8 @@ def _err(ins, msg: str, expected: str = "", near: str = "", operand: int = -1) -
     """An error at `ins`, at the column of `near` (in operand `operand` when given) when
     it is written on the instruction's line."""
     col = column_of(ins.loc.text, near, ins.loc.col, operand) if near else ins.loc.col
+    if near and col == ins.loc.col and operand >= 0:     # written otherwise (0x..., -x)
+        col = operand_column(ins.loc.text, ins.loc.col, operand)
     return PtxError(msg, file=ins.loc.file, line=ins.loc.line, col=col, text=ins.loc.text,
                     expected=expected)
 
@@ -168,9 +182,12 @@ def _check(ins, reg_types) -> None:
     if problem is not None:
         raise _err(ins, *problem)
     roles = _signature(ins)
-    if roles is not None and ins.types:
-        for k, (role, op) in enumerate(zip(roles, ins.ops, strict=False)):
+    for k, (role, op) in enumerate(zip(roles or (), ins.ops, strict=False)):
+        _check_address_position(ins, k, role, op, roles)
+        if ins.types:
             _check_operand(ins, k, role, op, reg_types)
+    if name in BIT_FIELD_OPERANDS:
+        _check_bit_field(ins)
 
 
 # -- instruction-level rules ------------------------------------------------------------
@@ -234,6 +251,45 @@ def _check_comparison(ins) -> None:
     if ins.cmp not in accepted:
         raise _err(ins, f"comparison '.{ins.cmp}' does not apply to .{ty.name}",
                    "one of: " + ", ".join("." + c for c in sorted(accepted)))
+
+
+def _form(ins, roles) -> str:
+    """How an instruction's operands are written, e.g. 'st.global.f32 [addr], a'."""
+    names = iter("abcde")
+    parts = ["[addr]" if r == ADDR else "d" if r in _DESTINATIONS else
+             "p" if r == PRED else next(names) for r in roles]
+    return f"{ins.text} {', '.join(parts)}"
+
+
+def _check_address_position(ins, k: int, role: str, op, roles) -> None:
+    """An `[address]` stands where the signature has ADDR, and only there."""
+    if role == ADDR and not isinstance(op, DAddr):
+        raise _err(ins, f"operand {k} of '{ins.text}' must be an [address]; the operands "
+                   "look swapped", _form(ins, roles), _operand_name(op), k)
+    if role in _DESTINATIONS and isinstance(op, DAddr):
+        raise _err(ins, f"destination of '{ins.text}' is not writable",
+                   f"a register, {{vector}}, d|p or _: {_form(ins, roles)}")
+    if role != ADDR and isinstance(op, DAddr):
+        raise _err(ins, f"operand {k} of '{ins.text}' is an [address] where a register or "
+                   "value belongs", _form(ins, roles), "[", k)
+
+
+def _operand_name(op) -> str:
+    if isinstance(op, DImm):
+        return _imm_text(op)
+    if isinstance(op, DNeg):
+        return op.reg.name
+    return getattr(op, "name", "")
+
+
+def _check_bit_field(ins) -> None:
+    lo, hi = BIT_FIELD_RANGE
+    for k in BIT_FIELD_OPERANDS[ins.spec.name]:
+        op = ins.ops[k] if k < len(ins.ops) else None
+        if isinstance(op, DImm) and not op.float_width and not lo <= int(op.value) <= hi:
+            what = "position" if k == BIT_FIELD_OPERANDS[ins.spec.name][0] else "length"
+            raise _err(ins, f"bit-field {what} {op.value} of '{ins.text}' is out of range",
+                       f"an immediate in {lo}..{hi}", _imm_text(op), k)
 
 
 def _check_barrier(ins) -> None:
@@ -405,7 +461,11 @@ def _check_immediate(ins, k: int, role: str, imm: DImm, ty) -> None:
         if is_float:
             raise _err(ins, f"operand {k} of '{ins.text}' is a float constant", "an integer",
                        _imm_text(imm), k)
+        _check_integer_range(ins, k, imm, 32)
         return
+    if not is_float and ty.kind in _INT_KINDS and ty.bits < 128:
+        _check_integer_range(ins, k, imm, 2 * ty.bits if role in (DST_WIDE, SRC_WIDE)
+                             else ty.bits)
     if ty.kind == "f" and ty.bits >= 32 and not is_float:
         raise _err(ins, f"integer constant {imm.value} used as a .{ty.name} operand",
                    f"a float constant such as 1.0 or 0f3F800000 for .{ty.name}", _imm_text(imm),
@@ -419,6 +479,15 @@ def _check_immediate(ins, k: int, role: str, imm: DImm, ty) -> None:
                    f"an integer, or a {ty.bits}-bit float bit pattern "
                    f"({'0f' if ty.bits == 32 else '0d'}...) for .{ty.name}", _imm_text(imm),
                    k)
+
+
+def _check_integer_range(ins, k: int, imm: DImm, bits: int) -> None:
+    """An integer constant of an N-bit operand: -2^(N-1) .. 2^N - 1."""
+    lo, hi = -(1 << (bits - 1)), (1 << bits) - 1
+    if not lo <= int(imm.value) <= hi:
+        raise _err(ins, f"integer constant {imm.value} does not fit the {bits}-bit operand {k} "
+                   f"of '{ins.text}'", f"an integer from {lo} to {hi} ({hi:#x}); negative "
+                   "values are two's complement", _imm_text(imm), k)
 
 
 def _imm_text(imm: DImm) -> str:
