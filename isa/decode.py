@@ -2,8 +2,9 @@
 
 Decoding happens once per (module, entry): registers get indices in their width
 files, variables get addresses in their state spaces, labels become instruction
-indices (each defined once per function: labels are not scoped by `{ }` blocks here,
-so a repeated name is an error rather than a branch to the wrong copy), modifiers are
+indices (each defined once per function: the parser has already given the labels of
+nested `{ }` blocks names of their own, so a repeated name here is two definitions in
+the function's body, which ptxas refuses too), modifiers are
 sorted into fields (types, rounding, comparison, space, vector width, flags) and
 checked against the opcode table. The result runs on any launch shape. Errors are
 `PtxError`s pointing at the offending line.
@@ -385,14 +386,12 @@ class _Decoder:
 
 
 def _duplicate_label(label: ast.Label, first: ast.Label, f: ast.Function) -> PtxError:
-    """A label defined twice in one function: `ptxas` refuses it in one scope ("Duplicate
-    definition of label"); in separate `{ }` blocks it keeps them apart, which the flat
-    label table here cannot, so a branch would reach the wrong one."""
+    """A label defined twice in a function's body: `ptxas` refuses it ("Duplicate
+    definition of label"); labels of nested `{ }` blocks were renamed by the parser."""
     return PtxError(f"label '{label.name}' is defined twice in function '{f.name}' (first at "
                     f"line {first.loc.line}, column {first.loc.col})", file=label.loc.file,
                     line=label.loc.line, col=label.loc.col, text=label.loc.text,
-                    expected="one definition of each label per function (labels of separate "
-                    "{ } blocks, as inline asm repeats them, need distinct names here)")
+                    expected="one definition of each label per function")
 
 
 def _operand_text(o) -> str:

@@ -6,9 +6,11 @@ opcode table. Handles module directives (`.version/.target/.address_size`), link
 (`.visible/.extern/.weak`), `.entry`/`.func` with `.param` lists (scalars, `.b8 n[N]`
 aggregates, `.ptr .global .align N` attributes), variable declarations with
 alignment, arrays and initializers, nested `{ }` scopes whose `.reg` names shadow
-outer ones, labels, guards, vector operands, `d|p` destinations, `[reg+imm]`
-addresses, float bit-pattern immediates, `call` sequences, and ignores `.pragma`,
-`.loc`, `.file` and `.section` debug blocks.
+outer ones, labels (scoped by block as ptxas does: a nested block's labels are renamed
+`name%scopeN` with the branches naming them, so inline asm may repeat a label), guards,
+vector operands, `d|p` destinations, `[reg+imm]` addresses, float bit-pattern
+immediates, `call` sequences, and ignores `.pragma`, `.loc`, `.file` and `.section` debug
+blocks.
 
 Errors are `PtxError`s at the offending token, or just past the last token where a
 `;` or `}` is missing (a statement running into the next line lacks its `;`). The source
@@ -21,6 +23,8 @@ without recursion, to any depth.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from isa.ast import (
     Function,
     Instruction,
@@ -28,6 +32,7 @@ from isa.ast import (
     Loc,
     Module,
     Reg,
+    Sym,
     VarDecl,
 )
 from isa.errors import PtxError
@@ -65,6 +70,7 @@ class _Parser(OperandParser):
         self.mod = Module(file=file)
         self._uid = 0
         self._fn_regs = 0
+        self._scoped_labels = 0   # nested blocks whose labels were renamed
 
     # -- token helpers -------------------------------------------------------------
     def peek(self, k: int = 0) -> Token | None:
@@ -357,6 +363,7 @@ class _Parser(OperandParser):
         (kept on `scopes` and on a stack of the braces still open, so nesting depth costs
         no recursion)."""
         open_braces = [opened]
+        levels = [(len(fn.body), set())]   # per open block: first body index, its labels
         while True:
             tok = self.peek()
             if tok is None:
@@ -370,12 +377,15 @@ class _Parser(OperandParser):
             if text == "}":
                 self.next()
                 open_braces.pop()
+                start, names = levels.pop()
                 if not open_braces:
                     return
+                self.scope_labels(fn, start, names)
                 scopes.pop()
             elif text == "{":
                 scopes.append({})
                 open_braces.append(self.next())
+                levels.append((len(fn.body), set()))
             elif text == ".reg":
                 self.reg_decl(fn, scopes)
             elif text in (".shared", ".local", ".param", ".global", ".const"):
@@ -390,9 +400,35 @@ class _Parser(OperandParser):
                     and not text.startswith("%"):
                 self.next()
                 self.next()
+                if len(levels) > 1 and text in levels[-1][1]:   # the body's: isa.decode
+                    label = next(x for x in fn.body[levels[-1][0]:]
+                                 if isinstance(x, Label) and x.name == text)
+                    raise self.error(f"label '{text}' is defined twice in one block (first "
+                                     f"at line {label.loc.line}, column {label.loc.col})",
+                                     tok, "one definition of each label per { } block")
+                levels[-1][1].add(text)
                 fn.body.append(Label(text, self.loc(tok)))
             else:
                 fn.body.append(self.instruction(scopes))
+
+    def scope_labels(self, fn: Function, start: int, names: set[str]) -> None:
+        """Give the labels a closed nested `{ }` block defined names of their own (as ptxas
+        scopes labels by block, and inline asm repeats them): from body index `start` on,
+        each such label and every branch target naming it (inner blocks' own labels were
+        renamed when they closed) becomes `name%scopeN`, unique in the function."""
+        if not names:
+            return
+        self._scoped_labels += 1
+        renamed = {n: f"{n}%scope{self._scoped_labels}" for n in names}
+        for i in range(start, len(fn.body)):
+            x = fn.body[i]
+            if isinstance(x, Label):
+                if x.name in renamed:
+                    fn.body[i] = replace(x, name=renamed[x.name])
+            elif any(isinstance(o, Sym) and o.name in renamed for o in x.operands):
+                fn.body[i] = replace(x, operands=tuple(
+                    Sym(renamed[o.name]) if isinstance(o, Sym) and o.name in renamed else o
+                    for o in x.operands))
 
     def reg_decl(self, fn: Function, scopes: list[dict]) -> None:
         start = self.next()

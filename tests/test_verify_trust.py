@@ -55,16 +55,36 @@ def test_same_label_in_two_functions_is_accepted():
     isa.compile_kernel(ptx, "k")
 
 
-def test_repeated_label_in_separate_blocks_is_refused_with_a_rename_hint():
-    """ptxas accepts WAIT: repeated in separate { } blocks (inline asm does that); the flat
-    label table here cannot tell them apart, so it refuses rather than branch to the wrong
-    copy, and says to give them distinct names."""
-    body = "{\n.reg .pred p;\nWAIT:\nsetp.eq.u32 p, 1, 1;\n@!p bra WAIT;\n}\n"
-    ptx = f"{HEADER}{DECLS}{body}{body}ret;\n}}\n"
-    err = error_of(ptx)
-    assert err.message.startswith("label 'WAIT' is defined twice in function 'k'")
-    assert err.line == 19
-    assert "labels of separate { } blocks" in err.expected
+def test_repeated_label_in_separate_blocks_reaches_its_own_block():
+    """ptxas accepts WAIT: repeated in separate { } blocks (inline asm does that) and scopes
+    each to its block: the first loop counts to 3, the second adds 10 until 20."""
+    body = ("mov.u32 %r1, 0;\nmov.u32 %r2, 0;\n"
+            "{\n.reg .pred p;\nWAIT:\nadd.u32 %r1, %r1, 1;\nsetp.lt.u32 p, %r1, 3;\n"
+            "@p bra WAIT;\n}\n"
+            "{\n.reg .pred p;\nWAIT:\nadd.u32 %r2, %r2, 10;\nsetp.lt.u32 p, %r2, 20;\n"
+            "@p bra WAIT;\n}\n"
+            "add.u32 %r3, %r1, %r2;\nld.param.u64 %rd1, [out];\n"
+            "cvta.to.global.u64 %rd2, %rd1;\nst.global.u32 [%rd2], %r3;\n")
+    out = np.zeros(1, dtype=np.uint32)
+    isa.run_kernel(f"{HEADER}{DECLS}{body}ret;\n}}\n", "k", grid=1, block=1, args=[out])
+    assert out[0] == 3 + 20
+
+
+def test_label_repeated_in_one_block_is_rejected():
+    """ptxas: "Duplicate definition of label" within one { } block; named at the second."""
+    body = "{\nWAIT:\nmov.u32 %r1, 1;\nWAIT:\nbra WAIT;\n}\n"
+    err = error_of(f"{HEADER}{DECLS}{body}ret;\n}}\n")
+    assert err.message == "label 'WAIT' is defined twice in one block (first at line 12, " \
+                          "column 1)"
+    assert (err.line, err.col) == (14, 1)
+
+
+def test_committed_ptx_with_block_scoped_labels_compiles():
+    """The L2 bandwidth probe repeats WAIT: in eight inline-asm blocks of one function."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks/hardware/l2_bandwidth_hw.ptx"
+    isa.compile_kernel(path.read_text(), "bulk_read", file=str(path))
 
 
 # -- immediates ----------------------------------------------------------------------------
