@@ -107,6 +107,8 @@ NEEDS_TYPE = frozenset({"add", "sub", "mul", "mad", "fma", "div", "rem", "abs", 
                         "ex2", "lg2", "sin", "cos"})
 NEEDS_ADDRESS = frozenset({"ld", "ldu", "st", "atom", "red", "prefetch", "prefetchu"})
 VECTOR_MEMORY = frozenset({"ld", "ldu", "st"})
+VECTOR_OPERANDS = VECTOR_MEMORY | {"mov", "atom", "red"}
+"""Opcodes of `SIGNATURES` whose operands may be `{vectors}` (mov packs and unpacks)."""
 BIT_FIELD_OPERANDS = {"bfe": (2, 3), "bfi": (3, 4)}
 """Operand positions of the bit position and field length; `ptxas` takes immediates in
 0..255 there ("value '4000' out of range, expected to be in range [0..255]")."""
@@ -184,6 +186,7 @@ def _check(ins, reg_types) -> None:
     roles = _signature(ins)
     for k, (role, op) in enumerate(zip(roles or (), ins.ops, strict=False)):
         _check_address_position(ins, k, role, op, roles)
+        _check_operand_kind(ins, k, role, op)
         if ins.types:
             _check_operand(ins, k, role, op, reg_types)
     if name in BIT_FIELD_OPERANDS:
@@ -272,6 +275,22 @@ def _check_address_position(ins, k: int, role: str, op, roles) -> None:
     if role != ADDR and isinstance(op, DAddr):
         raise _err(ins, f"operand {k} of '{ins.text}' is an [address] where a register or "
                    "value belongs", _form(ins, roles), "[", k)
+
+
+def _check_operand_kind(ins, k: int, role: str, op) -> None:
+    """A label only as a branch target, `_` only as a destination, a `{vector}` only where
+    the instruction moves several registers (ld, st, mov packing, vector atomics)."""
+    if isinstance(op, DLabel):
+        raise _err(ins, f"label '{op.name}' used as operand {k} of '{ins.text}'",
+                   f"a register or value (a label is a branch target: bra {op.name})",
+                   op.name, k)
+    if isinstance(op, DSink) and role not in _DESTINATIONS:
+        raise _err(ins, f"'_' (a discarded result) used as source operand {k} of "
+                   f"'{ins.text}'", "a register or value", "_", k)
+    if isinstance(op, DVec) and ins.spec.name not in VECTOR_OPERANDS:
+        raise _err(ins, f"operand {k} of '{ins.text}' is a {{vector}}", "one register or "
+                   f"value per operand ({{vectors}} go with {', '.join(sorted(VECTOR_OPERANDS))})",
+                   "{", k)
 
 
 def _operand_name(op) -> str:

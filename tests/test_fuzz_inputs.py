@@ -189,40 +189,20 @@ def test_retyped_instructions_compile_or_fail_with_a_located_input_error(data):
         assert LOCATED.search(str(err)), f"error without a location: {err}"
 
 
-# Crashes the fuzzer found outside the parser, tracked in issue 37: operands of the wrong
-# kind (a `{vector}`, a label or `_` where a scalar is read or written) pass the verifier
-# (isa/verify.py) and fail in the interpreter's semantics with an AttributeError.
-KNOWN_RUNTIME_CRASHES = re.compile(r"'D(Vec|Label|Sink|Addr|Imm|Special|Sym)' object has no "
-                                   r"attribute '(read|write|read_raw|write_raw)'")
-
-
-def test_retyped_kernels_that_compile_run_or_fail_with_a_located_ptx_error():
+@settings(max_examples=150, **SETTINGS)
+@given(data=retyped_ptx())
+def test_retyped_kernels_that_compile_run_or_fail_with_a_located_ptx_error(data):
     """What compiles also runs (2 CTAs of 32 threads, inputs as `ptxsim kernel` makes them,
     a step limit against endless loops) or stops with a PtxError at mut.ptx:line:col."""
-    known: list[str] = []
-
-    @settings(max_examples=150, **SETTINGS)
-    @given(data=retyped_ptx())
-    def check(data):
-        try:
-            module = isa.parse(data, "mut.ptx")
-            for name, fn in module.functions.items():
-                if fn.is_entry:
-                    program = isa.compile_kernel(data.decode("utf-8"), name, "mut.ptx")
-                    args, _ = make_arguments(program, elements=64, seed=0)
-                    isa.run_kernel(program, name, (2, 1, 1), (32, 1, 1), args,
-                                   max_steps=20_000)
-        except isa.PtxError as err:
-            assert LOCATED.search(str(err)), f"error without a location: {err}"
-        except AttributeError as err:
-            if not KNOWN_RUNTIME_CRASHES.search(str(err)):
-                raise
-            known.append(f"{err} in\n{data.decode()}")
-
-    check()
-    if known:
-        pytest.xfail(f"{len(known)} known wrong-kind operand crashes (KNOWN_RUNTIME_CRASHES), "
-                     f"first: {known[0][:2000]}")
+    try:
+        module = isa.parse(data, "mut.ptx")
+        for name, fn in module.functions.items():
+            if fn.is_entry:
+                program = isa.compile_kernel(data.decode("utf-8"), name, "mut.ptx")
+                args, _ = make_arguments(program, elements=64, seed=0)
+                isa.run_kernel(program, name, (2, 1, 1), (32, 1, 1), args, max_steps=20_000)
+    except isa.PtxError as err:
+        assert LOCATED.search(str(err)), f"error without a location: {err}"
 
 
 @settings(max_examples=150, **SETTINGS)

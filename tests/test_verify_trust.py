@@ -87,6 +87,23 @@ def test_committed_ptx_with_block_scoped_labels_compiles():
     isa.compile_kernel(path.read_text(), "bulk_read", file=str(path))
 
 
+# -- operand kinds -------------------------------------------------------------------------
+@pytest.mark.parametrize("instr, near, what", [
+    ("selp.u32 {%r1, %r2}, 1, 0, %p1;", "{", "is a {vector}"),
+    ("setp.ne.s32 %p2, {%r1, %r2}, 0;", "{", "is a {vector}"),
+    ("cvta.to.global.u64 %rd3, L0;", "L0", "label 'L0' used as operand 1"),
+    ("mov.u32 %r4, L0;", "L0", "label 'L0' used as operand 1"),
+    ("cvt.s64.s32 %rd1, _;", "_", "'_' (a discarded result) used as source operand 1"),
+    ("fma.rn.f32 %f4, _, %f1, %f3;", "_", "'_' (a discarded result) used as source operand 1"),
+])
+def test_operand_of_the_wrong_kind_is_refused_before_running(instr, near, what):
+    """ptxas: "Arguments mismatch" for a vector, label or `_` where a value belongs; here
+    a located error instead of a crash when the instruction runs."""
+    err = error_of(f"{HEADER}{DECLS}L0:\n{instr}\nret;\n}}\n")
+    assert what in err.message
+    assert (err.line, err.col) == (12, column(instr, near))
+
+
 # -- immediates ----------------------------------------------------------------------------
 def test_integer_constant_beyond_64_bits_is_rejected():
     """ptxas: "Constant overflow" for shl.b32 %r1, %r2, 99999999999999999999999."""
