@@ -2,9 +2,12 @@
 
 `load_sweep(DIR)` returns one row per point that has a part, in sweep order: `point_id`,
 `index`, the point's parameters (one column per dotted key: `preset`, `kernel`, `size.n`,
-`sm.count`, ...), its metrics (e.g. `cycles`, `time_us`, `instructions`; empty for error
-points), then `status`, `error`, `elapsed_s`, `worker`, `finished_at`, `traceback` and
-`config_json` (the fully resolved config). `load_sweep(DIR, stats=True)` returns the long
+`sm.count`, ...), its metrics (e.g. `cycles`, `time_us`, `instructions`; empty unless the
+point is ok), then `status` ("ok", "error", "failed" when its worker process died,
+"timeout"), `error` (the exception or the reason), `elapsed_s`, `worker`, `finished_at`,
+`traceback` and `config_json` (the fully resolved config). `index` is the point's index in
+the manifest (the sweep as last run), not the one stored in a part run by an earlier
+version of an edited sweep. `load_sweep(DIR, stats=True)` returns the long
 stats table instead: `point_id`, the parameters, then `run_id, kernel, component, stat, value,
 unit` (error points have no rows; a parameter named like a stats column, e.g. `kernel`,
 is given by that column). `df.attrs` holds `sweep` (name), `axes` (swept keys),
@@ -57,7 +60,10 @@ def load_sweep(directory: str | Path, *, stats: bool = False) -> pd.DataFrame:
             else pd.DataFrame(columns=list(PART_POINT_COLUMNS)))
     metrics = [c for c in head.columns if c not in PART_POINT_COLUMNS]
     values = pd.DataFrame([json.loads(text) for text in head["params_json"]], columns=params)
-    frame = pd.concat([head[["point_id", "index"]], values, head[[*metrics, *_TAIL]]], axis=1)
+    index = pd.Series({p["point_id"]: p["index"] for p in points}, dtype="int64")
+    ids = head["point_id"].reset_index(drop=True)
+    frame = pd.concat([ids, pd.Series(index[ids].to_numpy(), name="index"), values,
+                       head[[*metrics, *_TAIL]].reset_index(drop=True)], axis=1)
     frame = frame.sort_values("index", kind="stable").reset_index(drop=True)
     if stats:
         keys = [k for k in params if k not in PART_STATS_COLUMNS]

@@ -9,14 +9,16 @@ knows one kind: which top-level target keys it owns, how to complete and check a
 before anything runs, what goes into the point id besides the parameters (`fingerprint`,
 e.g. the PTX text), which scalar metrics it reports, and how to run a point on a config.
 
-`execute_point` is what a worker runs (in-process, in a process pool or on Dask): it never
+`execute_point` is what a worker runs (in-process, in a worker process or on Dask): it never
 raises for a failing point; it returns the point's part table (see `PART_POINT_COLUMNS`)
-with `status = "ok"` or `"error"` and the error text. Writing the part is the driver's job.
+with `status = "ok"` or `"error"` and the error text. A point whose process died or ran past
+its time limit never returns; the driver records it with `failed_part` (`status = "failed"`
+or `"timeout"`, the reason in `error`). Writing the part is the driver's job.
 
 Kinds: `kernel` (a kernel of `workloads/kernels/catalog.py`, built from a seeded Generator
 and a size, run by `simulator.simulate_kernel`). Adding a kind (`op`, `workload`) means one
 `check` and one `run` function and one entry in `POINT_RUNNERS`.
-Left out: per-point timeouts (a point that hangs holds its worker), GPU-side batching.
+Left out: GPU-side batching.
 Units: `elapsed_s` in seconds of host time; metrics carry their unit in their name.
 """
 
@@ -44,6 +46,10 @@ PART_POINT_COLUMNS = ("point_id", "index", "status", "error", "traceback", "elap
 """Point-level columns of a part (repeated on each stats row); metrics follow, then stats."""
 
 PART_STATS_COLUMNS = ("run_id", "kernel", "component", "stat", "value", "unit")
+
+POINT_STATUSES = ("ok", "error", "failed", "timeout")
+"""A part's `status`: ran; raised (`error` holds the exception); its process died (`failed`:
+the signal or exit code); stopped at the sweep's point time limit (`timeout`)."""
 
 
 class TargetProblem(InputError):
@@ -219,16 +225,40 @@ def execute_point(point_data: Mapping[str, Any]) -> pd.DataFrame:
     except Exception as exc:  # noqa: BLE001 - a failing point is recorded, the sweep goes on
         error = f"{type(exc).__name__}: {exc}"
         trace = traceback.format_exc()
-    elapsed = time.perf_counter() - started
-    head = {
-        "point_id": point.point_id, "index": point.index,
-        "status": "error" if outcome is None else "ok", "error": error, "traceback": trace,
-        "elapsed_s": elapsed, "worker": f"{socket.gethostname()}:{os.getpid()}",
+    head = _part_head(point, "error" if outcome is None else "ok", error, trace,
+                      time.perf_counter() - started, os.getpid(), config_json)
+    return part_frame(head, outcome, _metrics_of(point.kind))
+
+
+def failed_part(point_data: Mapping[str, Any], status: str, reason: str, elapsed_s: float,
+                worker_pid: int | None) -> pd.DataFrame:
+    """The part of a point that gave no result (`status` "failed" or "timeout", see
+    `POINT_STATUSES`): written by the driver, with the reason as its `error` (`worker` is
+    empty when the process is not known, e.g. on Dask)."""
+    if status not in ("failed", "timeout"):
+        raise ValueError(f"failed_part: status {status!r}, want 'failed' or 'timeout'")
+    point = Point.from_dict(point_data)
+    try:
+        config_json = json.dumps(resolve_config(point).to_dict(), sort_keys=True)
+    except Exception:  # noqa: BLE001 - the part records the failure, not the config
+        config_json = ""
+    head = _part_head(point, status, reason, "", elapsed_s, worker_pid, config_json)
+    return part_frame(head, None, _metrics_of(point.kind))
+
+
+def _metrics_of(kind: str) -> Mapping[str, str]:
+    return POINT_RUNNERS[kind].metrics if kind in POINT_RUNNERS else {}
+
+
+def _part_head(point: Point, status: str, error: str, trace: str, elapsed_s: float,
+               worker_pid: int | None, config_json: str) -> dict[str, Any]:
+    return {
+        "point_id": point.point_id, "index": point.index, "status": status, "error": error,
+        "traceback": trace, "elapsed_s": elapsed_s,
+        "worker": "" if worker_pid is None else f"{socket.gethostname()}:{worker_pid}",
         "finished_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
         "params_json": json.dumps(point.params(), sort_keys=True), "config_json": config_json,
     }
-    return part_frame(head, outcome, POINT_RUNNERS[point.kind].metrics
-                      if point.kind in POINT_RUNNERS else {})
 
 
 def part_frame(head: Mapping[str, Any], outcome: PointOutcome | None,

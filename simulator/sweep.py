@@ -27,6 +27,9 @@ before anything runs, every point's target and config included (`models.load_pre
 `SweepError` names file, line (a cheap text scan: the key's line, else its table header),
 TOML key path and what is accepted. A point id hashes kind, preset, target, overrides,
 resolved config and the runner's input fingerprint, so resume is exact.
+Random axes are drawn only after their `count` is checked against the point cap. Sweep files
+are UTF-8 (a byte-order mark is allowed); other bytes or malformed TOML are a `SweepError`
+with file and line.
 Left out: conditional axes, axes over whole tables, more than 1,000,000 points.
 """
 
@@ -174,8 +177,14 @@ def parse_sweep(text: str, file: str = "<sweep>") -> SweepSpec:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        line = re.search(r"at line (\d+)", str(exc))
-        raise SweepError(file, int(line[1]) if line else 0, "", f"not valid TOML: {exc}") from None
+        found = re.search(r"at line (\d+)", str(exc))
+        line = int(found[1]) if found else 0
+        if "end of document" in str(exc):
+            line = len(text.splitlines())
+        raise SweepError(file, line, "", f"not valid TOML: {exc}") from None
+    except RecursionError:
+        raise SweepError(file, 0, "", "not valid TOML: arrays or tables nested too deeply "
+                         "for the parser (a sweep needs two levels)") from None
     _check_known(where, data, TOP_KEYS, ())
     head = data.get("sweep", {})
     if not isinstance(head, dict):
@@ -243,7 +252,7 @@ def _parse_axis(where: _Locator, i: int, table: Any) -> Axis:
                         "values = [...] or random = {low, high, count, seed}")
     if "values" in table:
         return Axis(i, key, _grid_values(where, (*path, "values"), table["values"]), group)
-    return Axis(i, key, _random_values(where, (*path, "random"), table["random"]), group,
+    return Axis(i, key, _random_values(where, (*path, "random"), table["random"], key), group,
                 "random", "random")
 
 
@@ -270,15 +279,20 @@ _RANDOM_WANTS = {
 }
 
 
-def _random_values(where: _Locator, path: tuple, table: Any) -> tuple:
+def _random_values(where: _Locator, path: tuple, table: Any, key: str) -> tuple:
+    """Check a random table, then draw (only after the count is checked against the cap)."""
     if not isinstance(table, dict):
         raise where.bad(path, table, "wrong type", "{low, high, count, seed, log, integer}")
     _check_known(where, table, RANDOM_KEYS, path)
     table = {"log": False, "integer": False, **table}
-    for key, (accepted, ok) in _RANDOM_WANTS.items():
-        if not ok(table.get(key)):
-            raise where.bad((*path, key), table.get(key), "missing or wrong type", accepted)
+    for name, (accepted, ok) in _RANDOM_WANTS.items():
+        if not ok(table.get(name)):
+            raise where.bad((*path, name), table.get(name), "missing or wrong type", accepted)
     low, high, count, log = table["low"], table["high"], table["count"], table["log"]
+    if count > MAX_POINTS:
+        raise where.bad((*path, "count"), count, f"axis {path[1]} ({key}) asks for "
+                        "more draws than a sweep may have points",
+                        f"count <= {MAX_POINTS:,}")
     lowest, highest = math.ceil(low), math.floor(high)
     if not high > low or (table["integer"] and lowest > highest):
         raise where.bad((*path, "high"), high, "range is empty", f"a number > {low}"
@@ -321,12 +335,19 @@ def _check_axes(where: _Locator, axes: tuple[Axis, ...], target_keys: tuple) -> 
 
 
 def load_sweep_spec(path: str | Path) -> SweepSpec:
-    """Read and validate a sweep file."""
+    """Read (UTF-8, an optional byte-order mark) and validate a sweep file."""
     path = Path(path)
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as exc:
         raise SweepError(str(path), 0, "", f"cannot read: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        before = data[:exc.start]
+        line, column = before.count(b"\n") + 1, exc.start - (before.rfind(b"\n") + 1) + 1
+        raise SweepError(str(path), line, "", f"column {column}: byte 0x{data[exc.start]:02x} "
+                         "is not UTF-8 text (TOML files are UTF-8)") from None
     return parse_sweep(text, str(path))
 
 

@@ -1,42 +1,63 @@
-"""Running a sweep: points on a local process pool, in-process or on Dask; one part per point.
+"""Running a sweep: each point in a child process that can die alone; one part per point.
 
 What it does, in order (`run_sweep`):
 
 1. load and validate the sweep file, expand and check every point (`simulator.sweep`);
-2. refuse an output folder that already holds parts unless resuming; remove temp files a
-   killed run left behind; write the manifest `DIR/sweep.json` (spec and point list)
-   atomically (temp file in the same folder, fsync, `os.replace`);
-3. run the points that have no part yet (with `retry_errors`, also those recorded as
-   errors) on the chosen backend: in-process (`workers=1`), a `ProcessPoolExecutor`
-   (spawn context, `workers` processes) or Dask distributed (`dask="tcp://host:8786"`, or
-   `dask="local:N"` for a `LocalCluster` of N worker processes on loopback);
+2. refuse an output folder that already holds parts unless resuming (and a folder whose
+   manifest another format wrote); remove temp files a killed run left behind; write the
+   manifest `DIR/sweep.json` (spec and point list) atomically (temp file in the same folder,
+   fsync, `os.replace`);
+3. run the points that have no part yet (with `retry_errors`, also those whose part is not
+   "ok") on the chosen backend: in-process (`workers=1` and no point timeout), a
+   `PointPool` of spawned child processes, each running one point at a time, or Dask
+   distributed (`dask="tcp://host:8786"`, or `dask="local:N"` for a `LocalCluster` of N
+   worker processes on loopback);
 4. as each point finishes, the driver writes its part `DIR/parts/<point_id>.parquet`
    atomically. Workers return the part table and never touch the folder, so a Dask cluster
    needs no shared file system, and a killed run loses only the points in flight.
 
-A point that raises is a part with `status = "error"` (see `simulator.points`). A point
-whose worker died (a crashed process, a Dask `KilledWorker`) gets no part and is counted as
-lost: `--resume` runs it again. Point ids are exact, so resuming with an edited sweep file
-reuses the parts of the points it still has (the manifest then lists the new points).
+A point that raises is a part with `status = "error"` (see `simulator.points`). A point whose
+child process dies (the out-of-memory killer's SIGKILL, a crash) is a part with status
+"failed", the signal or exit code in `error`; a point still running after `point_timeout_s`
+has its process killed and is a part with status "timeout". A fresh process takes a dead
+one's place and the sweep goes on. The timeout counts from when the point reaches a started
+worker, so a fresh worker's first point includes loading the simulator's compiled kernels.
+On Dask, a point whose worker died too often (`KilledWorker`) is "failed"; a task that ends
+otherwise without a result (cancelled, scheduler gone) gets no part and counts as lost:
+resume runs it again.
+SIGTERM (what a batch scheduler sends) and SIGINT (Ctrl-C) to the sweep kill its workers,
+keep the parts written so far and raise `SweepInterrupted` (a `KeyboardInterrupt`); resume
+continues. When the sweep's process is killed outright, its workers die with it (Linux:
+the parent-death signal; elsewhere a thread in each worker watching the parent).
+Point ids are exact, so resuming with an edited sweep file reuses the parts of the points it
+still has; the manifest then lists the new points and their indices, which `load_sweep`
+and the progress notes report (a part's own `index` column is the index when it ran).
 Progress goes to a stream (stderr): one line redrawn in place on a terminal, else a line
-about every 10 % of the points.
+about every 10 % of the points; failed, timed-out and lost points get a line each.
 Left out: running two sweeps into one folder at once, fsync of the folder after a rename
-(a killed process loses nothing; a power cut may lose the newest parts), per-point timeouts.
+(a killed process loses nothing; a power cut may lose the newest parts), point timeouts
+on Dask (`--point-timeout` needs local workers) and in-process.
+Units: `point_timeout_s` in seconds of wall time.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
+import math
 import multiprocessing
 import os
 import re
+import signal
 import sys
+import threading
 import time
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from contextlib import contextmanager
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
+from multiprocessing import connection
 from pathlib import Path
 from typing import IO, Any
 
@@ -44,7 +65,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from isa.errors import InputError
-from simulator.points import Point, execute_point
+from simulator.points import Point, execute_point, failed_part
 from simulator.sweep import SweepSpec, expand_points, load_sweep_spec
 
 MANIFEST_NAME = "sweep.json"
@@ -52,12 +73,13 @@ PARTS_DIR = "parts"
 MANIFEST_FORMAT = "ptxsim-sweep/1"
 
 Finished = tuple[str, Any, str]
-"""(point_id, part table or None, why no part: the worker failure text)."""
+"""(point_id, part table or None when the point is lost, why it is lost)."""
 
 
 @dataclass(frozen=True, slots=True)
 class SweepOutcome:
-    """What one `run_sweep` call did; `errors` counts error parts of the whole sweep now."""
+    """What one `run_sweep` call did; `errors` counts the sweep's parts that are not "ok"
+    (error, failed, timeout) now; `lost` the points that got no part in this call."""
 
     out_dir: Path
     name: str
@@ -82,9 +104,13 @@ def default_workers() -> int:
 
 def run_sweep(sweep: str | Path | SweepSpec, out_dir: str | Path, *, workers: int | None = None,
               dask: str | None = None, resume: bool = False, retry_errors: bool = False,
-              progress: IO[str] | None = None) -> SweepOutcome:
-    """Run every point of `sweep` that has no part in `out_dir/parts` yet (see module doc)."""
-    _check_backend(workers, dask)
+              point_timeout_s: float | None = None, progress: IO[str] | None = None,
+              execute: Callable[[Mapping[str, Any]], Any] = execute_point) -> SweepOutcome:
+    """Run every point of `sweep` that has no part in `out_dir/parts` yet (see module doc).
+
+    `execute` is what a worker runs per point (a `Point.to_dict()` in, a part table out); it
+    must be a module-level function, so spawned processes and Dask workers can import it."""
+    _check_backend(workers, dask, point_timeout_s)
     spec = sweep if isinstance(sweep, SweepSpec) else load_sweep_spec(sweep)
     points = expand_points(spec)
     out = Path(out_dir)
@@ -93,32 +119,43 @@ def run_sweep(sweep: str | Path | SweepSpec, out_dir: str | Path, *, workers: in
     if existing and not resume:
         raise InputError(f"{out} already holds {len(existing)} point parts; pass --resume to "
                          "continue that sweep, or choose another --out")
+    _check_resumable(out)
     parts.mkdir(parents=True, exist_ok=True)
     for stale in parts.glob(".*.tmp"):
         stale.unlink(missing_ok=True)
     write_manifest(out, spec, points)
     statuses = {p.point_id: existing[p.point_id] for p in points if p.point_id in existing}
     todo = [p for p in points if p.point_id not in statuses
-            or (retry_errors and statuses[p.point_id] == "error")]
+            or (retry_errors and statuses[p.point_id] != "ok")]
     rerun = {p.point_id for p in todo}
-    old_errors = sum(1 for i, s in statuses.items() if s == "error" and i not in rerun)
+    old_errors = sum(1 for i, s in statuses.items() if s != "ok" and i not in rerun)
     bar = SweepProgress(len(points), len(points) - len(todo), old_errors,
                         progress if progress is not None else sys.stderr)
+    if len(existing) > len(statuses):
+        bar.note(f"{len(existing) - len(statuses)} parts in {parts} belong to no point of this "
+                 "sweep (kept, not read)")
+    index = {p.point_id: p.index for p in points}
     ran, lost = [], []
-    for point_id, frame, failure in _backend(todo, workers, dask):
-        if frame is None:
-            lost.append(point_id)
-            bar.note(f"point {point_id} lost: {failure}")
-            continue
-        write_part(parts, point_id, frame)
-        ran.append(point_id)
-        bar.advance(error=frame["status"].iloc[0] == "error")
+    with _stop_on_signals(), closing(_backend(todo, workers, dask, point_timeout_s,
+                                                execute)) as finished:
+        for point_id, frame, failure in finished:
+            if frame is None:
+                lost.append(point_id)
+                bar.note(f"point {index[point_id]} ({point_id}) lost: {failure}")
+                continue
+            write_part(parts, point_id, frame)
+            ran.append(point_id)
+            status = frame["status"].iloc[0]
+            if status in ("failed", "timeout"):
+                bar.note(f"point {index[point_id]} ({point_id}) {status}: "
+                         f"{frame['error'].iloc[0]}")
+            bar.advance(error=status != "ok")
     bar.close()
     return SweepOutcome(out, spec.name, len(points), tuple(ran), len(points) - len(todo),
                         bar.errors, tuple(lost))
 
 
-def _check_backend(workers: int | None, dask: str | None) -> None:
+def _check_backend(workers: int | None, dask: str | None, point_timeout_s: float | None) -> None:
     if dask is not None and workers is not None:
         raise InputError("choose either --workers or --dask, not both")
     if workers is not None and (not isinstance(workers, int) or workers < 1):
@@ -126,35 +163,299 @@ def _check_backend(workers: int | None, dask: str | None) -> None:
     if dask is not None and dask.startswith("local:") and not re.fullmatch(r"local:[1-9]\d*",
                                                                             dask):
         raise InputError(f"--dask {dask}: want local:N with N >= 1, or tcp://host:port")
-
-
-def _backend(todo: Sequence[Point], workers: int | None, dask: str | None) -> Iterator[Finished]:
-    if not todo:
-        return iter(())
+    if point_timeout_s is None:
+        return
+    if (isinstance(point_timeout_s, bool) or not isinstance(point_timeout_s, int | float)
+            or not math.isfinite(point_timeout_s) or point_timeout_s <= 0):
+        raise InputError(f"--point-timeout {point_timeout_s}: want a finite number of "
+                         "seconds > 0")
     if dask is not None:
-        return run_on_dask(todo, dask)
-    n = default_workers() if workers is None else workers
-    if n == 1 or len(todo) == 1:
-        return ((p.point_id, execute_point(p.to_dict()), "") for p in todo)
-    return run_on_process_pool(todo, min(n, len(todo)))
+        raise InputError("--point-timeout works with local worker processes, not --dask "
+                         "(drop one of them)")
 
 
-def run_on_process_pool(todo: Sequence[Point], workers: int) -> Iterator[Finished]:
-    """Points on `workers` spawned processes, yielded as they finish."""
-    context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+def _check_resumable(out: Path) -> None:
+    """Refuse a folder whose manifest this version cannot match parts against."""
+    path = out / MANIFEST_NAME
     try:
-        futures = {pool.submit(execute_point, p.to_dict()): p.point_id for p in todo}
-        for future in as_completed(futures):
-            try:
-                yield futures[future], future.result(), ""
-            except Exception as exc:  # noqa: BLE001 - the worker died, not the point
-                yield futures[future], None, f"{type(exc).__name__}: {exc}"
+        found = json.loads(path.read_text(encoding="utf-8")).get("format")
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError, AttributeError):
+        found = None
+    if found != MANIFEST_FORMAT:
+        raise InputError(f"{path}: not a {MANIFEST_FORMAT} manifest (format {found!r}); its "
+                         "parts cannot be matched to this sweep's points; choose another --out")
+
+
+def _backend(todo: Sequence[Point], workers: int | None, dask: str | None,
+             point_timeout_s: float | None, execute) -> Iterator[Finished]:
+    if not todo:
+        return
+    if dask is not None:
+        yield from run_on_dask(todo, dask, execute)
+    elif workers == 1 and point_timeout_s is None:
+        for point in todo:
+            yield point.point_id, execute(point.to_dict()), ""
+    else:
+        n = default_workers() if workers is None else workers
+        yield from PointPool(min(n, len(todo)), point_timeout_s, execute).run(todo)
+
+
+class SweepInterrupted(KeyboardInterrupt):
+    """The sweep was stopped by a signal (SIGTERM, SIGINT); finished parts are kept."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        super().__init__(f"stopped by {signal.Signals(signum).name}")
+
+
+@contextmanager
+def _stop_on_signals():
+    """SIGTERM and SIGINT raise `SweepInterrupted` in the driver (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SweepInterrupted(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
-def run_on_dask(todo: Sequence[Point], address: str) -> Iterator[Finished]:
+@dataclass(slots=True)
+class _Worker:
+    """A child process of the pool; `point` is the one it runs (None when idle)."""
+
+    process: Any
+    conn: Any
+    ready: bool = False
+    point: Point | None = None
+    started: float = 0.0
+
+
+class PointPool:
+    """Points on up to `size` spawned processes, one point per process at a time.
+
+    Contract: `run(todo)` yields one `Finished` per point, as each ends: the worker's part, a
+    "failed" part when the worker died with it, a "timeout" part when it ran past
+    `timeout_s` (its worker is killed), or no part (lost) when workers cannot start. A dead
+    worker is replaced while points remain. No process outlives `run`: when it ends, raises
+    or is closed, every worker is stopped (killed unless it ended normally)."""
+
+    STARTUP_FAILURES = 3
+    """Workers that may die before taking a point (per pool slot) before the rest is lost."""
+
+    def __init__(self, size: int, timeout_s: float | None = None,
+                 execute: Callable[[Mapping[str, Any]], Any] = execute_point) -> None:
+        self.size, self.timeout_s, self.execute = size, timeout_s, execute
+        self.context = multiprocessing.get_context("spawn")
+        self.workers: list[_Worker] = []
+        self.retired: list[_Worker] = []
+        self.startup_failures = 0
+
+    def run(self, todo: Sequence[Point]) -> Iterator[Finished]:
+        queue = deque(todo)
+        try:
+            for _ in range(min(self.size, len(queue))):
+                self._start_worker()
+            while self.workers:
+                yield from self._step(queue)
+        except BaseException:
+            self._halt(kill=True)
+            raise
+        self._halt(kill=False)
+
+    def _start_worker(self) -> None:
+        here, there = self.context.Pipe(duplex=True)
+        process = self.context.Process(target=point_worker, args=(there, self.execute,
+                                                                  os.getpid()),
+                                       name="ptxsim-sweep-worker", daemon=True)
+        process.start()
+        there.close()
+        self.workers.append(_Worker(process, here))
+
+    def _step(self, queue: deque) -> Iterator[Finished]:
+        """Wait for a message, a death or a deadline; act on each worker it concerns."""
+        handles = [h for w in self.workers for h in (w.conn, w.process.sentinel)]
+        ready = set(connection.wait(handles, timeout=self._time_left()))
+        now = time.monotonic()
+        for worker in list(self.workers):
+            if worker.conn in ready or worker.process.sentinel in ready:
+                yield from self._serve(worker, queue)
+            elif worker.point is not None and self._overdue(worker, now):
+                yield self._timed_out(worker)
+                self._replace(worker, queue)
+
+    def _time_left(self) -> float | None:
+        busy = [w.started for w in self.workers if w.point is not None]
+        if self.timeout_s is None or not busy:
+            return None
+        return max(0.0, min(busy) + self.timeout_s - time.monotonic())
+
+    def _overdue(self, worker: _Worker, now: float) -> bool:
+        return self.timeout_s is not None and now - worker.started >= self.timeout_s
+
+    def _serve(self, worker: _Worker, queue: deque) -> Iterator[Finished]:
+        """Read what `worker` sent (ready, a part); if it has died, record and replace it."""
+        ended = False
+        while worker.conn.poll():
+            try:
+                message = worker.conn.recv()
+            except (EOFError, OSError):      # the worker's end closed: it has exited
+                ended = True
+                break
+            if isinstance(message, str) and message == _READY:
+                worker.ready = True
+            elif worker.point is not None:
+                yield worker.point.point_id, message, ""
+                worker.point = None
+            if worker.point is None:
+                self._assign(worker, queue)
+                if worker not in self.workers:
+                    return
+        if not ended and worker.process.is_alive():
+            return
+        worker.process.join(timeout=5)
+        if worker.point is not None:
+            yield worker.point.point_id, self._failed(worker), ""
+        elif not worker.ready:
+            self.startup_failures += 1
+        self._replace(worker, queue)
+        if self.startup_failures > self.STARTUP_FAILURES * self.size:
+            reason = (f"sweep worker processes die before taking a point (last one "
+                      f"{_exit_text(worker.process.exitcode)})")
+            while queue:
+                yield queue.popleft().point_id, None, reason
+
+    def _assign(self, worker: _Worker, queue: deque) -> None:
+        """Give an idle worker the next point, or retire it when none is left."""
+        if not queue:
+            self._retire(worker)
+            return
+        point = queue.popleft()
+        try:
+            worker.conn.send(point.to_dict())
+        except OSError:                      # it died just now: the point waits for another
+            queue.appendleft(point)
+            return
+        worker.point, worker.started = point, time.monotonic()
+
+    def _retire(self, worker: _Worker) -> None:
+        self.workers.remove(worker)
+        self.retired.append(worker)
+        try:
+            worker.conn.send(None)
+        except OSError:
+            pass
+
+    def _replace(self, worker: _Worker, queue: deque) -> None:
+        """Drop a dead or killed worker; start another while points wait for one."""
+        if worker.process.exitcode is None:
+            worker.process.kill()
+            worker.process.join()
+        worker.conn.close()
+        self.workers.remove(worker)
+        waiting = len(queue) - sum(1 for w in self.workers if w.point is None)
+        if waiting > 0 and self.startup_failures <= self.STARTUP_FAILURES * self.size:
+            self._start_worker()
+
+    def _failed(self, worker: _Worker) -> Any:
+        return failed_part(worker.point.to_dict(), "failed",
+                           f"worker process {worker.process.pid} "
+                           f"{_exit_text(worker.process.exitcode)} while running the point",
+                           time.monotonic() - worker.started, worker.process.pid)
+
+    def _timed_out(self, worker: _Worker) -> Finished:
+        worker.process.kill()
+        worker.process.join()
+        elapsed = time.monotonic() - worker.started
+        part = failed_part(worker.point.to_dict(), "timeout",
+                           f"no result within the point timeout of {self.timeout_s:g} s "
+                           f"(ran {elapsed:.1f} s); worker process {worker.process.pid} was "
+                           "killed", elapsed, worker.process.pid)
+        return worker.point.point_id, part, ""
+
+    def _halt(self, kill: bool) -> None:
+        """Stop every process: ask idle ones to exit and wait briefly, or kill them all."""
+        everyone = self.workers + self.retired
+        for worker in everyone:
+            if kill:
+                worker.process.kill()
+            elif worker in self.workers:
+                try:
+                    worker.conn.send(None)
+                except OSError:
+                    pass
+        for worker in everyone:
+            worker.process.join(timeout=None if kill else 5)
+            if worker.process.exitcode is None:
+                worker.process.kill()
+                worker.process.join()
+            worker.conn.close()
+        self.workers, self.retired = [], []
+
+
+def _exit_text(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        hint = " (the out-of-memory killer sends SIGKILL)" if -code == signal.SIGKILL else ""
+        return f"was killed by {name}{hint}"
+    return f"exited with code {code}"
+
+
+_READY = "ready"
+
+
+def point_worker(conn, execute: Callable[[Mapping[str, Any]], Any], parent_pid: int) -> None:
+    """A pool process: say ready, then run each point received until told to stop (None)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C reaches the driver, which decides
+    _die_with_parent(parent_pid)
+    conn.send(_READY)
+    while True:
+        try:
+            point_data = conn.recv()
+        except (EOFError, OSError):
+            return
+        if point_data is None:
+            return
+        conn.send(execute(point_data))
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """End this process when the driver dies, even by SIGKILL."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL)) == 0:
+                if os.getppid() != parent_pid:     # the driver died before prctl took hold
+                    os._exit(1)
+                return
+        except (OSError, AttributeError):
+            pass
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _watch_parent(parent_pid: int) -> None:
+    while os.getppid() == parent_pid:
+        time.sleep(0.5)
+    os._exit(1)
+
+
+def run_on_dask(todo: Sequence[Point], address: str,
+                execute: Callable[[Mapping[str, Any]], Any] = execute_point
+                ) -> Iterator[Finished]:
     """Points as Dask tasks on the scheduler at `address` (or `local:N`), as they finish."""
     try:
         import distributed
@@ -162,13 +463,18 @@ def run_on_dask(todo: Sequence[Point], address: str) -> Iterator[Finished]:
         raise InputError("--dask needs the 'distributed' package: pip install "
                          "'distributed>=2024.1'") from None
     with _dask_client(distributed, address) as client:
-        futures = {client.submit(execute_point, p.to_dict(), pure=False): p.point_id
-                   for p in todo}
+        started = time.monotonic()
+        futures = {client.submit(execute, p.to_dict(), pure=False): p for p in todo}
         for future in distributed.as_completed(futures):
+            point = futures[future]
             try:
-                yield futures[future], future.result(), ""
-            except Exception as exc:  # noqa: BLE001 - e.g. KilledWorker: the point is lost
-                yield futures[future], None, f"{type(exc).__name__}: {exc}"
+                yield point.point_id, future.result(), ""
+            except distributed.KilledWorker as exc:
+                yield point.point_id, failed_part(
+                    point.to_dict(), "failed", f"{type(exc).__name__}: {exc}",
+                    time.monotonic() - started, None), ""
+            except Exception as exc:  # noqa: BLE001 - e.g. cancelled: the point is lost
+                yield point.point_id, None, f"{type(exc).__name__}: {exc}"
 
 
 @contextmanager

@@ -2,12 +2,14 @@
 
 import io
 import os
+import signal
 
 import pandas as pd
 import pytest
 
 from reports import load_sweep
 from simulator.cli import main
+from simulator.points import execute_point
 from simulator.sweep_runner import run_sweep
 
 pytest.importorskip("distributed")
@@ -64,3 +66,26 @@ def test_malformed_local_cluster_address_is_an_input_error(tmp_path, capsys):
     assert main(["sweep", str(sweep), "--out", str(tmp_path / "o"), "--dask", "local:0"]) == 2
     assert "local:N with N >= 1" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def die_on_point_one(point_data):
+    """Point 1 kills its Dask worker process (as the out-of-memory killer would)."""
+    if point_data["index"] == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return execute_point(point_data)
+
+
+def test_dask_point_that_kills_its_worker_is_recorded_as_failed_not_lost(tmp_path):
+    """KilledWorker gives the point a "failed" part; every point gets a part, none is lost."""
+    import dask
+
+    sweep = tmp_path / "dask.toml"
+    sweep.write_text(SWEEP)
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        outcome = run_sweep(sweep, tmp_path / "out", dask="local:2", progress=io.StringIO(),
+                            execute=die_on_point_one)
+    assert outcome.lost == () and len(outcome.ran) == 4
+    df = load_sweep(tmp_path / "out")
+    assert df["status"][1] == "failed" and "KilledWorker" in df["error"][1]
+    # Dask also fails a task queued on the dying worker: such bystanders are "failed" too
+    assert set(df["status"]) <= {"ok", "failed"} and (df["status"] == "ok").any()

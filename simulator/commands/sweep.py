@@ -3,8 +3,12 @@
 The file format is described in `simulator/sweep.py` (examples in `workloads/sweeps/`);
 execution and the output folder (`sweep.json`, `parts/<point_id>.parquet`) in
 `simulator/sweep_runner.py`. `--dry-run` validates and lists the points without running.
-Exit status: 0 when every point has an ok part, 1 when some point erred or was lost, 2 for a
-bad sweep file or bad arguments, 130 when interrupted (Ctrl-C; finished parts are kept).
+Each point runs in a worker process that can die alone: a point whose worker dies, or that
+runs past `--point-timeout SECONDS`, is recorded as failed (status "failed" or "timeout") and
+the sweep goes on.
+Exit status: 0 when every point has an ok part, 1 when some point erred, failed, timed out or
+was lost, 2 for a bad sweep file or bad arguments, 130 when interrupted by Ctrl-C and 143 by
+SIGTERM (the workers are stopped, finished parts are kept: continue with --resume).
 Read the results with `reports.load_sweep(DIR)`.
 Left out: cluster start-up for `--dask` (start `dask scheduler` / `dask worker` yourself,
 with ptxsim installed on every worker).
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 
 NAME = "sweep"
@@ -21,19 +26,27 @@ HELP = "run a sweep of simulation points (TOML) into DIR/parts/*.parquet"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments: sweep file, --out, --workers | --dask, --resume, --retry-errors, --dry-run."""
+    """Arguments: sweep file, --out, --workers | --dask, --point-timeout, --resume,
+    --retry-errors, --dry-run, --json."""
     parser.add_argument("file", metavar="FILE", help="sweep file (TOML)")
     parser.add_argument("--out", metavar="DIR", help="output folder (required unless --dry-run)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--workers", type=int, metavar="N",
-                       help="local worker processes (default: the CPUs; 1 runs in-process)")
+                       help="local worker processes, one point each at a time (default: the "
+                       "CPUs; 1 runs in-process unless --point-timeout is given)")
     where.add_argument("--dask", metavar="ADDRESS",
                        help="run on Dask distributed: tcp://host:8786, or local:N for a "
                        "loopback LocalCluster of N worker processes")
+    parser.add_argument("--point-timeout", type=float, metavar="SECONDS",
+                        help="kill a point's worker after this many seconds and record the "
+                        "point as status 'timeout' (counted from when a started worker takes "
+                        "the point; local workers only, not --dask)")
     parser.add_argument("--resume", action="store_true",
-                        help="skip points whose part exists in DIR/parts")
+                        help="skip points whose part exists in DIR/parts (matched by point id, "
+                        "so an edited sweep file reuses the parts of the points it kept)")
     parser.add_argument("--retry-errors", action="store_true",
-                        help="with --resume, run points recorded as errors again")
+                        help="with --resume, run points recorded as error, failed or timeout "
+                        "again")
     parser.add_argument("--dry-run", action="store_true",
                         help="validate the sweep and list its points; run nothing")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -63,7 +76,7 @@ def _dry_run(args) -> int:
 def run(args: argparse.Namespace) -> int:
     """Run (or list) the sweep; print a one-line summary."""
     from isa.errors import InputError
-    from simulator.sweep_runner import run_sweep
+    from simulator.sweep_runner import SweepInterrupted, run_sweep
 
     if args.dry_run:
         return _dry_run(args)
@@ -73,11 +86,13 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--retry-errors goes with --resume")
     try:
         outcome = run_sweep(args.file, args.out, workers=args.workers, dask=args.dask,
-                            resume=args.resume, retry_errors=args.retry_errors)
-    except KeyboardInterrupt:
-        print(f"\nptxsim sweep: interrupted; finished points are in {args.out}/parts; "
-              "continue with --resume", file=sys.stderr)
-        return 130
+                            resume=args.resume, retry_errors=args.retry_errors,
+                            point_timeout_s=args.point_timeout)
+    except KeyboardInterrupt as exc:
+        signum = exc.signum if isinstance(exc, SweepInterrupted) else signal.SIGINT
+        print(f"\nptxsim sweep: interrupted ({signal.Signals(signum).name}); finished points "
+              f"are in {args.out}/parts; continue with --resume", file=sys.stderr)
+        return 128 + signum
     summary = outcome.summary()
     if args.json:
         print(json.dumps(summary, indent=2))
