@@ -9,6 +9,9 @@ is the partition); SMs alternate between partitions by index. Inside a channel, 
 local lines share a DRAM row until `row_bytes` are used, then move to the next bank.
 
 All functions take numpy arrays of byte addresses and answer for all of them in one call.
+`build_address_map(config)` gives the map of a chip config; the compiled hashes of
+`models.cached_memory_layout` implement the same functions (`tests/test_cached_memory.py`
+compares the two).
 Left out: the real (undisclosed) hash functions, memory-side partition camping effects beyond
 what the hash produces. Units: byte addresses, indices.
 """
@@ -18,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from models.gpu_spec import GpuConfig
 
 
 def _fold(ids: np.ndarray, shifts: tuple[int, ...]) -> np.ndarray:
@@ -64,3 +69,13 @@ class AddressMap:
         local_line = self.line_ids(addresses) // self.hbm_row_channels
         row_index = local_line * self.line_bytes // self.hbm_row_bytes
         return row_index % self.hbm_banks, row_index // self.hbm_banks
+
+
+def build_address_map(config: GpuConfig) -> AddressMap:
+    """The address hashes of `config` (line size, L2 slices and partitions, HBM channels,
+    banks, row size and row interleave)."""
+    return AddressMap(line_bytes=config.l2.line_bytes, l2_slices=config.l2.slices,
+                      l2_partitions=config.l2.partitions, hbm_channels=config.hbm.channels,
+                      hbm_banks=config.hbm.banks_per_channel,
+                      hbm_row_bytes=config.hbm.row_bytes,
+                      hbm_row_channels=config.hbm.row_channels)

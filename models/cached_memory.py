@@ -46,10 +46,10 @@ through every level in one numba call (`models.cached_memory_kernel`).
    moves whole lines first-come-first-served, so the interleaving of bursts across bank
    groups that hides tCCD_L cannot be expressed.
 
-Latency split (as the port-based blocks `models.l1/l2/noc/hbm` split the cited load-to-use
-totals, so both fidelities agree when unloaded): L1 `l1.hit_latency_cycles`; crossbar
-`noc.latency_cycles` each way; a slice's own share is `l2.near_hit_latency_cycles - l1 - 2 *
-noc`; the far penalty is `far - near`; the HBM channel's fixed part is `hbm_fixed_latency_ps`
+Latency split of the cited load-to-use totals, so that an unloaded access reproduces them:
+L1 `l1.hit_latency_cycles`; crossbar `noc.latency_cycles` each way; a slice's own share is
+`l2.near_hit_latency_cycles - l1 - 2 * noc` (`models.l2`); the far penalty is `far - near`;
+the HBM channel's fixed part is `hbm_fixed_latency_ps` (`models.hbm`)
 (the cited HBM figure minus the average of near and far minus tRP + tRCD), so a row-missing
 read averaged over near and far SMs costs `hbm.latency_cycles`; an L3 hit adds
 `l3.hit_latency_cycles` minus that average over the L2 path. Unloaded: L1 hit 33, L2 near 265,
@@ -100,7 +100,7 @@ import numba
 import numpy as np
 
 from models import cached_memory_layout as k
-from models import jit_cache  # noqa: F401  (drops a stale numba cache on import)
+from models import jit_cache
 from models.cached_memory_kernel import serve_request
 from models.hbm import hbm_fixed_latency_ps
 from models.l2 import l2_slice_latency_cycles
@@ -156,7 +156,7 @@ never used: their `L_INLINE` is off)."""
 
 FOREIGN_LINE = 1 << 44
 """Line numbers of `CachedMemory.precondition_l2`'s lines: byte addresses from 2^51 on, above
-every buffer and the traced local window (`simulator.trace.LOCAL_TRACE_BASE` = 2^56 bytes
+every buffer and the traced local window (`isa.trace_format.LOCAL_TRACE_BASE` = 2^56 bytes
 is line 2^49, so they stay below it)."""
 
 
@@ -164,6 +164,7 @@ class CachedMemory:
     """L1/L2/L3/HBM behind `MemoryInterface` (see the module docstring)."""
 
     def __init__(self, config, n_sms: int, shared_carveout_bytes: int = 0) -> None:
+        jit_cache.ensure_fresh()          # before its compiled steps first load
         self.hooks = Hooks("memory")
         l1, l2, l3, hbm = config.l1, config.l2, config.l3, config.hbm
         l1_bytes = config.sm.l1_bytes(shared_carveout_bytes)

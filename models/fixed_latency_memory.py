@@ -5,8 +5,7 @@ What it models
 Every global access completes a fixed number of SM cycles after issue (default: the L1 hit
 latency of the preset), with unlimited bandwidth and no capacity: the memory a kernel would
 see if every access hit the L1. Running a kernel with `memory="ideal"` beside the default
-`"cached"` hierarchy measures what the real memory blocks cost it (the same idea as the
-port-level `models.ideal_memory` for the detailed blocks). It implements the
+`"cached"` hierarchy measures what the real memory blocks cost it. It implements the
 `MemoryInterface` contract of `models.flat_memory` and fires that module's
 `MEMORY_ACCESS` hook (with zero L2/HBM bytes), so the usual tracer counts its requests.
 

@@ -2,15 +2,17 @@
 
 What it models
 --------------
-The timing rules of `models.hbm` and `models.cached_memory` for one line at the bottom of
-the hierarchy, on the `banks` and `free_fs` arrays `models.cached_memory_kernel` documents:
-a read opens the line's row (row hit, miss or conflict, the row closed by an all-bank
-refresh since) and moves its bytes over the channel at once; a write joins the channel's
-write-back buffer, which crosses the bus as one batch at the buffer's bound, after the
-read/write turnaround gap and outside refresh windows (channels staggered over one
-refresh interval).
+The bottom of `models.cached_memory`'s hierarchy for one line, on the `banks` and `free_fs`
+arrays `models.cached_memory_kernel` documents: a read opens the line's row in its bank
+(row hit: nothing; closed row, or one an all-bank refresh closed since: tRCD; another row
+open: tRP + tRCD; banks work in parallel), then books its bytes on the channel's data bus
+and is back `hbm_fixed_latency_ps` (`models.hbm`) after its transfer starts; a write joins the
+channel's write-back buffer, which crosses the bus as one batch at the buffer's bound,
+after the read/write turnaround gap and outside refresh windows (channels staggered over
+one refresh interval).
 
-Left out: what `models.hbm` leaves out. Units: ps, fs for pipe bookings, bytes.
+Left out: bank groups (tCCD_L against tCCD_S), per-bank refresh, write-to-read turnaround
+inside a bank, command-bus limits (tRRD, tFAW). Units: ps, fs for pipe bookings, bytes.
 """
 
 from __future__ import annotations

@@ -2,13 +2,16 @@
 the simulator's compiled kernels are about to be built.
 
 Numba checks only the source file of the function it compiled, but the compiled SM loop
-(`models.sm_core`) inlines helpers from other files (`models.sm_warps`, `models.sm_state`,
-`models.units`), so an edit to one of those would load stale machine code. `refresh()`
-hashes the sources numba compiles from and, when the hash differs from the stamp left by
-the last refresh, deletes the cached `.nbi`/`.nbc` files of their folders. It runs when
-this module is imported, which the modules that run compiled code do (`models.sm`,
-`models.cached_memory`; numba loads a cache at a function's first call); a folder that
-cannot be written is left alone.
+(`models.sm_core`) inlines helpers and constants from other files (`models.sm_state`,
+`models.sm_memory`, `models.units`, `models.cached_memory_kernel`, `isa.trace_format`), so
+an edit to one of those would load stale machine code. `refresh()` hashes the sources numba
+compiles from and, when the hash differs from the stamp left by the last refresh, deletes
+the cached `.nbi`/`.nbc` files of their folders; a folder that cannot be written is left
+alone. Numba loads a cache file at a function's first call, so the check runs where
+compiled code first loads: `ensure_fresh()` (one `refresh()` per process) opens the
+constructors of `models.kernel_image.KernelImage` (the first compiled call of every
+timing run), `models.sm.StreamingMultiprocessor` and `models.cached_memory.CachedMemory`.
+Importing this module, or any other, reads and writes nothing.
 
 `cache_state()` tells, reading only the stamp and the cache folder (no compiling, no
 writes), whether the next simulation will compile: "ready", "stale" (sources changed since
@@ -21,12 +24,13 @@ Units: seconds.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = ("models/*.py", "isa/fpround.py", "isa/semantics/memory.py")
+SOURCES = ("models/*.py", "isa/fpround.py", "isa/semantics/memory.py", "isa/trace_format.py")
 STAMP = "numba_sources.sha1"
 PROBE = "sm_core._run-*.nbi"   # the compiled SM loop's cache index: absent until it is built
 # CPU time of the first simulation on an empty cache (`ptxsim op softmax --rows 256
@@ -62,6 +66,14 @@ def refresh() -> bool:
     return True
 
 
+@functools.cache
+def ensure_fresh() -> bool:
+    """`refresh()` the first time compiled code is about to load in this process (the call
+    sites are in the module docstring); later calls return that answer without reading a
+    file. The memo is per process: a worker of a sweep checks once for itself."""
+    return refresh()
+
+
 def cache_state() -> str:
     """"ready", "stale", "empty" or "unknown" (see the module docstring); reads only."""
     if os.environ.get("NUMBA_DISABLE_JIT", "0") not in ("", "0") \
@@ -84,6 +96,3 @@ def compile_notice() -> str | None:
         return None
     return (f"compiling the simulator's kernels, once per install, about "
             f"{COMPILE_ESTIMATE_S} s")
-
-
-refresh()

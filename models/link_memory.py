@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.flat_memory import LOAD_KINDS, SECTOR_BYTES, BandwidthPipe
+from models.memory_system import MEMORY_MODELS
 from simulator.hooks import LINK_SEND, Hooks
 from simulator.stats import LinkTracer
 
@@ -173,6 +174,5 @@ class LinkMemoryFactory:
     inner: str = "cached"
 
     def __call__(self, config, n_sms: int, carveout: int) -> LinkMemory:
-        from simulator.system import MEMORY_MODELS
         return LinkMemory(config, MEMORY_MODELS[self.inner](config, n_sms, carveout),
                           self.windows)

@@ -1,28 +1,32 @@
-"""The address map of a chip config: which L2 slice, HBM channel, bank and row hold a line.
+"""The memory systems the SMs can be timed against, by name (`MEMORY_MODELS`).
 
 What it models
 --------------
-`build_address_map(config)` returns the `models.address_map.AddressMap` of `config` (line
-size, L2 slices and partitions, HBM channels, banks, row size and row interleave). The
-compiled hashes of `models.cached_memory_layout` implement the same functions; tests compare
-the two and use the map to pick lines of a given slice, partition, channel or bank.
+Nothing of its own: each entry builds one implementation of the `MemoryInterface` contract
+of `models.flat_memory` from `(config, SMs served, shared carve-out bytes)`:
 
-Left out: the hashes themselves (`models.address_map`). Units: bytes.
+* `"cached"`: `models.cached_memory.CachedMemory`, tag arrays per level, the L1 sized by the
+  kernel's shared-memory carve-out (the production model);
+* `"flat"`: `models.flat_memory.FlatMemory`, latencies and shared bandwidth pipes, an
+  unbounded L2;
+* `"ideal"`: `models.fixed_latency_memory.FixedLatencyMemory`, every access an L1 hit with
+  unlimited bandwidth, to measure what the real blocks cost.
+
+`simulator.system.build_system` picks one by name; `models.link_memory` wraps one by name.
+`tests/test_memory_contract.py` checks every entry against the contract.
+
+Left out: the models themselves. Units: bytes (the carve-out).
 """
 
 from __future__ import annotations
 
-from models.address_map import AddressMap
-from models.gpu_spec import GpuConfig
+from models.cached_memory import CachedMemory
+from models.fixed_latency_memory import FixedLatencyMemory
+from models.flat_memory import FlatMemory
 
-
-def build_address_map(config: GpuConfig) -> AddressMap:
-    """The address hashes of `config`."""
-    return AddressMap(line_bytes=config.l2.line_bytes, l2_slices=config.l2.slices,
-                      l2_partitions=config.l2.partitions, hbm_channels=config.hbm.channels,
-                      hbm_banks=config.hbm.banks_per_channel,
-                      hbm_row_bytes=config.hbm.row_bytes,
-                      hbm_row_channels=config.hbm.row_channels)
-
-
-__all__ = ["build_address_map"]
+MEMORY_MODELS = {
+    "cached": lambda config, n_sms, carveout: CachedMemory(config, n_sms, carveout),
+    "flat": lambda config, n_sms, carveout: FlatMemory(config, n_sms),
+    "ideal": lambda config, n_sms, carveout: FixedLatencyMemory(config),
+}
+"""Memory models by name: (config, compute SMs, shared carve-out bytes) -> MemoryInterface."""

@@ -4,7 +4,7 @@ What it models
 --------------
 `StreamingMultiprocessor` runs the CTAs the dispatcher gives it. Each CTA's warps are spread
 round-robin over the `sm.subpartitions` warp schedulers (`models.warp_scheduler`). A warp's
-next instruction comes from its recorded trace (`simulator.trace`); it may issue when
+next instruction comes from its recorded trace (`isa.trace_format`); it may issue when
 
 * the scoreboard allows: every register it reads or writes has been produced (producers'
   results are ready `latency` cycles after issue, memory results when the LSU says),
@@ -47,7 +47,7 @@ How it runs
 -----------
 The issue loop is compiled (`models.sm_core.run`, numba) over a struct of arrays
 (`models.sm_state.SmState`); this class holds the parts that need Python and answers the
-loop's requests: global memory accesses through the `models.lsu.LoadStoreUnit`, TMA
+loop's requests: global memory accesses through the `models.sm_memory.LoadStoreUnit`, TMA
 messages through the `TmaEngine`, finished CTAs (hooks, the dispatcher, the next launch),
 and SimPy. In front of the cached memory (`CachedMemory.inline_state`) the loop serves
 global accesses and TMA messages itself (`models.sm_memory`, same timing, same order) and
@@ -79,6 +79,16 @@ per issue and per idle scheduler-cycle. CTAs finished and launched inside the co
 driver are reported as one `SM_CTA_LOG` batch per return to Python (`Hooks.fire_batch`: the
 built-in tracers sum it; other listeners get the same per-CTA events in order).
 
+The SM's files, one part of the model each: this module (the SM as SimPy sees it, its
+hooks, and the answers to its loop), `models.sm_core` (the compiled issue core: warp
+scheduling, scoreboard, barriers, mbarrier phases, wgmma and cp.async groups),
+`models.sm_state` (the struct-of-arrays state and the codes every compiled part shares),
+`models.sm_memory` (the memory pipeline: shared banks, L1 data path, global and TMA
+requests), `models.sm_driver` (every SM of a replay stepped from one compiled call),
+`models.kernel_image` (a traced kernel laid out for the loop) and `models.sm_tracer`
+(stats from the hooks); policies in `models.warp_scheduler`, unit timings in
+`models.units`, the TMA engine in `models.tma`.
+
 Left out: instruction fetch and caches, operand collectors, warp-level divergence costs
 beyond the traced active masks, CTA launch latency. Units: SM cycles, ps for the SimPy clock.
 """
@@ -87,23 +97,20 @@ from __future__ import annotations
 
 import simpy
 
-from models import (
-    jit_cache,  # noqa: F401  (drops a stale numba cache on import)
-    sm_memory,
-)
+from isa.trace_format import KIND_ATOMIC, KIND_BULK_STORE
+from models import jit_cache, sm_memory
 from models import sm_core as core
 from models import sm_state as st
 from models.cached_memory import NO_INLINE_MEMORY
 from models.kernel_image import KernelImage
-from models.lsu import LoadStoreUnit
-from models.sm_warps import launch as launch_cta
-from models.sm_warps import waits_on_phase, wake_remote
+from models.sm_core import launch as launch_cta
+from models.sm_core import waits_on_phase, wake_remote
+from models.sm_memory import LoadStoreUnit
 from models.tma import TmaEngine
 from models.units import UNIT_NAMES
 from models.warp_scheduler import STALL_REASONS, policy_code
 from simulator.engine import Clock
 from simulator.hooks import Hooks
-from simulator.trace import KIND_ATOMIC, KIND_BULK_STORE
 
 SM_ISSUE = "SM_ISSUE"
 SM_STALL = "SM_STALL"
@@ -154,6 +161,7 @@ class StreamingMultiprocessor:
     def __init__(self, sm_id: int, env, config, kernel: KernelImage, memory, dispatcher,
                  policy: str | None = None, quantum_cycles: int = DEFAULT_QUANTUM_CYCLES,
                  phases: st.PhaseTable | None = None):
+        jit_cache.ensure_fresh()          # before the compiled loop first loads
         self.sm_id, self.env, self.kernel, self.dispatcher = sm_id, env, kernel, dispatcher
         self.clock = Clock(config.chip.clock_ghz)
         self.hooks = Hooks(f"sm{sm_id}")
@@ -399,7 +407,7 @@ class StreamingMultiprocessor:
 
     def wake_phase(self, slot: int) -> None:
         """Phase `slot`, completed on another SM, wakes this SM's warps waiting for it
-        (`models.sm_warps.wake_remote`); a parked or sleeping process goes on at the cycle
+        (`models.sm_core.wake_remote`); a parked or sleeping process goes on at the cycle
         that gives (`process`)."""
         lp, s, kernel = self.state.lp, self.state, self.kernel
         parked = bool(lp[st.L_PARKED])

@@ -1,15 +1,34 @@
-"""Global accesses and TMA messages served inside the compiled SM loop (cached memory only).
+"""The SM's memory pipeline: shared-memory banks, the L1 data path, TMA pacing, and the
+service of global accesses and TMA messages inside the compiled loop.
 
 What it models
 --------------
-The same timing as `models.lsu.LoadStoreUnit.issue` and `models.tma.TmaEngine.issue` in
-front of `models.cached_memory.CachedMemory.access`, without leaving the compiled loop:
+How each traced memory warp-instruction of an SM is timed after the LSU unit issued it
+(address generation's issue rate is the LSU unit's initiation interval, `models.units`):
+
+* shared memory: the banked array serves one conflict-free wavefront per cycle; a warp
+  instruction with bank-conflict degree `d` holds it `d` cycles and its data is usable
+  `shared_memory.latency_cycles + d - 1` cycles after it started (`shared_access`);
+* param/const loads: served by the constant cache at the L1 hit latency, no traffic;
+* global/local loads, stores and atomics: the L1 data path moves
+  `l1.bandwidth_bytes_per_clk / 32` sectors per cycle (a warp instruction of `s` sectors holds
+  it `ceil(s / that)` cycles, `lsu_window`), then the sectors go to the memory system through
+  the `MemoryInterface` contract (`models.flat_memory`), which returns the completion time;
+* TMA messages: the engine's pacing (`tma_window`; `models.tma` documents the constants,
+  which live here so that the compiled loop can use them).
+
+Shared and constant accesses are timed inside the compiled issue loop (`models.sm_core`),
+and so are global kinds that touch no sector. One `LoadStoreUnit` per SM times the global
+accesses that need the memory system through Python (memories other than the cached one).
+
+In front of `models.cached_memory.CachedMemory` the loop does not leave for them:
 `serve_event` takes a traced global load/store/atomic or TMA message, books the SM's L1
-data path or TMA engine (`lsu_window`, `tma_window`, shared with those classes), runs each
-request through `models.cached_memory_kernel.serve_request` on the memory's arrays and
-returns the completion cycle. The order of requests is that of the issues, exactly as when
-the loop asked Python for each one, so results are identical; only the Python round trip
-per request is gone.
+data path or TMA engine (`lsu_window`, `tma_window`, as `LoadStoreUnit.issue` and
+`models.tma.TmaEngine.issue` do), runs each request through
+`models.cached_memory_kernel.serve_request` on the memory's arrays and returns the
+completion cycle. The order of requests is that of the issues, exactly as when the loop
+asked Python for each one, so results are identical; only the Python round trip per request
+is gone.
 
 What the per-request hook (`CACHED_MEMORY_ACCESS`) carried goes to the SM's request log
 (`LOG_*` columns: memory kind, issue and done ps, then the `COUNT_NAMES` counts); the SM
@@ -24,8 +43,9 @@ The SM's parameters and bookings live in its loop variables (`models.sm_state`):
 `L_L1_SECTORS` (data path free cycle, sectors per cycle), `L_TMA_FREE` / `L_TMA_BYTES`
 (engine free cycle, bytes per cycle), `L_LOG_N` (rows used), `L_MEM_LISTEN`.
 
-Left out: what `models.lsu`, `models.tma` and `models.cached_memory` leave out. Units: SM
-cycles, ps at the memory interface, 32-byte sectors.
+Left out: L1 hits in the flat memory (it keeps no L1 data), MSHR limits, write coalescing
+buffers, and what `models.tma` and `models.cached_memory` leave out. Units: SM cycles, ps at
+the memory interface, 32-byte sectors.
 """
 
 from __future__ import annotations
@@ -33,6 +53,11 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from isa.trace_format import KIND_ATOMIC as TRACE_ATOMIC
+from isa.trace_format import KIND_BULK_STORE
+from isa.trace_format import KIND_LOAD as TRACE_LOAD
+from isa.trace_format import KIND_LOAD_CG as TRACE_LOAD_CG
+from isa.trace_format import KIND_STORE as TRACE_STORE
 from models.cached_memory_kernel import serve_scratch
 from models.cached_memory_layout import (
     KIND_ATOMIC,
@@ -53,11 +78,7 @@ from models.sm_state import (
     L_TMA_BYTES,
     L_TMA_FREE,
 )
-from simulator.engine import KHZ_PS_PRODUCT
-from simulator.trace import KIND_ATOMIC as TRACE_ATOMIC
-from simulator.trace import KIND_BULK_STORE
-from simulator.trace import KIND_LOAD_CG as TRACE_LOAD_CG
-from simulator.trace import KIND_STORE as TRACE_STORE
+from simulator.engine import KHZ_PS_PRODUCT, Clock
 
 SECTOR_BYTES = 32
 TMA_ISSUE_CYCLES = 1
@@ -65,6 +86,9 @@ TMA_EXTRA_LATENCY_CYCLES = 100
 CHUNK_SECTORS = 128
 LOG_KIND, LOG_ISSUE, LOG_DONE, LOG_COUNTS = 0, 1, 2, 3
 LOG_ROWS = 256
+_LSU_KIND_NAMES = {TRACE_LOAD: "load", TRACE_STORE: "store", TRACE_ATOMIC: "atomic",
+                   TRACE_LOAD_CG: "load_cg"}
+"""The memory interface's access kind of a traced global access kind (`LoadStoreUnit`)."""
 
 
 def new_log() -> np.ndarray:
@@ -99,6 +123,16 @@ def tma_window(cycle, free, n_sectors, bytes_per_clk):
     return start, start + max(-(-n_sectors * SECTOR_BYTES // bytes_per_clk), 1)
 
 
+@nb.njit(cache=True)
+def shared_access(cycle, free, degree, latency):
+    """(cycle its data is usable, cycle the banks are free again) of a shared-memory access
+    issued at `cycle` with bank-conflict degree `degree` (at least 1), the banks free from
+    `free` on."""
+    start = max(cycle, free)
+    degree = max(degree, 1)
+    return start + latency + degree - 1, start + degree
+
+
 @step
 def _request(kind, sectors, at_cycle, mem, lp, log, ops):
     """One request to the cached memory at cycle `at_cycle` (`ops`: an atomic's lane
@@ -121,7 +155,7 @@ def _request(kind, sectors, at_cycle, mem, lp, log, ops):
 @nb.njit(cache=True)
 def serve_event(trace_kind, tma, cycle, sectors, mem, lp, log, ops):
     """Completion cycle of a global access (`tma` False; `trace_kind` load/store/atomic of
-    `simulator.trace`; `ops` an atomic's lane operations on one address) or TMA message
+    `isa.trace_format`; `ops` an atomic's lane operations on one address) or TMA message
     issued at `cycle` touching `sectors`; -1 when the log lacks room for its requests."""
     n = sectors.size
     if min(n, CHUNK_SECTORS if tma else n) > mem[-1].size:
@@ -150,3 +184,27 @@ def serve_event(trace_kind, tma, cycle, sectors, mem, lp, log, ops):
     elif trace_kind == TRACE_LOAD_CG:
         kind = KIND_LOAD_CG
     return _request(kind, sectors, start, mem, lp, log, ops)
+
+
+class LoadStoreUnit:
+    """Times the global accesses of SM `sm_id` (see the module docstring)."""
+
+    __slots__ = ("sm_id", "memory", "clock", "sectors_per_cycle", "l1_free")
+
+    def __init__(self, sm_id: int, config, memory, clock: Clock) -> None:
+        self.sm_id = sm_id
+        self.memory = memory
+        self.clock = clock
+        self.sectors_per_cycle = max(config.l1.bandwidth_bytes_per_clk // SECTOR_BYTES, 1)
+        self.l1_free = 0
+
+    def issue(self, cycle: int, kind: int, sectors: np.ndarray, ops: int = 1) -> int:
+        """Cycle at which a load, store or atomic of `sectors` (at least one) issued at
+        `cycle` completes (data usable / store performed); `ops`: an atomic's lane
+        operations on one address."""
+        start, self.l1_free = lsu_window(cycle, self.l1_free, int(sectors.size),
+                                         self.sectors_per_cycle)
+        clock = self.clock
+        done_ps = self.memory.access(self.sm_id, _LSU_KIND_NAMES[kind], sectors,
+                                     clock.edge_ps(start), ops)
+        return clock.ps_to_cycles(done_ps - 1) + 1

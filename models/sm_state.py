@@ -2,6 +2,9 @@
 
 What it models
 --------------
+The layout every compiled part of the SM shares (the issue core `models.sm_core`, the
+memory pipeline `models.sm_memory`, the driver `models.sm_driver`, the kernel image's pc
+table, the CTA dispatcher's state), so it is a module of its own below all of them.
 `SmState` holds one row per warp slot (`wi`, `W_*` columns; scoreboard cycles `wr` and
 from-memory flags `wm` per register; open wgmma group completions `wg`), per scheduler
 (`si`, `S_*`; unit next-free cycles `uf`; warp slots in age order `sw`), per CTA slot

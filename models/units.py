@@ -21,7 +21,7 @@ ones (they are in flight together, as LDGSTS are). `cp.async.commit_group`
 (`ACTION_COPY_COMMIT`) moves the open group into a ring of `COPY_GROUPS` committed groups'
 registers, `cp.async.wait_group N` (`ACTION_COPY_WAIT`, `count` = N) holds the warp until
 all but the N newest committed groups completed, `cp.async.wait_all` until every copy did
-(`models.sm_warps.copy_groups`; a two-stage pipeline with `wait_group 1`, `mma_bf16_gemm`
+(`models.sm_core.copy_groups`; a two-stage pipeline with `wait_group 1`, `mma_bf16_gemm`
 512^3 on h100_sxm, 19.35 -> 10.69 us against ncu's 12.35).
 
 Hopper tile ops get their own actions, timed by the SM (`models.sm`) and the TMA engine
@@ -61,7 +61,7 @@ Fused runs: a run of plain one-cycle ops of one unit and latency (the 64 or 128 
 DeepSeek-scaled GEMM's promotion after every k-tile) may be traced as one event
 (`fusable_run_ends`, `simulator.trace.TraceRecorder`); `fused_timing` gives it a pc of its
 own after the program's (`first_pc`, `count`), and the SM issues its pcs one by one at the
-cycles greedy-then-oldest issues them traced one by one (`models.sm_warps.issue_run`), so
+cycles greedy-then-oldest issues them traced one by one (`models.sm_core.issue_run`), so
 the stats are the same bit for bit with fewer events (4096x4096x7168 fp8 on h800_sxm:
 15.8 -> 12.2 s CPU). Only under greedy-then-oldest (`simulator.simulate.Replay.recorder`).
 
@@ -258,7 +258,7 @@ def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
 def barrier_count(ins) -> int:
     """A `bar.sync b{, n}`'s timing count: b + BARRIERS x ceil(n / 32), the warps it waits
     for; 0 warps (no n, or operands that are not immediates; a register id counts as
-    barrier 0) and n >= the CTA's threads mean every live warp of the CTA (`sm_warps`)."""
+    barrier 0) and n >= the CTA's threads mean every live warp of the CTA (`sm_core`)."""
     ops = ins.ops
     b = int(ops[0].value) if ops and isinstance(ops[0], DImm) else 0
     warps = -(-int(ops[1].value) // 32) if len(ops) > 1 and isinstance(ops[1], DImm) else 0
@@ -277,7 +277,7 @@ MAX_FUSED_RUN = 256
 def fusable_run_ends(program, timings: list[InstrTiming]) -> np.ndarray:
     """For each pc, the end (exclusive) of a run of instructions from it that may be traced
     as one event (`simulator.trace.TraceRecorder`; `models.sm_core` issues its pcs as
-    greedy-then-oldest issues them traced one by one, `models.sm_warps.issue_run`): plain unit ops
+    greedy-then-oldest issues them traced one by one, `models.sm_core.issue_run`): plain unit ops
     (`ACTION_UNIT`) of one unit and latency with a one-cycle initiation interval,
     unguarded, without data-timed or per-event details. pc + 1 where no run of two
     starts."""

@@ -32,17 +32,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from models.cached_memory import CachedMemory
-from models.fixed_latency_memory import FixedLatencyMemory
-from models.flat_memory import FlatMemory, MemoryInterface
+from models.flat_memory import MemoryInterface
+from models.memory_system import MEMORY_MODELS
 from simulator.engine import Clock, SimEnvironment
 
-MEMORY_MODELS = {
-    "cached": lambda config, n_sms, carveout: CachedMemory(config, n_sms, carveout),
-    "flat": lambda config, n_sms, carveout: FlatMemory(config, n_sms),
-    "ideal": lambda config, n_sms, carveout: FixedLatencyMemory(config),
-}
-"""Memory models by name: (config, compute SMs, shared carve-out bytes) -> MemoryInterface."""
 DEFAULT_MEMORY = "cached"
 SM_ROLES = ("compute", "comm")
 

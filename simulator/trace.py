@@ -28,6 +28,8 @@ Global warp id = linear CTA index (x fastest) * warps_per_cta + warp within the 
 Everything is vectorised over all warps of a step; `finish()` turns the recorded chunks into
 a `WarpTrace` whose events are grouped by warp, in each warp's execution order
 (`simulator.trace_grouping`).
+The format itself (`KIND_*`, `SECTOR_KINDS`, `WarpTrace`, ...) is `isa.trace_format`'s,
+re-exported here.
 
 Left out: warps whose lanes are all predicated off by a guard (the interpreter skips them,
 so they issue nothing here), per-lane byte masks inside a sector, texture/surface spaces.
@@ -36,81 +38,40 @@ Units: byte addresses, 32-byte sectors, lanes, counts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from isa.event_detail import EVENT_DETAILS
 from isa.memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from isa.operands import DImm
+from isa.trace_format import (  # noqa: F401  (the trace format, re-exported for importers here)
+    KIND_ATOMIC,
+    KIND_BULK_LOAD,
+    KIND_BULK_STORE,
+    KIND_CONST,
+    KIND_LOAD,
+    KIND_LOAD_CG,
+    KIND_MBARRIER,
+    KIND_MBARRIER_WAIT,
+    KIND_NAMES,
+    KIND_NONE,
+    KIND_SHARED,
+    KIND_STORE,
+    LOCAL_TRACE_BASE,
+    SECTOR_KINDS,
+    SECTOR_SHIFT,
+    WarpTrace,
+    sector_events,
+)
 from simulator.trace_grouping import grouped_fields, grown, join_grouped, warp_order
 from simulator.trace_lanes import distinct_per_group, lane_depth, warp_runs, with_successors
 from simulator.trace_tiles import TILE_OPS, TileRecorder
 
-SECTOR_SHIFT = 5
-LOCAL_TRACE_BASE = 1 << 56
-"""Where traced local addresses live: far above global buffers, apart from every window."""
-
-(KIND_NONE, KIND_LOAD, KIND_STORE, KIND_ATOMIC, KIND_SHARED, KIND_CONST, KIND_BULK_LOAD,
- KIND_BULK_STORE, KIND_MBARRIER, KIND_MBARRIER_WAIT, KIND_LOAD_CG) = range(11)
-KIND_NAMES = ("none", "load", "store", "atomic", "shared", "const", "bulk_load", "bulk_store",
-              "mbarrier", "mbarrier_wait", "load_cg")
-SECTOR_KINDS = frozenset({KIND_LOAD, KIND_STORE, KIND_ATOMIC, KIND_BULK_LOAD, KIND_BULK_STORE,
-                          KIND_LOAD_CG})
-_SECTOR_KIND_CODES = np.array(sorted(SECTOR_KINDS), np.int8)
 _L1_BYPASS_FLAGS = frozenset({"cg", "cv"})
 """Cache operators of a global load that caches in L2 only (`KIND_LOAD_CG`)."""
 
 _STORE_OPS = frozenset({"st", "red", "stmatrix", "wmma.store"})
 _ATOMIC_OPS = frozenset({"atom", "red"})
 _ADDRESS_AT_0 = frozenset({"st", "red", "stmatrix", "wmma.store", "prefetch", "prefetchu"})
-
-
-def sector_events(kind: np.ndarray, detail: np.ndarray) -> np.ndarray:
-    """Which events carry sectors in `WarpTrace.sectors`: global accesses and TMA/bulk
-    copies (`SECTOR_KINDS`) whose `detail` (their sector count) is positive."""
-    return np.isin(kind, _SECTOR_KIND_CODES) & (detail > 0)
-
-
-@dataclass(frozen=True)
-class WarpTrace:
-    """Dynamic instruction streams of every warp of a launch, grouped by warp.
-
-    Events of warp `w` are `warp_offsets[w]:warp_offsets[w + 1]`; for event `e`, `pc[e]`,
-    `active[e]` (lanes), `kind[e]` (a `KIND_*`), `detail[e]` (sector count for
-    `SECTOR_KINDS`, bank-conflict degree for shared, else 0), for sector kinds
-    `sectors[sector_start[e]:sector_start[e] + detail[e]]`, and `phase_slot[e]` (mbarrier
-    phase slot of tile-op events, with `slot_events[slot]` contributions per slot; for a
-    global atomic the most of its lanes that update one address
-    (`simulator.trace_lanes.lane_depth`), which the L2 serializes; else -1).
-    """
-
-    warps_per_cta: int
-    n_ctas: int
-    warp_offsets: np.ndarray
-    pc: np.ndarray
-    active: np.ndarray
-    kind: np.ndarray
-    detail: np.ndarray
-    sector_start: np.ndarray
-    sectors: np.ndarray
-    phase_slot: np.ndarray | None = None
-    slot_events: np.ndarray | None = None
-    fused_runs: tuple[tuple[int, int], ...] = ()
-
-    @property
-    def n_warps(self) -> int:
-        """Warps of the launch (including warps that executed nothing)."""
-        return self.warps_per_cta * self.n_ctas
-
-    @property
-    def n_events(self) -> int:
-        """Recorded events (warp-instructions, a fused run counting once)."""
-        return int(self.pc.size)
-
-    def events_of(self, warp: int) -> slice:
-        """The event range of global warp `warp`."""
-        return slice(int(self.warp_offsets[warp]), int(self.warp_offsets[warp + 1]))
 
 
 def _access_bytes(ins) -> int:

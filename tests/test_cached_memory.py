@@ -10,13 +10,13 @@ import pytest
 import models
 import simulator
 from models import cached_memory_layout as kern
+from models.address_map import build_address_map
 from models.cached_memory import (
     CACHED_MEMORY_ACCESS,
     COUNT_NAMES,
     CachedMemory,
 )
 from models.hbm import hbm_fixed_latency_ps
-from models.memory_system import build_address_map
 from simulator.engine import Clock
 from workloads.kernels.case import load_ptx
 from workloads.kernels.catalog import KERNELS

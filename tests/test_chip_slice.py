@@ -140,7 +140,7 @@ def test_row_slice_keeps_data_shared_along_rows_proportional():
 def test_slice_keeps_the_chips_row_map():
     """A quarter of h800_sxm has 20 HBM channels but maps rows over the chip's 80: a line's
     bank and row are those it has on the whole chip."""
-    from models.memory_system import build_address_map
+    from models.address_map import build_address_map
 
     sliced = chip_slice.sliced_config(H800, 4)
     assert sliced.hbm.channels == H800.hbm.channels // 4

@@ -18,9 +18,9 @@ import pytest
 
 import models
 import simulator
+from models.address_map import build_address_map
 from models.cached_memory import CachedMemoryTracer
 from models.hbm import hbm_fixed_latency_ps
-from models.memory_system import build_address_map
 from models.sm_tracer import MemoryTracer
 from simulator.engine import Clock, make_rng
 from simulator.hooks import Hooks
