@@ -12,12 +12,25 @@ buckets of equal width (SM cycles), what the stats table sums over the whole run
 * per memory level: bytes of each request (`CACHED_MEMORY_ACCESS` counts, the same sums as
   `CachedMemoryTracer`: L1 = sectors requested, L2 = L1 misses, L3 = sectors looked up
   there, HBM = sectors read + written back), placed at the request's completion time.
+  Completions are paced by the level that served them (an HBM read completes a fixed
+  latency after its line crossed the channel's bus), but the bytes of requests that finish
+  together (tile loads waiting on all their sectors, write-backs counted at the miss that
+  evicted them) can land in one short bucket: qkv_proj 128x2304x768 fp16 on h800_sxm
+  showed 19.9 TB/s of L2 in 35 ns buckets against a 13.0 TB/s peak, SwiGLU 4096x2048 3.9
+  TB/s of HBM in 140 ns buckets against 3.35. Given the levels' peaks
+  (`level_peaks_gbps`), `frame()` keeps each level within its peak: a bucket's bytes
+  beyond peak x bucket duration moved before they completed, so they go to the buckets
+  before (`simulator.stats.within_peak`: the latest schedule the peak allows; totals
+  unchanged). (Spreading each request's bytes over its issue-to-completion time instead
+  reads 2x the HBM peak at the start of SwiGLU: requests queued behind each other all
+  count from their common issue.)
 
 Buckets start `INITIAL_BUCKET_CYCLES` wide; when the run outgrows `CAPACITY_BUCKETS` of them,
 neighbours are summed pairwise and the width doubles (sums stay exact). `frame()` then sums
 groups of buckets so that at most `max_buckets` remain and returns the long time-series
-table `TIMELINE_COLUMNS` = (run_id, kernel, start_us, time_us, component, stat, value,
-unit), one row per bucket (from `start_us` to `time_us`) and series:
+table `TIMELINE_COLUMNS` = (run_id, kernel, start_us, end_us, component, stat, value,
+unit), one row per bucket (from `start_us` to `end_us`: points in time from the kernel's
+start, as a workload's `start_us`/`end_us`; a duration is always a `time_us`) and series:
 
     component   stat            unit      value
     sm.<id>     utilization     fraction  issued slots / (sub-partitions x bucket cycles)
@@ -26,7 +39,7 @@ unit), one row per bucket (from `start_us` to `time_us`) and series:
     memory.<l>  bytes           B         bytes moved at level l (l1, l2, l3, hbm)
     memory.<l>  bandwidth_gbps  GB/s      bytes / bucket duration
 
-and one row per CTA (not a bucket: `start_us`/`time_us` are its launch and completion on
+and one row per CTA (not a bucket: `start_us`/`end_us` are its launch and completion on
 the SM), the first `MAX_CTA_ROWS` CTAs to complete (by completion cycle):
 
     sm.<id>     cta_span        index     the CTA's linear index in the grid
@@ -55,8 +68,9 @@ from models import cached_memory_layout as ck
 from models.cached_memory import CACHED_MEMORY_ACCESS, CACHED_MEMORY_BATCH
 from models.sm import SM_CTA_DONE, SM_CTA_LAUNCH, SM_CTA_LOG, SM_STALL, cta_log_steps
 from models.sm_state import T_DONE
+from simulator.stats import within_peak
 
-TIMELINE_COLUMNS = ("run_id", "kernel", "start_us", "time_us", "component", "stat", "value",
+TIMELINE_COLUMNS = ("run_id", "kernel", "start_us", "end_us", "component", "stat", "value",
                     "unit")
 INITIAL_BUCKET_CYCLES = 64
 CAPACITY_BUCKETS = 1024
@@ -221,13 +235,16 @@ class TimeBuckets:
 class TimelineTracer:
     """Per-SM and per-level time series of one run (see the module docstring).
 
+    `level_peaks_gbps` (level -> GB/s, e.g. from `reports.chip_peaks`: hbm, l2) keeps each
+    level's bytes per bucket within its peak; levels without one are left as completed.
     `sm_ids` are the SMs the kernel runs on; attach with `attach_sm(hooks, sm_id)` for each
     and `attach_memory(hooks)` for the memory; after the run `frame(run_id, kernel, cycles)`
     gives the table.
     """
 
     def __init__(self, sm_ids, subpartitions: int, clock_ghz: float,
-                 max_buckets: int = DEFAULT_MAX_BUCKETS) -> None:
+                 max_buckets: int = DEFAULT_MAX_BUCKETS,
+                 level_peaks_gbps: Mapping[str, float] | None = None) -> None:
         if max_buckets < 1:
             raise ValueError(f"max_buckets {max_buckets}: accepted an integer >= 1")
         self.sm_ids = [int(s) for s in sm_ids]
@@ -237,6 +254,7 @@ class TimelineTracer:
         self.cycles_per_ps = clock_ghz / 1000.0
         self.cycles_per_us = clock_ghz * 1000.0
         self.max_buckets = max_buckets
+        self.level_peaks_gbps = dict(level_peaks_gbps or {})
         # rows: slots, stalled slots and CTA-cycles per SM, then bytes per level
         self.buckets = TimeBuckets(3 * n_sms + len(LEVELS))
         self.resident = [0] * n_sms
@@ -366,9 +384,12 @@ class TimelineTracer:
         slots_per_bucket = self.subpartitions * width
         busy = np.clip((sums[:n] - sums[n:2 * n]) / slots_per_bucket, 0.0, 1.0)
         ctas = sums[2 * n:3 * n] / width
-        moved = sums[3 * n:]
         edges_us = np.arange(sums.shape[1] + 1) * width / self.cycles_per_us
         duration_us = np.diff(edges_us)
+        moved = np.array([within_peak(sums[3 * n + k],
+                                      self.level_peaks_gbps.get(level, math.inf)
+                                      * duration_us * 1e3)
+                          for k, level in enumerate(LEVELS)])
         ids = self.sm_ids
         series = [(f"sm.{ids[r]}", "utilization", "fraction", busy[r]) for r in range(n)]
         series += [(f"sm.{ids[r]}", "ctas", "count", ctas[r]) for r in range(n)]
@@ -398,7 +419,7 @@ class TimelineTracer:
         return pd.DataFrame({
             "run_id": run_id, "kernel": kernel,
             "start_us": spans[:, 2] / self.cycles_per_us,
-            "time_us": spans[:, 3] / self.cycles_per_us,
+            "end_us": spans[:, 3] / self.cycles_per_us,
             "component": np.array([f"sm.{i}" for i in ids], dtype=object),
             "stat": "cta_span", "value": spans[:, 1], "unit": "index",
         }, columns=list(TIMELINE_COLUMNS))
@@ -410,7 +431,7 @@ def _long_table(run_id: str, kernel: str, edges_us: np.ndarray, series: list) ->
     return pd.DataFrame({
         "run_id": run_id, "kernel": kernel,
         "start_us": np.tile(edges_us[:-1], len(series)),
-        "time_us": np.tile(edges_us[1:], len(series)),
+        "end_us": np.tile(edges_us[1:], len(series)),
         "component": components.astype(object),
         "stat": np.repeat([s for _, s, _, _ in series], m).astype(object),
         "value": np.concatenate([np.asarray(v, dtype=np.float64) for _, _, _, v in series]),
@@ -420,5 +441,5 @@ def _long_table(run_id: str, kernel: str, edges_us: np.ndarray, series: list) ->
 
 def empty_timeline() -> pd.DataFrame:
     """A time-series table with the standard columns and no rows."""
-    return pd.DataFrame({c: pd.Series(dtype="float64" if c in ("start_us", "time_us", "value")
+    return pd.DataFrame({c: pd.Series(dtype="float64" if c in ("start_us", "end_us", "value")
                                       else "object") for c in TIMELINE_COLUMNS})

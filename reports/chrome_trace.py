@@ -2,18 +2,20 @@
 
 `chrome_trace(table, timeline=None, title=...)` returns a dict `{"traceEvents": [...],
 "displayTimeUnit": "ns", "otherData": {...}}` that chrome://tracing and ui.perfetto.dev
-open. Kernels are "X" (complete) events with `ts`/`dur` in microseconds, one thread per
-stream of one process (the GPU), named by "M" metadata events (`process_name`,
-`thread_name`). A kernel table without `start_us` (one simulated kernel) places kernels
-back to back from 0 on a `default` stream. From a `timeline` table (see
-`reports.plot_timeline`) come "C" counter events: bandwidth per memory level (GB/s), the
-mean SM utilization (component `sm`), utilization and resident CTAs per SM (components
-`sm.<id>`, stats `utilization`, `ctas`); without one there are no counters. A counter holds
-its value until the next one, so each sample is placed at the start of its interval
-(`start_us`, or the previous sample's time). Timeline rows with stat `cta_span` (a CTA's launch
-`start_us` and completion `time_us` on SM `<id>`) become "X" slices in a third process,
-on one thread per CTA slot of each SM (CTAs resident at once get different slots, so the
-slices of a thread never overlap).
+open. Kernels are "X" (complete) events with `ts`/`dur` in microseconds (`dur` = the
+table's `time_us`: what the kernel costs its stream, launch overhead included, so a
+workload's kernels tile their streams; `args` carry `kernel_time_us`, the profiler's
+duration, and `cycles`), one thread per stream of one process (the GPU), named by "M"
+metadata events (`process_name`, `thread_name`). A kernel table without `start_us` (one
+simulated kernel) places kernels back to back from 0 on a `default` stream. From a
+`timeline` table (see `reports.plot_timeline`) come "C" counter events: bandwidth per
+memory level (GB/s), the mean SM utilization (component `sm`), utilization and resident
+CTAs per SM (components `sm.<id>`, stats `utilization`, `ctas`); without one there are no
+counters. A counter holds its value until the next one, so each sample is placed at the
+start of its interval (`start_us`, or the previous sample's `end_us`). Timeline rows with
+stat `cta_span` (a CTA's launch `start_us` and completion `end_us` on SM `<id>`) become
+"X" slices in a third process, on one thread per CTA slot of each SM (CTAs resident at
+once get different slots, so the slices of a thread never overlap).
 Left out: warp-level slices, flow events between dependent kernels.
 Units: microseconds (the format's unit for `ts` and `dur`), GB/s, counts.
 """
@@ -31,8 +33,8 @@ GPU_PID = 1
 COUNTER_PID = 2
 SM_PID = 3
 SLOTS_PER_SM = 1000   # thread id of an SM's CTA slot: sm * SLOTS_PER_SM + slot
-KERNEL_ARGS = ("op", "flops", "achieved_tflops", "hbm_bytes", "bound", "roofline_time_us",
-               "roofline_gap", "achieved_occupancy")
+KERNEL_ARGS = ("op", "cycles", "kernel_time_us", "flops", "achieved_tflops", "hbm_bytes",
+               "bound", "roofline_us", "roofline_gap", "achieved_occupancy")
 
 
 def _scalar(value: Any) -> Any:
@@ -72,9 +74,9 @@ def _counter_events(timeline) -> list[dict]:
     events = []
     bandwidth = bandwidth_series(timeline)
     starts = [0.0, *map(float, bandwidth.index[:-1])]
-    for time_us, (_, row) in zip(starts, bandwidth.iterrows(), strict=True):
+    for at_us, (_, row) in zip(starts, bandwidth.iterrows(), strict=True):
         events.append({"ph": "C", "name": "bandwidth GB/s", "pid": COUNTER_PID, "tid": 0,
-                       "ts": time_us,
+                       "ts": at_us,
                        "args": {str(k): _scalar(v) or 0.0 for k, v in row.items()}})
     components = timeline["component"].astype(str)
     per_sm = components.str.fullmatch(r"sm\.\d+")
@@ -84,18 +86,18 @@ def _counter_events(timeline) -> list[dict]:
               (per_sm & (timeline["stat"] == "ctas"), "CTAs {}", "ctas")]
     for mask, name, key in series:
         rows = timeline[mask]
-        for comp, time_us, value in zip(rows["component"], _sample_starts(rows),
-                                        rows["value"], strict=True):
+        for comp, at_us, value in zip(rows["component"], _sample_starts(rows),
+                                      rows["value"], strict=True):
             events.append({"ph": "C", "name": name.format(comp), "pid": COUNTER_PID, "tid": 0,
-                           "ts": time_us, "args": {key: _scalar(value) or 0.0}})
+                           "ts": at_us, "args": {key: _scalar(value) or 0.0}})
     return events
 
 
 def _sample_starts(rows: pd.DataFrame) -> list[float]:
-    """When each sample's value starts to hold: `start_us`, else the previous sample's time."""
+    """When each sample's value starts to hold: `start_us`, else the previous sample's end."""
     if "start_us" in rows.columns and rows["start_us"].notna().all():
         return [float(t) for t in rows["start_us"]]
-    previous = rows.groupby("component")["time_us"].shift(1).fillna(0.0)
+    previous = rows.groupby("component")["end_us"].shift(1).fillna(0.0)
     return [float(t) for t in previous]
 
 
@@ -112,7 +114,7 @@ def _cta_events(timeline) -> tuple[list[dict], list[dict]]:
     names, slices = [], []
     for sm, group in rows.sort_values(["sm", "start_us", "value"], kind="stable").groupby("sm"):
         slot_free: list[float] = []
-        for start, end, cta in zip(group["start_us"], group["time_us"], group["value"],
+        for start, end, cta in zip(group["start_us"], group["end_us"], group["value"],
                                    strict=True):
             start, end = float(start), max(float(end), float(start))
             slot = next((k for k, free in enumerate(slot_free) if free <= start), None)

@@ -1,13 +1,15 @@
 """Time plots: per-SM utilization heatmap, bandwidth per level over time, workload Gantt.
 
-The time-resolved plots read a long `timeline` DataFrame with columns `time_us`,
+The time-resolved plots read a long `timeline` DataFrame with columns `end_us`,
 `component`, `stat`, `value` (`KernelResult.timeline`, written by `models.timeline_tracer`,
-has these and more): each row is a sample over the interval ending at `time_us` (from the
-previous sample's time, or 0). They use
+has these and more): each row is a sample over the interval ending at the point in time
+`end_us` (from `start_us`, or the previous sample's end, or 0). They use
 rows with component `sm.<index>` and stat `utilization` (busy fraction) for the heatmap,
 and rows with component `memory.<level>` and stat `bandwidth_gbps` (or `bytes` moved in the
-interval ending at `time_us`) for the bandwidth plot. When such rows are absent the
-functions return None and `missing_reason` says why; nothing is made up.
+interval ending at `end_us`) for the bandwidth plot, which draws each level's peak from
+`peaks` (`reports.roofline.chip_peaks`: `hbm_gbps`, `l2_gbps`) as a dashed line when given.
+When such rows are absent the functions return None and `missing_reason` says why;
+nothing is made up.
 The Gantt reads the kernel table (`kernel`, `stream`, `start_us`, `end_us`).
 Left out: interactive zoom, CTA-level timelines (see the Chrome trace).
 Units: microseconds, fractions, GB/s.
@@ -15,6 +17,7 @@ Units: microseconds, fractions, GB/s.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -25,7 +28,7 @@ from reports.plot_kernels import new_figure
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-TIMELINE_COLUMNS = ("time_us", "component", "stat", "value")
+TIMELINE_COLUMNS = ("end_us", "component", "stat", "value")
 
 
 def _has_timeline(timeline) -> bool:
@@ -33,7 +36,7 @@ def _has_timeline(timeline) -> bool:
 
 
 def sm_utilization_series(timeline) -> pd.DataFrame:
-    """SM index x sample time -> busy fraction (empty when the timeline has none)."""
+    """SM index x sample end -> busy fraction (empty when the timeline has none)."""
     if not _has_timeline(timeline):
         return pd.DataFrame()
     rows = timeline[timeline["component"].astype(str).str.fullmatch(r"sm\.\d+")
@@ -41,24 +44,24 @@ def sm_utilization_series(timeline) -> pd.DataFrame:
     if rows.empty:
         return pd.DataFrame()
     sm = rows["component"].str.removeprefix("sm.").astype(int)
-    return rows.assign(sm=sm).pivot_table(index="sm", columns="time_us", values="value",
+    return rows.assign(sm=sm).pivot_table(index="sm", columns="end_us", values="value",
                                           aggfunc="mean").sort_index()
 
 
 def bandwidth_series(timeline) -> pd.DataFrame:
-    """Sample time x memory level -> GB/s (empty when the timeline has none)."""
+    """Sample end x memory level -> GB/s (empty when the timeline has none)."""
     if not _has_timeline(timeline):
         return pd.DataFrame()
     rows = timeline[timeline["component"].astype(str).str.fullmatch(r"memory\.\w+")]
     direct = rows[rows["stat"] == "bandwidth_gbps"]
     if not direct.empty:
         return direct.assign(level=direct["component"].str.removeprefix("memory.")).pivot_table(
-            index="time_us", columns="level", values="value", aggfunc="sum").sort_index()
+            index="end_us", columns="level", values="value", aggfunc="sum").sort_index()
     moved = rows[rows["stat"] == "bytes"]
     if moved.empty:
         return pd.DataFrame()
     per_level = moved.assign(level=moved["component"].str.removeprefix("memory.")).pivot_table(
-        index="time_us", columns="level", values="value", aggfunc="sum").sort_index()
+        index="end_us", columns="level", values="value", aggfunc="sum").sort_index()
     times = per_level.index.to_numpy(float)
     width_us = np.diff(np.concatenate([[0.0], times]))
     return per_level.div(np.where(width_us > 0, width_us, np.nan) * 1e3, axis=0)
@@ -89,16 +92,22 @@ def plot_sm_heatmap(timeline) -> Figure | None:
     return fig
 
 
-def plot_bandwidth(timeline) -> Figure | None:
-    """Bandwidth per memory level over time."""
+def plot_bandwidth(timeline, peaks: Mapping[str, float] | None = None) -> Figure | None:
+    """Bandwidth per memory level over time, with each level's peak from `peaks`
+    (`chip_peaks`: `<level>_gbps`) as a dashed line where given."""
     series = bandwidth_series(timeline)
     if series.empty:
         return None
     fig = new_figure((7.0, 3.6))
     ax = fig.subplots()
     edges = np.concatenate([[0.0], series.index.to_numpy(float)])
-    for level in series.columns:
-        ax.stairs(series[level].to_numpy(float), edges, label=str(level).upper())
+    for k, level in enumerate(series.columns):
+        name = str(level).upper()
+        ax.stairs(series[level].to_numpy(float), edges, label=name, color=f"C{k % 10}")
+        peak = float((peaks or {}).get(f"{level}_gbps", np.nan))
+        if np.isfinite(peak):
+            ax.axhline(peak, color=f"C{k % 10}", linestyle="--", linewidth=0.8,
+                       label=f"{name} peak")
     ax.set_xlabel("time (us)")
     ax.set_ylabel("GB/s")
     ax.set_title("Bandwidth per level over time")

@@ -5,10 +5,21 @@ never a live config object) and returns the peaks the roofline uses, by the same
 forms as `models.gpu_spec`: tensor-core peak per precision (FMA per clock per SM x 2 FLOP x
 SMs x clock), per-lane vector peak per unit (results per clock per SM x 2 x SMs x clock),
 HBM peak (channels x channel bandwidth) and L2 peak (slices x slice bytes per clock x
-clock). `roofline_time_us(flops, hbm_bytes, peak_tflops, hbm_gbps)` is
-max(flops / peak, hbm_bytes / bandwidth); the bound is "compute" when the compute term is
-the larger one, else "memory"; the gap is simulated time / roofline time (>= 1 when the
-simulator is slower than the bound).
+clock).
+
+The roofline (one definition, used by `workloads.ops.simulate_op`, a workload's kernels
+table and `reports.kernel_table`; its column is `roofline_us` everywhere):
+
+    roofline_us = max(flops / compute peak, bytes / HBM peak)
+
+with `roofline_time_us(flops, bytes, peak_tflops, hbm_gbps)`. flops: the op's useful FLOPs
+(2·M·N·K for a GEMM). bytes: the bytes the op must move at least once (inputs read once,
+outputs written once: an op plan's `bytes`); a kernel known only by its stats uses the HBM
+bytes it moved in the simulation. Compute peak: the tensor-core peak of the op's precision
+(`tensor_<precision>_tflops`) for tensor-core work, else the FP32 (or FP64) vector peak;
+HBM peak: `hbm_gbps`. The bound is "compute" when the compute term is the larger one, else
+"memory"; the gap (`roofline_gap`) is time_us / roofline_us (>= 1 when the simulator is
+slower than the bound).
 
 Left out: L2/L1 roofs in the bound (the plot draws the L2 roof, the bound uses HBM only),
 sparse tensor peaks, clock boost of vector work.
@@ -63,17 +74,22 @@ def chip_peaks(config: Mapping[str, Any]) -> dict[str, float]:
     return peaks
 
 
-def roofline_time_us(flops, hbm_bytes, peak_tflops, hbm_gbps):
-    """max(flops / peak, bytes / bandwidth) in microseconds (array-friendly)."""
+def _terms(flops, nbytes, peak_tflops, hbm_gbps) -> tuple[np.ndarray, np.ndarray]:
+    """(compute time, memory time) in microseconds."""
     compute_us = np.asarray(flops, dtype=float) / (np.asarray(peak_tflops, dtype=float) * 1e6)
-    memory_us = np.asarray(hbm_bytes, dtype=float) / (np.asarray(hbm_gbps, dtype=float) * 1e3)
-    return np.fmax(compute_us, memory_us)
+    memory_us = np.asarray(nbytes, dtype=float) / (np.asarray(hbm_gbps, dtype=float) * 1e3)
+    return compute_us, memory_us
 
 
-def roofline_bound(flops, hbm_bytes, peak_tflops, hbm_gbps) -> np.ndarray:
+def roofline_time_us(flops, nbytes, peak_tflops, hbm_gbps):
+    """`roofline_us` = max(flops / compute peak, bytes / HBM peak) in microseconds
+    (array-friendly; which flops, bytes and peaks: the module docstring)."""
+    return np.fmax(*_terms(flops, nbytes, peak_tflops, hbm_gbps))
+
+
+def roofline_bound(flops, nbytes, peak_tflops, hbm_gbps) -> np.ndarray:
     """"compute" where the compute term of the roofline is the larger, else "memory"."""
-    compute_us = np.asarray(flops, dtype=float) / (np.asarray(peak_tflops, dtype=float) * 1e6)
-    memory_us = np.asarray(hbm_bytes, dtype=float) / (np.asarray(hbm_gbps, dtype=float) * 1e3)
+    compute_us, memory_us = _terms(flops, nbytes, peak_tflops, hbm_gbps)
     return np.where(compute_us >= memory_us, "compute", "memory")
 
 

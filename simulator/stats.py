@@ -11,6 +11,11 @@ What it models
   updates. `PortTracer` and `LinkTracer` cover the generic machinery; hardware blocks add
   their own tracers next to their models.
 
+`within_peak(amounts, capacity)` is the one rule for amounts over time that may not exceed
+a rate: what a time bucket holds beyond its capacity moved before (a request's bytes are
+counted when it completes, and cross the level no later), so the excess goes to the buckets
+before it, the latest schedule the capacity allows; totals are kept.
+
 Left out: time series (a tracer that needs one keeps its own list and reports a summary),
 histograms. Units: as declared per stat (`count`, `B`, `ps`, `messages`, ...).
 """
@@ -21,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from simulator.hooks import LINK_SEND, PORT_GET, PORT_PUT, Hooks
@@ -159,3 +165,17 @@ class LinkTracer(Tracer):
         self.sheet.add(owner, "transfers")
         self.sheet.add(owner, "bytes", data["size_bytes"])
         self.sheet.add(owner, "busy_ps", data["end_ps"] - data["start_ps"])
+
+
+def within_peak(amounts, capacity) -> np.ndarray:
+    """`amounts` per time bucket (oldest first) with each bucket's excess over `capacity`
+    (one value or one per bucket; inf: no limit) carried to the buckets before it; what
+    the first bucket cannot take stays there. The sum is unchanged."""
+    out = np.array(amounts, dtype=np.float64)
+    cap = np.broadcast_to(np.asarray(capacity, dtype=np.float64), out.shape)
+    carry = 0.0
+    for b in range(out.size - 1, -1, -1):
+        total = out[b] + carry
+        out[b] = min(total, cap[b]) if b else total
+        carry = total - out[b]
+    return out

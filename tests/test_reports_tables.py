@@ -79,11 +79,13 @@ def test_flops_estimate_counts_fp32_warp_instructions_as_full_warp_fma():
 
 
 def test_roofline_columns_follow_the_closed_form_for_the_kernel():
-    """Roofline time, bound and gap from FLOP, HBM bytes and the config's peaks."""
+    """Roofline time, bound and gap from FLOP, HBM bytes (a kernel without minimum bytes) and
+    the config's peaks."""
     peaks = chip_peaks(_config())
     row = kernel_table(_stats(), _config()).iloc[0]
     expected = max(32_000 / (peaks["vector_fp32_tflops"] * 1e6), 64_000 / (peaks["hbm_gbps"] * 1e3))
-    assert row["roofline_time_us"] == pytest.approx(expected)
+    assert row["roofline_us"] == pytest.approx(expected)
+    assert row["roofline_bytes"] == 64_000
     assert row["bound"] == "memory"
     assert row["roofline_gap"] == pytest.approx(TIME_US / expected)
     assert row["compute_peak"] == "vector fp32"
@@ -133,7 +135,7 @@ def test_workload_kernels_without_stats_get_roofline_from_graph_columns():
     peaks = chip_peaks(_config())
     assert list(table["compute_peak"]) == ["tensor bf16", "vector fp32"]
     assert list(table["bound"]) == ["compute", "memory"]
-    assert table["roofline_time_us"].iloc[1] == pytest.approx(1e8 / (peaks["hbm_gbps"] * 1e3))
+    assert table["roofline_us"].iloc[1] == pytest.approx(1e8 / (peaks["hbm_gbps"] * 1e3))
     assert list(table["time_us"]) == [10.0, 2.0]
 
 

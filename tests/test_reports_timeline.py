@@ -42,7 +42,7 @@ def _stat(stats, prefix, stat):
 
 
 def _bucket_cycles(timeline, config):
-    width_us = (timeline["time_us"] - timeline["start_us"]).iloc[0]
+    width_us = (timeline["end_us"] - timeline["start_us"]).iloc[0]
     return width_us * config.chip.clock_ghz * 1e3
 
 
@@ -52,10 +52,10 @@ def test_timeline_has_the_declared_columns_and_contiguous_buckets(run):
     assert tuple(tl.columns) == TIMELINE_COLUMNS
     hbm = tl[(tl["component"] == "memory.hbm") & (tl["stat"] == "bytes")]
     assert hbm["start_us"].iloc[0] == 0.0
-    assert np.allclose(hbm["start_us"].to_numpy()[1:], hbm["time_us"].to_numpy()[:-1])
+    assert np.allclose(hbm["start_us"].to_numpy()[1:], hbm["end_us"].to_numpy()[:-1])
     span_us = run.kernel_time_us - run.config["launch"]["kernel_front_end_us"]   # the SMs'
-    assert hbm["time_us"].iloc[-1] >= span_us
-    assert hbm["time_us"].iloc[-1] - span_us < (hbm["time_us"] - hbm["start_us"]).iloc[0]
+    assert hbm["end_us"].iloc[-1] >= span_us
+    assert hbm["end_us"].iloc[-1] - span_us < (hbm["end_us"] - hbm["start_us"]).iloc[0]
 
 
 def test_bytes_per_level_over_time_sum_to_the_stats_bytes(run):
@@ -70,9 +70,9 @@ def test_bytes_per_level_over_time_sum_to_the_stats_bytes(run):
 def test_bandwidth_is_bytes_over_bucket_duration(run):
     """bandwidth_gbps = bytes / (bucket duration in ns)."""
     tl = run.timeline
-    l2 = tl[tl["component"] == "memory.l2"].pivot_table(index="time_us", columns="stat",
+    l2 = tl[tl["component"] == "memory.l2"].pivot_table(index="end_us", columns="stat",
                                                          values="value")
-    width_ns = (tl["time_us"] - tl["start_us"]).iloc[0] * 1e3
+    width_ns = (tl["end_us"] - tl["start_us"]).iloc[0] * 1e3
     assert np.allclose(l2["bandwidth_gbps"], l2["bytes"] / width_ns)
 
 
@@ -100,8 +100,8 @@ def test_mean_utilization_is_the_mean_over_the_kernels_sms(run, config):
     """Component `sm` holds the mean of the per-SM utilization at every bucket."""
     tl = run.timeline
     util = tl[tl["stat"] == "utilization"]
-    per_sm = util[util["component"] != "sm"].groupby("time_us")["value"].mean()
-    mean = util[util["component"] == "sm"].set_index("time_us")["value"]
+    per_sm = util[util["component"] != "sm"].groupby("end_us")["value"].mean()
+    mean = util[util["component"] == "sm"].set_index("end_us")["value"]
     assert np.allclose(per_sm.loc[mean.index], mean)
     assert util["component"].nunique() == config.sm.compute_count + 1
 
@@ -163,11 +163,11 @@ def test_every_cta_has_one_span_inside_the_kernel_and_sms_respect_occupancy(run)
     tl = run.timeline
     spans = tl[tl["stat"] == "cta_span"]
     assert sorted(spans["value"].astype(int)) == list(range(N // BLOCK))
-    assert (spans["start_us"] >= 0).all() and (spans["time_us"] <= run.kernel_time_us + 1e-9).all()
-    assert (spans["time_us"] > spans["start_us"]).all()
+    assert (spans["start_us"] >= 0).all() and (spans["end_us"] <= run.kernel_time_us + 1e-9).all()
+    assert (spans["end_us"] > spans["start_us"]).all()
     limit = run.stats.query("component == 'kernel' and stat == 'ctas_per_sm'")["value"].item()
     for _, group in spans.groupby("component"):
-        edges = sorted([(t, 1) for t in group["start_us"]] + [(t, -1) for t in group["time_us"]],
+        edges = sorted([(t, 1) for t in group["start_us"]] + [(t, -1) for t in group["end_us"]],
                        key=lambda e: (e[0], e[1]))
         assert max(np.cumsum([step for _, step in edges])) <= limit
 
@@ -186,7 +186,7 @@ def test_trace_has_one_slice_per_cta_on_slot_threads_that_never_overlap(run):
     first = spans.iloc[0]
     (event,) = [ev for ev in ctas if ev["name"] == f"CTA {int(first['value'])}"]
     assert event["pid"] == SM_PID and event["tid"] // SLOTS_PER_SM == int(first["component"][3:])
-    assert event["dur"] == pytest.approx(first["time_us"] - first["start_us"])
+    assert event["dur"] == pytest.approx(first["end_us"] - first["start_us"])
     by_thread: dict[int, list] = {}
     for ev in ctas:
         by_thread.setdefault(ev["tid"], []).append((ev["ts"], ev["ts"] + ev["dur"]))

@@ -69,31 +69,67 @@ def test_layer_series_carry_every_node_bytes_and_fit_the_makespan(result):
     link = tl[(tl["component"] == "memory.link") & (tl["stat"] == "bytes")]
     assert link["value"].sum() == pytest.approx(k["link_bytes"].fillna(0).sum(), rel=1e-9)
     assert hbm["start_us"].iloc[0] == 0
-    assert hbm["time_us"].iloc[-1] == pytest.approx(result.time_us)
-    assert np.allclose(hbm["start_us"].to_numpy()[1:], hbm["time_us"].to_numpy()[:-1])
+    assert hbm["end_us"].iloc[-1] == pytest.approx(result.time_us)
+    assert np.allclose(hbm["start_us"].to_numpy()[1:], hbm["end_us"].to_numpy()[:-1])
     per_sm = tl[tl["component"].str.fullmatch(r"sm\.\d+")]
-    grid = per_sm.pivot_table(index="component", columns="time_us", values="value")
-    mean = tl[tl["component"] == "sm"].set_index("time_us")["value"]
+    grid = per_sm.pivot_table(index="component", columns="end_us", values="value")
+    mean = tl[tl["component"] == "sm"].set_index("end_us")["value"]
     assert np.allclose(grid.mean(axis=0).to_numpy(), mean.loc[grid.columns].to_numpy())
     assert (per_sm["value"] >= 0).all()
 
 
-def test_sm_busy_time_follows_the_launch_series(result):
-    """A node's busy SM-time on the layer axis equals its representative launch's busy
-    SM-time stretched by node time / launch time."""
+def _only(result, name: str, frame: pd.DataFrame):
+    """`result` reduced to node `name`, with `frame` as its launch series."""
+    return type(result)(result.graph, result.kernels[result.kernels["name"] == name],
+                        result.stats, result.timeline, result.time_us, result.config,
+                        result.fidelity, result.meta, {name: frame})
+
+
+def _busy_us(frame: pd.DataFrame) -> float:
+    util = frame[frame["component"].str.fullmatch(r"sm\.\d+")
+                 & (frame["stat"] == "utilization")]
+    return float((util["value"] * (util["end_us"] - util["start_us"])).sum())
+
+
+def test_a_launch_timed_as_it_is_keeps_its_own_pace_after_the_launch_overheads(result, h800):
+    """A node of one launch timed in full: on the layer axis its SMs are busy for as long as
+    in the launch's series (not stretched), and idle for the launch overheads first."""
     node = result.kernels.set_index("name").loc["up"]
     frame = result.kernel_timelines["up"]
-    rep = frame[frame["launch"] == frame.groupby("launch")["weight"].first().idxmax()]
-    util = rep[rep["component"].str.fullmatch(r"sm\.\d+") & (rep["stat"] == "utilization")]
-    launch_us = float(rep[rep["stat"] != "cta_span"]["time_us"].max())
-    busy_launch = float((util["value"] * (util["time_us"] - util["start_us"])).sum())
-    only = type(result)(result.graph, result.kernels[result.kernels["name"] == "up"],
-                        result.stats, result.timeline, result.time_us, result.config,
-                        result.fidelity, result.meta, {"up": frame})
-    tl = workload_timeline(only, bins=400)
+    tl = workload_timeline(_only(result, "up", frame), bins=400)
     sm = tl[tl["component"].str.fullmatch(r"sm\.\d+")]
-    busy_layer = float((sm["value"] * (sm["time_us"] - sm["start_us"])).sum())
-    assert busy_layer == pytest.approx(busy_launch * node["time_us"] / launch_us, rel=1e-6)
+    assert float((sm["value"] * (sm["end_us"] - sm["start_us"])).sum()) == pytest.approx(
+        _busy_us(frame), rel=1e-6)
+    lead = h800.launch.kernel_overhead_us + h800.launch.kernel_front_end_us
+    early = sm[sm["end_us"] <= node["start_us"] + lead]
+    assert len(early) and (early["value"] == 0).all()
+
+
+def test_extrapolated_work_runs_at_the_nodes_remaining_average_rate(result):
+    """A node whose launch series is a sample of a longer op (its kernels table says 4x the
+    bytes in 4x the time): the launch's buckets keep their rates, the rest of the node
+    carries the remaining bytes evenly, and no bin is scaled above the launch's rates."""
+    node = result.kernels[result.kernels["name"] == "up"].copy()
+    frame = result.kernel_timelines["up"]
+    launch_us = float(frame[frame["stat"] != "cta_span"]["end_us"].max())
+    hbm_launch = float(frame[(frame["component"] == "memory.hbm")
+                             & (frame["stat"] == "bytes")]["value"].sum())
+    extra_us = 3 * launch_us
+    node["end_us"] += extra_us
+    node["time_us"] += extra_us
+    node["hbm_bytes"] = 4 * hbm_launch
+    longer = type(result)(result.graph, node, result.stats, result.timeline,
+                          float(node["end_us"].iloc[0]), result.config, result.fidelity,
+                          result.meta, {"up": frame})
+    tl = workload_timeline(longer, bins=1)
+    moved = tl[(tl["component"] == "memory.hbm") & (tl["stat"] == "bytes")]["value"].sum()
+    assert moved == pytest.approx(4 * hbm_launch, rel=1e-9)
+    fine = workload_timeline(longer, bins=200)
+    bw = fine[(fine["component"] == "memory.hbm") & (fine["stat"] == "bandwidth_gbps")]
+    launch_bw = frame[(frame["component"] == "memory.hbm")
+                      & (frame["stat"] == "bandwidth_gbps")]["value"]
+    assert bw["value"].max() <= max(launch_bw.max(),
+                                     3 * hbm_launch / (extra_us * 1e3)) * (1 + 1e-9)
 
 
 def test_shares_sum_to_one_and_bad_bins_are_rejected(result):
