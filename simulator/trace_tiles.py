@@ -34,7 +34,7 @@ CTA, `CLUSTER_BARRIER_KEY`; a thread's phase is its count of earlier arrivals) a
 `barrier.cluster.wait` waits for its own CTA's. An event that contributes to several
 slots carries a group code -2 - base instead of a slot: `slot_events[base]` is the number
 of slots, which follow it; the ids base .. base + n are reserved in the slot space, so the
-slots of later waves never move a group (`models.sm_warps.contribute`).
+slots of later waves never move a group (`models.sm_core.contribute`).
 
 Left out: lanes of one warp instruction addressing different barriers (the first lane's
 barrier gets the event), `.im2col` copies (the interpreter rejects them), shared-to-shared
@@ -54,9 +54,16 @@ from isa.semantics.hopper_tma import (
     multicast_barriers,
     multicast_ranks,
 )
+from isa.trace_format import (
+    KIND_BULK_LOAD,
+    KIND_BULK_STORE,
+    KIND_MBARRIER,
+    KIND_MBARRIER_WAIT,
+    KIND_SHARED,
+    SECTOR_SHIFT,
+)
 from isa.types import TYPES
 
-SECTOR_SHIFT = 5
 BULK_COPIES = frozenset({"cp.async.bulk.tensor", "cp.async.bulk"})
 ARRIVALS = frozenset({"mbarrier.arrive", "mbarrier.arrive_drop", "mbarrier.expect_tx",
                       "mbarrier.complete_tx"})
@@ -255,13 +262,6 @@ class TileRecorder:
         `lanes` (sorted; warp w's are `lanes[starts[w]:starts[w + 1]]`); kind as in trace.
         Per-warp sectors are a list of arrays, or one array [warps, sectors] when every warp
         has one lane and their boxes share one pattern (TMA issued by an elected lane)."""
-        from simulator.trace import (
-            KIND_BULK_LOAD,
-            KIND_BULK_STORE,
-            KIND_MBARRIER,
-            KIND_MBARRIER_WAIT,
-            KIND_SHARED,
-        )
         name = ins.opname
         n = starts.size
         slots = np.full(n, -1, np.int32)
@@ -315,7 +315,7 @@ class TileRecorder:
     def _group(self, slots: list[int]) -> int:
         """The slot code of an event contributing to each of `slots`: -2 - base, where
         `slot_events[base]` holds their count and the slots follow (ids reserved in the
-        slot space, so later slots never move them; `models.sm_warps.contribute`)."""
+        slot space, so later slots never move them; `models.sm_core.contribute`)."""
         key = tuple(slots)
         code = self.groups.get(key)
         if code is None:
@@ -343,7 +343,6 @@ class TileRecorder:
         of its cluster) or `.wait` (for its own CTA's phase). A thread's phase is the
         number of its arrivals before (`isa.semantics.cluster`); each CTA's barrier is a
         key of its own (shared address `CLUSTER_BARRIER_KEY`, no real shared offset)."""
-        from simulator.trace import KIND_MBARRIER, KIND_MBARRIER_WAIT
         arrived, _ = m.cluster_arrivals
         phase = arrived[firsts] - 1
         cta = m.cta_of[firsts]
