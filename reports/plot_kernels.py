@@ -75,7 +75,7 @@ def plot_roofline(table: pd.DataFrame, peaks: Mapping[str, float]) -> Figure | N
                         xytext=(4, 4), fontsize="x-small")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("arithmetic intensity (FLOP / HBM byte)")
+    ax.set_xlabel("arithmetic intensity (FLOP / roofline byte)")
     ax.set_ylabel("achieved TFLOP/s")
     named = "" if len(rows) <= LABELLED_POINTS else f"; the {LABELLED_POINTS} longest named"
     ax.set_title(f"Roofline (red: memory-bound, blue: compute-bound{named})",

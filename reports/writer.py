@@ -45,9 +45,9 @@ from reports.roofline import chip_peaks
 from reports.workload_timeline import workload_timeline
 from simulator.config import strict_json
 
-SUMMARY_COLUMNS = ("kernel", "time_us", "achieved_tflops", "hbm_gbps", "bound",
-                   "roofline_time_us", "roofline_gap", "achieved_occupancy", "precision",
-                   "macs", "macs_skipped")
+SUMMARY_COLUMNS = ("kernel", "cycles", "kernel_time_us", "time_us", "achieved_tflops",
+                   "hbm_gbps", "bound", "roofline_us", "roofline_gap", "achieved_occupancy",
+                   "precision", "macs", "macs_skipped")
 
 
 def _read(result: Any, name: str) -> Any:
@@ -104,7 +104,7 @@ def _figures(table: pd.DataFrame, timeline, peaks: Mapping[str, float]):
          "Unit utilization: not drawn (the stats have no unit busy cycles)."),
         ("sm_utilization", "Per-SM utilization over time", plot_sm_heatmap(timeline),
          missing_reason("Per-SM utilization over time")),
-        ("bandwidth", "Bandwidth per level over time", plot_bandwidth(timeline),
+        ("bandwidth", "Bandwidth per level over time", plot_bandwidth(timeline, peaks),
          missing_reason("Bandwidth per level over time")),
         ("gantt", "Kernels by stream", plot_gantt(table),
          "Gantt by stream: not drawn (no kernel start/end times; a single kernel run)."),
@@ -114,7 +114,12 @@ def _figures(table: pd.DataFrame, timeline, peaks: Mapping[str, float]):
 def _summary_notes(tables: dict, table: pd.DataFrame) -> list[str]:
     notes = []
     if tables["cycles"] is not None or tables["time_us"] is not None:
-        notes.append(f"Simulated: {tables['cycles']} cycles, {tables['time_us']} us.")
+        kernel_us = (table["kernel_time_us"].iloc[0] if len(table) == 1
+                     and "kernel_time_us" in table else None)
+        profiler = (f", kernel_time_us {kernel_us:.4g} us (the profiler's duration: span plus "
+                    "front end)" if kernel_us is not None and pd.notna(kernel_us) else "")
+        notes.append(f"Simulated: cycles {tables['cycles']} (SM span){profiler}, time_us "
+                     f"{tables['time_us']:.4g} us (with the host's launch overhead).")
     if tables["fidelity"] == "sampled" and tables["extrapolated_fraction"]:
         notes.append(f"Sampled fidelity: {tables['extrapolated_fraction']:.0%} of the time is "
                      "extrapolated; the time plots and the trace's CTAs and counters cover the "

@@ -232,10 +232,10 @@ def _timeline(table: pd.DataFrame, run_id: str) -> pd.DataFrame:
                         & (table["time_us"] > 0)]
         for level, column in (("hbm", "hbm_bytes"), ("link", "link_bytes")):
             rate = float((running[column] / running["time_us"]).sum()) / 1e3
-            rows.append({"run_id": run_id, "start_us": float(lo), "time_us": float(hi),
+            rows.append({"run_id": run_id, "start_us": float(lo), "end_us": float(hi),
                          "component": f"memory.{level}", "stat": "bandwidth_gbps",
                          "value": rate, "kernels": ",".join(running["name"])})
-    return pd.DataFrame(rows, columns=["run_id", "start_us", "time_us", "component", "stat",
+    return pd.DataFrame(rows, columns=["run_id", "start_us", "end_us", "component", "stat",
                                        "value", "kernels"])
 
 

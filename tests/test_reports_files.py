@@ -85,7 +85,7 @@ def _workload() -> WorkloadLike:
         "flops": [4e10, 1e10, 0.0, 3e10], "hbm_bytes": [1e8, 5e7, 2e8, 8e7],
         "args": [{"m": 1}, {"h": 2}, {}, {"m": 3}]})
     timeline = pd.DataFrame({
-        "time_us": [10.0, 20.0, 30.0] * 3 + [10.0, 20.0],
+        "end_us": [10.0, 20.0, 30.0] * 3 + [10.0, 20.0],
         "component": ["memory.hbm"] * 3 + ["sm.0"] * 3 + ["sm.1"] * 3 + ["sm.0"] * 2,
         "stat": ["bytes"] * 3 + ["utilization"] * 6 + ["ctas"] * 2,
         "value": [1e7, 2e7, 5e6, 0.5, 0.9, 0.2, 0.1, 0.3, 0.8, 2, 1]})

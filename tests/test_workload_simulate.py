@@ -173,7 +173,7 @@ def test_result_carries_stats_per_node_and_a_bandwidth_timeline(tiny):
     link = tiny.timeline[tiny.timeline["component"] == "memory.link"]
     k = tiny.kernels.set_index("name")
     during = link[(link["start_us"] >= k.loc["dispatch", "start_us"])
-                  & (link["time_us"] <= k.loc["dispatch", "end_us"])]
+                  & (link["end_us"] <= k.loc["dispatch", "end_us"])]
     assert not during.empty
     assert during["value"].max() == pytest.approx(k.loc["dispatch", "link_bytes"]
                                                   / k.loc["dispatch", "time_us"] / 1e3)

@@ -3,7 +3,9 @@
 The kernel comes from `workloads.kernels.catalog.KERNELS` (name and variant index), is built
 with a seeded Generator, timed with `simulator.simulate_kernel` on `--model` and written
 with `reports.write_report` to `--out` (tables, plots, report.html, trace.json). The printed
-line (or JSON object with `--json`) names the folder, its files, cycles and microseconds.
+line (or JSON object with `--json`) names the folder, its files and the kernel's three
+figures, labelled as everywhere: `cycles` (the SMs' span), `kernel_time_us` (span plus front
+end, what a profiler shows) and `time_us` (plus the host's launch overhead).
 Units: cycles, microseconds.
 """
 
@@ -66,10 +68,13 @@ def run(args: argparse.Namespace) -> int:
                                   force=args.force)
     summary = {"out": str(folder), "files": sorted(p.name for p in folder.iterdir()),
                "kernel": case.entry, "model": args.model, "cycles": int(result.cycles),
+               "kernel_time_us": float(result.kernel_time_us),
                "time_us": float(result.time_us)}
     if args.json:
         print(json.dumps(summary, indent=1))
     else:
-        print(f"{case.entry} on {args.model}: {summary['cycles']} cycles, "
-              f"{summary['time_us']:.3f} us; report in {folder} ({len(summary['files'])} files)")
+        print(f"{case.entry} on {args.model}: cycles {summary['cycles']} (SM span), "
+              f"kernel_time_us {summary['kernel_time_us']:.3f} (profiler duration), "
+              f"time_us {summary['time_us']:.3f} (with launch overhead); report in {folder} "
+              f"({len(summary['files'])} files)")
     return 0
