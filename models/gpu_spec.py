@@ -12,6 +12,9 @@ node topology, used by the communication model (`models.link_memory`).
 
 `limits` (`LimitsSpec`) is not hardware: what the simulating host may spend on one op before
 it is refused (`workloads.ops.registry.check_op_size`); no figure depends on it.
+`fidelity` and `kernels` (`simulator.policy_spec`) are not hardware either: the shortcuts
+sampled fidelity may take and the op builders' kernel choices, config so that they are
+overridable, sweepable and saved with every result.
 
 Left out: power. Units: TFLOP/s (1e12 FLOP/s, one FMA = 2 FLOP), TB/s (1e12 B/s),
 as named elsewhere.
@@ -25,6 +28,7 @@ from models.chip_spec import ChipSpec, LaunchSpec, SmSpec, UnitsSpec
 from models.link_spec import LinksSpec
 from models.memory_spec import HbmSpec, L1Spec, L2Spec, L3Spec, NocSpec, SharedMemorySpec
 from simulator.config import Problem, SpecMixin, spec_field
+from simulator.policy_spec import FidelitySpec, KernelsSpec
 
 FLOP_PER_FMA = 2
 HOST_MEMORY_BYTES = 16 << 30
@@ -60,6 +64,10 @@ class GpuConfig(SpecMixin):
                                     default_factory=LaunchSpec)
     limits: LimitsSpec = spec_field("Budgets of the simulating host (not hardware).",
                                     default_factory=LimitsSpec)
+    fidelity: FidelitySpec = spec_field("Shortcuts of sampled fidelity (not hardware).",
+                                        default_factory=FidelitySpec)
+    kernels: KernelsSpec = spec_field("Kernel choices of the op builders (not hardware).",
+                                      default_factory=KernelsSpec)
 
     def problems(self) -> tuple[Problem, ...]:
         """Checks that span blocks, with full dotted keys."""

@@ -173,6 +173,8 @@ def _type_name(tp: Any) -> str:
         return f"array of {_type_name(typing.get_args(tp)[0])}"
     if dataclasses.is_dataclass(tp):
         return f"table [{tp.__name__}]"
+    if tp is bool:
+        return "true or false"
     return getattr(tp, "__name__", str(tp))
 
 

@@ -10,72 +10,68 @@ recorder and counts, template, CTAs traced alone, chip slice) traces CTAs wave b
 replays the first k waves from a cold system, giving t(k) cycles. Inside that replay, M_j is
 the cycle at which j waves' worth of CTAs (j * W) have finished, and m_j = M_j - M_(j-1) the
 marginal wave time (dispatch is dynamic, so these waves overlap as in the full run; the last
-wave is left out because no later wave overlaps its tail). First k = 4; if its last two
-marginals differ by `TOLERANCE` (1 %) or more, the first k_max waves are replayed instead,
-k_max = `MAX_WAVES` or fewer so that at least one wave is left to extrapolate (two replays
-at most; growing k one wave at a time cost up to 4 + 5 + 6 + 7 waves of replay, and a replay
-of k_max waves gives the estimate with the most waves simulated; the k_max-wave replay
-continues a copy of the k-wave one taken half a wave before its CTAs ran out,
-`GROWTH_FROM_SNAPSHOT`, as both are the same simulation up to there). With m the mean of the
-last two marginals,
+wave is left out because no later wave overlaps its tail). With m the mean of the last two
+marginals,
 
     cycles = t(k) + (n - k) * m
 
 (the final partial wave counts in proportion to its CTAs).
 
+The thresholds are the config's `[fidelity]` keys (`simulator.policy_spec.FidelitySpec`):
+first k = `wave_sampling_start_waves` (4); if its last two marginals differ by
+`wave_sampling_steady_tolerance_fraction` (1 %) or more, the first k_max waves are replayed
+instead, k_max = `wave_sampling_max_waves` (7) or fewer so that at least one wave is left to
+extrapolate (two replays at most; the k_max-wave replay continues a copy of the k-wave one
+taken `snapshot_lead_waves` (half a wave) before its CTAs ran out, `snapshot_growth`, as
+both are the same simulation up to there). A grid of fewer than `wave_sampling_min_waves`
+(8) waves is timed in full (or on a chip slice, below), so every extrapolated grid has
+k_max = 7. Below 8 waves the replays cost about as much as the full run, and extrapolating
+from fewer waves was not accurate enough (mma_bf16 2048x1024x64, 6.2 waves of 1320 CTAs on
+h100_sxm, k_max = 5: marginals 4127, 4290, 4082 cycles, but the full run's waves 5 and 6
+took 3118 and 4117 and its 272-CTA partial wave ended 226 cycles after wave 6, so
+extrapolating 1.2 waves at 4186 read 3.1 % long; RMSNorm 4096x7168 extrapolated at a 3 %
+tolerance read +6.6 %).
+
 A kernel whose grid moves more data than the L2 holds reaches a steady state the first
 waves never see: once the L2 is full each new line evicts an older one and the dirty ones
 go back to HBM. The first k waves alone may fit in the L2, so their replay would write
-nothing back (saxpy over 16 M elements on h100_sxm: sampled 45.0 us against full 63.3 us,
--29 %). When the traced CTAs' distinct sectors, scaled to the grid, outgrow the L2
-(`steady_dirty_fraction`), the k- and k_max-wave replays start from an L2 full of lines of
-no kernel, the share of them dirty that the grid's evictions have on average
-(`models.cached_memory.CachedMemory.precondition_l2`): saxpy then reads 64.4 us (+1.7 %),
-SwiGLU 32768x2048 on h800_sxm 141.8 us against full 139.4 (was 97.7, -30 %), quantize
-4096x7168 -4.8 % (was -13 %), residual add of 9 inputs 4096x7168 +0.2 %
+nothing back (saxpy over 16 M elements on h100_sxm from a cold L2: sampled 45.0 us against
+full 63.3 us, -29 %). When the traced CTAs' distinct sectors, scaled to the grid, outgrow
+the L2 (`steady_dirty_fraction`) and `steady_l2_preconditioning` is on, the k- and
+k_max-wave replays start from an L2 full of lines of no kernel, the share of them dirty
+that the grid's evictions have on average (`models.cached_memory.CachedMemory.
+precondition_l2`): saxpy reads 64.4 us (+1.7 %), SwiGLU 32768x2048 on h800_sxm 141.8 us
+against full 139.4, quantize 4096x7168 -4.8 %, residual add of 9 inputs 4096x7168 +0.2 %
 (`tests/test_sampling_steady_l2.py`). A replay in full starts cold, as the real launch.
 
-A grid of fewer than `MIN_WAVES` (8) waves is timed in full (or on a chip slice, below),
-so every extrapolated grid
-has k_max = `MAX_WAVES` and an unsteady kernel is extrapolated from `MAX_WAVES` waves of
-evidence. Below 8 waves the replays cost about as much as the full run: k = 4 waves if
-steady, k_max + 0.5 more if not, and a grid under 8 waves could not reach k_max = 7, so an
-unsteady one was timed in full after both replays (RMSNorm 4096x7168 on h800_sxm, 6.2
-waves: marginals 14578, 12121, 11868 cycles at k_max = 5, 2.1 % apart; sampled 11.9 s CPU
-against 6.3 s in full, the same result). Extrapolating such grids from fewer waves was
-not accurate enough (mma_bf16 2048x1024x64, 6.2 waves of 1320 CTAs on h100_sxm, k_max = 5:
-marginals 4127, 4290, 4082 cycles, but the full run's waves 5 and 6 took 3118 and 4117 and
-its 272-CTA partial wave ended 226 cycles after wave 6, so extrapolating 1.2 waves at 4186
-read 3.1 % long; the same RMSNorm extrapolated at a 3 % tolerance read +6.6 %).
-Only the first CTAs (a wave, at most `trace_synthesis.FIRST_CTAS` or one per SM) are run
+Only the first CTAs (a wave, at most `trace_synthesis_first_ctas` or one per SM) are run
 functionally when the kernel's CTAs repeat each other's instructions with addresses affine
-in the CTA coordinates: the later CTAs are made from them
+in the CTA coordinates and `trace_synthesis` is on: the later CTAs are made from them
 (`simulator.trace_synthesis`, checked against two CTAs traced for real each time), the
 same traces the functional run gives, so the same result bit for bit (RMSNorm 4096x7168
-on h800_sxm: 10.8 -> 6.5 s CPU; residual add of 9 inputs 14.3 -> 10.8 s); a kernel that
-fails a check is traced as before.
-With `simulator.chip_slice.SLICING` on (the default), a grid of 2 to f x 7.5 waves
-whose CTAs are alike (the synthesis template holds, the grid's last and middle CTAs match
-it, and the CTAs share no data along a grid dimension) is not wave-sampled: its first
-ceil(n / f) CTAs are all timed, from a cold system, on a slice of the chip with 1/f of its
-SMs, L2 slices and HBM channels (f = 4 on h800_sxm), and its counts scaled to the grid (the
-result says "sampled", all of the slice's waves simulated, nothing extrapolated): quantize
-4096x7168 on h800_sxm -0.8 % against full (wave-sampled -4.9 %), 1.4 s CPU instead of 4.4;
-vLLM's SwiGLU 4096x5504 on h100_sxm +2.4 % (wave-sampled +2.6 %; the slice keeps the
-chip's HBM row map, `hbm.row_map_channels`).
+on h800_sxm: 6.5 s CPU against 10.8 s tracing every CTA); a kernel that fails a check is
+traced in full.
+With `chip_slicing` on, a grid of `chip_slice_min_waves` (2) to f x
+`chip_slice_max_slice_waves` (7.5) waves whose CTAs are alike (the synthesis template
+holds, the grid's last and middle CTAs match it, and the CTAs share no data along a grid
+dimension) is not wave-sampled: its first ceil(n / f) CTAs are all timed, from a cold
+system, on a slice of the chip with 1/f of its SMs, L2 slices and HBM channels (f = 4 on
+h800_sxm, `simulator.chip_slice`), and its counts scaled to the grid: quantize 4096x7168
+on h800_sxm -0.8 % against full (wave-sampled -4.9 %), 1.4 s CPU instead of 4.4; vLLM's
+SwiGLU 4096x5504 on h100_sxm +2.4 % (wave-sampled +2.6 %).
 A 2-D grid whose last row of CTAs runs other events than the rows before it (a template
 `tail`, `simulator.trace_synthesis`) is not wave-sampled: its first waves all lie in the
 first rows, so they do not stand for the grid (quantizing 32768x1536 on h800_sxm, whose
-second CTA per row quantizes 4 strips of 8, read +18.1 % wave-sampled; the layer's RoPE
+second CTA per row quantizes 4 strips of 8, reads +18.1 % wave-sampled; the layer's RoPE
 4096x8256, +8.9 %). It is row-sliced (`simulator.chip_slice.row_slice`) from two waves
 on, or else timed in full.
 A persistent kernel launched with a `simulator.work_synthesis.CtaWork` (the plain GEMMs:
 one wave, timed in full) has a few CTAs per work class traced and the others synthesized
-from them (`simulator.work_synthesis`), the same trace as tracing all: q_a_proj
-4096x1536x7168 FP8 on h800_sxm 14.1 -> 12.0 s CPU, kv_a_proj 4096x576x7168 6.9 -> 5.0 s.
-The result says what was done:
-`KernelResult.fidelity` ("sampled" or "full"), `waves_simulated` (k) and
-`extrapolated_fraction` ((n - k) * m / cycles).
+from them when `work_synthesis` is on (`simulator.work_synthesis`), the same trace as
+tracing all: q_a_proj 4096x1536x7168 FP8 on h800_sxm 12.0 s CPU against 14.1 s,
+kv_a_proj 4096x576x7168 5.0 s against 6.9 s.
+The result says what was done: `KernelResult.fidelity` ("sampled" or "full"),
+`waves_simulated` (k) and `extrapolated_fraction` ((n - k) * m / cycles).
 
 Stats: the kernel's `cycles` and `time_us` are the extrapolated ones (the launch's fixed
 `launch.kernel_front_end_us` added once, not extrapolated). Rows that count work
@@ -101,15 +97,6 @@ from simulator import trace as trace_mod
 from simulator.simulate import front_end_us
 from simulator.trace_tiles import span_items
 
-TOLERANCE = 0.01
-MIN_WAVES = 8.0
-START_WAVES = 4
-MAX_WAVES = 7
-GROWTH_FROM_SNAPSHOT = True
-"""The k_max-wave replay continues a copy of the k-wave one taken before the two differ
-(`simulator.replay_session`) instead of starting cold; the same result, bit for bit."""
-SNAPSHOT_LEAD_WAVES = 0.5
-"""The copy is taken once all but this many waves of the k waves' CTAs are dispatched."""
 _UNKNOWN = object()
 """`SampledRun.dirty` before it is computed (None is a value: the grid fits in the L2)."""
 _UNSCALED_KERNEL_STATS = frozenset({"cycles", "time_us", "ctas_per_sm", "sms_used"})
@@ -209,7 +196,8 @@ class SampledRun:
         self.recorder = replay.recorder(launch)
         self.warp_instr = self.thread_instr = self.traced = 0
         self.dirty = _UNKNOWN               # steady-L2 dirty fraction (None: fits), once known
-        self.synthesis_on = trace_synthesis.SYNTHESIS
+        self.policy = replay.config.fidelity          # the config's [fidelity] thresholds
+        self.synthesis_on = self.policy.trace_synthesis
         self.template = None
         self.alone: dict = {}               # CTA -> its trace alone (`real_cta`)
         self.order: np.ndarray | None = None
@@ -225,7 +213,7 @@ class SampledRun:
         self.traced = stop
 
     def first_ctas(self) -> int:
-        return min(self.wave, max(trace_synthesis.FIRST_CTAS, self.replay.n_sms))
+        return min(self.wave, max(self.policy.trace_synthesis_first_ctas, self.replay.n_sms))
 
     def trace_evidence(self) -> None:
         """The first CTAs traced for real (those a template is built from)."""
@@ -299,11 +287,11 @@ class SampledRun:
         and the CTAs it times when they are a row slice (None: the first ceil(n / f)). A
         grid whose last row runs other events (a template `tail`) is row-sliced at any
         number of waves: its first waves do not stand for the rest."""
-        launch, n_ctas, n_waves = self.launch, self.n_ctas, self.n_waves
-        f = chip_slice.slice_factor(self.replay.config) if chip_slice.SLICING else 1
-        if f == 1 or not self.synthesis_on or n_waves < chip_slice.MIN_SLICE_WAVES:
+        launch, n_ctas, n_waves, policy = self.launch, self.n_ctas, self.n_waves, self.policy
+        f = chip_slice.slice_factor(self.replay.config)
+        if f == 1 or not self.synthesis_on or n_waves < policy.chip_slice_min_waves:
             return 1, None
-        few = n_waves <= f * chip_slice.MAX_SLICE_WAVES
+        few = n_waves <= f * policy.chip_slice_max_slice_waves
         if not few and launch.grid[1] < 2:
             return 1, None
         self.trace_evidence()                         # the template decides (module docstring)
@@ -311,13 +299,14 @@ class SampledRun:
         if tpl is None or (not few and tpl.tail is None) or not self.probes_match(
                 tpl, n_ctas // 2, n_ctas - 1):
             return 1, None
-        if tpl.tail is None and chip_slice.proportional(tpl, n_ctas, f):
+        tolerance = policy.chip_slice_footprint_tolerance_fraction
+        if tpl.tail is None and chip_slice.proportional(tpl, n_ctas, f, tolerance=tolerance):
             return f, None
         rows = chip_slice.row_slice(launch.grid, f)
         traced = self.traced
         if (rows is not None and rows.size > traced
                 and (rows[:traced] == np.arange(traced)).all()
-                and chip_slice.proportional(tpl, n_ctas, f, rows)
+                and chip_slice.proportional(tpl, n_ctas, f, rows, tolerance=tolerance)
                 and self.probes_match(tpl, *self.probe_ctas(rows[traced:]))):  # as `trace_to`
             return f, rows
         return 1, None
@@ -325,7 +314,8 @@ class SampledRun:
     def rows_differ(self) -> bool:
         """Whether the grid's last row runs other events than the rows before it (its
         template has a `tail`): then its first waves do not stand for the grid."""
-        if not self.synthesis_on or self.launch.grid[1] < 2 or self.n_waves < MIN_WAVES:
+        if (not self.synthesis_on or self.launch.grid[1] < 2
+                or self.n_waves < self.policy.wave_sampling_min_waves):
             return False
         self.trace_evidence()
         tpl = self.build_template()
@@ -342,7 +332,8 @@ class SampledRun:
         kernel = replay.image(self.launch, self.recorder)
         if resume is None:
             session = replay.session(kernel, stop)
-            if steady_l2 and hasattr(session.memory, "precondition_l2"):
+            if (steady_l2 and self.policy.steady_l2_preconditioning
+                    and hasattr(session.memory, "precondition_l2")):
                 if self.dirty is _UNKNOWN:
                     self.dirty = steady_dirty_fraction(
                         kernel.trace, stop, self.grid_ctas, replay.config.l2.size_bytes,
@@ -369,28 +360,30 @@ class SampledRun:
             self.wave = max(self.replay.ctas_per_wave(self.replay.n_sms), 1)
         self.grid_ctas = (chip_slice.sliced_ctas(n_ctas, factor) if order is None
                           else order.size)                       # the CTAs timed as the grid
-        wave, whole = self.wave, self.whole
-        if n_waves < MIN_WAVES and launch.work is not None and work_synthesis.SYNTHESIS:
-            counts = work_synthesis.synthesize_trace(launch, self.recorder)
+        wave, whole, policy = self.wave, self.whole, self.policy
+        min_waves = policy.wave_sampling_min_waves
+        if n_waves < min_waves and launch.work is not None and policy.work_synthesis:
+            counts = work_synthesis.synthesize_trace(launch, self.recorder, policy)
             if counts is not None:
                 self.warp_instr, self.thread_instr = counts
                 self.traced = n_ctas
             else:
                 self.recorder = self.replay.recorder(launch)   # drop what the attempt traced
-        if n_waves < MIN_WAVES or factor > 1 or (launch.work is None and self.rows_differ()):
+        if n_waves < min_waves or factor > 1 or (launch.work is None and self.rows_differ()):
             full, _ = self.time_waves(math.ceil(self.grid_ctas / wave), steady_l2=False)
             if factor == 1:
                 return whole.result(full, fidelity="full", waves_simulated=n_waves)
             result = whole.result(full, fidelity="sampled", waves_simulated=n_waves,
                                   extrapolated_fraction=0.0)
             return _unsliced(result, full, n_ctas, factor)
-        k, k_max = START_WAVES, max(START_WAVES, min(MAX_WAVES, math.floor(n_waves - 1)))
+        k = policy.wave_sampling_start_waves
+        k_max = max(k, min(policy.wave_sampling_max_waves, math.floor(n_waves - 1)))
         snapshot_from = None
-        if GROWTH_FROM_SNAPSHOT and k_max > k:
-            snapshot_from = k * wave - int(SNAPSHOT_LEAD_WAVES * wave)
+        if policy.snapshot_growth and k_max > k:
+            snapshot_from = k * wave - int(policy.snapshot_lead_waves * wave)
         last, snapshot = self.time_waves(k, snapshot_from)
         marginals = wave_marginals(last.cta_done_cycles, wave, k)
-        if not _steady(marginals) and k_max > k:
+        if not _steady(marginals, policy.wave_sampling_steady_tolerance_fraction) and k_max > k:
             k = k_max
             last, _ = self.time_waves(k, resume=snapshot)
             marginals = wave_marginals(last.cta_done_cycles, wave, k)
@@ -405,9 +398,9 @@ class SampledRun:
         return _unsliced(result, last, n_ctas, factor)
 
 
-def _steady(marginals: list[int]) -> bool:
-    """The last two wave marginals within `TOLERANCE` of each other."""
-    return abs(marginals[-1] - marginals[-2]) < TOLERANCE * max(marginals[-2], 1)
+def _steady(marginals: list[int], tolerance: float) -> bool:
+    """The last two wave marginals within the share `tolerance` of each other."""
+    return abs(marginals[-1] - marginals[-2]) < tolerance * max(marginals[-2], 1)
 
 
 def _unsliced(result, last, n_ctas: int, factor: int):

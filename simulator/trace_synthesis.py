@@ -6,8 +6,8 @@ Elementwise and row-wise kernels (norms, quantization, residual adds, RoPE, SwiG
 the same instructions in every CTA; only their addresses move with the CTA index. Sampled
 fidelity (`simulator.sampling`) traces several waves of such CTAs, and the functional run
 of each is as costly as the first. Here the first CTAs are traced (`isa.run_kernel`;
-`FIRST_CTAS`, a wave when that is fewer) and the rest is made from them when they pass
-every check:
+`fidelity.trace_synthesis_first_ctas` of the config, a wave when that is fewer) and the rest
+is made from them when they pass every check (`fidelity.trace_synthesis` on):
 
 * every traced CTA has the same events per warp, and each event the same pc, active
   lanes, kind and detail as CTA 0's (so the same instruction stream);
@@ -23,7 +23,7 @@ two CTAs of the synthesized range (its last and its middle) are traced for real 
 equal their synthesized events and sectors (`probe`); a grid whose addresses follow the
 CTA index in another way (a 2-D grid with a row stride other than gx times the column
 stride, a gather through an index array) fails there or in the checks and is traced in
-full, as before. Instruction counts are CTA 0's per CTA.
+full. Instruction counts are CTA 0's per CTA.
 
 A 2-D grid whose last row (y = gy - 1) runs other events than the rows before it (a short
 last chunk of columns: quantizing 1536 columns in CTAs of 8 strips of 128 leaves 4 strips
@@ -31,7 +31,7 @@ to the second CTA of each row; RoPE's last column chunk) has a template of its o
 row (`CtaTemplate.tail`): the row's CTAs x = 0 .. P and 2P traced alone, their sectors
 s'_j(x mod P) + (x div P) d'_j^x, the instruction counts of its first CTA. The rows before
 it keep the template above; the probes then check both parts (the grid's last CTA lies in
-the tail). Before, such a grid was traced in full.
+the tail).
 
 Left out: kernels with per-launch phase slots, atomics or data-timed events (traced in
 full). Units: CTAs (linear index, x fastest), warps, 32-byte sectors.
@@ -54,11 +54,6 @@ from simulator.trace import (
 )
 from simulator.trace_tiles import span_items
 
-SYNTHESIS = True
-"""Sampled fidelity synthesizes the CTAs after the first `FIRST_CTAS` when the checks pass."""
-FIRST_CTAS = 256
-"""CTAs traced for real before any is synthesized (a wave when that is fewer, one per SM
-when that is more): the evidence the template is checked on."""
 _ALLOWED_KINDS = np.array([KIND_NONE, KIND_LOAD, KIND_STORE, KIND_SHARED, KIND_CONST,
                            KIND_LOAD_CG], np.int8)
 

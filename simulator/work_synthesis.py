@@ -14,7 +14,8 @@ index (t % tiles_m wraps). The kernel's builder knows both and says so in a `Cta
 Per unit (a CTA, or a cluster's CTAs together, as their barriers are shared) of each class,
 units are traced for real in one functional run (`isa.run_kernel(ctas=...)`): the class's
 first, then those that raise the rank of the coordinate differences until it is the
-class's (the evidence), and up to `PROBES` more (the last and middle unit not yet chosen).
+class's (the evidence), and up to `fidelity.work_synthesis_probe_units` more (the last and
+middle unit not yet chosen).
 A class is synthesized when every traced unit has the same events per warp (pc, active
 lanes, kind, detail) as its first, the same mbarrier phase structure (its slots numbered
 in order of first use, `canonical_slots`), no atomics or data-timed details, and sectors
@@ -28,7 +29,7 @@ every unit of the grid, traced ones too, each with fresh slot ids; warp and thre
 instruction counts are those of the events (a fused run counting its instructions), plus
 the warps whose lanes a guard turned all off (they count an instruction but record no
 event; `TraceRecorder.count_silent`), checked equal to the functional run's on the traced
-units. When a check fails the kernel is traced in full, as before.
+units. When a check fails the kernel is traced in full.
 
 Grouped (MoE) GEMMs are persistent too: their `CtaWork` comes from the schedule table (per
 round the schedule row, its A, B and C rows, k0 and scale_b row; classes by valid rows,
@@ -40,9 +41,12 @@ traced with every k-loop starting S k-tiles late and each unit is expanded to wh
 before the checks above (`loop_synthesis.expand`); when the expansion fails a check the
 units are traced again with whole loops.
 
-Measured (h800_sxm, 2026-11-28; `tests/test_work_synthesis.py` checks the traces and the
-sampled results are those of tracing every CTA): q_a_proj 4096x1536x7168 FP8 traces 24 of
-132 CTAs, 14.1 -> 12.0 s CPU for the op (the replay, unchanged, is most of the rest).
+Synthesis is tried when `fidelity.work_synthesis` is on and the units to trace are at most
+`fidelity.work_synthesis_max_traced_fraction` of the grid's.
+
+Measured (h800_sxm; `tests/test_work_synthesis.py` checks the traces and the sampled
+results are those of tracing every CTA): q_a_proj 4096x1536x7168 FP8 traces 24 of 132
+CTAs, 12.0 s CPU for the op against 14.1 s tracing every CTA (the replay is most of it).
 
 Left out: kernels with atomics or data-timed events, clusters other than 1-D ones along x
 (traced in full). Units: CTAs, warps, 32-byte sectors.
@@ -59,13 +63,10 @@ import numpy as np
 
 from isa.launch import compile_kernel
 from simulator import loop_synthesis
+from simulator.policy_spec import FidelitySpec
 from simulator.trace import KIND_ATOMIC, KIND_NONE, sector_events
 from simulator.trace_tiles import span_items
 
-SYNTHESIS = True
-"""Sampled fidelity synthesizes the CTAs of a kernel launched with a `CtaWork`."""
-PROBES = 2
-"""Units per class traced beyond the evidence and checked against their synthesis."""
 _EVENT_FIELDS = ("pc", "active", "kind", "detail")
 
 
@@ -135,8 +136,10 @@ def _units(work: CtaWork, cluster: int) -> tuple[np.ndarray, np.ndarray, np.ndar
             work.coords.reshape(n // cluster, -1))
 
 
-def choose_units(unit_class: np.ndarray, coords: np.ndarray) -> dict[int, tuple[list, list]]:
-    """Per class, (evidence units, probe units) as in the module docstring."""
+def choose_units(unit_class: np.ndarray, coords: np.ndarray,
+                 probe_units: int) -> dict[int, tuple[list, list]]:
+    """Per class, (evidence units, up to `probe_units` probe units) as in the module
+    docstring."""
     out = {}
     for cls in np.unique(unit_class).tolist():
         members = np.flatnonzero(unit_class == cls).tolist()
@@ -154,7 +157,7 @@ def choose_units(unit_class: np.ndarray, coords: np.ndarray) -> dict[int, tuple[
         taken = set(chosen)
         rest = [u for u in members if u not in taken]
         probes = []
-        for u in (rest[-1:] + rest[len(rest) // 2:len(rest) // 2 + 1])[:PROBES]:
+        for u in (rest[-1:] + rest[len(rest) // 2:len(rest) // 2 + 1])[:probe_units]:
             if u not in probes:
                 probes.append(u)
         out[cls] = (chosen, probes)
@@ -310,10 +313,6 @@ def run_lengths(n_instrs: int, fused_runs) -> np.ndarray:
     return np.concatenate([np.ones(n_instrs, np.int64), np.array(extra, np.int64)])
 
 
-MAX_TRACED_SHARE = 0.5
-"""Synthesis is not tried when its units to trace are more than this share of the grid."""
-
-
 def cluster_units(launch) -> int:
     """CTAs per unit: the cluster size of a 1-D grid of 1-D clusters (1 without clusters),
     0 when the clusters are laid out otherwise (not synthesized)."""
@@ -325,31 +324,35 @@ def cluster_units(launch) -> int:
     return shape[0] if shape[1:] == (1, 1) and launch.grid[1:] == (1, 1) else 0
 
 
-def synthesize_trace(launch, recorder) -> tuple[int, int] | None:
+def synthesize_trace(launch, recorder,
+                     fidelity: FidelitySpec | None = None) -> tuple[int, int] | None:
     """Trace `launch`'s evidence and probe units into `recorder` (empty) and, when every
     check passes (module docstring), replace its contents with the whole grid's
     synthesized trace: (warp instructions, thread instructions) of the grid. None when
     synthesis is not tried or a check fails (the recorder then holds the traced units
     only: the caller starts a fresh one). When the units were traced with short k-loops
-    (`CtaWork.k_loop`) and a check fails, they are traced again with whole ones."""
-    made = _synthesize(launch, recorder)
+    (`CtaWork.k_loop`) and a check fails, they are traced again with whole ones.
+    `fidelity` (the config's `[fidelity]`; None: its defaults) gives the probes per class
+    and the largest share of the grid traced."""
+    fidelity = fidelity or FidelitySpec()
+    made = _synthesize(launch, recorder, fidelity)
     if made is None and launch.work is not None and launch.work.short_loops is not None:
         recorder.clear()
         made = _synthesize(dataclasses.replace(
-            launch, work=dataclasses.replace(launch.work, k_loop=None)), recorder)
+            launch, work=dataclasses.replace(launch.work, k_loop=None)), recorder, fidelity)
     return made
 
 
-def _synthesize(launch, recorder) -> tuple[int, int] | None:
+def _synthesize(launch, recorder, fidelity: FidelitySpec) -> tuple[int, int] | None:
     work, cluster = launch.work, cluster_units(launch)
     if work is None or cluster == 0 or not recorder.empty:
         return None
     firsts, unit_class, coords = _units(work, cluster)
     if not firsts.size:
         return None
-    plan = choose_units(unit_class, coords)
+    plan = choose_units(unit_class, coords, fidelity.work_synthesis_probe_units)
     traced = sorted({u for chosen, probes in plan.values() for u in chosen + probes})
-    if len(traced) > MAX_TRACED_SHARE * firsts.size:
+    if len(traced) > fidelity.work_synthesis_max_traced_fraction * firsts.size:
         return None
     ctas = (firsts[traced][:, None] + np.arange(cluster)).reshape(-1)
     loop = work.short_loops

@@ -66,12 +66,12 @@ def test_prefill_uses_two_consumers_and_fa3_kv_blocks():
 
 
 def test_decode_packs_gqa_heads_and_splits_kv():
-    """One query, 8 q heads per kv head, few CTAs: heads packed into one CTA's rows, one
-    CTA per SM with 64-key blocks (packed GQA decode, chosen on the attention FIT rows), the
-    KV length split over CTAs to fill the SMs, merged inline by the last CTA of each row
-    block (SPLIT_COMBINE, chosen on the FIT rows): one launch with the output and a
-    counter per row block; K/V read from 64-key pages through an identity block table
-    (PAGED_KV_PAGE, chosen on the FIT rows)."""
+    """One query, 8 q heads per kv head, few CTAs: heads packed into one CTA's rows, one CTA per
+    SM with 64-key blocks (packed GQA decode, chosen on the attention FIT rows), the KV length
+    split over CTAs to fill the SMs, merged inline by the last CTA of each row block
+    (`kernels.attention_split_combine`, chosen on the FIT rows): one launch with the output and
+    a counter per row block; K/V read from 64-key pages through an identity block table
+    (`kernels.attention_kv_page_keys`, chosen on the FIT rows)."""
     p = build_op("attention", H100, batch=2, heads=32, kv_heads=4, seqlen=1, seqlen_k=8192)
     (fwd,) = p.launches
     tiles = fwd.detail["tiles"]
@@ -104,12 +104,11 @@ def test_kv_page_flag_sets_decode_paging_and_refuses_bad_sizes():
             build_op("attention", H100, batch=1, heads=4, seqlen=1, kv_page=bad)
 
 
-def test_split_combine_kernel_setting_keeps_the_fa3_combine_launch(monkeypatch):
-    """SPLIT_COMBINE = "kernel": the forward, then a combine kernel per output row."""
-    from workloads.ops import attention
-
-    monkeypatch.setattr(attention, "SPLIT_COMBINE", "kernel")
-    p = build_op("attention", H100, batch=2, heads=32, kv_heads=4, seqlen=1, seqlen_k=8192)
+def test_split_combine_kernel_setting_keeps_the_fa3_combine_launch():
+    """`kernels.attention_split_combine = "kernel"`: the forward, then a combine kernel per
+    output row."""
+    config = H100.with_overrides({"kernels.attention_split_combine": "kernel"})
+    p = build_op("attention", config, batch=2, heads=32, kv_heads=4, seqlen=1, seqlen_k=8192)
     fwd, combine = p.launches
     assert fwd.entry.endswith("_split_pg64") and combine.grid == (2 * 32, 1, 1)
 
@@ -126,29 +125,26 @@ def test_short_cache_decode_reads_no_padding_block():
     assert prefill.launches[0].detail["tiles"]["kv_block"] == 128
 
 
-def test_packed_gqa_decode_computes_whole_pages(monkeypatch):
+def test_packed_gqa_decode_computes_whole_pages():
     """Packed GQA decode over 4 cached keys computes one whole 64-key page block
-    (`PACKED_DECODE_WHOLE_PAGES`), not a 16-key block, and reads whole page boxes (more
-    HBM bytes than the cut block); with the setting off, or with MHA, the block is cut to
-    16 keys."""
-    from workloads.ops import attention
+    (`kernels.attention_packed_decode_whole_pages`, on in the preset), not a 16-key block,
+    and reads whole page boxes (more HBM bytes than the cut block); with the key off, or
+    with MHA, the block is cut to 16 keys."""
+    cut = H100.with_overrides({"kernels.attention_packed_decode_whole_pages": False})
 
-    def tiles(kv_heads):
-        return build_op("attention", H100, batch=16, heads=32, kv_heads=kv_heads, seqlen=1,
+    def tiles(kv_heads, config=H100):
+        return build_op("attention", config, batch=16, heads=32, kv_heads=kv_heads, seqlen=1,
                         seqlen_k=4).launches[0].detail["tiles"]
 
-    def hbm_bytes():
-        plan = build_op("attention", H100, batch=16, heads=32, kv_heads=8, seqlen=1,
+    def hbm_bytes(config):
+        plan = build_op("attention", config, batch=16, heads=32, kv_heads=8, seqlen=1,
                         seqlen_k=4, shape_only=True)
-        return simulate_op(plan, H100, "full")["hbm_bytes"]
+        return simulate_op(plan, config, "full")["hbm_bytes"]
 
-    assert attention.PACKED_DECODE_WHOLE_PAGES is True
-    assert tiles(8)["kv_block"] == attention.PAGED_KV_PAGE == 64
+    assert tiles(8)["kv_block"] == H100.kernels.attention_kv_page_keys == 64
     assert tiles(8)["page"] == 64 and tiles(32)["kv_block"] == 16
-    whole = hbm_bytes()
-    monkeypatch.setattr(attention, "PACKED_DECODE_WHOLE_PAGES", False)
-    assert tiles(8)["kv_block"] == 16
-    assert whole > hbm_bytes()
+    assert tiles(8, cut)["kv_block"] == 16
+    assert hbm_bytes(H100) > hbm_bytes(cut)
 
 
 def test_simulated_time_is_not_below_the_roofline():
@@ -233,32 +229,28 @@ def test_decode_accuracy_is_not_worse_than_the_baseline():
         assert err <= abs(r["error_pct"]) + 2, (r, sim)
 
 
-def test_packed_decode_occupancy_is_the_declared_setting(monkeypatch):
-    """`PACKED_DECODE_CTAS_PER_SM` decides packed GQA decode's CTAs per SM (2 where two
-    fit); MHA decode keeps two whatever it says."""
-    from workloads.ops import attention
+def test_packed_decode_occupancy_is_the_declared_setting():
+    """`kernels.attention_packed_decode_ctas_per_sm` decides packed GQA decode's CTAs per SM
+    (2 where two fit); MHA decode keeps two whatever it says."""
+    two = H100.with_overrides({"kernels.attention_packed_decode_ctas_per_sm": 2})
 
-    def per_sm(**kw):
-        return build_op("attention", H100, batch=4, seqlen=1, seqlen_k=256,
+    def per_sm(config=H100, **kw):
+        return build_op("attention", config, batch=4, seqlen=1, seqlen_k=256,
                         **kw).launches[0].detail["tiles"]["ctas_per_sm"]
 
-    assert attention.PACKED_DECODE_CTAS_PER_SM == 1
     assert per_sm(heads=32, kv_heads=8) == 1 and per_sm(heads=32, kv_heads=32) == 2
-    monkeypatch.setattr(attention, "PACKED_DECODE_CTAS_PER_SM", 2)
-    assert per_sm(heads=32, kv_heads=8) == 2
+    assert per_sm(two, heads=32, kv_heads=8) == 2
 
 
-def test_inline_split_combine_is_one_launch_with_zeroed_counters(monkeypatch):
-    """SPLIT_COMBINE = "inline": a split decode is one launch of the `_ic` kernel with the
-    output and int32 counters (no combine kernel); MLA keeps its combine kernel (its
-    numbers: `tests/test_template_attention.py`, the inline variants)."""
-    from workloads.ops import attention
-
-    monkeypatch.setattr(attention, "SPLIT_COMBINE", "inline")
-    p = build_op("attention", H100, batch=2, heads=8, kv_heads=2, seqlen=1, seqlen_k=1000)
+def test_inline_split_combine_is_one_launch_with_zeroed_counters():
+    """`kernels.attention_split_combine = "inline"`: a split decode is one launch of the
+    `_ic` kernel with the output and int32 counters (no combine kernel); MLA keeps its
+    combine kernel (its numbers: `tests/test_template_attention.py`, the inline variants)."""
+    config = H100.with_overrides({"kernels.attention_split_combine": "inline"})
+    p = build_op("attention", config, batch=2, heads=8, kv_heads=2, seqlen=1, seqlen_k=1000)
     (fwd,) = p.launches
     assert fwd.entry.endswith("_split_ic_pg64")
     counters = fwd.args[-1]
     assert counters.dtype == np.int32 and not counters.any()
-    mla = build_op("mla-decode", H100, batch=2, heads=16, kv_len=600)
+    mla = build_op("mla-decode", config, batch=2, heads=16, kv_len=600)
     assert any("combine" in lau.entry for lau in mla.launches)

@@ -7,7 +7,6 @@ import pytest
 
 import models
 import simulator
-from simulator import chip_slice
 from simulator.config import ConfigError
 from simulator.simulate import launch_overhead_us
 from workloads.kernels.case import load_ptx
@@ -17,9 +16,10 @@ from workloads.ops import build_op, simulate_op
 OVERHEAD_US = 2.75
 
 
-def _config(overhead_us: float, front_end_us: float = 0.0):
+def _config(overhead_us: float, front_end_us: float = 0.0, slicing: bool = True):
     return models.load_preset("h100_sxm").with_overrides(
-        {"launch.kernel_overhead_us": overhead_us, "launch.kernel_front_end_us": front_end_us})
+        {"launch.kernel_overhead_us": overhead_us, "launch.kernel_front_end_us": front_end_us,
+         "fidelity.chip_slicing": slicing})
 
 
 def _saxpy(config, fidelity="full"):
@@ -99,12 +99,11 @@ def test_front_end_adds_to_kernel_time_once():
 
 
 @pytest.mark.parametrize("slicing", [False, True])
-def test_sampled_front_end_is_not_extrapolated(slicing, monkeypatch):
+def test_sampled_front_end_is_not_extrapolated(slicing):
     """A sampled launch adds the front end once: waves extrapolated on the whole chip, or
     the grid's share timed on a slice of the chip (`simulator.chip_slice`)."""
-    monkeypatch.setattr(chip_slice, "SLICING", slicing)
     results = []
-    for config in (_config(0.0), _config(0.0, FRONT_US)):
+    for config in (_config(0.0, slicing=slicing), _config(0.0, FRONT_US, slicing)):
         launch = build_op("residual-add", config, rows=4096, cols=7168, inputs=2).launches[0]
         results.append(simulator.simulate_kernel(
             launch.ptx, launch.entry, launch.grid, launch.block, list(launch.args),

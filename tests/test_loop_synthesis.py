@@ -133,7 +133,8 @@ def test_too_few_traced_iterations_fail_the_check():
     greedy = dataclasses.replace(loop, ptx=gemm_kernel_ptx(kl, loop.skip + loop.period),
                                  skip=loop.skip + loop.period)
     work = dataclasses.replace(kl.work, k_loop=greedy)
-    assert ws._synthesize(dataclasses.replace(kl, work=work), replay.recorder(kl)) is None
+    assert ws._synthesize(dataclasses.replace(kl, work=work), replay.recorder(kl),
+                          replay.config.fidelity) is None
 
 
 def gemm_kernel_ptx(kl, skip: int) -> str:

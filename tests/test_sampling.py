@@ -8,7 +8,6 @@ import pytest
 import isa
 import models
 import simulator
-from simulator import chip_slice
 from simulator.sampling import wave_marginals
 from workloads.kernels.case import load_ptx
 
@@ -54,20 +53,21 @@ def test_sampled_cycles_within_3_percent_of_full(name):
     assert stat[("kernel", "cycles")] == sampled.cycles
 
 
-def test_small_grid_is_timed_in_full(monkeypatch):
-    """A grid of less than the minimum waves is not extrapolated (nor, with slicing off,
-    timed on a slice of the chip)."""
-    monkeypatch.setattr(chip_slice, "SLICING", False)
+def test_small_grid_is_timed_in_full():
+    """A grid of less than the minimum waves is not extrapolated (nor, with
+    `fidelity.chip_slicing` off, timed on a slice of the chip)."""
+    unsliced = H100.with_overrides({"fidelity.chip_slicing": False})
     ptx, entry, grid, block, args = saxpy(1056 * 256)
-    res = simulator.simulate_kernel(ptx, entry, grid, block, args, H100, timing_only=True,
+    res = simulator.simulate_kernel(ptx, entry, grid, block, args, unsliced, timing_only=True,
                                     fidelity="sampled")
     assert res.fidelity == "full" and res.extrapolated_fraction == 0
 
 
 def test_grid_under_eight_waves_is_timed_in_full():
-    """Under MIN_WAVES (8) waves the grid is timed in full, not extrapolated from fewer
-    waves: mma_bf16 2048x1024x64, 6.2 waves of 1320 CTAs, whose marginals at 5 waves are
-    not steady and whose last waves are shorter; the cycles are those of the full run."""
+    """Under `fidelity.wave_sampling_min_waves` (8) waves the grid is timed in full, not
+    extrapolated from fewer waves: mma_bf16 2048x1024x64, 6.2 waves of 1320 CTAs, whose marginals at
+    5 waves are not steady and whose last waves are shorter; the cycles are those of the full
+    run."""
     ptx, entry, grid, block, args = mma_bf16(2048, 1024, 64)
     sampled = simulator.simulate_kernel(ptx, entry, grid, block, args, H100, timing_only=True,
                                         fidelity="sampled")

@@ -7,7 +7,6 @@ import pytest
 import isa
 import models
 import simulator.replay_session as replay_session
-import simulator.sampling as sampling
 from isa.launch import dim3
 from models.cta_dispatch import estimate_registers, occupancy
 from models.sm import DEFAULT_QUANTUM_CYCLES
@@ -74,9 +73,9 @@ def test_growth_from_snapshot_equals_cold_replay(kind, sizes, overrides, monkeyp
     monkeypatch.setattr(replay_session.ReplaySession, "resume", spy)
     runs = {}
     for flag in (True, False):
-        monkeypatch.setattr(sampling, "GROWTH_FROM_SNAPSHOT", flag)
+        grown = config.with_overrides({"fidelity.snapshot_growth": flag})
         stats, timelines = [], []
-        result = simulate_op(build_op(kind, config, **sizes), config, "sampled", stats=stats,
+        result = simulate_op(build_op(kind, grown, **sizes), grown, "sampled", stats=stats,
                              timelines=timelines)
         runs[flag] = result, stats, timelines
     assert resumed, "the op did not grow from a snapshot"

@@ -31,9 +31,9 @@ CASES = [
 ]
 
 
-def _run(launch, monkeypatch, on: bool):
-    monkeypatch.setattr(synthesis, "SYNTHESIS", on)
-    return _simulate_launch(launch, CONFIG, "sampled", _supported())
+def _run(launch, on: bool):
+    config = CONFIG.with_overrides({"fidelity.trace_synthesis": on})
+    return _simulate_launch(launch, config, "sampled", _supported())
 
 
 @pytest.mark.parametrize("kind, sizes", CASES)
@@ -49,9 +49,9 @@ def test_synthesized_waves_give_the_traced_result(kind, sizes, monkeypatch):
         return real(tpl, first, stop, *args)
 
     monkeypatch.setattr(synthesis, "synthesize", counted)
-    on = _run(launch, monkeypatch, True)
+    on = _run(launch, True)
     assert sum(made) > 0
-    off = _run(launch, monkeypatch, False)
+    off = _run(launch, False)
     assert (on.cycles, on.kernel_time_us, on.instructions) == \
         (off.cycles, off.kernel_time_us, off.instructions)
     assert on.stats.equals(off.stats)
@@ -261,13 +261,13 @@ def test_tail_template_needs_its_ctas_traced():
                               kernel.grid, lambda c: None) is None
 
 
-def test_grid_whose_last_row_differs_is_not_wave_sampled(monkeypatch):
+def test_grid_whose_last_row_differs_is_not_wave_sampled():
     """16 waves on 8 SMs, the second row of CTAs doing half the work: the first waves
     (all of the first row) do not stand for the grid, so it is timed in full (the wave
     sampler read such a grid 18 % long: 4 strips of work counted as 8)."""
     (launch,) = build_op("quantize", CONFIG, rows=1024, cols=1536, block=128,
                          transpose=False).launches
-    sampled = _run(launch, monkeypatch, True)
+    sampled = _run(launch, True)
     full = _simulate_launch(launch, CONFIG, "full", _supported())
     assert sampled.waves_simulated >= 8
     assert (sampled.cycles, sampled.instructions) == (full.cycles, full.instructions)

@@ -34,14 +34,16 @@ def test_split_is_declared_alternating_and_above_the_resolution():
 
 
 def test_ops_are_sharded_as_megatron_splits_llama():
-    """QKV and gate/up split by output columns, O and down by the reduction; the layer
-    kernels are the vLLM-style ones."""
+    """QKV and gate/up split by output columns, O and down by the reduction, timed with the
+    rows' GEMM tile rule through the config (`kernels.gemm_tile_rule`); the layer kernels
+    are the vLLM-style ones."""
     assert acc.op_of("attn_pre_proj", 512, 4)[1] == {"m": 512, "n": 3072, "k": 4096,
-                                                     "dtype": "fp16", "rule": acc.GEMM_RULE}
+                                                     "dtype": "fp16"}
     assert acc.op_of("mlp_down_proj", 512, 2)[1] == {"m": 512, "n": 4096, "k": 5504,
-                                                     "dtype": "fp16", "rule": acc.GEMM_RULE}
+                                                     "dtype": "fp16"}
     assert acc.op_of("mlp_up_proj", 64, 8)[1]["n"] == 2752
     assert acc.GEMM_RULE in TILE_RULES
+    assert acc.kernel_config().kernels.gemm_tile_rule == acc.GEMM_RULE
     assert acc.op_of("attn_rope", 64, 2)[1]["cols"] == 4096
     assert {acc.op_of(c, 64, 1)[1].get("kernel") for c in
             ("input_layernorm", "attn_rope", "mlp_act")} == {"vllm"}

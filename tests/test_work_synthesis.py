@@ -111,15 +111,15 @@ def test_synthesized_trace_is_the_traced_one(sizes):
 @pytest.mark.parametrize("sizes", [CASES[0], CASES[2], CASES[4]])
 def test_sampled_result_is_the_traced_one(sizes, monkeypatch):
     """Cycles, time, instructions and every stat of the sampled run are those with
-    synthesis off."""
+    synthesis off (`fidelity.work_synthesis`)."""
     launch = _launch(sizes)
     made, real = [], ws.synthesize_trace
     monkeypatch.setattr(ws, "synthesize_trace",
                         lambda *a: made.append(real(*a)) or made[-1])
     runs = []
     for on in (True, False):
-        monkeypatch.setattr(ws, "SYNTHESIS", on)
-        runs.append(_simulate_launch(launch, CONFIG, "sampled", _supported()))
+        config = CONFIG.with_overrides({"fidelity.work_synthesis": on})
+        runs.append(_simulate_launch(launch, config, "sampled", _supported()))
     on, off = runs
     assert (on.cycles, on.kernel_time_us, on.instructions) == \
         (off.cycles, off.kernel_time_us, off.instructions)

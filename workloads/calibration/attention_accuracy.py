@@ -12,16 +12,17 @@ token, as its header says this reading is uncertain).
 Declared split (fixed before any number was looked at): within each (heads, kv_heads)
 family, rows in file order; even positions are the FIT subset, odd positions the
 HELD-BACK subset. The attention op's launch heuristics are FlashAttention's, fixed in
-`workloads.ops.attention` (no per-shape factor), with four choices made on FIT rows, each
-scored by a flag of this module (`FIT_SETTINGS`):
-* `--fit-gqa`: packed GQA decode CTAs per SM (`PACKED_DECODE_CTAS_PER_SM`: one);
+`workloads.ops.attention` (no per-shape factor), with four choices made on FIT rows, each a
+`[kernels]` key of the config scored by a flag of this module (`FIT_SETTINGS`):
+* `--fit-gqa`: packed GQA decode CTAs per SM (`kernels.attention_packed_decode_ctas_per_sm`:
+  one);
 * `--fit-combine`: split-KV partials merged by a combine kernel or inline by the last CTA
-  of each row block (`SPLIT_COMBINE`: inline);
-* `--fit-paged`: a contiguous or a paged KV cache of 64-key pages (`PAGED_KV_PAGE`: 64,
-  TensorRT-LLM's tokens_per_block);
+  of each row block (`kernels.attention_split_combine`: inline);
+* `--fit-paged`: a contiguous or a paged KV cache of 64-key pages
+  (`kernels.attention_kv_page_keys`: 64, TensorRT-LLM's tokens_per_block);
 * `--fit-whole`: a packed GQA decode CTA over a cache shorter than a page computes a block
   cut to the keys or one whole page-sized block, masked past the cache's end
-  (`PACKED_DECODE_WHOLE_PAGES`: whole pages).
+  (`kernels.attention_packed_decode_whole_pages`: whole pages).
 The one fitted number that reaches these rows is `launch.kernel_overhead_us`, fitted by
 `workloads.calibration.launch_fit` on FIT rows only (batch <= 2, kv_len <= 16, together
 with small-M GEMM fit rows). MAPE and Pearson r are reported per family on the held-back
@@ -90,11 +91,12 @@ def simulate_row(batch: int, heads: int, kv_heads: int, kv_len: int,
 
 
 def simulate(rows: pd.DataFrame, fidelity: str | None = None,
-             progress: bool = False) -> pd.DataFrame:
-    """`rows` with `simulated_us` and `error_pct` (100 (sim - measured) / measured)."""
+             progress: bool = False, overrides: dict | None = None) -> pd.DataFrame:
+    """`rows` with `simulated_us` and `error_pct` (100 (sim - measured) / measured), on the
+    `PRESET` with the dotted-key config `overrides`."""
     import models
 
-    config = models.load_preset(PRESET)
+    config = models.load_preset(PRESET, overrides)
     times = []
     for r in rows.itertuples():
         times.append(simulate_row(r.batch_size, r.num_heads, r.num_key_value_heads,
@@ -166,38 +168,32 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def fit_setting(name: str, values: tuple, fidelity: str | None = None,
+def fit_setting(key: str, values: tuple, fidelity: str | None = None,
                 limit: int | None = None, gqa_only: bool = False,
                 progress: bool = False) -> tuple:
     """MAPE and r over the FIT rows (optionally `limit` per family, GQA families only) with
-    the module setting `workloads.ops.attention.<name>` at each of `values`; (the value of
-    the lowest MAPE, {value: metrics over all those rows})."""
-    from workloads.ops import attention
-
+    the config key `key` (dotted, `kernels.<name>`) at each of `values`; (the value of the
+    lowest MAPE, {value: metrics over all those rows})."""
     rows = pick("fit", limit)
     if gqa_only:
         rows = rows[rows.num_heads != rows.num_key_value_heads]
-    saved, scores = getattr(attention, name), {}
-    try:
-        for value in values:
-            setattr(attention, name, value)
-            df = simulate(rows, fidelity, progress)
-            scores[value] = group_metrics(df, "family", overall=True)["all"]
-    finally:
-        setattr(attention, name, saved)
+    scores = {}
+    for value in values:
+        df = simulate(rows, fidelity, progress, overrides={key: value})
+        scores[value] = group_metrics(df, "family", overall=True)["all"]
     return min(scores, key=lambda k: scores[k]["mape_pct"]), scores
 
 
 FIT_SETTINGS = {
-    "gqa": ("PACKED_DECODE_CTAS_PER_SM", (2, 1), True,
+    "gqa": ("kernels.attention_packed_decode_ctas_per_sm", (2, 1), True,
             "packed GQA decode at one and two CTAs per SM on the GQA fit rows"),
-    "combine": ("SPLIT_COMBINE", ("kernel", "inline"), False,
+    "combine": ("kernels.attention_split_combine", ("kernel", "inline"), False,
                 "split-KV combine by kernel and inline on the fit rows"),
-    "paged": ("PAGED_KV_PAGE", (0, 64), False,
+    "paged": ("kernels.attention_kv_page_keys", (0, 64), False,
               "contiguous and paged (64-key pages) KV on the fit rows"),
-    "whole": ("PACKED_DECODE_WHOLE_PAGES", (False, True), True,
+    "whole": ("kernels.attention_packed_decode_whole_pages", (False, True), True,
               "packed GQA decode blocks cut to the keys and whole pages on the GQA fit rows")}
-"""`--fit-gqa` / `--fit-combine` / `--fit-paged` / `--fit-whole`: (setting, values tried,
+"""`--fit-gqa` / `--fit-combine` / `--fit-paged` / `--fit-whole`: (config key, values tried,
 GQA rows only, what the flag scores)."""
 
 

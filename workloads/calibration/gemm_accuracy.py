@@ -13,8 +13,8 @@ subset. The FIT rows serve three choices and nothing else:
 * `launch.kernel_overhead_us`, fitted by `workloads.calibration.launch_fit` on the FIT rows
   with m <= 16 of `LAUNCH_FIT_FAMILIES` (with small decode-attention FIT rows);
 * the GEMM tile rule: `--fit` scores every rule of `workloads.ops.gemm.TILE_RULES` on the
-  FIT rows of the three families, and the lowest MAPE becomes
-  `workloads.ops.gemm.DEFAULT_RULE` (about 7 minutes per rule on one core);
+  FIT rows of the three families, and the lowest MAPE becomes the presets' default
+  `kernels.gemm_tile_rule` (about 7 minutes per rule on one core);
 * the fp8 operator (`INPUT_QUANT`): the reference times TensorRT-LLM's linear layer, not
   the GEMM, and TensorRT-LLM's per-tensor FP8 layer (as we know it; its source is not
   available here, so this is not taken on trust) quantizes its bf16 input in a kernel of
@@ -37,7 +37,7 @@ fp8 kernels run faster than TensorRT-LLM's at large m), operand layouts other th
 fidelity, rule, per-row simulated times, MAPE and r per dtype); the tests recompute the
 cheapest held-back rows and hold their MAPE to the stored one + 2 points.
 
-    python -m workloads.calibration.gemm_accuracy            # held-back table (DEFAULT_RULE)
+    python -m workloads.calibration.gemm_accuracy            # held-back table (the preset's rule)
     python -m workloads.calibration.gemm_accuracy --fit      # also score every rule on fit
     python -m workloads.calibration.gemm_accuracy --fit-quant    # fp8 quantization, on fit
     python -m workloads.calibration.gemm_accuracy --write-baseline
@@ -247,8 +247,8 @@ def _table(df: pd.DataFrame) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import models
     from workloads.ops import available_fidelities
-    from workloads.ops.gemm import DEFAULT_RULE
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--fit", action="store_true", help="score every tile rule on the fit rows")
@@ -260,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--write-baseline", action="store_true", help=f"write {BASELINE.name}")
     a = p.parse_args(argv)
     fidelity = a.fidelity or available_fidelities()[0]
-    rule = DEFAULT_RULE
+    rule = models.load_preset(PRESET).kernels.gemm_tile_rule
     if a.fit:
         best, scores = fit_rule(fidelity, progress=True)
         print("fit subset MAPE by rule: " +

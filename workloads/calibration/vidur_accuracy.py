@@ -38,10 +38,11 @@ Declared split (fixed before any simulated figure was looked at): within each fa
 distinct ops in file order (num_tokens, tp, then the columns above in order), even
 positions FIT, odd positions HELD BACK; every measurement of an op goes with it (RMSNorm
 and the add do not depend on TP, so the file measures each of their shapes four times).
-One choice is made on these FIT rows: the GEMM tile rule (`GEMM_RULE`), since the cuBLAS
-of the profile's day picks its tiles by other criteria than the TensorRT-LLM kernels
-behind the aiconfigurator rows, whose FIT rows chose `workloads.ops.gemm.DEFAULT_RULE`
-(`--fit-rule` scores every rule on the 47 GEMM FIT rows; the lowest MAPE is `GEMM_RULE`).
+One choice is made on these FIT rows: the GEMM tile rule (`GEMM_RULE`, set as the config key
+`kernels.gemm_tile_rule` of `kernel_config`), since the cuBLAS of the profile's day picks its
+tiles by other criteria than the TensorRT-LLM kernels behind the aiconfigurator rows, whose
+FIT rows chose the preset's default `kernels.gemm_tile_rule` (`--fit-rule` scores every rule
+on the 47 GEMM FIT rows; the lowest MAPE is `GEMM_RULE`).
 Every other parameter that reaches these rows was fitted elsewhere (the launch overhead on
 aiconfigurator FIT rows, the kernel front end on ncu durations of our own kernels, the
 memory system on our H100's microbenchmarks). MAPE and Pearson r are reported per family on
@@ -74,8 +75,8 @@ PRESET = "h100_sxm"
 MIN_MEASURED_US = 10.0
 HIDDEN, MLP, HEADS, HEAD_DIM = 4096, 11008, 32, 128
 GEMM_RULE = "fill"
-"""The GEMM tile rule of these rows (`workloads.ops.gemm.TILE_RULES`), chosen on the GEMM FIT
-rows (module docstring)."""
+"""The GEMM tile rule these rows are timed with (`kernels.gemm_tile_rule` of `kernel_config`,
+one of `workloads.ops.gemm.TILE_RULES`), chosen on the GEMM FIT rows (module docstring)."""
 FAMILY_OF_COLUMN = {
     "input_layernorm": "rmsnorm",
     "attn_pre_proj": "gemm", "attn_post_proj": "gemm", "mlp_up_proj": "gemm",
@@ -91,7 +92,7 @@ def op_of(column: str, tokens: int, tp: int) -> tuple[str, dict]:
             "mlp_down_proj": (HIDDEN, MLP // tp)}
     if column in gemm:
         n, k = gemm[column]
-        return "gemm", {"m": t, "n": n, "k": k, "dtype": "fp16", "rule": GEMM_RULE}
+        return "gemm", {"m": t, "n": n, "k": k, "dtype": "fp16"}
     if column == "input_layernorm":
         return "rmsnorm", {"rows": t, "cols": HIDDEN, "kernel": "vllm"}
     if column == "attn_rope":      # q and k heads of this rank, rotated in place
@@ -135,17 +136,20 @@ def simulate_row(column: str, tokens: int, tp: int, fidelity: str | None = None,
     return float(simulate_op(build_op(kind, config, **kwargs), config, fidelity)["time_us"])
 
 
-def kernel_config():
-    """`PRESET` with `launch.kernel_overhead_us` = 0 (the reference times kernels)."""
+def kernel_config(rule: str = GEMM_RULE):
+    """`PRESET` with `launch.kernel_overhead_us` = 0 (the reference times kernels) and GEMM
+    tile rule `rule` (`kernels.gemm_tile_rule`)."""
     import models
 
-    return models.load_preset(PRESET).with_overrides({"launch.kernel_overhead_us": 0.0})
+    return models.load_preset(PRESET, {"launch.kernel_overhead_us": 0.0,
+                                       "kernels.gemm_tile_rule": rule})
 
 
 def simulate(rows: pd.DataFrame, fidelity: str | None = None,
-             progress: bool = False) -> pd.DataFrame:
-    """`rows` with `simulated_us` and `error_pct`; an op two rows share is simulated once."""
-    config = kernel_config()
+             progress: bool = False, rule: str = GEMM_RULE) -> pd.DataFrame:
+    """`rows` with `simulated_us` and `error_pct` (GEMMs by tile rule `rule`); an op two
+    rows share is simulated once."""
+    config = kernel_config(rule)
     seen: dict = {}
     times = []
     for r in rows.itertuples():
@@ -165,16 +169,9 @@ def fit_rule(fidelity: str | None = None) -> tuple[str, dict]:
     rule of the lowest MAPE, {rule: metrics})."""
     from workloads.ops.gemm import TILE_RULES
 
-    global GEMM_RULE
     rows = load_rows().query("subset == 'fit' and family == 'gemm'")
-    saved, scores = GEMM_RULE, {}
-    try:
-        for rule in TILE_RULES:
-            GEMM_RULE = rule
-            scores[rule] = group_metrics(simulate(rows, fidelity), "family",
-                                         overall=True)["all"]
-    finally:
-        GEMM_RULE = saved
+    scores = {rule: group_metrics(simulate(rows, fidelity, rule=rule), "family",
+                                  overall=True)["all"] for rule in TILE_RULES}
     return min(scores, key=lambda r: scores[r]["mape_pct"]), scores
 
 

@@ -13,29 +13,37 @@ Choices, the same for every shape (no per-shape factors):
   and the launch gives 128 registers per thread. With one CTA per SM a decode CTA waits
   out each HBM round trip alone (TensorRT-LLM's decode kernels keep several per SM).
   Packed GQA decode CTAs (a kv head's query heads together) keep the 64-key blocks but run
-  one per SM: chosen on the decode-attention FIT rows (`workloads.calibration.
-  attention_accuracy`; its 210 GQA fit rows read 39.7 % MAPE with two per SM, 28.8 % with
-  one), where the reference's GQA rows cost about 4.8 us x SM per (request, kv head)
-  whatever the cache length up to 64 tokens (TensorRT-LLM runs another kernel for GQA
-  than for MHA, whose rows keep two per SM);
+  one per SM (`kernels.attention_packed_decode_ctas_per_sm`): chosen on the decode-attention
+  FIT rows (`workloads.calibration.attention_accuracy`; its 210 GQA fit rows read 39.7 %
+  MAPE with two per SM, 28.8 % with one), where the reference's GQA rows cost about 4.8 us
+  x SM per (request, kv head) whatever the cache length up to 64 tokens (TensorRT-LLM runs
+  another kernel for GQA than for MHA, whose rows keep two per SM);
 * m_tile 64 (one consumer warpgroup) when a CTA's rows (seqlen_q, x group when packed)
   are at most 64, else 128 (two);
 * kv_block: the largest multiple of 16, at most 128, for which Q plus two K/V stages fit
   in 227 KiB (128 for head dims up to 192/128, 80 for 256/256, as FA3's tile table), and
   no more than the keys rounded up to 16 (a decode step over a short cache computes no
   padding block, and its sampled launches time blocks of the keys it really reads), except
-  that packed GQA decode computes whole pages (`PACKED_DECODE_WHOLE_PAGES`: a cache shorter
-  than a page is one page-sized block, as a fixed-tile decode kernel runs it);
+  that packed GQA decode computes whole pages (`kernels.attention_packed_decode_whole_pages`:
+  a cache shorter than a page is one page-sized block, as a fixed-tile decode kernel runs
+  it; the 210 GQA FIT rows 20.8 -> 16.3 % MAPE, while MHA decode keeps cut blocks: whole
+  pages read its 134 FIT rows 11.8 -> 13.6 %);
 * split-KV (FA's num_splits heuristic, simplified) when not causal (or one query) and
   the CTAs fill less than 80 % of the compute SMs: splits = SMs / CTAs, at most the KV
   blocks and 128, evened so that no split is empty; a combine kernel then merges them
-  (`SPLIT_COMBINE` "kernel"), or the last CTA of each row block does (`"inline"`);
+  (`kernels.attention_split_combine` "kernel", FA3's), or the last CTA of each row block
+  does ("inline", as decode kernels with a multi-block mode); MLA keeps FlashMLA's combine
+  kernel;
 * registers: what one CTA per SM leaves (as the GEMM op); `setmaxnreg` redistributes;
 * decode (seqlen_q <= PACK_MAX_SEQLEN_Q, not MLA) reads a paged KV cache of
-  `PAGED_KV_PAGE` keys per page (a serving engine's cache: a block-table load before
-  each block's copies, whole page boxes read; kv_block cut to divide the page), chosen on
-  the decode-attention FIT rows (344 rows: contiguous 19.4 %, paged 17.1 % MAPE, the
-  launch overhead refitted to the paged kernels).
+  `kernels.attention_kv_page_keys` keys per page (0: contiguous K/V; `--kv-page` per op): a
+  serving engine's cache, whose producer loads each KV block's pool page from the block
+  table before its TMA copies (`templates.attention` `page`), a block reading whole boxes
+  of its page (no zero fill past the cache's end); a page smaller than the KV block shrinks
+  the block (a box never straddles pages; kernels that gather several small pages per
+  block are not modelled). 64 keys (TensorRT-LLM's tokens_per_block) on the decode-attention
+  FIT rows (344 rows: contiguous 19.4 %, paged 17.1 % MAPE, the launch overhead refitted to
+  the paged kernels).
 
 Conventions: `flops` = 2 B H Sq Sk (D + Dv), halved when causal (FlashAttention's 4 B H
 Sq Sk D for D = Dv); `bytes` = Q, K, V and O once. Below `FUNCTIONAL_ELEMENTS` elements
@@ -75,29 +83,6 @@ NUMPY = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}
 FUNCTIONAL_ELEMENTS = 1 << 20
 PACK_MAX_SEQLEN_Q = 64
 SPLIT_FILL = 0.8
-SPLIT_COMBINE = "inline"
-"""How split-KV partials are merged: "kernel" (FA3: a combine kernel launched after) or
-"inline" (the last CTA of each row block merges them, as decode kernels with a
-multi-block mode do); MLA keeps FlashMLA's combine kernel. Chosen on the decode-attention
-FIT rows (`attention_accuracy --fit-combine`)."""
-PACKED_DECODE_CTAS_PER_SM = 1
-"""CTAs per SM of packed GQA decode (1 or 2; 2 where they fit, as unpacked decode): chosen
-on the decode-attention FIT rows (`attention_accuracy --fit-gqa`)."""
-PACKED_DECODE_WHOLE_PAGES = True
-"""Packed GQA decode CTAs compute whole pages of the paged KV cache: a cache shorter than
-a page is one block of `PAGED_KV_PAGE` keys, masked past its end (as decode kernels with a
-fixed tile do), not a block cut to the keys rounded up to 16. Chosen on the decode-attention
-FIT rows (`attention_accuracy --fit-whole`: the 210 GQA rows 20.8 -> 16.3 %); MHA decode
-keeps cut blocks (whole pages read its 134 FIT rows 11.8 -> 13.6 %)."""
-PAGED_KV_PAGE = 64
-"""Keys per page of the paged KV cache decode attention reads (seqlen_q <= PACK_MAX_SEQLEN_Q,
-not MLA): 0 for contiguous K/V, else the page size (64: TensorRT-LLM's tokens_per_block
-default, vLLM's 16 being another); the producer then loads each KV block's pool page
-from the block table before its TMA copies (`templates.attention` `page`), and a block
-reads whole boxes of its page (no zero fill past the cache's end); a page smaller than
-the KV block shrinks the block (a box never straddles pages; kernels that gather several
-small pages per block are not modelled). Chosen on the decode-attention FIT rows
-(`attention_accuracy --fit-paged`); `--kv-page` sets it per op."""
 MAX_SPLITS = 128
 
 
@@ -116,8 +101,10 @@ def _kv_block(budget_bytes: int, q_bytes: int, per_key: int) -> int:
 
 def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_v,
            causal, v_from_k=False, kv_page=None) -> dict:
-    """Template arguments and launch split for one attention (module docstring); decode's
-    KV page size `kv_page` (None: `PAGED_KV_PAGE`)."""
+    """Template arguments and launch split for one attention (module docstring), with the
+    config's `[kernels]` choices; decode's KV page size `kv_page` (None:
+    `kernels.attention_kv_page_keys`)."""
+    kernels = config.kernels
     group = heads // kv_heads
     pack = group if group > 1 and seqlen_q <= PACK_MAX_SEQLEN_Q else 0
     rows = seqlen_q * (pack or 1)
@@ -128,10 +115,10 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
     block_rows = m_tile // pack * pack if 0 < pack < m_tile else m_tile
     q_bytes = headdim * m_tile * 2
     per_key = 2 * (headdim + (0 if v_from_k else headdim_v))
-    kv_page = PAGED_KV_PAGE if kv_page is None else kv_page
+    kv_page = kernels.attention_kv_page_keys if kv_page is None else kv_page
     page = kv_page if seqlen_q <= PACK_MAX_SEQLEN_Q and not v_from_k else 0
     keys = 16 * math.ceil(seqlen_k / 16)
-    if pack and page and PACKED_DECODE_WHOLE_PAGES:
+    if pack and page and kernels.attention_packed_decode_whole_pages:
         keys = max(keys, page)
     kv_block = min(_kv_block(MAX_SHARED, q_bytes, per_key), keys)
     two_fit = _kv_block(config.sm.max_shared_memory_bytes // 2, q_bytes, per_key) // 64 * 64
@@ -145,7 +132,7 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
     splits = 1
     smem = q_bytes + 2 * kv_block * per_key + 64
     per_sm = 2 if (m_tile == 64 and not v_from_k
-                   and (not pack or PACKED_DECODE_CTAS_PER_SM == 2)
+                   and (not pack or kernels.attention_packed_decode_ctas_per_sm == 2)
                    and 2 * smem <= config.sm.max_shared_memory_bytes) else 1
     slots = compute_sms(config) * per_sm
     if (not causal or seqlen_q == 1) and ctas < SPLIT_FILL * slots:
@@ -156,7 +143,8 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
             "split": splits > 1, "splits": splits, "blocks_per_split": bps,
             "m_blocks": m_blocks, "ctas_per_sm": per_sm,
             "consumer_regs": 232 if per_sm == 2 else 240,
-            "inline_combine": splits > 1 and SPLIT_COMBINE == "inline" and not v_from_k,
+            "inline_combine": (splits > 1 and kernels.attention_split_combine == "inline"
+                               and not v_from_k),
             "page": page}
 
 
@@ -328,7 +316,8 @@ ATTENTION_FLAGS = (
     Flag("--causal", "causal mask (bottom-right aligned)", kind="switch", default=False),
     Flag("--dtype", "bf16 or fp16 (default bf16)", kind="str", default="bf16"),
     Flag("--kv-page", "keys per page of decode's paged KV cache (seqlen <= 64): a multiple "
-         "of 16, or 0 for contiguous K/V (default: attention.PAGED_KV_PAGE, 64)"),
+         "of 16, or 0 for contiguous K/V (default: the config's "
+         "kernels.attention_kv_page_keys, 64)"),
     Flag("--backward", "the backward (dQ, dK, dV: preprocess, main, postprocess kernels)",
          kind="switch", default=False),
 )

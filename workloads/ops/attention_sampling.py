@@ -22,18 +22,18 @@ waves of W CTA slots, n KV blocks per CTA, and
   m-blocks per head (seqlen = n m_tile), whose CTAs end at their diagonals and drift apart
   like the real ones, and read K/V that earlier m-blocks of their head brought into L2
   (lock-step samples reading cold K/V were some 5 % slow).
-Why the non-causal points (2026-11-27, h100_sxm, decode with head dim 128 on 132 SMs
-against full runs; 32/8 heads x 1024 requests over 5 keys, 32/32 x 512 over 9, 32/8 x 256
-over 129, 32/32 x 128 over 300, 64/8 x 64 over 1025, 32/32 x 16 over 2049): with full
-kv_block boxes and m_tile query rows in every sample they read +16.5, +36.5, +24.9, +24.5,
-+9.7, +6.0 %; with the real fill and rows +3.6, +4.4, -0.2, +6.8, +0.4, +2.4 %; reading a
-paged KV cache (`attention.PAGED_KV_PAGE`) -7.2, +16.1, +5.4, +8.1, +2.2, +2.1 %, as one
-wave transition of lock-step CTAs overstates a CTA's cost (worst with the block-table load
+Why the non-causal points (h100_sxm, decode with head dim 128 on 132 SMs against full
+runs; 32/8 heads x 1024 requests over 5 keys, 32/32 x 512 over 9, 32/8 x 256 over 129,
+32/32 x 128 over 300, 64/8 x 64 over 1025, 32/32 x 16 over 2049): with full kv_block boxes
+and m_tile query rows in every sample they read +16.5, +36.5, +24.9, +24.5, +9.7, +6.0 %;
+with the real fill and rows +3.6, +4.4, -0.2, +6.8, +0.4, +2.4 %; reading a paged KV cache
+(`kernels.attention_kv_page_keys`) -7.2, +16.1, +5.4, +8.1, +2.2, +2.1 %, as one wave
+transition of lock-step CTAs overstates a CTA's cost (worst with the block-table load
 before the copies) and CTAs of one block were extrapolated from two- to six-block samples;
 with the points above -0.6, -0.1, -2.0, +2.7, +0.8, +1.7 %. On 4 SMs (`tests/
 test_attention_op.py`) decode rows read +0.4 ... +2.0 %, one-block MHA CTAs over 9 keys
-+3.0 %; with one stage release per warp (2026-11-27) the MHA rows over 9 and 300 keys read
-+1.2 and +2.7 %.
++3.0 %; with one stage release per warp the MHA rows over 9 and 300 keys read +1.2 and
++2.7 %.
 Each sample's own critical slot (A_i, B_i) gives T_i = o + A_i a + B_i b; the weights w
 solve sum w_i [1, A_i, B_i] = [1, A, B] (`sample_weights`) and T = sum w_i T_i. The
 largest sample has 6 blocks per CTA because the per-block cost falls along a CTA (the
@@ -44,8 +44,8 @@ The assignment of CTAs to slots is computed with a nominal a = `NOMINAL_PROLOGUE
 blocks (the makespan's dependence on a / b is weak once there are several waves). Measured
 against full runs: within 1 % on the tests' 4-SM suite; DeepSeek-V3 dims (192/128,
 causal, 8 heads x 2048 tokens) on 16 SMs +4.3 %, causal with seqlen_k = 2 x seqlen_q on 4
-SMs -3.2 %, MLA decode on 16 SMs -0.1 % (before the non-causal points above; with them
-MLA decode of 4 x 128 heads over 4096 keys on 16 SMs -0.04 %, 2 x 16 on 4 SMs -0.10 %).
+SMs -3.2 %, MLA decode of 4 x 128 heads over 4096 keys on 16 SMs -0.04 %, 2 x 16 on 4 SMs
+-0.10 %.
 Left out: what moves causal CTAs' cost beyond this model (the per-block cost still falls
 past 6 blocks; a 12-block sample did not remove the +4 %); launches too small to gain
 (`worth_sampling`) are simulated whole.

@@ -5,14 +5,13 @@ Tile heuristic (`choose_tiles`), the same for every shape — no per-shape facto
 
 * m_tile 128 with two cooperative consumer warpgroups (64 rows each); m_tile 64 with one
   consumer when M <= 64 (decode-like GEMMs waste less of the tile).
-* n_tile by `rule` (one of `TILE_RULES`, chosen on the calibration fit subset by
-  `python -m workloads.calibration.gemm_accuracy --fit`: on 2026-11-27 the 42 fit rows of
-  the three families (h100_sxm, sampled) read MAPE n128 19.6 %, n256 30.8 %, waves 18.2 %,
-  fill 17.5 %, last_wave 17.1 %, and, once the template ran clusters (the same day, later),
-  last_wave_pairs 15.9 % (per family bf16 7.6, fp8 25.1, fp8_block 15.1 % against
-  last_wave's 17.6, 19.6, 14.1 %), so "last_wave_pairs"; on 2026-11-26 the 28 bf16/fp8 fit rows
-  had read n128 22.7 %, n256 26.8 %, waves 18.1 %, fill 18.4 %, and "waves" was the
-  default): "n128" always 128; "n256" 256 when N >= 256;
+* n_tile by `rule` (the config's `kernels.gemm_tile_rule`, or the op's `--rule`; one of
+  `TILE_RULES`, chosen on the calibration fit subset by `python -m
+  workloads.calibration.gemm_accuracy --fit`: the 42 fit rows of the three families
+  (h100_sxm, sampled) read MAPE n128 19.6 %, n256 30.8 %, waves 18.2 %, fill 17.5 %,
+  last_wave 17.1 %, last_wave_pairs 15.9 % (per family bf16 7.6, fp8 25.1, fp8_block
+  15.1 % against last_wave's 17.6, 19.6, 14.1 %), so "last_wave_pairs"): "n128" always
+  128; "n256" 256 when N >= 256;
   "waves" the one of {128, 256} that needs the fewer tile-columns x waves of SMs (cost
   ceil(tiles / SMs) x n_tile, ties to 256, the larger tile reads less per FLOP);
   "fill" also picks m_tile (and the consumers) among `FILL_SHAPES` by a per-tile roofline
@@ -25,13 +24,12 @@ Tile heuristic (`choose_tiles`), the same for every shape — no per-shape facto
   18 with M <= 128 (per family last_wave / waves: bf16 17.6 / 16.6 %, fp8 19.6 / 19.5 %,
   fp8_block 14.1 / 18.5 %): M <= 16 rows closer (fp8_block 16x4096x8192 +38.7 -> +1.5 %),
   M = 128 rows further (bf16 128x8192x4096 +5.8 -> +18.9 %: 128x32 tiles re-read A from the
-  L2 in every CTA, where cuBLAS's clusters multicast it). With DeepSeek scaling it also
-  took fewer waves of 256-column tiles where "waves" took more of 128, until 2026-11-27:
-  every rule now keeps the tiles whose accumulators fit the consumers' registers
-  (`templates.gemm.fits_registers`); with DeepSeek scaling (two sets of accumulators)
-  that is n_tile <= 128, as DeepGEMM's own list (which stops at 160). Measured on an H100
-  (`workloads/reference/h100/template_ops.csv`): the 256-column DeepSeek kernel spilled
-  (416 B per thread) and ran 4096x1536x7168 in 223.6 us against 78.6 simulated.
+  L2 in every CTA, where cuBLAS's clusters multicast it). Every rule keeps the tiles whose
+  accumulators fit the consumers' registers (`templates.gemm.fits_registers`); with
+  DeepSeek scaling (two sets of accumulators) that is n_tile <= 128, as DeepGEMM's own list
+  (which stops at 160): on an H100 the 256-column DeepSeek kernel spilled (416 B per
+  thread) and ran 4096x1536x7168 in 223.6 us against 78.6 simulated
+  (`workloads/reference/h100/template_ops.csv`).
   "last_wave_pairs": last_wave's tiles run persistent in 2-CTA thread-block clusters
   (`templates.gemm` `multicast`) that multicast the operand more tiles share: A when the
   tile grid has at least as many n-blocks as m-blocks (or n_tile is no multiple of 16),
@@ -77,6 +75,7 @@ import numpy as np
 import isa
 from isa.errors import InputError
 from isa.tensor_map import make_tensor_map
+from simulator.policy_spec import GEMM_TILE_RULES, KernelsSpec
 from simulator.work_synthesis import CtaWork
 from workloads.codesign.codesign_ops import gemm_hook
 from workloads.kernels.templates.gemm import (
@@ -104,8 +103,7 @@ from workloads.ops.registry import (
 )
 
 DTYPES = tuple(ELEM)                       # bf16, fp16, fp8, tf32
-TILE_RULES = ("n128", "n256", "waves", "fill", "last_wave", "last_wave_pairs")
-DEFAULT_RULE = "last_wave_pairs"           # lowest fit-row MAPE of TILE_RULES (docstring)
+TILE_RULES = GEMM_TILE_RULES               # the values of the config's kernels.gemm_tile_rule
 MAX_STAGES = 8
 FUNCTIONAL_ELEMENTS = 1 << 20
 NUMPY = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16, "fp8": ml_dtypes.float8_e4m3fn,
@@ -197,7 +195,7 @@ def _last_wave(m_tile: int, consumers: int, n: int, sm_count: int, blocks,
 
 
 def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
-                 rule: str = DEFAULT_RULE, row_blocks=None,
+                 rule: str | None = None, row_blocks=None,
                  rates: TileRates | None = None, scaling: str = "none",
                  k_max: int | None = None) -> dict:
     """Template arguments for an M x N x K GEMM by the heuristic of the module docstring;
@@ -205,8 +203,9 @@ def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
     GEMMs: M is then the rows per group). Rule "fill" weighs tiles with `rates` (default:
     the h100_sxm preset's, `tile_rates`). `scaling="deepseek"` leaves room in each stage
     for its scale_a chunk and for a tile's scale_b up to `k_max` (default K,
-    `templates.gemm`)."""
+    `templates.gemm`). `rule` None: the default of `kernels.gemm_tile_rule`."""
     blocks = row_blocks or (lambda mt: math.ceil(m / mt))
+    rule = KernelsSpec().gemm_tile_rule if rule is None else rule
     if rule not in TILE_RULES:
         raise InputError(f"--rule {rule!r}: accepted {', '.join(TILE_RULES)}")
     m_tile, consumers = (64, 1) if m <= 64 else (128, 2)
@@ -324,7 +323,8 @@ GEMM_FLAGS = (
          "masked ([groups, max_m, K] with valid rows per group)", kind="str",
          default="contiguous", choices=LAYOUTS),
     Flag("--rule", "GEMM tile rule: n128, n256, waves, fill, last_wave or last_wave_pairs "
-         "(default: the one chosen on the calibration fit subset)", kind="str"),
+         "(default: the config's kernels.gemm_tile_rule, chosen on the calibration fit "
+         "subset)", kind="str"),
 )
 
 
@@ -352,7 +352,7 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
         "tile work tables (at least)": float(fewest_tiles * TILE_HOST_BYTES),
         "grouped tile schedules": float(groups * math.ceil(group_rows / 64)
                                         * SCHEDULE_ROW_HOST_BYTES if groups > 1 else 0)})
-    rule = rule or DEFAULT_RULE
+    rule = rule or config.kernels.gemm_tile_rule
     sms = compute_sms(config)
     rates = tile_rates(config, dtype)
     out_dtype = out_dtype or ("f32" if dtype == "tf32" else "bf16")

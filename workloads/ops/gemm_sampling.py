@@ -32,10 +32,10 @@ extrapolated with the same weights (`simulate_op`). HBM bytes are not linear in 
 (operand panels read by an earlier round are L2 hits in a later one), so a plan that cuts
 rounds gives its samples their own byte weights (`SamplePoint.byte_weight`,
 `byte_weights`): the same linear extrapolation, in the footprint model's bytes instead of
-in rounds. The model `panel_bytes` reads the operand panels (plus, since 2026-11-27, the C
-written beyond the L2's capacity: a C larger than the L2 reaches HBM during the kernel) of
-the first tiles in the kernel's order (m-block t % tiles_m, n-block t // tiles_m) through an
-LRU of the L2's capacity holding whole panels; for each K depth κ the two round samples
+in rounds. The model `panel_bytes` reads the operand panels (plus the C written beyond
+the L2's capacity: a C larger than the L2 reaches HBM during the kernel) of the first tiles
+in the kernel's order (m-block t % tiles_m, n-block t // tiles_m) through an LRU of the
+L2's capacity holding whole panels; for each K depth κ the two round samples
 (M_a, S_a), (M_b, S_b) are extrapolated to the whole grid's M_F along the line through
 them, then the depths as above. Grouped GEMMs (panels per group) keep the time weights. A
 dimension that is already small is not cut: rounds when F < j_b + 3 (or the kernel is not
@@ -62,7 +62,7 @@ K_DEPTHS = (2, 8)
 """κ1, κ2 in units of (stages + 1) k-tiles: past the ring's fill and the per-tile overlap
 of the producer with the previous tile's epilogue, and far enough apart that the k-tile
 slope includes the drift of a long K. Measured on h800_sxm (FP8 DeepSeek-scaled, 4-stage
-tiles, 2026-11-26): 4096x7168x16384 (128 k-tiles) against full 736.7 us, (2, 4) read
+tiles): 4096x7168x16384 (128 k-tiles) against full 736.7 us, (2, 4) read
 693.6 (-5.9 %; with K exact and rounds cut 726.5, -1.4 %), (2, 8) 748.6 (+1.6 %), (4, 12)
 746.7 (+1.4 %); 4096x4096x7168 and 4096x1536x7168 (56 k-tiles, cut by (2, 4), not by
 (2, 8)) read -7.5 % and -6.4 % with (2, 4)."""
