@@ -70,7 +70,12 @@ one wave, timed in full) has a few CTAs per work class traced and the others syn
 from them when `work_synthesis` is on (`simulator.work_synthesis`), the same trace as
 tracing all: q_a_proj 4096x1536x7168 FP8 on h800_sxm 12.0 s CPU against 14.1 s,
 kv_a_proj 4096x576x7168 5.0 s against 6.9 s.
-The result says what was done: `KernelResult.fidelity` ("sampled" or "full"),
+Which of these a launch takes is its fidelity plan (`simulator.fidelity.plan`, from its
+grid, CTAs per wave and the config's `[fidelity]` keys); `SampledRun` carries it out, makes
+the checks that need the traces (template and footprint of a slice, a differing last row,
+synthesis, steadiness, the L2 footprint) and records the plan it carried out as
+`KernelResult.plan` (method, parameters, the share of CTAs simulated, the share of time
+extrapolated), summarized by `KernelResult.fidelity` ("sampled" or "full"),
 `waves_simulated` (k) and `extrapolated_fraction` ((n - k) * m / cycles).
 
 Stats: the kernel's `cycles` and `time_us` are the extrapolated ones (the launch's fixed
@@ -94,6 +99,7 @@ import numpy as np
 
 from simulator import chip_slice, trace_synthesis, work_synthesis
 from simulator import trace as trace_mod
+from simulator.fidelity import FidelityPlan
 from simulator.simulate import front_end_us
 from simulator.trace_tiles import span_items
 
@@ -175,26 +181,30 @@ def _distinct_sectors(sectors: np.ndarray, written: np.ndarray) -> tuple[int, in
     return int(new_sector.sum()), int(is_written.size - n_written), n_written
 
 
-def simulate_sampled(launch, replay):
-    """A `KernelResult` of `launch` timed by `replay` at sampled fidelity (module docstring)."""
-    return SampledRun(launch, replay).result()
+def simulate_sampled(launch, replay, planned: FidelityPlan):
+    """A `KernelResult` of `launch` timed by `replay` at sampled fidelity by the plan
+    `planned` (`simulator.fidelity.plan`; module docstring), with the plan carried out."""
+    return SampledRun(launch, replay, planned).result()
 
 
 class SampledRun:
-    """One launch timed at sampled fidelity: the CTAs traced so far into one recorder (for
-    real, or synthesized from a template), the chip slice chosen, the replays of its waves.
+    """One launch timed at sampled fidelity by a plan (`simulator.fidelity.plan`): the CTAs
+    traced so far into one recorder (for real, or synthesized from a template), the chip
+    slice taken, the replays of its waves. The plan decides the method; this run makes the
+    checks that need the traces and records the plan it carried out.
 
     `whole` is the replay of the chip the result speaks for, `replay` the one that times
     (a slice of it when `factor` > 1, running the CTAs `order`, or the first `grid_ctas`
     when `order` is None)."""
 
-    def __init__(self, launch, replay) -> None:
-        self.launch, self.whole, self.replay = launch, replay, replay
+    def __init__(self, launch, replay, planned: FidelityPlan) -> None:
+        self.launch, self.whole, self.replay, self.planned = launch, replay, replay, planned
         self.n_ctas = launch.n_ctas
         self.wave = max(replay.ctas_per_wave(replay.n_sms), 1)
         self.n_waves = self.n_ctas / self.wave
         self.recorder = replay.recorder(launch)
-        self.warp_instr = self.thread_instr = self.traced = 0
+        self.warp_instr = self.thread_instr = self.traced = self.synthesized = 0
+        self.work_synthesized = False
         self.dirty = _UNKNOWN               # steady-L2 dirty fraction (None: fits), once known
         self.policy = replay.config.fidelity          # the config's [fidelity] thresholds
         self.synthesis_on = self.policy.trace_synthesis
@@ -250,6 +260,7 @@ class SampledRun:
                     self.warp_instr += part.warp_instructions * piece.size
                     self.thread_instr += part.thread_instructions * piece.size
                     self.traced += piece.size
+                    self.synthesized += piece.size
                 return
             self.synthesis_on = False
         if order is not None:
@@ -284,16 +295,14 @@ class SampledRun:
     # -- what is timed --------------------------------------------------------------
     def slice_factor(self) -> tuple[int, np.ndarray | None]:
         """f of the chip slice that times this grid (`simulator.chip_slice`), 1 for none,
-        and the CTAs it times when they are a row slice (None: the first ceil(n / f)). A
-        grid whose last row runs other events (a template `tail`) is row-sliced at any
-        number of waves: its first waves do not stand for the rest."""
-        launch, n_ctas, n_waves, policy = self.launch, self.n_ctas, self.n_waves, self.policy
-        f = chip_slice.slice_factor(self.replay.config)
-        if f == 1 or not self.synthesis_on or n_waves < policy.chip_slice_min_waves:
+        and the CTAs it times when they are a row slice (None: the first ceil(n / f)). The
+        plan names the slice (`chip_slice`: a grid of few waves, whose first ceil(n / f)
+        CTAs or rows may be sliced; `row_slice`: more waves, sliced only when its last row
+        runs other events, a template `tail`); the traces decide whether it holds."""
+        launch, n_ctas, planned, policy = self.launch, self.n_ctas, self.planned, self.policy
+        if planned.method not in ("chip_slice", "row_slice"):
             return 1, None
-        few = n_waves <= f * policy.chip_slice_max_slice_waves
-        if not few and launch.grid[1] < 2:
-            return 1, None
+        f, few = planned.params["factor"], planned.method == "chip_slice"
         self.trace_evidence()                         # the template decides (module docstring)
         tpl = self.build_template()
         if tpl is None or (not few and tpl.tail is None) or not self.probes_match(
@@ -348,8 +357,9 @@ class SampledRun:
 
     # -- the result -----------------------------------------------------------------
     def result(self):
-        """The `KernelResult` (module docstring): the grid timed in full (on the chip or a
-        slice of it), or its first waves timed and the rest extrapolated."""
+        """The `KernelResult` (module docstring) by the plan: the grid timed in full (on the
+        chip or a slice of it), or its first waves timed and the rest extrapolated; its
+        `plan` is the one carried out."""
         launch, n_ctas, n_waves = self.launch, self.n_ctas, self.n_waves
         if launch.work is None:                                  # CtaWork: CTAs differ
             self.factor, self.order = self.slice_factor()
@@ -360,30 +370,36 @@ class SampledRun:
             self.wave = max(self.replay.ctas_per_wave(self.replay.n_sms), 1)
         self.grid_ctas = (chip_slice.sliced_ctas(n_ctas, factor) if order is None
                           else order.size)                       # the CTAs timed as the grid
-        wave, whole, policy = self.wave, self.whole, self.policy
-        min_waves = policy.wave_sampling_min_waves
-        if n_waves < min_waves and launch.work is not None and policy.work_synthesis:
-            counts = work_synthesis.synthesize_trace(launch, self.recorder, policy)
+        wave, whole = self.wave, self.whole
+        taken = self.planned if factor > 1 else _unsliced_plan(self.planned)
+        if taken.method == "full+synthesized_ctas" and taken.params.get("synthesis") == "work":
+            counts = work_synthesis.synthesize_trace(launch, self.recorder, self.policy)
             if counts is not None:
                 self.warp_instr, self.thread_instr = counts
-                self.traced = n_ctas
+                self.traced, self.work_synthesized = n_ctas, True
             else:
                 self.recorder = self.replay.recorder(launch)   # drop what the attempt traced
-        if n_waves < min_waves or factor > 1 or (launch.work is None and self.rows_differ()):
+        rows_differ = (taken.method == "wave_extrapolation" and launch.work is None
+                       and self.rows_differ())
+        if taken.method != "wave_extrapolation" or rows_differ:
             full, _ = self.time_waves(math.ceil(self.grid_ctas / wave), steady_l2=False)
             if factor == 1:
-                return whole.result(full, fidelity="full", waves_simulated=n_waves)
+                reason = ("the last row of CTAs differs from the first rows" if rows_differ
+                          else taken.params.get("reason", ""))
+                return whole.result(full, fidelity="full", waves_simulated=n_waves,
+                                    plan=self.whole_grid_plan(reason))
             result = whole.result(full, fidelity="sampled", waves_simulated=n_waves,
-                                  extrapolated_fraction=0.0)
+                                  extrapolated_fraction=0.0, plan=self.slice_plan())
             return _unsliced(result, full, n_ctas, factor)
-        k = policy.wave_sampling_start_waves
-        k_max = max(k, min(policy.wave_sampling_max_waves, math.floor(n_waves - 1)))
+        params = taken.params
+        k, k_max = params["start_waves"], params["max_waves"]
         snapshot_from = None
-        if policy.snapshot_growth and k_max > k:
-            snapshot_from = k * wave - int(policy.snapshot_lead_waves * wave)
+        if params["snapshot_growth"]:
+            snapshot_from = k * wave - int(params["snapshot_lead_waves"] * wave)
         last, snapshot = self.time_waves(k, snapshot_from)
         marginals = wave_marginals(last.cta_done_cycles, wave, k)
-        if not _steady(marginals, policy.wave_sampling_steady_tolerance_fraction) and k_max > k:
+        steady = _steady(marginals, params["steady_tolerance_fraction"])
+        if not steady and k_max > k:
             k = k_max
             last, _ = self.time_waves(k, resume=snapshot)
             marginals = wave_marginals(last.cta_done_cycles, wave, k)
@@ -392,10 +408,50 @@ class SampledRun:
         cycles = int(round(last.cycles + extra))
         front = front_end_us(self.replay.config)
         time_us = (last.time_us - front) * cycles / max(last.cycles, 1) + front
+        grown = k != params["start_waves"]
+        done = FidelityPlan("wave_extrapolation", {
+            **self.done_params(), "waves_total": round(n_waves, 4), "waves_simulated": k,
+            "replays": 2 if grown else 1, "steady": steady,
+            "snapshot_growth": grown and snapshot is not None,
+            "steady_l2_dirty_fraction": None if self.dirty is _UNKNOWN else self.dirty,
+            "marginal_cycles": marginal},
+            min(k * wave, n_ctas) / n_ctas, extra / max(cycles, 1))
         result = whole.result(last, fidelity="sampled", waves_simulated=float(k),
-                              extrapolated_fraction=extra / max(cycles, 1))
+                              extrapolated_fraction=extra / max(cycles, 1), plan=done)
         result.cycles, result.kernel_time_us = cycles, time_us
         return _unsliced(result, last, n_ctas, factor)
+
+    # -- the plan carried out -------------------------------------------------------
+    def done_params(self) -> dict:
+        """Parameters every carried-out plan of this launch records: waves, CTAs, timing
+        mode and the synthesis that built CTAs' traces."""
+        params = {"waves": round(self.n_waves, 4), "ctas": self.n_ctas,
+                  "timing_only": bool(self.launch.timing_only)}
+        if self.work_synthesized:
+            params["synthesis"] = "work"
+        elif self.synthesized:
+            params.update(synthesis="trace", synthesized_ctas=self.synthesized)
+        return params
+
+    def whole_grid_plan(self, reason: str) -> FidelityPlan:
+        """Every CTA timed on the whole chip (some built by synthesis)."""
+        built = self.work_synthesized or self.synthesized > 0
+        return FidelityPlan("full+synthesized_ctas" if built else "full",
+                            {**self.done_params(), "reason": reason})
+
+    def slice_plan(self) -> FidelityPlan:
+        """The grid's share timed on a slice of 1/f of the chip."""
+        return FidelityPlan("row_slice" if self.order is not None else "chip_slice",
+                            {**self.done_params(), "factor": self.factor,
+                             "ctas_timed": self.grid_ctas, "slice_sms": self.replay.n_sms},
+                            self.grid_ctas / self.n_ctas, 0.0)
+
+
+def _unsliced_plan(planned: FidelityPlan) -> FidelityPlan:
+    """The plan a launch follows when no slice is taken: a slice's fallback, else itself."""
+    if planned.method in ("chip_slice", "row_slice") and planned.fallback is not None:
+        return planned.fallback
+    return planned
 
 
 def _steady(marginals: list[int], tolerance: float) -> bool:

@@ -17,9 +17,12 @@ level, and whatever a memory with `attach_tracers(sheet)` adds (per-link bytes f
 `KernelResult.timeline` holds the run's time series (per-SM utilization, bytes and bandwidth
 per memory level; the table of `models.timeline_tracer`).
 
-Fidelity: `fidelity="full"` times every CTA; `"sampled"` times the first waves of CTAs only
-and extrapolates (`simulator.sampling`); `KernelResult.fidelity`, `waves_simulated` and
-`extrapolated_fraction` say what was done. Timing mode: `timing_only=True` skips the data of
+Fidelity: `fidelity="full"` times every CTA; `"sampled"` takes the shortcut the launch's
+fidelity plan names (`simulator.fidelity.plan`: a chip or row slice, synthesized CTAs, wave
+extrapolation, ...), carried out by `simulator.sampling`. `KernelResult.plan` is the plan
+carried out (method, parameters, the share of CTAs simulated, the share of time
+extrapolated); `fidelity` ("full" or "sampled"), `waves_simulated` and
+`extrapolated_fraction` summarize it. Timing mode: `timing_only=True` skips the data of
 tensor-core instructions and leaves the caller's arrays untouched (`isa.run_kernel`);
 pointer arguments may then be `isa.ShapeOnly`. A sampled run also leaves them untouched.
 
@@ -69,6 +72,7 @@ from models.units import (
     instruction_timings,
 )
 from simulator.engine import Clock
+from simulator.fidelity import FIDELITIES, FidelityPlan, LaunchShape, plan
 from simulator.replay_session import CtaDoneLog, ReplaySession
 from simulator.stats import Stat, StatSheet
 from simulator.system import SM_ROLES, build_system
@@ -107,10 +111,19 @@ class KernelResult:
     extrapolated_fraction: float = 0.0
     timeline: pd.DataFrame | None = field(default=None, repr=False)
     launch_overhead_us: float | None = None
+    plan: FidelityPlan | None = None
+    """The fidelity plan carried out (`simulator.fidelity`); None: every CTA timed in full
+    (a `full` plan is set), or, for a sampled result built without one, wave
+    extrapolation from `waves_simulated`."""
 
     def __post_init__(self) -> None:
         if self.launch_overhead_us is None:
             self.launch_overhead_us = launch_overhead_us(self.config)
+        if self.plan is None:
+            self.plan = (FidelityPlan("full") if self.fidelity == "full" else
+                         FidelityPlan("wave_extrapolation",
+                                      {"waves_simulated": self.waves_simulated},
+                                      float("nan"), self.extrapolated_fraction))
 
     @property
     def time_us(self) -> float:
@@ -145,9 +158,6 @@ def _resolve_config(config):
         import models
         return models.load_preset("h100_sxm")
     return config
-
-
-FIDELITIES = ("full", "sampled")
 
 
 def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, shared_bytes: int = 0,
@@ -191,15 +201,33 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
     except isa.LaunchError as exc:
         raise isa.LaunchError(f"kernel '{entry}': {exc}") from None
     replay = Replay(config, memory, policy, quantum_cycles, occ, run_id, entry, sms)
-    check_cluster_launch(program, launch.grid, launch.n_ctas,
-                         replay.ctas_per_wave(replay.n_sms))
+    wave = replay.ctas_per_wave(replay.n_sms)
+    check_cluster_launch(program, launch.grid, launch.n_ctas, wave)
+    planned = plan(LaunchShape(launch.grid, wave, cta_work is not None, timing_only), config,
+                   fidelity)
     if fidelity == "sampled":
         from simulator.sampling import simulate_sampled
-        return simulate_sampled(launch, replay)
+        return simulate_sampled(launch, replay, planned)
     recorder = replay.recorder(launch)
     functional = launch.run(recorder)
     return replay.result(replay.run(launch, recorder, functional.warp_instructions,
-                                    functional.thread_instructions))
+                                    functional.thread_instructions), plan=planned)
+
+
+def launch_shape(ptx, entry: str, grid, block, config, shared_bytes: int = 0, *,
+                 regs_per_thread: int | None = None, timing_only: bool = False,
+                 sms: str = "compute", cta_work=None) -> LaunchShape:
+    """The `simulator.fidelity.LaunchShape` of a launch as `simulate_kernel` would run it
+    (its CTAs per wave from the occupancy on `config`), without running it: what
+    `simulator.fidelity.plan` decides from."""
+    program = ptx if isinstance(ptx, isa.launch.Program) else isa.compile_kernel(ptx, entry)
+    block = dim3(block, "block")
+    occ = occupancy(config, block[0] * block[1] * block[2],
+                    regs_per_thread or estimate_registers(program),
+                    program.shared_bytes + shared_bytes)
+    n_sms = config.sm.comm_count if sms == "comm" else config.sm.compute_count
+    return LaunchShape(dim3(grid, "grid"), occ.ctas_per_sm * n_sms, cta_work is not None,
+                       timing_only)
 
 
 def check_launch_fits(program, block: tuple[int, int, int], config) -> None:

@@ -45,6 +45,7 @@ Units: microseconds, bytes, FLOP, TFLOP/s, GB/s.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +54,7 @@ import numpy as np
 import pandas as pd
 
 from isa.errors import InputError
+from simulator.config import json_safe
 
 FIDELITIES = ("sampled", "full")
 NVLINK_DOMAIN_GPUS = 8   # source: HGX H100/H800 8-GPU baseboard (one NVLink/NVSwitch domain)
@@ -60,17 +62,28 @@ LINK_MODEL = "link bandwidth"
 LINK_KIND = "link"                        # workloads.node_ops.LINK
 COLLECTIVES = ("alltoall", "allreduce")   # op kinds of collective kernels (comm SMs)
 SIMULATED = "simulated"
+PLAN_KEYS = ("fidelity_method", "fidelity_params", "simulated_cta_share",
+             "extrapolated_time_share")
+"""The fidelity-plan fields of an op result (`simulate_op`) the kernels table carries."""
+UNKNOWN_PLAN = {"fidelity_method": "", "fidelity_params": {}, "simulated_cta_share": np.nan,
+                "extrapolated_time_share": np.nan}
+"""Those fields of an op result that carries none."""
 KERNEL_COLUMNS = ("name", "op", "kind", "stream", "role", "deps", "start_us", "end_us",
                   "time_us", "flops", "tflops", "bytes", "gbps", "hbm_bytes", "l2_bytes",
                   "link_bytes", "roofline_us", "bound", "gap", "model", "reused", "note",
                   "macs", "macs_skipped", "precision", "operand_bytes", "operand_bytes_stored",
-                  "output_bytes", "output_bytes_stored", "compress_cycles", "sm_clock_ghz")
+                  "output_bytes", "output_bytes_stored", "compress_cycles", "sm_clock_ghz",
+                  "fidelity_method", "fidelity_params", "simulated_cta_share",
+                  "extrapolated_time_share")
 """`macs` to `compress_cycles`: `workloads.codesign.codesign_ops.op_counts` (tensor-core
 MACs, MACs the co-design units skip, MMA precision, GEMM operand bytes dense and as stored,
 an output stored ZCE-compressed dense and as stored and the compressor's cycles; 0
 otherwise). `sm_clock_ghz`: the SM clock the op's launches ran at (`simulate_op`: the
 preset's, or the sustained clock under tensor load, `models.sustained_clock`; NaN for
-nodes timed by link bandwidth)."""
+nodes timed by link bandwidth). `fidelity_method` to `extrapolated_time_share`: the op's
+fidelity plan as `simulate_op` carried it out (`simulator.fidelity`: the method, its
+parameters as JSON text, the share of CTAs simulated, the share of time extrapolated;
+`link_model` with NaN shares for nodes timed by link bandwidth)."""
 
 
 @dataclass(frozen=True)
@@ -130,10 +143,18 @@ def _time_link(node, op, config) -> dict:
     link_bytes = op.kwargs["link_bytes"]
     ranks = int(node.args.get("ep", node.args.get("ranks", 1)))
     if link_bytes == 0:
-        return {"time_us": 0.0, "link_bytes": 0, "hbm_bytes": np.nan}
+        return {"time_us": 0.0, "link_bytes": 0, "hbm_bytes": np.nan, **_link_plan({})}
     gbps, latency_us = _link_gbps(config, ranks)
     return {"time_us": link_bytes / (gbps * 1e3) + latency_us, "link_bytes": link_bytes,
-            "hbm_bytes": np.nan}
+            "hbm_bytes": np.nan,
+            **_link_plan({"link_gbps": gbps, "latency_us": latency_us, "ranks": ranks})}
+
+
+def _link_plan(params: dict) -> dict:
+    """The fidelity fields of a node timed by link bandwidth: no kernel, no CTA simulated."""
+    from simulator.fidelity import FidelityPlan
+
+    return FidelityPlan("link_model", params, np.nan, np.nan).fields()
 
 
 def _level_bytes(runs: list, level: str) -> float:
@@ -187,8 +208,8 @@ def _time_op(plan, config, fidelity: str, timeline: bool) -> tuple[dict, pd.Data
             "bytes": float(plan.bytes), "hbm_bytes": float(res["hbm_bytes"]),
             "l2_bytes": _level_bytes(runs, "l2"), "roofline_us": float(res["roofline_us"]),
             "bound": res["bound"], "link_bytes": _link_bytes(runs),
-            "sm_clock_ghz": float(res.get("sm_clock_ghz", np.nan)), **op_counts(plan)}, \
-        stats, timelines
+            "sm_clock_ghz": float(res.get("sm_clock_ghz", np.nan)), **op_counts(plan),
+            **{key: res.get(key, UNKNOWN_PLAN[key]) for key in PLAN_KEYS}}, stats, timelines
 
 
 def _schedule(order, durations: dict[str, float],
@@ -407,6 +428,11 @@ def _table(graph, ops, timed, span, reused, lanes) -> pd.DataFrame:
             **{c: t.get(c, 0.0) for c in ("output_bytes", "output_bytes_stored",
                                           "compress_cycles")},
             "sm_clock_ghz": t.get("sm_clock_ghz", np.nan),
+            "fidelity_method": t.get("fidelity_method", ""),
+            "fidelity_params": json.dumps(json_safe(t.get("fidelity_params", {})),
+                                          sort_keys=True),
+            "simulated_cta_share": t.get("simulated_cta_share", np.nan),
+            "extrapolated_time_share": t.get("extrapolated_time_share", np.nan),
         })
     return pd.DataFrame(rows, columns=list(KERNEL_COLUMNS))
 

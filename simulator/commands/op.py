@@ -9,8 +9,13 @@ catalog's CUDA kernels, tile heuristic in `workloads.ops.gemm`), timed by
 `cycles`, `tflops` (2·M·N·K / time for a GEMM), `gbps` (bytes of the inputs and outputs,
 each once, / time), `hbm_bytes` (simulated), `roofline_us` (max(FLOP / peak, bytes / HBM
 peak)), `bound` ("compute" or "memory", the larger roofline term), `kernel` (name,
-launch, tiles) and `fidelity`. Bad flags (dtype, non-positive sizes, unknown `--set`
-key) are an `InputError` naming the flag: one line, exit status 2.
+launch, tiles), `fidelity` and the fidelity plan carried out (`simulator.fidelity`):
+`fidelity_method` (full, full+synthesized_ctas, chip_slice, row_slice, wave_extrapolation,
+op_model, mixed), `fidelity_params`, `simulated_cta_share` and `extrapolated_time_share`,
+for the op and for each kernel entry. `--explain` prints the plan in words before
+running it (`workloads.ops.registry.explain_op`; on stderr with `--json`). Bad flags
+(dtype, non-positive sizes, unknown `--set` key) are an `InputError` naming the flag: one
+line, exit status 2.
 Units: microseconds, cycles, TFLOP/s, GB/s, bytes.
 """
 
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from simulator.commands.models import add_config_arguments, config_from_args, seed_value
 from simulator.progress import add_quiet_argument
@@ -34,6 +40,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=seed_value, default=0, metavar="S",
                         help="seed of random inputs, 0 to 2**32 - 1 (default 0)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--explain", action="store_true",
+                        help="print how the op will be timed (its fidelity plan) in words "
+                        "before running it (to stderr with --json)")
     add_quiet_argument(parser)
 
 
@@ -67,11 +76,15 @@ def _literal(text: str | None) -> str | None:
 def run(args: argparse.Namespace) -> int:
     """Build the op, time it, print."""
     from workloads.ops import OP_FLAGS, build_op, simulate_op
+    from workloads.ops.registry import explain_op
 
     config = config_from_args(args)
     sizes = {f.dest: getattr(args, f.dest) for f in OP_FLAGS[args.op]
              if getattr(args, f.dest) is not None}
     plan = build_op(args.op, config, seed=args.seed, **sizes)
+    if getattr(args, "explain", False):
+        print(explain_op(plan, config, args.fidelity), file=sys.stderr if args.json else
+              sys.stdout, flush=True)
     result = {"model": args.model, **simulate_op(plan, config, args.fidelity)}
     print(json.dumps(result, indent=1) if args.json else _text(result, plan.sizes))
     return 0
@@ -89,4 +102,11 @@ def _text(r: dict, op_sizes: dict) -> str:
         f"hbm bytes   {r['hbm_bytes']:12.0f} B (simulated; {r['bytes']:.0f} B at least)",
         f"roofline    {r['roofline_us']:12.3f} us   {r['bound']}-bound, "
         f"{r['gap']:.2f}x the bound",
+        f"fidelity    {r['fidelity_method']}: {_pct(r['simulated_cta_share'])} of the CTAs "
+        f"simulated, {_pct(r['extrapolated_time_share'])} of the time extrapolated "
+        f"{json.dumps(r['fidelity_params'], sort_keys=True)}",
     ])
+
+
+def _pct(share) -> str:
+    return "-" if share is None or share != share else f"{100 * share:.3g} %"

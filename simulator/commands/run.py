@@ -116,13 +116,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _report(args, result, out: Path) -> dict:
+    import json
+
     from workloads.codesign.codesign_ops import totals
 
     summary = result.summary()
+    plans = result.kernels[["fidelity_method", "fidelity_params", "simulated_cta_share",
+                            "extrapolated_time_share"]]
     kernels = [{"name": r.name, "op": r.op, "stream": r.stream, "start_us": r.start_us,
                 "time_us": r.time_us, "tflops": r.tflops, "bound": r.bound,
                 "share": r.share, "model": r.model, "macs": r.macs,
-                "macs_skipped": r.macs_skipped} for r in summary.itertuples()]
+                "macs_skipped": r.macs_skipped, "fidelity_method": p.fidelity_method,
+                "fidelity_params": json.loads(p.fidelity_params or "{}"),
+                "simulated_cta_share": p.simulated_cta_share,
+                "extrapolated_time_share": p.extrapolated_time_share}
+               for r, p in zip(summary.itertuples(), plans.itertuples(), strict=True)]
     return {"model": args.model, "workload": result.meta.get("model"),
             "graph": result.graph, "layer": result.meta, "fidelity": result.fidelity,
             "time_us": result.time_us, "kernel_time_us": float(summary["time_us"].sum()),
@@ -132,6 +140,14 @@ def _report(args, result, out: Path) -> dict:
             "left_out": "all-reduce across nodes timed by link bandwidth alone; contention "
                         "measured for collectives only (compute streams do not slow "
                         "each other)"}
+
+
+def _fidelity_cell(k: dict) -> str:
+    """A kernel row's fidelity method with its CTA and time shares (`-` where none)."""
+    def pct(v) -> str:
+        return "-" if v is None or v != v else f"{100 * v:.0f}%"
+    return (f"{k['fidelity_method'] or '-'} ({pct(k['simulated_cta_share'])}, "
+            f"{pct(k['extrapolated_time_share'])})")
 
 
 def _clock(result) -> dict:
@@ -168,12 +184,13 @@ def _text(r: dict) -> str:
     lines = [f"{r['graph']} ({layer['layer_kind']} layer, {layer['tokens']} tokens, "
              f"ep {layer['ep']}, tp {layer['tp']}) on {r['model']}, fidelity {r['fidelity']}",
              f"{'kernel':<36} {'op':<18} {'stream':<8} {'start_us':>10} {'time_us':>10} "
-             f"{'TFLOP/s':>8} {'bound':<7} {'share':>6}"]
+             f"{'TFLOP/s':>8} {'bound':<7} {'share':>6}  {'fidelity (CTAs sim., time extr.)'}"]
     for k in r["kernels"]:
         tflops = f"{k['tflops']:8.1f}" if k["tflops"] == k["tflops"] else f"{'-':>8}"
         bound = "link" if k["model"] == "link bandwidth" else k["bound"]
         lines.append(f"{k['name']:<36} {k['op']:<18} {k['stream']:<8} {k['start_us']:10.1f} "
-                     f"{k['time_us']:10.1f} {tflops} {bound:<7} {100 * k['share']:5.1f}%")
+                     f"{k['time_us']:10.1f} {tflops} {bound:<7} {100 * k['share']:5.1f}%  "
+                     f"{_fidelity_cell(k)}")
     top = ", ".join(f"{op} {100 * t / r['kernel_time_us']:.0f}%"
                     for op, t in list(r["by_op"].items())[:4]) if r["kernel_time_us"] else ""
     lines += [f"layer time {r['time_us']:.1f} us (kernels summed {r['kernel_time_us']:.1f} us; "

@@ -231,8 +231,9 @@ def _cta_list(cfg, choice, b, y, sq, sk, causal, splits, bps):
 
 
 def _samples(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, causal, scale,
-             launches) -> tuple[tuple, str]:
-    """Weighted reduced launches (`attention_sampling`), or () when not worth it."""
+             launches) -> tuple[tuple, str, tuple]:
+    """Weighted reduced launches (`attention_sampling`), or () when not worth it; the note;
+    each one's KV blocks as a share of the op's (NaN for the combine, run as it is)."""
     cfg = kernel.config
     regs = launch_regs(config, kernel.block[0], choice["ctas_per_sm"])
     per_sm = occupancy(config, kernel.block[0], regs, kernel.shared_bytes).ctas_per_sm
@@ -242,9 +243,9 @@ def _samples(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, causal, scale
                        choice["splits"], choice["blocks_per_split"])
     points = sampling.sample_points(blocks, causal)
     if not sampling.worth_sampling(blocks, slots, points):
-        return (), ""
+        return (), "", ()
     target = sampling.critical_slot(blocks, slots)
-    sizes, basis = [], []
+    sizes, basis, shares = [], [], []
     tail = cfg.kv_block          # keys in the real CTAs' last block when all CTAs share it
     if not causal and choice["splits"] == 1:
         tail = sk - (math.ceil(sk / cfg.kv_block) - 1) * cfg.kv_block
@@ -255,6 +256,7 @@ def _samples(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, causal, scale
                         causal, 1, nb)
         sizes.append((z, nb))
         basis.append(sampling.critical_slot(own, slots))
+        shares.append(float(own.sum()) / float(blocks.sum()))
     weights = sampling.sample_weights(basis, target)
     if cfg.inline_combine:     # unsplit samples: every CTA would be last and merge
         kernel = _sibling(kernel, inline_combine=False)
@@ -265,11 +267,12 @@ def _samples(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, causal, scale
                         dtype, True, None, scale, f"sample-{waves}w-{n}")[0]
         out.append((w, fwd))
     out += [(1.0, launch) for launch in launches[1:]]       # the combine, as it is
+    shares += [float("nan")] * len(launches[1:])
     terms = " + ".join(f"{w:.3f} T({k}w,{n}: {ab[0]} CTAs {ab[1]} blocks)"
                        for w, (k, n), ab in zip(weights, points, basis, strict=True))
     note = (f"T = {terms} on {slots} CTA slots; critical slot {target[0]} CTAs, "
             f"{target[1]} KV blocks")
-    return tuple(out), note
+    return tuple(out), note, tuple(shares)
 
 
 def _sibling(kernel, **changes):
@@ -299,10 +302,12 @@ def plan(config, kind: str, sizes: dict, *, batch, heads, kv_heads, seqlen_q, se
     launches = _launches(kernel, choice, config, batch, heads, kv_heads, seqlen_q, seqlen_k,
                          headdim_v, dtype, shape_only, np.random.default_rng(seed), scale,
                          kind)
-    samples, note = _samples(kernel, choice, config, batch, heads, kv_heads, seqlen_q,
-                             seqlen_k, headdim_v, dtype, causal, scale, launches)
+    samples, note, shares = _samples(kernel, choice, config, batch, heads, kv_heads,
+                                     seqlen_q, seqlen_k, headdim_v, dtype, causal, scale,
+                                     launches)
     return OpPlan(kind, sizes, tuple(launches), float(flops), float(nbytes),
-                  f"tensor_{dtype}_tflops", samples=samples, sample_note=note)
+                  f"tensor_{dtype}_tflops", samples=samples, sample_note=note,
+                  sample_work_shares=shares)
 
 
 ATTENTION_FLAGS = (

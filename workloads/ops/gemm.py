@@ -426,8 +426,9 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
                                  None if shape is not None
                                  else plain_footprint(tm, choice, ELEM[dtype], config, tn,
                                                       OUT_BYTES[out_dtype]))
-    samples = []
+    samples, shares = [], []
     for p in points:
+        shares.append((p.tile_limit or walked) * (p.k_tiles or k_tiles) / (walked * k_tiles))
         kern = gemm_kernel(**{**make, "tile_limit": p.tile_limit}) if p.tile_limit else kernel
         cut = ops
         if p.k_tiles and ops.schedule is not None:
@@ -444,5 +445,6 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
                       "k_total": shape.k_cols if ragged == "k" else k})
     return OpPlan("gemm", sizes, (main,), flops, float(nbytes), f"tensor_{dtype}_tflops",
                   samples=tuple(samples), sample_note=note,
+                  sample_work_shares=tuple(shares),
                   sample_byte_weights=tuple(p.byte_weight for p in points
                                             if p.byte_weight is not None))

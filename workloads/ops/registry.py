@@ -42,10 +42,19 @@ the estimate by part and the budget `limits.host_memory_bytes`. Tensors larger t
 device memory (`hbm.capacity_bytes`) are refused the same way. `isa.ShapeOnly` tensors are
 counted by their shape, never materialized.
 
-Each launch timed in full or by wave sampling says how in its `kernel` entry: `fidelity`
-("full" or "sampled": what `simulator.sampling` did, which may be "full" for a grid of few
-waves when the op asked for "sampled"), `waves_simulated` (0 where not counted) and
-`extrapolated_fraction`; launches replaced by op-level samples carry `sampled_from`.
+Fidelity plan (`simulator.fidelity`): each `kernel` entry and the op itself say how they
+were timed: `fidelity_method` (full, full+synthesized_ctas, chip_slice, row_slice,
+wave_extrapolation, op_model, mixed), `fidelity_params` (a dict), `simulated_cta_share`
+and `extrapolated_time_share`. A launch timed by `simulate_kernel` carries the plan it
+carried out (`KernelResult.plan`) and its summary (`fidelity` "full" or "sampled",
+`waves_simulated`, `extrapolated_fraction`); the op's plan is the launches' (`mixed` where
+they differ; the CTA share weighted by CTAs, the time share by time). An op timed from its
+reduced launches has the `op_model` plan: its parameters name the launches, weights and
+the builder's note, `simulated_cta_share` is the share of the op's CTA work (tile k-steps,
+KV blocks) the reduced launches ran (`OpPlan.sample_work_shares`) and
+`extrapolated_time_share` = 1 - (the longest reduced launch's cycles / the op's cycles);
+its launches carry `sampled_from`. `plan_op` and `explain_op` give the plan before
+anything runs (`ptxsim op --explain`).
 A figure that cannot be computed (TFLOP/s of a zero time) is NaN with its reason under
 `null_reasons`; `simulator.config.strict_json` writes the dict as standard JSON (NaN as null).
 Units: microseconds, cycles, bytes, TFLOP/s, GB/s, GHz.
@@ -65,6 +74,7 @@ from isa.errors import InputError
 from isa.launch import ShapeOnly
 from models.gpu_spec import HOST_MEMORY_BYTES
 from simulator.config import NULL_REASONS_KEY
+from simulator.fidelity import FidelityPlan, aggregate
 
 FIDELITIES = ("sampled", "full")
 
@@ -112,6 +122,10 @@ class OpPlan:
     """The weights of the samples' simulated HBM bytes, one per sample, where bytes
     extrapolate otherwise than time (L2 reuse across tile rounds); empty: `samples`'
     weights."""
+    sample_work_shares: tuple[float, ...] = ()
+    """Each sample's CTA work (tile k-steps, KV blocks) as a share of the op's, one per
+    sample (NaN for a launch run as it is, a combine kernel): the `op_model` plan's
+    `simulated_cta_share` is their sum. Empty: not known (NaN)."""
 
 
 @dataclass(frozen=True)
@@ -342,9 +356,11 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
     if len(byte_weights) != len(runs):
         raise ValueError(f"{plan.kind}: {len(plan.sample_byte_weights)} sample byte weights "
                          f"for {len(runs)} samples; accepted: one per sample")
-    parts = []
+    parts, plans, run_cycles = [], [], []
     for (weight, launch), byte_weight in zip(runs, byte_weights, strict=True):
         res = _simulate_launch(launch, config, fidelity, params)
+        plans.append(res.plan)
+        run_cycles.append(float(res.cycles))
         if stats is not None:
             stats.append((weight, launch, res.stats))
         if timelines is not None:
@@ -358,7 +374,8 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
             kernels.append({**launch.describe(), "cycles": int(res.cycles),
                             "fidelity": res.fidelity,
                             "waves_simulated": float(res.waves_simulated),
-                            "extrapolated_fraction": float(res.extrapolated_fraction)})
+                            "extrapolated_fraction": float(res.extrapolated_fraction),
+                            **res.plan.fields()})
     preset_ghz = config.chip.clock_ghz
     groups = [parts] if use_samples else [[part] for part in parts]
     kernel_us = kernel_us_at_preset = 0.0
@@ -371,8 +388,13 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
         if not use_samples:
             kernels[k].update(time_us=group_us, sm_clock_ghz=clock_ghz)
     if use_samples:
+        op_plan = _op_model_plan(plan, plans, run_cycles, cycles)
         kernels = [{**launch.describe(), "sampled_from": len(plan.samples),
-                    "sample_note": plan.sample_note} for launch in plan.launches]
+                    "sample_note": plan.sample_note, **op_plan.fields()}
+                   for launch in plan.launches]
+    else:
+        op_plan = aggregate(plans, [math.prod(launch.grid) for _, launch in runs],
+                            [k["time_us"] for k in kernels])
     peaks = chip_peaks(config.to_dict())
     peak_tflops = peaks[plan.peak]
     hbm_gbps = peaks["hbm_gbps"]
@@ -389,6 +411,7 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
         "bound": str(roofline_bound(plan.flops, plan.bytes, peak_tflops, hbm_gbps)),
         "gap": time_us / roof if roof else float("nan"),
         "peak_tflops": peak_tflops, "hbm_peak_gbps": hbm_gbps, "peak": plan.peak,
+        **op_plan.fields(),
         "kernel": kernels[0] if len(kernels) == 1 else kernels,
     }
     reasons = {"tflops": "time_us is 0", "gbps": "time_us is 0", "gap": "roofline_us is 0"}
@@ -396,3 +419,82 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
     if missing:    # what `simulator.config.strict_json` writes beside the nulls
         result[NULL_REASONS_KEY] = missing
     return result
+
+
+def _work_share(plan: OpPlan) -> float:
+    """The share of the op's CTA work its reduced launches run (NaN when not known)."""
+    shares = [w for w in plan.sample_work_shares if math.isfinite(w)]
+    return float(sum(shares)) if shares else float("nan")
+
+
+def _op_model_plan(plan: OpPlan, sample_plans: list, sample_cycles: list[float],
+                   cycles: float) -> FidelityPlan:
+    """The `op_model` plan carried out: the reduced launches, their weights and methods;
+    the CTA work they ran; the share of the op's cycles beyond the longest of them. Samples
+    that are the op's own launches, each of weight 1, are no model: their plans."""
+    own = {id(launch) for launch in plan.launches}
+    if all(w == 1.0 and id(launch) in own for w, launch in plan.samples):
+        return aggregate(sample_plans, [math.prod(launch.grid) for _, launch in plan.samples],
+                         sample_cycles)
+    extrapolated = (min(1.0, max(0.0, 1.0 - max(sample_cycles) / cycles)) if cycles > 0
+                    else 0.0)
+    params = {"reduced_launches": len(plan.samples),
+              "weights": [round(w, 6) for w, _ in plan.samples],
+              "note": plan.sample_note,
+              "reduced_launch_methods": [p.method for p in sample_plans],
+              "simulated_work_share": _work_share(plan),
+              "extrapolated_time_share": extrapolated}
+    return FidelityPlan("op_model", params, _work_share(plan), extrapolated)
+
+
+def _launch_plan(launch: Launch, config, fidelity: str) -> FidelityPlan:
+    """The plan `simulate_kernel` will decide for `launch` (`simulator.fidelity.plan` of
+    its shape), before it runs."""
+    from simulator.fidelity import plan as fidelity_plan
+    from simulator.simulate import launch_shape
+
+    if launch.overrides:
+        config = config.with_overrides(launch.overrides)
+    shape = launch_shape(launch.ptx, launch.entry, launch.grid, launch.block, config,
+                         launch.shared_bytes, regs_per_thread=launch.regs_per_thread,
+                         timing_only=launch.timing_only,
+                         sms=launch.options.get("sms", "compute"),
+                         cta_work=launch.options.get("cta_work"))
+    return fidelity_plan(shape, config, fidelity)
+
+
+def plan_op(plan: OpPlan, config, fidelity: str | None = None) -> FidelityPlan:
+    """The op's fidelity plan before anything runs: `op_model` at sampled fidelity when
+    the builder gave reduced launches (its time share known only once they ran: NaN),
+    else its launches' plans (`simulator.fidelity.aggregate`, time-weighted by CTAs)."""
+    fidelity = fidelity or available_fidelities()[0]
+    if fidelity == "sampled" and plan.samples:
+        share = _work_share(plan)
+        return FidelityPlan("op_model", {
+            "reduced_launches": len(plan.samples),
+            "weights": [round(w, 6) for w, _ in plan.samples], "note": plan.sample_note,
+            "simulated_work_share": share, "extrapolated_time_share": float("nan")},
+            share, float("nan"))
+    plans = [_launch_plan(launch, config, fidelity) for launch in plan.launches]
+    ctas = [math.prod(launch.grid) for launch in plan.launches]
+    return aggregate(plans, ctas, [float(c) for c in ctas])
+
+
+def explain_op(plan: OpPlan, config, fidelity: str | None = None) -> str:
+    """How `simulate_op` will time `plan` at `fidelity`, in words, before it runs: the op's
+    method, and per launch (or reduced launch) its planned method, the run-time checks it
+    depends on and what follows when they fail."""
+    fidelity = fidelity or available_fidelities()[0]
+    op = plan_op(plan, config, fidelity)
+    lines = [f"fidelity plan of {plan.kind} at {fidelity} fidelity: {op.method}"]
+    if op.method == "op_model":
+        lines += op.explain("  ")
+        shown = [(f"reduced launch {k + 1}, weight {w:.4g}", launch)
+                 for k, (w, launch) in enumerate(plan.samples)]
+    else:
+        shown = [(f"launch {k + 1}", launch) for k, launch in enumerate(plan.launches)]
+    for label, launch in shown:
+        grid = "x".join(map(str, launch.grid))
+        lines.append(f"  {label} {launch.entry} (grid {grid}):")
+        lines += _launch_plan(launch, config, fidelity).explain("    ")
+    return "\n".join(lines)
