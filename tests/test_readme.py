@@ -89,8 +89,9 @@ def test_readme_op_example_prints_what_the_readme_shows(capsys):
         for i, line in enumerate(lines):
             if not line.startswith("$ ptxsim op "):
                 continue
-            shown = next(s for s in lines[i + 1:] if s.startswith("time "))
-            time_us, cycles = re.match(r"time\s+([\d.]+) us\s+\((\d+) cycles\)", shown).groups()
+            shown = next(s for s in lines[i + 1:] if s.startswith("time_us "))
+            time_us, cycles = re.match(r"time_us\s+([\d.]+) us\s+\(with launch overhead; "
+                                       r"cycles (\d+), the SM span\)", shown).groups()
             capsys.readouterr()
             assert main(shlex.split(line[2:])[1:] + ["--json"]) == 0
             result = json.loads(capsys.readouterr().out)

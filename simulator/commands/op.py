@@ -26,6 +26,7 @@ import json
 import sys
 
 from simulator.commands.models import add_config_arguments, config_from_args, seed_value
+from simulator.config import strict_json
 from simulator.progress import add_quiet_argument
 
 NAME = "op"
@@ -86,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         print(explain_op(plan, config, args.fidelity), file=sys.stderr if args.json else
               sys.stdout, flush=True)
     result = {"model": args.model, **simulate_op(plan, config, args.fidelity)}
-    print(json.dumps(result, indent=1) if args.json else _text(result, plan.sizes))
+    print(strict_json(result, indent=1) if args.json else _text(result, plan.sizes))
     return 0
 
 
@@ -97,9 +98,11 @@ def _text(r: dict, op_sizes: dict) -> str:
         f"{r['op']} ({sizes}) on {r['model']}, fidelity {r['fidelity']}",
         f"kernel {k['name']} grid {'x'.join(map(str, k['grid']))} block "
         f"{'x'.join(map(str, k['block']))} shared {k['shared_bytes']} B ({k['mode']} mode)",
-        f"time        {r['time_us']:12.3f} us   ({r['cycles']} cycles)",
+        f"time_us     {r['time_us']:12.3f} us   (with launch overhead; cycles {r['cycles']}, "
+        "the SM span)",
         f"throughput  {r['tflops']:12.2f} TFLOP/s  {r['gbps']:10.1f} GB/s",
-        f"hbm bytes   {r['hbm_bytes']:12.0f} B (simulated; {r['bytes']:.0f} B at least)",
+        f"hbm bytes   {r['hbm_bytes']:12.0f} B simulated (op bytes {r['bytes']:.0f} B: inputs "
+        "and outputs once, bus bytes for collectives)",
         f"roofline    {r['roofline_us']:12.3f} us   {r['bound']}-bound, "
         f"{r['gap']:.2f}x the bound",
         f"fidelity    {r['fidelity_method']}: {_pct(r['simulated_cta_share'])} of the CTAs "
