@@ -57,6 +57,7 @@ from simulator.simulate import (
     _resolve_config,
     check_cluster_launch,
     kernel_us,
+    level_peaks_gbps,
 )
 from simulator.stats import StatSheet
 from simulator.system import DEFAULT_MEMORY, MEMORY_MODELS, SM_ROLES, build_system
@@ -237,7 +238,8 @@ class _Run:
                                             quantum_cycles, phases)
                     for k in system.sm_ids(prepared.role)]
         self.timeline = TimelineTracer([sm.sm_id for sm in self.sms], config.sm.subpartitions,
-                                       config.chip.clock_ghz)
+                                       config.chip.clock_ghz,
+                                       level_peaks_gbps=level_peaks_gbps(config))
         self.timeline.attach_memory(memory_hooks)
         for sm in self.sms:
             self.sm_tracer.attach(sm.hooks)

@@ -189,7 +189,8 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
     if cta_work is not None and cta_work.k_loop is not None:   # on this launch's own text
         cta_work = dataclasses.replace(cta_work, k_loop=cta_work.k_loop.bound(ptx))
     launch = KernelLaunch(program, entry, dim3(grid, "grid"), dim3(block, "block"), list(args),
-                          shared_bytes, timing_only, cta_work)
+                          shared_bytes, timing_only, cta_work,
+                          int(config.limits.host_memory_bytes))
     if cta_work is not None and cta_work.classes.size != launch.n_ctas:
         raise ValueError(f"cta_work describes {cta_work.classes.size} CTAs; accepted one "
                          f"row per CTA of the grid ({launch.n_ctas})")
@@ -287,6 +288,7 @@ class KernelLaunch:
     shared_bytes: int
     timing_only: bool
     work: Any = None          # a `simulator.work_synthesis.CtaWork`, or None
+    memory_budget_bytes: int = isa.launch.DEFAULT_MEMORY_BUDGET_BYTES  # limits.host_memory_bytes
 
     @property
     def block_threads(self) -> int:
@@ -305,7 +307,13 @@ class KernelLaunch:
         linear indices), traced into `recorder`."""
         return isa.run_kernel(self.program, self.entry, self.grid, self.block, self.args,
                               self.shared_bytes, observer=recorder, cta_range=cta_range,
-                              timing_only=self.timing_only, ctas=ctas)
+                              timing_only=self.timing_only, ctas=ctas,
+                              memory_budget_bytes=self.memory_budget_bytes)
+
+
+def level_peaks_gbps(config) -> dict[str, float]:
+    """The HBM and L2 peaks (GB/s) a launch's bandwidth over time stays within."""
+    return {"hbm": config.hbm_peak_tbps * 1e3, "l2": config.l2_peak_tbps * 1e3}
 
 
 @dataclass
@@ -388,7 +396,8 @@ class Replay:
                                        self.policy, self.quantum_cycles, phases)
                for k in system.sm_ids(self.sms)]
         timeline = TimelineTracer([sm.sm_id for sm in sms], config.sm.subpartitions,
-                                  config.chip.clock_ghz)
+                                  config.chip.clock_ghz,
+                                  level_peaks_gbps=level_peaks_gbps(config))
         session = ReplaySession(system.env, system.memory, sms, dispatcher, sheet,
                                 SmTracer(sheet), MemoryTracer(sheet), CachedMemoryTracer(sheet),
                                 timeline, CtaDoneLog())
