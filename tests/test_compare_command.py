@@ -62,13 +62,19 @@ def test_out_folder_has_tables_scatter_and_page(compared):
             "scatter.png", "compare.html"} <= {p.name for p in out.iterdir()}
 
 
-def test_kineto_excerpt_lists_every_kernel_with_a_reason(capsys):
-    """DeepSeek's excerpt has no input shapes: nothing simulated, all 11 activities listed."""
+def test_kineto_excerpt_without_shapes_says_so_and_lists_every_kernel(capsys):
+    """DeepSeek's excerpt has no input shapes: only its memset and device copy (whose bytes
+    the trace records) simulate, the other 9 activities are listed with a reason, and the
+    summary points to the chunk-pair comparison."""
     assert main(["compare", "--reference", str(EXCERPT), "--model", "h800_sxm", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["kernels"] == 11 and doc["simulated"] == 0
-    assert sum(u["count"] for u in doc["unsimulated"]) == 11
+    assert doc["kernels"] == 11 and doc["simulated"] == 2
+    assert {k["kind"] for k in doc["per_kernel"] if k["status"] == "simulated"} == \
+        {"memset", "memcpy"}
+    assert sum(u["count"] for u in doc["unsimulated"]) == 9
     assert all(u["reason"] for u in doc["unsimulated"])
+    assert "no operator input shapes" in doc["note"] and "chunk_pair_report" in doc["note"]
+    assert doc["figure"].startswith("kernel duration")
 
 
 def test_kineto_streams_show_measured_busy_time_and_overlap(capsys):
@@ -89,6 +95,8 @@ def test_kineto_streams_show_measured_busy_time_and_overlap(capsys):
     (["--reference", str(FIXTURE), "--device", "0"], "--device: only for Kineto"),
     (["--reference", str(FIXTURE), "--model", "nope"], "--model"),
     (["--reference", str(FIXTURE), "--top", "-1"], "--top -1"),
+    (["--reference", str(FIXTURE), "--front-end-us", "0.5"], "--front-end-us: only for Kineto"),
+    (["--reference", str(EXCERPT), "--front-end-us", "-1"], "--front-end-us -1"),
 ])
 def test_bad_flags_name_the_flag(argv, message, capsys):
     """Exit status 2 and one line naming the flag."""

@@ -63,10 +63,28 @@ def test_kernel_cpu_op_is_the_innermost_enclosing_op_with_its_shapes(tmp_path):
     assert set(df["annotation"]) == {"step"}
 
 
+def test_op_stack_lists_the_enclosing_ops_outermost_first_with_their_arguments(tmp_path):
+    """The launch at ts 15 lies in aten::linear (0..50) > aten::mm (10..20): both, outermost
+    first, with name, External id, dims, types, concrete inputs and strides as recorded."""
+    linear = _op("aten::linear", 0, 50, shapes=[[2, 3], [4, 3], []])
+    mm = _op("aten::mm", 10, 10, shapes=[[2, 3], [3, 4]])
+    mm["args"].update({"External id": 7, "Input type": ["float", "float"],
+                       "Concrete Inputs": ["", ""], "Input Strides": [[3, 1], [1, 3]]})
+    df = read_kineto(_trace(tmp_path, [linear, mm, _launch(1, 15), _kernel(1, 100, 5),
+                                       _launch(2, 30), _kernel(2, 110, 5)]))
+    df = df.set_index("correlation")
+    stack = json.loads(df.loc[1, "op_stack"])
+    assert [o["name"] for o in stack] == ["aten::linear", "aten::mm"]
+    assert stack[1] == {"name": "aten::mm", "id": 7, "dims": [[2, 3], [3, 4]],
+                        "types": ["float", "float"], "concrete": ["", ""],
+                        "strides": [[3, 1], [1, 3]]}
+    assert [o["name"] for o in json.loads(df.loc[2, "op_stack"])] == ["aten::linear"]
+
+
 def test_kineto_kernel_without_launch_is_kept(tmp_path):
     """An activity whose launch call is missing is a row with no cpu_op, not dropped."""
     df = read_kineto(_trace(tmp_path, [_kernel(9, 100, 5)]))
-    assert len(df) == 1 and df["cpu_op"].isna().all()
+    assert len(df) == 1 and df["cpu_op"].isna().all() and df["op_stack"].isna().all()
 
 
 def test_kineto_bad_json_names_file_line_and_column(tmp_path):

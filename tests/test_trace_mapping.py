@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -144,3 +145,118 @@ def test_full_deepseek_trace_maps_every_kernel_and_overlap_adds_up():
     weighted = sum(k * t for k, t in result.concurrency_us.items())
     assert weighted == pytest.approx(sum(result.busy_us_by_stream.values()))
     assert result.overlap_us < result.union_us <= result.span_us
+
+
+# ---------------------------------------------------------------- mapping through operators
+
+H100 = Path(__file__).resolve().parents[1] / "workloads" / "reference" / "h100"
+
+
+@pytest.fixture(scope="module")
+def llama():
+    """Both LLaMA-3-8B H100 traces, mapped."""
+    from workloads.traces import read_kineto
+    return {phase: map_kernels(read_kineto(H100 / f"llama3_8b_layer_{phase}.json"))
+            for phase in ("prefill", "decode")}
+
+
+def _sizes(df, fragment):
+    rows = df[df["name"].str.contains(fragment, regex=False)]
+    return [json.loads(s) for s in rows["sizes"]], rows
+
+
+@pytest.mark.parametrize("phase", ["prefill", "decode"])
+def test_every_llama_kernel_maps_through_its_operator(llama, phase):
+    """All kernels and memsets of both traces get an op and sizes from their aten operator."""
+    df = llama[phase]
+    assert (df["mapped_by"] == "operator").all()
+    assert df["sizes"].notna().all() and df["map_reason"].isna().all()
+    assert set(df["category"]) <= set(CATEGORIES)
+
+
+def test_llama_gemms_take_their_sizes_from_aten_mm(llama):
+    """The fused gate/up projection: aten::mm [[4096, 4096], [4096, 28672]] bf16."""
+    sizes, rows = _sizes(llama["prefill"], "nvjet_sm90_tst_320x128")
+    assert set(rows["op"]) == {"gemm"} and set(rows["hint"]) == {"aten::mm"}
+    assert sizes[0] == {"m": 4096, "n": 28672, "k": 4096, "dtype": "bf16"}
+
+
+def test_llama_attention_reads_gqa_heads_and_the_causal_flag(llama):
+    """cuDNN SDPA: 32 query heads over 8 KV heads; prefill causal, decode not, K/V of 2049."""
+    (prefill, *_), _ = _sizes(llama["prefill"], "cudnn_generated")
+    (decode, *_), _ = _sizes(llama["decode"], "cudnn_generated")
+    assert (prefill["heads"], prefill["kv_heads"], prefill["seqlen"]) == (32, 8, 4096)
+    assert prefill["causal"] is True and decode["causal"] is False
+    assert (decode["batch"], decode["seqlen"], decode["seqlen_k"]) == (64, 1, 2049)
+
+
+def test_split_k_reduction_counts_the_main_kernels_splits(llama):
+    """cuBLAS's splitKreduce beside a 64x64-tile kernel of 128 CTAs over 64 tiles: 2 splits,
+    f32 partial sums added into the bf16 output, in the GEMM category."""
+    sizes, rows = _sizes(llama["decode"], "splitKreduce")
+    assert set(rows["category"]) == {"gemm"} and set(rows["op"]) == {"elementwise"}
+    assert sizes[0] == {"op": "add", "shape": "64x4096", "inputs": 2, "dtype": "f32",
+                        "out_dtype": "bf16", "path": "vectorized"}
+
+
+def test_elementwise_kernels_keep_strides_dtypes_and_launch_path(llama):
+    """silu of the gate half (row stride 28672) runs ATen's generic <128, 4> kernel; the
+    bf16 residual add its vectorized<8>; the cat's element size comes from OpaqueType<4u>."""
+    df = llama["prefill"]
+    (silu, *_), _ = _sizes(df, "silu_kernel")
+    assert (silu["path"], silu["vec"], silu["strides"]) == ("generic", 4, "28672,1")
+    (add, *_), _ = _sizes(df, "CUDAFunctor_add<c10::BFloat16>")
+    assert (add["path"], add["vec"], add["dtype"]) == ("vectorized", 8, "bf16")
+    (cat, *_), rows = _sizes(df, "CatArrayBatchedCopy")
+    assert cat == {"shapes": "4096x32x64x1;4096x32x64x1", "dim": -1, "dtype": "f32"}
+    assert set(rows["category"]) == {"layout"}
+
+
+def test_decode_kv_cache_copy_writes_through_the_cache_strides(llama):
+    """copy_ into the KV cache: destination strides of a 2049-slot cache, source a view."""
+    sizes, _ = _sizes(llama["decode"], "gpu_kernel_impl_nocast<at::native::direct_copy")
+    assert len(sizes) == 4
+    assert {(s["dtype"], s["out_dtype"], s["out_strides"]) for s in sizes} == \
+        {("bf16", "bf16", "2098176,262272,128,1")}
+
+
+def _op_row(name, dims, types, kernel="k", concrete=None, strides=None):
+    entry = {"name": name, "id": 1, "dims": dims, "types": types,
+             "concrete": concrete or [""] * len(dims)}
+    if strides is not None:
+        entry["strides"] = strides
+    return {"name": kernel, "kind": "kernel", "grid": (1, 1, 1), "bytes": 0,
+            "op_stack": json.dumps([entry])}
+
+
+def test_scalar_operands_become_alpha_and_types_promote():
+    """int64 / 0-dim folded into the functor -> f32 out with one input; sub's alpha negated;
+    an in-place op writes through its own strides."""
+    from workloads.traces.operators import map_operator
+
+    div, _ = map_operator(_op_row("aten::div", [[64], []], ["long int", "long int"],
+                                  kernel="BUnaryFunctor<float"), [])
+    assert (div.sizes["inputs"], div.sizes["dtype"], div.sizes["out_dtype"]) == \
+        (1, "i64", "f32")
+    sub, _ = map_operator(_op_row("aten::sub", [[8, 4], [8, 4], []],
+                                  ["float", "float", "Scalar"], concrete=["", "", "2"]), [])
+    assert sub.sizes["alpha"] == -2.0
+    mul_, _ = map_operator(_op_row("aten::mul_", [[8, 4], [4]], ["float", "float"],
+                                   strides=[[1, 8], [1]]), [])
+    assert (mul_.sizes["out_strides"], mul_.sizes["strides"]) == ("1,8", "1,8;0,1")
+
+
+def test_operators_that_give_no_op_say_why():
+    """An f32 mm (no full-precision GEMM op) and an unknown operator keep a reason; a trace
+    without shapes says it was recorded without them."""
+    from workloads.traces.operators import map_operator
+
+    mapped, reason = map_operator(_op_row("aten::mm", [[8, 4], [4, 2]], ["float", "float"]),
+                                  [])
+    assert mapped is None and "f32 operands" in reason
+    mapped, reason = map_operator(_op_row("aten::gelu", [[8, 4]], ["float"]), [])
+    assert mapped is None and "no operator rule for aten::gelu" in reason
+    shapeless = {"name": "k", "kind": "kernel", "grid": (1, 1, 1),
+                 "op_stack": json.dumps([{"name": "MyFunction", "id": 3}])}
+    mapped, reason = map_operator(shapeless, [])
+    assert mapped is None and "record_shapes" in reason

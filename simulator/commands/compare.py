@@ -1,18 +1,27 @@
 """`ptxsim compare`: hold the simulator to a reference trace, kernel by kernel.
 
-    ptxsim compare --reference trace.json --model h800_sxm --out DIR
+    ptxsim compare --reference trace.json --model h100_sxm --out DIR
     ptxsim compare --reference kernels.csv --model h100_sxm --json
 
 The reference is a PyTorch-profiler (Kineto) Chrome-trace JSON or the plain kernel CSV
 (`kernel, op, measured_us` + shape columns; see `workloads.traces.csv_trace`), chosen by
-`--format` or the file suffix. Its kernels are mapped to ops by the rules of
-`workloads.traces.mapping`, simulated as ops on `--model` where an op builder and the
-sizes exist (`workloads.traces.reference_ops`), and compared by `reports.compare`: a
-per-kernel table (measured, simulated, error %), MAPE, Pearson r, a per-category summary,
-the kernels not simulated with the reason and the measured busy time and overlap of the
-trace's streams; `--out DIR` also writes the CSVs,
-summary.json, scatter.png and compare.html. Bad flags or files are an `InputError`
-naming the flag (exit status 2). Units: microseconds, percent.
+`--format` or the file suffix. Its kernels are mapped to ops (`workloads.traces.mapping`:
+through the aten operators that launched them where the trace recorded their shapes, else
+by kernel name), simulated as ops on `--model` where an op builder and the sizes exist
+(`workloads.traces.reference_ops`), and compared by `reports.compare`: a per-kernel table
+(measured, simulated, error %), MAPE, Pearson r, a per-category summary (share of the
+measured time, share of it simulated, error), the kernels not simulated with the reason and
+the measured busy time and overlap of the trace's streams; `--out DIR` also writes the CSVs,
+summary.json, scatter.png, timeline.png (measured lane beside simulated lane) and
+compare.html.
+
+What is compared: a Kineto trace's kernel durations against each op's kernel time, the SMs'
+span plus `--front-end-us` (default `reference_ops.KINETO_FRONT_END_US`, what a CUPTI
+activity record holds beyond the span), without host launch overhead; a kernel CSV's
+measurements (CUDA events around an operator) against `time_us` with the preset's launch
+costs. A Kineto trace recorded without shapes (DeepSeek-V3's training trace) is said to be
+so, with the path that compares it (`workloads.traces.chunk_pair_report`). Bad flags or
+files are an `InputError` naming the flag (exit status 2). Units: microseconds, percent.
 """
 
 from __future__ import annotations
@@ -24,12 +33,19 @@ from pathlib import Path
 
 from simulator.commands.models import add_config_arguments, config_from_args
 from simulator.progress import add_quiet_argument
+from workloads.traces.reference_ops import KINETO_FRONT_END_US
 
 NAME = "compare"
 HELP = "simulate a reference trace's kernels as ops and report the error per kernel"
 FORMATS = ("auto", "kineto", "csv")
 NAME_CHARS = 60
 REASON_CHARS = 100
+NO_SHAPES_NOTE = (
+    "this trace records no operator input shapes (profiled without record_shapes), so its "
+    "kernels are mapped by name only and the ops that need sizes cannot be simulated; "
+    "record with torch.profiler(record_shapes=True), or, for DeepSeek-V3's training trace, "
+    "compare through its chunk-pair graph: python -m workloads.traces.chunk_pair_report "
+    "--out DIR --cache FILE (docs/accuracy.md)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,6 +60,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fidelity", choices=("sampled", "full"), default=None,
                         help="simulation fidelity of every op (default: sampled where "
                         "available)")
+    parser.add_argument("--front-end-us", type=float, default=None, metavar="US",
+                        help="Kineto traces: the front end added to each simulated span "
+                        "to compare with a kernel duration (default "
+                        f"{KINETO_FRONT_END_US}, fitted by python -m "
+                        "workloads.traces.kineto_front_end)")
     parser.add_argument("--top", type=int, default=20, metavar="N",
                         help="kernels printed in the text table, longest first (default 20)")
     parser.add_argument("--out", default=None, metavar="DIR",
@@ -56,6 +77,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_quiet_argument(parser)
 
 
+def reference_format(path: str, fmt: str = "auto") -> str:
+    """"kineto" or "csv": `fmt`, or the file suffix's (an `InputError` names the flag)."""
+    from isa.errors import InputError
+
+    if fmt != "auto":
+        return fmt
+    file = Path(path)
+    found = {".json": "kineto", ".csv": "csv"}.get(file.suffix.lower(), "")
+    if not found:
+        raise InputError(f"--reference {path}: cannot tell the format from the suffix "
+                         f"{file.suffix!r}; give --format kineto or --format csv")
+    return found
+
+
 def load_reference(path: str, fmt: str = "auto", device: int | None = None):
     """The reference's kernel table, mapped to ops (an `InputError` names the flag)."""
     from isa.errors import InputError
@@ -65,11 +100,7 @@ def load_reference(path: str, fmt: str = "auto", device: int | None = None):
     if not file.is_file():
         raise InputError(f"--reference {path}: no such file (expected a Kineto .json trace "
                          "or a kernel .csv)")
-    if fmt == "auto":
-        fmt = {".json": "kineto", ".csv": "csv"}.get(file.suffix.lower(), "")
-        if not fmt:
-            raise InputError(f"--reference {path}: cannot tell the format from the suffix "
-                             f"{file.suffix!r}; give --format kineto or --format csv")
+    fmt = reference_format(path, fmt)
     if fmt == "csv" and device is not None:
         raise InputError("--device: only for Kineto traces (a kernel CSV has no devices)")
     table = read_kineto(file, device) if fmt == "kineto" else read_kernel_csv(file)
@@ -98,18 +129,31 @@ def run(args: argparse.Namespace) -> int:
     from reports.output_dir import check_output_dir
     from simulator.progress import progress_bar
     from workloads.ops import available_fidelities
+    from workloads.traces.operators import records_shapes
     from workloads.traces.reference_ops import simulate_reference
 
     if args.top < 0:
         raise InputError(f"--top {args.top}: accepted an integer >= 0")
+    if args.front_end_us is not None and not (0 <= args.front_end_us < 1e3):
+        raise InputError(f"--front-end-us {args.front_end_us}: accepted 0 to 1000")
     config = config_from_args(args)
     if args.out:
         check_output_dir(args.out, force=args.force)   # refused before simulating
     fidelity = args.fidelity or available_fidelities()[0]
     mapped = load_reference(args.reference, args.format, args.device)
+    kineto = reference_format(args.reference, args.format) == "kineto"
+    if args.front_end_us is not None and not kineto:
+        raise InputError("--front-end-us: only for Kineto traces (a kernel CSV is compared "
+                         "with time_us, the preset's launch costs)")
+    front_end = (KINETO_FRONT_END_US if args.front_end_us is None else args.front_end_us) \
+        if kineto else None
     with progress_bar(len(mapped), "simulating kernels", args.quiet) as progress:
-        result = simulate_reference(mapped, config, fidelity, progress)
-    about = {"reference": args.reference, "model": args.model, "fidelity": fidelity}
+        result = simulate_reference(mapped, config, fidelity, progress, front_end)
+    about = {"reference": args.reference, "model": args.model, "fidelity": fidelity,
+             "figure": (f"kernel duration: span + {front_end} us front end, no host launch "
+                        "overhead" if kineto else "time_us: span + the preset's launch costs")}
+    if kineto and not records_shapes(mapped):
+        about["note"] = NO_SHAPES_NOTE
     summary = {**about, **compare.error_summary(result)}
     if args.out:
         summary["out"] = str(compare.write_compare(
@@ -150,6 +194,8 @@ def _text(result, summary: dict, top: int) -> str:
             index=False, justify="left")
         streams = compare.stream_summary(result).to_string(index=False)
     lines = [f"{summary['reference']} on {summary['model']} (fidelity {summary['fidelity']})",
+             f"compared: {summary['figure']}",
+             *([f"note: {summary['note']}"] if summary.get("note") else []),
              f"kernels {summary['kernels']}, simulated {summary['simulated']} "
              f"({summary['coverage']:.1%} of the measured time)",
              f"MAPE {summary['mape_pct']:.1f} %   Pearson r {summary['pearson_r']:.3f}   "

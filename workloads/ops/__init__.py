@@ -12,8 +12,10 @@ from workloads.ops import (  # noqa: F401  (register the op builders)
     elementwise,
     gating,
     gemm,
+    layout,
     mla_decode,
     norms,
+    pointwise,
 )
 from workloads.ops.registry import (
     OP_FLAGS,

@@ -11,8 +11,8 @@ UTF-8 text (a bad byte is reported at its line and column) and each line a CSV r
 The table has the columns of `kineto.KINETO_COLUMNS` (`name` = kernel, `cpu_op` = op,
 `dur_us` = measured_us, `kind` "kernel", stream 0, `start_us` the running sum of the
 durations as if run back to back, launch geometry unknown: grid/block (0, 0, 0)), then
-`input_shapes` as a JSON object of the shape columns, `annotation` None, and the shape
-columns themselves.
+`input_shapes` as a JSON object of the shape columns, `annotation` and `op_stack` None,
+and the shape columns themselves.
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ def read_kernel_csv(path: str | Path) -> pd.DataFrame:
             if not record[name]:
                 raise TraceFormatError(f"{where[name]}: empty {name} (expected a name)")
         rows.append((record["kernel"], "kernel", 0, clock_us, measured, (0, 0, 0), (0, 0, 0),
-                     0, 0, 0, 0, -1, record["op"], json.dumps(shapes), None, *shapes.values()))
+                     0, 0, 0, 0, -1, record["op"], json.dumps(shapes), None, None,
+                     *shapes.values()))
         clock_us += measured
     return pd.DataFrame(rows, columns=[*KINETO_COLUMNS, *shape_columns])
 

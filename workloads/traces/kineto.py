@@ -8,14 +8,18 @@ carry the `correlation` id of the activity they launched), flow starts (`ph` "s"
 (`cat` "cpu_op") and user annotations (`cat` "user_annotation", e.g. "attn(F)").
 A kernel's `cpu_op` is the innermost CPU op on the launching thread whose [ts, ts + dur]
 holds the launch call's timestamp (Kineto nests them that way); its `input_shapes` are
-that op's "Input Dims" when the profiler recorded shapes, else None; its `annotation` is
-the innermost user annotation around the launch, found the same way (launches made
-outside any CPU op, as in DeepSeek's trace, still get one).
+that op's "Input Dims" when the profiler recorded shapes, else None; its `op_stack` is
+every CPU op around the launch, outermost first, as a JSON list of objects with the op's
+`name`, its `id` (Kineto's "External id") and, where the profiler recorded them, `dims`
+("Input Dims"), `types` ("Input type"), `concrete` ("Concrete Inputs") and `strides`
+("Input Strides"), carried as recorded (`workloads.traces.operators` reads them); its
+`annotation` is the innermost user annotation around the launch, found the same way
+(launches made outside any CPU op, as in DeepSeek's trace, still get one).
 
 Columns (`KINETO_COLUMNS`): `name`, `kind` (kernel/memcpy/memset), `stream`, `start_us`,
 `dur_us`, `grid` and `block` (3-tuples; (0, 0, 0) for memcpy/memset),
 `registers_per_thread`, `shared_memory_bytes`, `bytes` (memcpy/memset payload, else 0),
-`device`, `correlation`, `cpu_op`, `input_shapes`, `annotation`. Times are trace
+`device`, `correlation`, `cpu_op`, `input_shapes`, `annotation`, `op_stack`. Times are trace
 microseconds (Kineto's `ts`, absolute). Rows are sorted by (`device`, `start_us`,
 `stream`). Nothing is dropped: an activity whose launch is not in the trace gets `cpu_op`
 None.
@@ -47,9 +51,11 @@ from workloads.traces.errors import TraceFormatError
 
 KINETO_COLUMNS = ("name", "kind", "stream", "start_us", "dur_us", "grid", "block",
                   "registers_per_thread", "shared_memory_bytes", "bytes", "device",
-                  "correlation", "cpu_op", "input_shapes", "annotation")
+                  "correlation", "cpu_op", "input_shapes", "annotation", "op_stack")
 
 ACTIVITY_KINDS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+STACK_ARGS = {"External id": "id", "Input Dims": "dims", "Input type": "types",
+              "Concrete Inputs": "concrete", "Input Strides": "strides"}
 LAUNCH_CATEGORIES = ("cuda_runtime", "cuda_driver")
 
 
@@ -239,7 +245,8 @@ def _require(event: dict, keys: tuple, path: Path, index: int) -> None:
 
 
 def _launching_ops(launches: dict, flows: dict, ops: dict) -> dict:
-    """correlation -> innermost CPU op (event) enclosing its launch call, or None."""
+    """correlation -> the CPU ops (events) enclosing its launch call, outermost first
+    (empty where none does)."""
     sites = dict(flows)
     sites.update(launches)
     by_thread: dict = {}
@@ -252,7 +259,8 @@ def _launching_ops(launches: dict, flows: dict, ops: dict) -> dict:
 
 
 def _innermost(calls: list[tuple], thread_ops: list[dict]) -> dict:
-    """Sweep calls (sorted by ts) against nested ops: a stack holds the ops still open."""
+    """Sweep calls (sorted by ts) against nested ops: a stack holds the ops still open;
+    each call gets the stack as it stands (outermost first)."""
     ordered = sorted(thread_ops, key=lambda o: (o["ts"], -o.get("dur", 0)))
     starts = [o["ts"] for o in ordered]
     owners, stack, taken = {}, [], 0
@@ -265,7 +273,7 @@ def _innermost(calls: list[tuple], thread_ops: list[dict]) -> dict:
         taken = max(taken, upto)
         while stack and _end(stack[-1]) < ts:
             stack.pop()
-        owners[corr] = stack[-1] if stack else None
+        owners[corr] = tuple(op for op in stack if _end(op) >= ts)
     return owners
 
 
@@ -286,7 +294,8 @@ def _activity_row(e: dict, owners: dict, annotations: dict, where: str) -> tuple
     args = e["args"]
     corr = args.get("correlation", args.get("External id"))
     corr = None if corr is None else _integer(corr, where, "args.correlation")
-    op, note = owners.get(corr), annotations.get(corr)
+    stack, notes = owners.get(corr, ()), annotations.get(corr, ())
+    op, note = (stack[-1] if stack else None), (notes[-1] if notes else None)
     shapes = op.get("args", {}).get("Input Dims") if op else None
 
     def count(field: str, default, minimum: int | None = 0) -> int:
@@ -298,4 +307,12 @@ def _activity_row(e: dict, owners: dict, annotations: dict, where: str) -> tuple
             count("shared memory", 0), count("bytes", 0),
             count("device", e.get("pid", -1), -1), -1 if corr is None else corr,
             op["name"] if op else None,
-            None if shapes is None else json.dumps(shapes), note["name"] if note else None)
+            None if shapes is None else json.dumps(shapes), note["name"] if note else None,
+            json.dumps([_stack_entry(o) for o in stack]) if stack else None)
+
+
+def _stack_entry(op: dict) -> dict:
+    """One CPU op of a launch's `op_stack`: its name and the recorded arguments."""
+    args = op.get("args", {})
+    return {"name": op["name"], **{key: args[field] for field, key in STACK_ARGS.items()
+                                   if field in args}}

@@ -1,4 +1,13 @@
-"""Map profiled kernel names to simulator op kinds, by a data table of rules.
+"""Map profiled kernels to simulator ops: through the CPU operators that launched them where
+the trace records their shapes, else by a data table of kernel-name rules.
+
+`map_kernels(df)` first asks `workloads.traces.operators` (the innermost aten operator
+around the launch, with its recorded shapes, dtypes, strides and scalars): a kernel it maps
+gets the registry op kind (`op`), its builder sizes as JSON (`sizes`), a `category`, the
+operator rule (`rule`), the operator's name (`hint`) and `mapped_by` "operator". Every other
+kernel keeps the reason the operators did not give an op (`map_reason`) and goes through the
+kernel-name rules below (`mapped_by` "kernel name", `sizes` None): that is the path of a
+trace recorded without shapes, such as DeepSeek's.
 
 A `MappingRule` is a regex searched in the kernel name, optionally restricted by hints on
 other columns (`where`: column -> accepted values, e.g. the stream), and gives the
@@ -11,15 +20,20 @@ a norm kernel was compiled for. A row that no rule matches keeps `op`, `category
 are matched by their `kind` through the same table (their names are "Memcpy ...").
 The rules cover the kernel names of DeepSeek's V3 training trace (DeepGEMM FP8 grouped
 GEMMs, cuBLAS sm90_xmma, FlashAttention-3, DeepEP internode all-to-all, its FP8 cast and
-MoE routing kernels, PyTorch's at::native elementwise/reduce kernels).
+MoE routing kernels, PyTorch's at::native elementwise/reduce kernels) and, for traces of
+PyTorch 2.11 recorded without shapes, cuBLAS's nvjet GEMMs and split-K reduction, cuDNN's
+SDPA kernels, ATen's layer-norm and cat kernels.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
 import pandas as pd
+
+from workloads.traces.operators import map_operators
 
 CATEGORIES = ("gemm", "attention", "norm", "elementwise", "quantize", "moe_routing",
               "communication", "layout", "reduction", "memcpy", "setup")
@@ -58,18 +72,23 @@ RULES: tuple[MappingRule, ...] = (
     R("cublas_sm90_gemm", r"sm90_xmma_gemm_(?P<types>\w+?)_(?P<layout>[nt]{2})_n_tilesize"
       r"(?P<tile>\d+x\d+x\d+)", "gemm", "gemm"),
     R("cutlass_gemm", r"cutlass\w*gemm|\bgemm\w*kernel", "gemm", "gemm"),
+    R("cublas_nvjet_gemm", r"^nvjet_sm\d+_\w+?_(?P<tile>\d+x\d+)_", "gemm", "gemm"),
+    R("cublaslt_splitk_reduce", r"cublasLt::splitKreduce_kernel", "splitk_reduce", "gemm"),
     # Attention: FlashAttention-3 (Hopper, warp-specialised) forward and backward.
     R("flash_attn_bwd_pre", r"flash::FlashAttnBwdPreprocess", "attention", "attention"),
     R("flash_attn_bwd_post", r"flash::FlashAttnBwdPostprocess", "attention", "attention"),
     R("flash_attn_bwd", r"flash::FlashAttnBwd<", "attention", "attention"),
     R("flash_attn_fwd", r"flash::compute_attn|flash_fwd|flash::FlashAttnFwd", "attention",
       "attention"),
+    R("cudnn_sdpa_fwd", r"cudnn_generated_\w*sdpa\w*fprop", "attention", "attention"),
     # Norms: V3's norms are RMSNorm on hidden 7168, q_lora 1536 and kv_lora 512.
     R("layer_norm_fwd", r"layer_norm::ln_fwd_kernel<.*?unsigned int, (?P<hidden>\d+)u",
       "rmsnorm", "norm"),
     R("layer_norm_bwd", r"layer_norm::ln_bwd_(?:finalize_)?kernel<.*?(?P<hidden>\d{3,})u",
       "rmsnorm", "norm"),
     R("rmsnorm", r"rms_?norm", "rmsnorm", "norm"),
+    R("torch_layer_norm", r"at::native::\(anonymous namespace\)::\w*layer_norm_kernel<",
+      "layernorm", "norm"),
     # Expert-parallel communication (DeepEP internode kernels on 20 SMs, stream 27).
     R("deepep_dispatch", r"ep::internode::dispatch<", "alltoall_dispatch", "communication"),
     R("deepep_combine", r"ep::internode::combine<", "alltoall_combine", "communication"),
@@ -87,6 +106,8 @@ RULES: tuple[MappingRule, ...] = (
       "quantize", "quantize"),
     R("moe_weighted_reduce", r"cuda::reduce_fused_impl", "moe_combine_reduce", "reduction"),
     R("batched_transpose", r"batched_transpose", "transpose", "layout"),
+    R("torch_cat", r"at::native::\(anonymous namespace\)::CatArrayBatchedCopy", "cat",
+      "layout"),
     R("tensor_copy", r"_copy_tensor_kernel|direct_copy_kernel_cuda", "copy", "layout"),
     R("torch_add", r"at::native::\w*elementwise_kernel\w*<.*CUDAFunctor(?:OnSelf)?_add",
       "residual_add", "elementwise"),
@@ -100,11 +121,25 @@ RULES: tuple[MappingRule, ...] = (
 del R
 
 
+MAPPED_COLUMNS = ("op", "category", "rule", "hint", "sizes", "mapped_by", "map_reason")
+
+
 def map_kernels(df: pd.DataFrame, rules: tuple[MappingRule, ...] = RULES) -> pd.DataFrame:
-    """A copy of `df` with `op`, `category`, `rule` and `hint` (None where nothing matched)."""
+    """A copy of `df` with `MAPPED_COLUMNS` (module docstring; None where nothing matched)."""
     out = df.copy()
-    mapped = [_map_row(row, rules) for row in df.to_dict("records")]
-    for i, column in enumerate(("op", "category", "rule", "hint")):
+    records = df.to_dict("records")
+    by_operator = map_operators(records)
+    mapped = []
+    for row, found, reason in zip(records, by_operator.mapped, by_operator.reasons,
+                                  strict=True):
+        if found is not None:
+            mapped.append((found.op, found.category, found.rule, found.operator,
+                           json.dumps(found.sizes, sort_keys=True), "operator", None))
+            continue
+        op, category, rule, hint = _map_row(row, rules)
+        mapped.append((op, category, rule, hint, None, "kernel name" if rule else None,
+                       reason))
+    for i, column in enumerate(MAPPED_COLUMNS):
         out[column] = [m[i] for m in mapped]
     return out
 

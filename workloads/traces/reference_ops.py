@@ -1,30 +1,40 @@
 """Simulate the kernels of a mapped reference trace as ops, and say why the others are not.
 
-`simulate_reference(df, config, fidelity)` takes a kernel table from `read_kineto` or
-`read_kernel_csv` after `map_kernels` and returns one row per kernel (nothing dropped) with
-the registry op it ran as, its sizes, the simulated time and a `status`:
+`simulate_reference(df, config, fidelity, front_end_us=...)` takes a kernel table from
+`read_kineto` or `read_kernel_csv` after `map_kernels` and returns one row per kernel
+(nothing dropped) with the registry op it ran as, its sizes, the simulated time and a
+`status`:
 
     simulated   built with `workloads.ops.build_op` and timed with `simulate_op`
-    unmatched   no mapping rule matches the kernel name
+    unmatched   neither an operator nor a kernel-name rule maps the kernel
     no_op       the mapped op has no builder registered in `workloads.ops.OPS` (yet)
     no_shapes   the trace does not give the sizes the builder requires
     error       the builder or the simulator rejected the sizes (`InputError`)
 
-and a `reason` sentence for every status but `simulated`. The registry is read when the
-function runs, so ops registered later are picked up.
+and a `reason` sentence for every status but `simulated` (where the operators around the
+launch did not give the op, their reason leads: `map_reason` of `map_kernels`). The
+registry is read when the function runs, so ops registered later are picked up.
 
-Op kind: the mapped op itself, its `_` spelled `-` (`residual_add` -> `residual-add`), or
-an alias of `OP_ALIASES` (`grouped_gemm` -> `gemm`). Sizes: a CSV's shape columns
-(`input_shapes` holds them as a JSON object) whose names are the builder's flag names
-(`m`, `n`, `k`, `rows`, `cols`, ...); from Kineto "Input Dims" (a list of shapes): for a
-GEMM m = product of the first matrix's leading dims, k its last, n the second matrix's
-last dim (its first for `linear`, whose weight is [n, k]), and a batched (3-D) pair gives
-`groups`; for an op with `rows`/`cols`, rows = product of the first input's leading dims
-and cols its last. Identical (op, sizes) pairs are simulated once.
+Op kind and sizes: a kernel mapped through its operator (`workloads.traces.operators`)
+carries both (`op`, `sizes`). Otherwise the kind is the mapped op itself, its `_` spelled
+`-` (`residual_add` -> `residual-add`), or an alias of `OP_ALIASES` (`grouped_gemm` ->
+`gemm`), and the sizes come from a CSV's shape columns (`input_shapes` holds them as a JSON
+object) whose names are the builder's flag names (`m`, `n`, `k`, `rows`, `cols`, ...), or
+from Kineto "Input Dims" (a list of shapes): for a GEMM m = product of the first matrix's
+leading dims, k its last, n the second matrix's last dim (its first for `linear`, whose
+weight is [n, k]), and a batched (3-D) pair gives `groups`; for an op with `rows`/`cols`,
+rows = product of the first input's leading dims and cols its last. Identical (op, sizes)
+pairs are simulated once.
 
-Left out: dtypes from the trace (CSV shape columns are integers; builders use their
-default precision), fused kernels that are more than one op, sizes from Kineto grid/block
-or name hints. Units: microseconds.
+Simulated figure: `simulate_op`'s `time_us` on `config`, which holds the host launch
+overhead, as CUDA events around an operator see it (a kernel CSV's measurements). With
+`front_end_us` given, each op is simulated with `launch.kernel_overhead_us = 0` and
+`launch.kernel_front_end_us = front_end_us`: the kernel's duration as a profiler's activity
+record shows it (a Kineto trace; `KINETO_FRONT_END_US`).
+
+Left out: fused kernels that are more than one op, sizes from Kineto grid/block or name
+hints, dtypes of kernels mapped by name (builders use their default precision).
+Units: microseconds.
 """
 
 from __future__ import annotations
@@ -38,6 +48,15 @@ import pandas as pd
 from isa.errors import InputError
 
 OP_ALIASES = {"grouped_gemm": "gemm"}
+KINETO_FRONT_END_US = 0.85
+"""What a CUPTI kernel activity record (Kineto's `dur`) holds beyond the SMs' simulated span:
+the grid's launch and drain as the activity timestamps see them. Source: fit,
+`python -m workloads.traces.kineto_front_end` (0.854 us: the median of measured minus
+simulated span over the 20 FIT rows, the single-CTA kernels of the LLaMA-3-8B prefill trace,
+h100_sxm, sampled; the decode trace and every multi-CTA kernel held back; per row 0.64 to
+1.26 us). ncu's duration holds more
+(`launch.kernel_front_end_us`, 2.75 us on h100_sxm), so that preset value does not apply to
+a trace's kernel durations."""
 STATUSES = ("simulated", "unmatched", "no_op", "no_shapes", "error")
 RESULT_COLUMNS = ("kind", "sizes", "simulated_us", "status", "reason")
 
@@ -104,35 +123,59 @@ def row_sizes(row: dict, kind: str, flags) -> tuple[dict[str, int], list[str]]:
     return sizes, missing
 
 
+def kernel_config(config, front_end_us: float):
+    """`config` for kernel durations: no host launch overhead, the given front end."""
+    return config.with_overrides({"launch.kernel_overhead_us": 0.0,
+                                  "launch.kernel_front_end_us": float(front_end_us)})
+
+
+def _reason(row: dict, text: str) -> str:
+    """`text`, after the reason the operators did not map the kernel (where there is one)."""
+    lead = row.get("map_reason")
+    return f"{lead}; by kernel name: {text}" if isinstance(lead, str) and lead else text
+
+
+def _planned(row: dict, registry, flags) -> tuple:
+    """(kind, sizes, None) of a row, or (kind, sizes text, (status, reason)) when it cannot
+    be simulated."""
+    if isinstance(row.get("sizes"), str):
+        return row["op"], json.loads(row["sizes"]), None
+    if not isinstance(row.get("rule"), str):
+        return None, None, ("unmatched", _reason(row, "no mapping rule matches the kernel "
+                                                      "name"))
+    kind = op_kind(row.get("op"), registry)
+    if kind is None:
+        return None, None, ("no_op", _reason(
+            row, f"op {row.get('op')!r} (category {row.get('category')}) has no builder in "
+                 f"workloads.ops; registered: {', '.join(sorted(registry))}"))
+    sizes, missing = row_sizes(row, kind, flags[kind])
+    if missing:
+        text = json.dumps(sizes, sort_keys=True)
+        return kind, text, ("no_shapes", _reason(
+            row, f"op {kind} needs {', '.join(missing)}; the trace gives "
+                 f"{text if sizes else 'no shape arguments'}"))
+    return kind, sizes, None
+
+
 def simulate_reference(df: pd.DataFrame, config, fidelity: str | None = None,
-                       progress=None) -> pd.DataFrame:
+                       progress=None, front_end_us: float | None = None) -> pd.DataFrame:
     """`df` (mapped kernels) with `RESULT_COLUMNS` added (see the module docstring).
     `progress(index, total, name)`, when given, is called before each kernel row."""
     from workloads.ops import OP_FLAGS, OPS, build_op, simulate_op
 
+    if front_end_us is not None:
+        config = kernel_config(config, front_end_us)
     cache: dict[tuple, tuple[float | None, str | None]] = {}
     results = []
     rows = df.to_dict("records")
     for index, row in enumerate(rows):
         if progress is not None:
             progress(index, len(rows), str(row.get("name", "")))
-        if not isinstance(row.get("rule"), str):
-            results.append((None, None, math.nan, "unmatched",
-                            "no mapping rule matches the kernel name"))
+        kind, sizes, refused = _planned(row, OPS, OP_FLAGS)
+        if refused is not None:
+            results.append((kind, sizes, math.nan, *refused))
             continue
-        kind = op_kind(row.get("op"), OPS)
-        if kind is None:
-            results.append((None, None, math.nan, "no_op",
-                            f"op {row.get('op')!r} (category {row.get('category')}) has no "
-                            f"builder in workloads.ops; registered: {', '.join(sorted(OPS))}"))
-            continue
-        sizes, missing = row_sizes(row, kind, OP_FLAGS[kind])
         text = json.dumps(sizes, sort_keys=True)
-        if missing:
-            results.append((kind, text, math.nan, "no_shapes",
-                            f"op {kind} needs {', '.join(missing)}; the trace gives "
-                            f"{text if sizes else 'no shape arguments'}"))
-            continue
         key = (kind, text)
         if key not in cache:
             try:
