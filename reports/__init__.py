@@ -1,7 +1,9 @@
 """Report builders: they read result tables (Parquet parts, stats frames), never live objects.
 
-`load_sweep(DIR)` reads a sweep folder written by `ptxsim sweep` into one DataFrame;
-`reports.sweep_plots` draws sweep line plots and heatmaps as matplotlib figures (Agg).
+`load_sweep(DIR)` reads a sweep folder written by `ptxsim sweep` into one DataFrame (a row
+per point: its parameters and metrics), `load_sweep_kernels(DIR)` into the long per-kernel
+table; `reports.sweep_plots` draws sweep line plots, heatmaps and per-category time bars as
+matplotlib figures (Agg).
 `write_report(result, DIR)` writes a run's tables, plots, HTML page and Chrome trace;
 `reports.compare` (`write_compare`) holds simulated times against a reference trace.
 Importing starts nothing and writes nothing; matplotlib loads when the first figure is
@@ -9,9 +11,9 @@ drawn (`reports.plot_kernels.new_figure`), so a simulation that reads only the r
 helpers does not pay its import (~1.4 s of CPU).
 """
 
-from reports.sweep_loading import load_sweep
+from reports.sweep_loading import load_sweep, load_sweep_kernels
 
-__all__ = ["load_sweep"]
+__all__ = ["load_sweep", "load_sweep_kernels"]
 
 from reports.chrome_trace import chrome_trace  # noqa: E402
 from reports.compare import write_compare  # noqa: E402

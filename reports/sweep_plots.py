@@ -1,9 +1,12 @@
-"""Sweep plots from a `load_sweep` table: metric lines over one axis, heatmaps over two.
+"""Sweep plots from a `load_sweep` table: metric lines over one axis, heatmaps over two,
+per-category time bars per point.
 
 `plot_sweep_lines(df, x, y)` draws `y` against `x`, one line per value of the other swept
 axes (or of `hue` when given); `plot_sweep_heatmap(df, x, y, value)` draws `value` over the
-grid of `x` and `y` values. Only points with `status == "ok"` are drawn; points that share
-a line and an x (or a cell) are averaged (`aggfunc`). Both return a
+grid of `x` and `y` values; `plot_sweep_categories(df)` stacks each point's kernel time by
+category (`gemm_time_us`, `attention_time_us`, ... of an op, layer or step sweep), one bar
+per point labelled by its axis values. Only points with `status == "ok"` are drawn; points
+that share a line and an x (or a cell) are averaged (`aggfunc`). All return a
 `matplotlib.figure.Figure` drawn on an Agg canvas: no pyplot state, no window, nothing
 shown; save with `fig.savefig(path)`.
 Left out: error bars across seeds, interactive plots, log colour scales.
@@ -98,4 +101,35 @@ def plot_sweep_heatmap(df: pd.DataFrame, x: str, y: str, value: str, *, aggfunc:
             if np.isfinite(v):
                 ax.text(j, i, f"{v:.4g}", ha="center", va="center", fontsize="small",
                         color="black" if v > middle else "white")
+    return fig
+
+
+CATEGORY_COLUMNS = ("gemm_time_us", "attention_time_us", "comm_time_us", "norm_time_us",
+                    "elementwise_time_us", "other_time_us")
+"""The per-category kernel times of an op, layer or step point (`simulator.points`)."""
+
+
+def _point_label(row: pd.Series, axes: Sequence[str]) -> str:
+    return ", ".join(f"{a}={row[a]}" for a in axes) or str(row.get("index", ""))
+
+
+def plot_sweep_categories(df: pd.DataFrame, *, title: str | None = None) -> Figure:
+    """Each point's kernel time stacked by category, one bar per point (sweep order)."""
+    rows = _ok_rows(df, list(CATEGORY_COLUMNS))
+    axes = [a for a in df.attrs.get("axes", []) if a in rows.columns]
+    fig = _figure((1.6 + 0.7 * max(len(rows), 4), 4.6))
+    ax = fig.subplots()
+    bottom = np.zeros(len(rows))
+    for column in CATEGORY_COLUMNS:
+        values = rows[column].to_numpy(dtype=float, na_value=np.nan)
+        ax.bar(range(len(rows)), values, bottom=bottom,
+               label=column.removesuffix("_time_us"))
+        bottom += np.nan_to_num(values)
+    labels = [_point_label(row, axes) for _, row in rows.iterrows()]
+    ax.set_xticks(range(len(rows)), labels, rotation=30 if len(rows) > 3 else 0, ha="right"
+                  if len(rows) > 3 else "center", fontsize="small")
+    ax.set_ylabel("kernel time (us)")
+    ax.set_title(title or f"{df.attrs.get('sweep', 'sweep')}: kernel time by category")
+    ax.legend(fontsize="small")
+    ax.grid(True, axis="y", alpha=0.3)
     return fig

@@ -1,13 +1,14 @@
 """Sweep files: load and validate a TOML sweep, expand its axes into points with stable ids.
 
-The format (examples in `workloads/sweeps/`)::
+The format (`SWEEP_FORMAT`, shown by `ptxsim sweep --help`; one example file per kind in
+`workloads/sweeps/`)::
 
     [sweep]                     # optional: name (default: the file stem), description
     [base]
-    kind = "kernel"             # a key of simulator.points.POINT_RUNNERS
+    kind = "kernel"             # kernel, op, layer or step: simulator.points.POINT_RUNNERS
     preset = "h800_sxm"         # models.list_presets()
     overrides = { "l2.size_bytes" = 52428800 }   # optional fixed config overrides
-    kernel = "saxpy"            # kind = "kernel": target = kernel, size table, seed
+    kernel = "saxpy"            # the kind's parameters: kernel, seed, size table here
     size = { n = 4096, block = 128 }
     seed = 0
     [[axis]]                    # grid, shorthand: one dotted key = list of values
@@ -20,13 +21,17 @@ The format (examples in `workloads/sweeps/`)::
     random = { low = 1e6, high = 1e8, count = 4, seed = 7, log = true, integer = true }
     zip = true                  # axes with zip = true (or one group name) are paired
 
-Axis keys: `preset`, the runner's target keys (`kernel`, `seed`, `size.<arg>`) or dotted
-preset keys (config overrides). Points are the cartesian product of the axes (a zip group
-is one axis where its first member stands; the last axis varies fastest). All is checked
-before anything runs, every point's target and config included (`models.load_preset`); a
-`SweepError` names file, line (a cheap text scan: the key's line, else its table header),
-TOML key path and what is accepted. A point id hashes kind, preset, target, overrides,
-resolved config and the runner's input fingerprint, so resume is exact.
+Axis keys: `preset`; a parameter of the kind (`PointRunner.owns`: one of its keys, as in
+[base], or an entry of one of its tables, dotted: `size.n`, `params.m`,
+`deployment.batch.micro_batches`); any other key is a dotted preset key (a config override:
+`sm.count`, `l2.size_bytes`, `hbm.*`, `units.*`, `fidelity.*`, `kernels.*`), checked against
+the resolved config, so every key a preset has can be swept. Points are the cartesian
+product of the axes (a zip group is one axis where its first member stands; the last axis
+varies fastest). All is checked before anything runs, every point's target (the kind's
+`check`, then its `inputs` against the point's resolved config: an op is built) and config
+(`models.load_preset`); a `SweepError` names file, line (a cheap text scan: the key's line,
+else its table header), TOML key path and what is accepted. A point id hashes kind, preset,
+target, overrides, resolved config and the runner's input fingerprint, so resume is exact.
 Random axes are drawn only after their `count` is checked against the point cap. Sweep files
 are UTF-8 (a byte-order mark is allowed); other bytes or malformed TOML are a `SweepError`
 with file and line.
@@ -56,6 +61,88 @@ SWEEP_KEYS = ("name", "description")
 AXIS_KEYS = ("key", "values", "random", "zip")
 RANDOM_KEYS = ("low", "high", "count", "seed", "log", "integer")
 _HEADER = re.compile(r"^\s*\[(\[)?\s*([^\]]+?)\s*\]")
+
+SWEEP_FORMAT = """\
+A sweep file (TOML) has a [base] table (what every point runs), [[axis]] tables (what
+varies) and an optional [sweep] table (name, description). Points are the grid of all axes.
+
+[base]
+  kind = "op"                 kernel | op | layer | step
+  preset = "h100_sxm"         a hardware preset (ptxsim models)
+  overrides = { "l2.size_bytes" = 52428800 }   fixed preset keys (optional)
+  ...                         the kind's parameters:
+  kernel  kernel (workloads/kernels/catalog.py), seed, size = { its builder's sizes }
+  op      op (a ptxsim op kind), params = { its flags without dashes, `-` as `_`: m, n,
+          k, dtype, kv_heads, causal = true, ... }, seed, fidelity (sampled | full)
+  layer   ptxsim run's flags: workload, phase, tokens, batch, seqlen, kv_len, ep, tp,
+          layer_index, dtype (the GEMM dtype), fidelity; or deployment = NAME|FILE.toml
+          with its keys as "deployment.<table>.<key>" (e.g. "deployment.batch.micro_batches")
+          and layer_index, fidelity; a deployment's comm_sms sets sm.comm_count unless swept
+  step    a training step: workload, tokens, batch, seqlen, ep, tp, layer_index, dtype,
+          fidelity, schedule (sequential: forward + backward; dualpipe: micro-batch 1's
+          forward beside micro-batch 0's backward), block (layer | moe: the MoE block only);
+          or a train deployment as for layer
+
+[[axis]]
+  "sm.count" = [66, 132]      one key = a list of values
+  key = "params.m"            or key and values,
+  values = [1024, 4096]
+  key = "l2.size_bytes"       or key and seeded random draws (the same every run):
+  random = { low = 1e6, high = 1e8, count = 4, seed = 7, log = true, integer = true }
+  zip = true                  axes with zip = true (or the same group name) pair up
+
+An axis key is "preset", a parameter of the kind (as in [base]; a table's entries dotted:
+params.m, size.n, deployment.batch.micro_batches), or else a preset key: sm.count,
+sm.comm_count, l2.size_bytes, hbm.*, units.*, fidelity.*, kernels.* (every key of the
+resolved config; `fidelity` alone is the layer's parameter, fidelity.chip_slicing the
+config's). Keys and values are checked before any point runs.
+
+Examples (workloads/sweeps/ has these and more):
+
+  # op: a GEMM on half and all of an H100's SMs
+  [base]
+  kind = "op"
+  preset = "h100_sxm"
+  op = "gemm"
+  params = { m = 4096, n = 4096, k = 4096, dtype = "bf16" }
+  [[axis]]
+  "sm.count" = [66, 132]
+
+  # layer: a BERT-base layer with twice the L2
+  [base]
+  kind = "layer"
+  preset = "h800_sxm"
+  workload = "bert-base"
+  phase = "prefill"
+  batch = 1
+  seqlen = 128
+  [[axis]]
+  "l2.size_bytes" = [26214400, 52428800]
+
+  # step: a BERT-base TP2 training step, sequential or as a DualPipe pair
+  [base]
+  kind = "step"
+  preset = "h800_sxm"
+  workload = "bert-base"
+  seqlen = 128
+  tp = 2
+  overrides = { "sm.comm_count" = 16 }
+  [[axis]]
+  schedule = ["sequential", "dualpipe"]
+
+  # kernel: saxpy with SMs reserved for communication
+  [base]
+  kind = "kernel"
+  preset = "h800_sxm"
+  kernel = "saxpy"
+  size = { n = 4096, block = 128 }
+  [[axis]]
+  "sm.comm_count" = [0, 20]
+
+Each point records its metrics (time_us, kernel_time_us, per-category times, comm_hidden_us,
+HBM/L2 bytes, tflops, sm_clock_ghz, bound, fidelity_method, ...) and its per-kernel table;
+read them with reports.load_sweep(DIR) and reports.load_sweep_kernels(DIR)."""
+"""The sweep file format as `ptxsim sweep --help` shows it (docs/sweeps.md has more)."""
 
 
 class SweepError(InputError):
@@ -198,7 +285,7 @@ def parse_sweep(text: str, file: str = "<sweep>") -> SweepSpec:
     if not isinstance(axes_data, list):
         raise where.bad(("axis",), axes_data, "wrong type", "[[axis]] tables")
     axes = tuple(_parse_axis(where, i, table) for i, table in enumerate(axes_data))
-    _check_axes(where, axes, point_runner(kind).target_keys)
+    _check_axes(where, axes, point_runner(kind).accepted())
     return SweepSpec(file, text, head.get("name") or Path(file).stem,
                      head.get("description", ""), kind, preset, target, overrides, axes)
 
@@ -210,13 +297,21 @@ def _parse_base(where: _Locator, base: Any) -> tuple[str, str, dict, dict]:
         runner = point_runner(base.get("kind"))
     except TargetProblem as exc:
         raise where.bad(("base", "kind"), exc.value, exc.problem, exc.accepted) from None
-    _check_known(where, base, ("kind", "preset", "overrides", *runner.target_keys), ("base",))
+    own = ("kind", "preset", "overrides")
+    for key in base:
+        if key not in own and not runner.owns(key) and key not in runner.tables:
+            raise where.bad(("base", key), base[key], "unknown key",
+                            "one of " + ", ".join(own) + ", " + runner.accepted())
     _check_preset(where, ("base", "preset"), base.get("preset"))
     overrides = base.get("overrides", {})
     if not isinstance(overrides, dict):
         raise where.bad(("base", "overrides"), overrides, "wrong type",
                         "a table of dotted preset keys")
-    target = _flatten({k: base[k] for k in runner.target_keys if k in base})
+    target = _flatten({k: v for k, v in base.items() if k not in own})
+    for key, value in target.items():
+        if not runner.owns(key):
+            raise where.bad(("base", *key.split(".")), value, "not a parameter",
+                            runner.accepted())
     return base["kind"], base["preset"], target, _flatten(overrides)
 
 
@@ -311,7 +406,7 @@ def _random_values(where: _Locator, path: tuple, table: Any, key: str) -> tuple:
     return tuple(sorted(float(v) for v in drawn))
 
 
-def _check_axes(where: _Locator, axes: tuple[Axis, ...], target_keys: tuple) -> None:
+def _check_axes(where: _Locator, axes: tuple[Axis, ...], target_keys: str) -> None:
     keys: dict[str, int] = {}
     groups: dict[str, Axis] = {}
     for axis in axes:
@@ -319,7 +414,7 @@ def _check_axes(where: _Locator, axes: tuple[Axis, ...], target_keys: tuple) -> 
         head = axis.key.split(".")[0]
         if head in ("kind", "overrides") or (head == "preset" and axis.key != "preset"):
             raise where.bad(path, axis.key, "not an axis key",
-                            "preset, " + ", ".join(target_keys) + " or a dotted preset key")
+                            f"preset, {target_keys} or a dotted preset key")
         if axis.key in keys:
             raise where.bad(path, axis.key, f"already swept by axis[{keys[axis.key]}]",
                             "each key on one axis")
@@ -365,13 +460,14 @@ def count_points(spec: SweepSpec) -> int:
 
 
 def expand_points(spec: SweepSpec) -> tuple[Point, ...]:
-    """All points of the sweep, each target completed and each config resolved (checked)."""
+    """All points of the sweep, each target completed and checked against its resolved
+    config (so a bad value is refused before anything runs)."""
     where = _Locator(spec.file, spec.text)
     total = count_points(spec)
     if total > MAX_POINTS:
         raise where.bad(("axis",), total, "too many points", f"at most {MAX_POINTS}")
     runner = point_runner(spec.kind)
-    configs, fingerprints, seen, points = {}, {}, {}, []
+    configs, inputs, seen, points = {}, {}, {}, []
     for index, combo in enumerate(itertools.product(*_dimensions(spec.axes))):
         preset, target, overrides = spec.preset, dict(spec.target), dict(spec.overrides)
         origin = {k: ("base", *k.split(".")) for k in target}
@@ -381,20 +477,27 @@ def expand_points(spec: SweepSpec) -> tuple[Point, ...]:
             origin[axis.key] = ("axis", axis.index, axis.entry, j)
             if axis.key == "preset":
                 preset = value
-            elif axis.key.split(".")[0] in runner.target_keys:
+            elif runner.owns(axis.key):
                 target[axis.key] = value
             else:
                 overrides[axis.key] = value
         try:
             target = runner.check(target)
+            implied = runner.defaults(target)
         except TargetProblem as exc:
-            path = origin.get(exc.key, ("base", *exc.key.split(".")))
-            raise where.error(path, f"point {index}: {exc}") from None
-        digest = _config_digest(where, configs, preset, overrides, origin, index)
-        key = json.dumps([preset, target], sort_keys=True)
-        if key not in fingerprints:
-            fingerprints[key] = runner.fingerprint(target)
-        point_id = make_point_id(spec.kind, preset, target, overrides, digest, fingerprints[key])
+            raise where.error(_origin(origin, exc.key), f"point {index}: {exc}") from None
+        for key in implied:
+            origin.setdefault(key, origin.get("deployment", ("base", "deployment")))
+        overrides = {**implied, **overrides}
+        config, digest = _resolve_config(where, configs, preset, overrides, origin, index)
+        key = json.dumps([target, digest], sort_keys=True)
+        if key not in inputs:
+            try:
+                inputs[key] = runner.inputs(target, config)
+            except TargetProblem as exc:
+                raise where.error(_origin(origin, exc.key), f"point {index}: preset {preset}: "
+                                  f"{exc}") from None
+        point_id = make_point_id(spec.kind, preset, target, overrides, digest, inputs[key])
         if point_id in seen:
             raise where.error(("axis",), f"points {seen[point_id]} and {index} resolve to the "
                               "same parameters (each point must differ)")
@@ -403,9 +506,14 @@ def expand_points(spec: SweepSpec) -> tuple[Point, ...]:
     return tuple(points)
 
 
-def _config_digest(where, cache: dict, preset: str, overrides: dict, origin: dict,
-                   index: int) -> str:
-    """Resolve (and so check) the point's config; return a hash of the resolved config."""
+def _origin(origin: dict, key: str) -> tuple:
+    """Where a target key was set (its axis value or its [base] entry)."""
+    return origin.get(key, ("base", *key.split(".")))
+
+
+def _resolve_config(where, cache: dict, preset: str, overrides: dict, origin: dict,
+                    index: int) -> tuple[Any, str]:
+    """Resolve (and so check) the point's config; return it and a hash of it."""
     import models
 
     key = json.dumps([preset, overrides], sort_keys=True)
@@ -416,5 +524,5 @@ def _config_digest(where, cache: dict, preset: str, overrides: dict, origin: dic
             path = origin.get(exc.key, ("base", "preset"))
             message = f"{exc.key} = {exc.value!r}: {exc.problem} (accepted: {exc.accepted})"
             raise where.error(path, f"point {index}: preset {preset}: {message}") from None
-        cache[key] = digest(config.to_dict())
+        cache[key] = (config, digest(config.to_dict()))
     return cache[key]

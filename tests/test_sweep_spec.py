@@ -230,6 +230,7 @@ def test_kernel_kind_is_registered_with_its_metrics():
     runner = POINT_RUNNERS["kernel"]
     assert runner.target_keys == ("kernel", "seed", "size")
     assert {"cycles", "time_us", "instructions"} <= set(runner.metrics)
+    assert sorted(POINT_RUNNERS) == ["kernel", "layer", "op", "step"]
 
 
 def test_documented_format_example_and_example_files_are_valid_sweeps():
@@ -246,4 +247,7 @@ def test_documented_format_example_and_example_files_are_valid_sweeps():
     folder = Path(__file__).resolve().parents[1] / "workloads" / "sweeps"
     counts = {path.name: len(expand_points(load_sweep_spec(path)))
               for path in sorted(folder.glob("*.toml"))}
-    assert counts == {"saxpy_sm_count.toml": 8, "sgemm_l2_random.toml": 6}
+    assert counts == {"layer_bert_l2.toml": 2, "layer_llama_decode_hbm.toml": 2,
+                      "op_gemm_sm_count.toml": 2, "op_rmsnorm_presets.toml": 4,
+                      "saxpy_sm_count.toml": 8, "sgemm_l2_random.toml": 6,
+                      "step_bert_dualpipe.toml": 2}

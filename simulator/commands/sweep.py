@@ -1,15 +1,20 @@
 """`ptxsim sweep`: run a TOML sweep of simulation points into a folder of Parquet parts.
 
-The file format is described in `simulator/sweep.py` (examples in `workloads/sweeps/`);
-execution and the output folder (`sweep.json`, `parts/<point_id>.parquet`) in
-`simulator/sweep_runner.py`. `--dry-run` validates and lists the points without running.
+Sweep kinds: `kernel` (a catalogued kernel), `op` (any `ptxsim op` kind), `layer` (what
+`ptxsim run` simulates) and `step` (a training step, sequential or a DualPipe pair); axes over
+any preset key, any parameter of the kind, and the preset. The file format is
+`simulator.sweep.SWEEP_FORMAT`, shown as this command's help epilog (examples in
+`workloads/sweeps/`, more in docs/sweeps.md); execution and the output folder
+(`sweep.json`, `parts/<point_id>.parquet`) in `simulator/sweep_runner.py`. `--dry-run`
+validates and lists the points without running.
 Each point runs in a worker process that can die alone: a point whose worker dies, or that
 runs past `--point-timeout SECONDS`, is recorded as failed (status "failed" or "timeout") and
 the sweep goes on.
 Exit status: 0 when every point has an ok part, 1 when some point erred, failed, timed out or
 was lost, 2 for a bad sweep file or bad arguments, 130 when interrupted by Ctrl-C and 143 by
 SIGTERM (the workers are stopped, finished parts are kept: continue with --resume).
-Read the results with `reports.load_sweep(DIR)`.
+Read the results with `reports.load_sweep(DIR)` (a row per point: parameters and metrics)
+and `reports.load_sweep_kernels(DIR)` (the per-kernel tables).
 Left out: cluster start-up for `--dask` (start `dask scheduler` / `dask worker` yourself,
 with ptxsim installed on every worker).
 """
@@ -22,12 +27,16 @@ import signal
 import sys
 
 NAME = "sweep"
-HELP = "run a sweep of simulation points (TOML) into DIR/parts/*.parquet"
+HELP = "run a sweep (TOML) of kernels, ops, layers or training steps into DIR/parts/*.parquet"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments: sweep file, --out, --workers | --dask, --point-timeout, --resume,
-    --retry-errors, --dry-run, --json."""
+    --retry-errors, --dry-run, --json; the file format as the help's epilog."""
+    from simulator.sweep import SWEEP_FORMAT
+
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = SWEEP_FORMAT
     parser.add_argument("file", metavar="FILE", help="sweep file (TOML)")
     parser.add_argument("--out", metavar="DIR", help="output folder (required unless --dry-run)")
     where = parser.add_mutually_exclusive_group()
