@@ -52,6 +52,8 @@ def _op(name, arity, unit, latency, mods=(), control=False, doc=""):
 _TMA_MODS = SPACE | {"1d", "2d", "3d", "4d", "5d", "tile", "im2col", "bulk_group",
                      "mbarrier::complete_tx::bytes", "multicast::cluster", "L2::cache_hint"}
 _MBAR_MODS = SPACE | {"release", "relaxed", "cta", "cluster"}
+_POLICY_MODS = frozenset({"L2::evict_last", "L2::evict_normal", "L2::evict_first",
+                          "L2::evict_unchanged"})
 
 _ARITH = ROUND | {"ftz", "sat", "lo", "hi", "wide", "cc", "relu", "NaN", "xorsign.abs"}
 
@@ -102,15 +104,16 @@ TABLE: tuple[OpSpec, ...] = (
     _op("cvt", (2, 3), "arith", "conv", ROUND | IROUND | {"ftz", "sat", "satfinite", "relu"}),
     _op("cvta", 2, "int", "alu", SPACE | {"to"}),
     _op("isspacep", 2, "int", "alu", SPACE),
-    _op("ld", 2, "lsu", "mem", SPACE | CACHE),
+    _op("ld", (2, 3), "lsu", "mem", SPACE | CACHE, doc="d = [a]; a policy operand last with "
+        ".L2::cache_hint (isa/semantics/cache_policy.py)"),
     _op("ldu", 2, "lsu", "mem", SPACE | CACHE),
-    _op("st", 2, "lsu", "mem", SPACE | CACHE),
+    _op("st", (2, 3), "lsu", "mem", SPACE | CACHE),
     _op("prefetch", 1, "lsu", "mem", SPACE | {"L1", "L2", "L2::evict_last", "L2::evict_normal"}),
     _op("prefetchu", 1, "lsu", "mem", {"L1"}),
-    _op("atom", (3, 4), "lsu", "mem", SPACE | ATOMOPS | CACHE),
-    _op("red", 2, "lsu", "mem", SPACE | ATOMOPS | CACHE),
-    _op("cp.async", (3, 4), "lsu", "mem", SPACE | {"ca", "cg", "L2::128B", "L2::256B",
-                                                   "L2::64B"}),
+    _op("atom", (3, 5), "lsu", "mem", SPACE | ATOMOPS | CACHE),
+    _op("red", (2, 3), "lsu", "mem", SPACE | ATOMOPS | CACHE),
+    _op("cp.async", (3, 5), "lsu", "mem", SPACE | {"ca", "cg", "L2::128B", "L2::256B",
+                                                   "L2::64B", "L2::cache_hint"}),
     _op("cp.async.commit_group", 0, "lsu", "sync"),
     _op("cp.async.wait_group", 1, "lsu", "sync"),
     _op("cp.async.wait_all", 0, "lsu", "sync"),
@@ -152,6 +155,8 @@ TABLE: tuple[OpSpec, ...] = (
     _op("cp.async.bulk.tensor", (3, 6), "lsu", "mem", _TMA_MODS,
         doc="TMA box copy global<->shared through a tensor map"),
     _op("cp.async.bulk", (3, 6), "lsu", "mem", _TMA_MODS, doc="bulk copy of N*16 bytes"),
+    _op("cp.async.bulk.prefetch", (2, 3), "lsu", "mem", {"L2", "global", "L2::cache_hint"},
+        doc="prefetch N bytes of global memory into the L2"),
     _op("cp.async.bulk.commit_group", 0, "lsu", "sync"),
     _op("cp.async.bulk.wait_group", 1, "lsu", "sync", {"read"}),
     _op("mbarrier.init", 2, "lsu", "mem", SPACE),
@@ -173,6 +178,15 @@ TABLE: tuple[OpSpec, ...] = (
     _op("wgmma.wait_group", 1, "tensor", "sync", {"sync", "aligned"}),
     _op("elect", 2, "int", "alu", {"sync"}),
     _op("setmaxnreg", 1, "misc", "ctrl", {"inc", "dec", "sync", "aligned"}),
+    # cache policies (isa/semantics/cache_policy.py)
+    _op("createpolicy.fractional", (1, 2), "int", "alu", _POLICY_MODS,
+        doc="pol = an L2 eviction policy for a fraction of the lines accessed"),
+    _op("createpolicy.range", 4, "int", "alu", _POLICY_MODS | {"global"},
+        doc="pol = an L2 eviction policy for an address range"),
+    _op("discard", 2, "lsu", "mem", {"global", "L2"},
+        doc="drop a 128-byte line from the L2 without writing it back"),
+    _op("applypriority", 2, "lsu", "mem", {"global", "L2::evict_normal"},
+        doc="give a 128-byte line held by the L2 the normal eviction priority"),
     # 2:4 structured-sparse mma (isa/semantics/tensor_mma_sp.py)
     _op("mma.sp", 6, "tensor", "tensor", {"sync", "aligned", "row", "col"},
         doc="D = expand(A, metadata e, selector f) @ B + C, A 2:4 sparse (K/2 stored)"),

@@ -17,6 +17,10 @@ instruction's line and column:
   `isa.semantics.tensor.form_problem`, which knows what the interpreter implements.
 * `EXTENSION_FORMS`: the form checks of our extension ops (`vmma`, ...), kept beside
   their semantics.
+* Cache policies (`isa.semantics.cache_policy.form_problem`, kept beside their semantics):
+  the `.L2::cache_hint` policy operand (the last; operand roles apply to the others),
+  `.L1::`/`.L2::` qualifiers and what they combine with, `createpolicy`, `discard` and
+  `applypriority` forms, each as ptxas enforces it.
 * `CVT_ROUNDING`: which rounding modifiers `cvt` requires or forbids, by the kinds of
   its destination and source types.
 * `SETP_COMPARISONS`: which comparisons a `setp` type accepts.
@@ -45,7 +49,7 @@ from __future__ import annotations
 from isa.errors import PtxError, column_of, operand_column
 from isa.opcodes import IROUND, ROUND
 from isa.operands import DAddr, DImm, DLabel, DNeg, DPipe, DReg, DSink, DSpecial, DSym, DVec
-from isa.semantics import vpcu, zce
+from isa.semantics import cache_policy, vpcu, zce
 from isa.semantics.tensor import form_problem
 from isa.types import TYPES
 
@@ -105,7 +109,9 @@ NEEDS_TYPE = frozenset({"add", "sub", "mul", "mad", "fma", "div", "rem", "abs", 
                         "max", "and", "or", "xor", "not", "shl", "shr", "setp", "selp", "mov",
                         "ld", "st", "cvt", "atom", "red", "cvta", "shfl", "rcp", "sqrt", "rsqrt",
                         "ex2", "lg2", "sin", "cos"})
-NEEDS_ADDRESS = frozenset({"ld", "ldu", "st", "atom", "red", "prefetch", "prefetchu"})
+NEEDS_ADDRESS = frozenset({"ld", "ldu", "st", "atom", "red", "prefetch", "prefetchu",
+                           "discard", "applypriority", "createpolicy.range",
+                           "cp.async.bulk.prefetch"})
 VECTOR_MEMORY = frozenset({"ld", "ldu", "st"})
 VECTOR_OPERANDS = VECTOR_MEMORY | {"mov", "atom", "red"}
 """Opcodes of `SIGNATURES` whose operands may be `{vectors}` (mov packs and unpacks)."""
@@ -115,6 +121,8 @@ BIT_FIELD_OPERANDS = {"bfe": (2, 3), "bfi": (3, 4)}
 BIT_FIELD_RANGE = (0, 255)
 EXTENSION_FORMS = {"vmma": vpcu.form_problem, "zmma": zce.form_problem}
 """Form checks of our ISA extensions (isa/opcodes.py EXTENSIONS), by table name."""
+CACHE_POLICY_FORMS = cache_policy.POLICY_OPS | {"createpolicy.fractional", "createpolicy.range"}
+"""Opcodes whose cache-policy forms `isa.semantics.cache_policy.form_problem` checks."""
 
 # cvt: (destination class, source class) -> (required roundings, allowed roundings).
 # Classes: "i" integer/bit types, "f" floats, "pk" packed and 8-bit floats.
@@ -181,10 +189,13 @@ def _check(ins, reg_types) -> None:
     problem = form_problem(ins)
     if problem is None and name in EXTENSION_FORMS:
         problem = EXTENSION_FORMS[name](ins)
+    if problem is None and name in CACHE_POLICY_FORMS:
+        problem = cache_policy.form_problem(ins, reg_types)
     if problem is not None:
         raise _err(ins, *problem)
     roles = _signature(ins)
-    for k, (role, op) in enumerate(zip(roles or (), ins.ops, strict=False)):
+    operands = ins.ops[:-1] if cache_policy.CACHE_HINT in ins.flags else ins.ops
+    for k, (role, op) in enumerate(zip(roles or (), operands, strict=False)):
         _check_address_position(ins, k, role, op, roles)
         _check_operand_kind(ins, k, role, op)
         if ins.types:

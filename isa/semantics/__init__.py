@@ -7,6 +7,7 @@ enters here.
 """
 
 from isa.semantics import (  # noqa: F401,E402  (modules register themselves)
+    cache_policy,
     cluster,
     control,
     convert,

@@ -14,7 +14,8 @@ Forms (sm_90a):
     cp.async.bulk.global.shared::cta.bulk_group [dst], [src], size;
     cp.async.bulk.commit_group;   cp.async.bulk.wait_group{.read} N;
 
-(`.tile` may be omitted; `.L2::cache_hint` adds the policy operand, which is ignored.)
+(`.tile` may be omitted; `.L2::cache_hint` adds the policy operand, which changes no result:
+the trace reads it, `isa.semantics.cache_policy`.)
 `.shared::cluster` destinations and mbarriers may be another CTA's of the cluster
 (`mapa`, `isa.cluster`). A multicast load writes the box at the same CTA-relative offset
 into every CTA whose rank is set in the 16-bit ctaMask, and completes its bytes on the

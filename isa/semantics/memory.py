@@ -4,6 +4,8 @@ Addresses are checked by `Machine.locate` (bounds, alignment). Vector accesses
 (`.v2/.v4`) move consecutive elements. `cp.async` copies at issue (a program may
 not read the destination before its `wait_group`, so copying early is a legal
 order); the commit/wait instructions only mark groups for the timing model.
+A `.L2::cache_hint` policy operand (the last) changes no result
+(`isa.semantics.cache_policy`).
 Atomics apply lanes one after another in lane order (a legal serialisation), with
 numba loops so colliding addresses (histograms) stay fast.
 """
@@ -171,8 +173,9 @@ def cp_async(m, ins, lanes):
     size = int(np.asarray(ins.ops[2].read(m, u32, lanes)).reshape(-1)[0])
     if size not in (4, 8, 16):
         raise m.fault(ins, f"cp.async copy size {size}", expected="4, 8 or 16 bytes")
+    has_src_size = len(ins.ops) > 3 + ("L2::cache_hint" in ins.flags)   # a policy goes last
     src_size = as_array(ins.ops[3].read(m, u32, lanes), n).astype(np.int64) \
-        if len(ins.ops) > 3 else np.full(n, size, dtype=np.int64)
+        if has_src_size else np.full(n, size, dtype=np.int64)
     daddr = ins.ops[0].address(m, lanes)
     saddr = ins.ops[1].address(m, lanes)
     dbuf, doff = m.locate("shared", daddr, lanes, size, ins)
