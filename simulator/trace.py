@@ -17,7 +17,13 @@ memory instructions, what the timing model needs to know about the access:
 * Hopper tile ops (`simulator.trace_tiles`): bulk/TMA copies carry the global sectors of
   their box or range, and they and the `mbarrier.*` events carry the barrier phase slot
   (`phase_slot`) they contribute to or wait for; `slot_events[slot]` counts contributions;
-* extension ops whose timing depends on data (`isa.event_detail`): that data as `detail`.
+* extension ops whose timing depends on data (`isa.event_detail`): that data as `detail`;
+* cache policies (`isa.semantics.cache_policy.instruction_policy`): per pc, from the first
+  execution of each memory instruction that has one (`WarpTrace.pc_policy`). Prefetches
+  (`prefetch`, `cp.async.bulk.prefetch.L2`), `discard.global.L2` and
+  `applypriority.global.L2` are global events too: a prefetch to L1 a load of its 128-byte
+  line, the others L2-only loads (`KIND_LOAD_CG`) of their line (of their range for a bulk
+  prefetch) whose policy row says what the L2 does with it.
 
 A run of plain instructions the interpreter steps at once (`isa.interpreter`) is given to
 `record_run`; with a `fuse_end` table (`models.units.fusable_run_ends`) each stretch of it
@@ -43,6 +49,7 @@ import numpy as np
 from isa.event_detail import EVENT_DETAILS
 from isa.memory import LOCAL_WINDOW, SHARED_WINDOW, WINDOW_SIZE
 from isa.operands import DImm
+from isa.semantics.cache_policy import LINE_OPS, POLICY_OPS, instruction_policy
 from isa.trace_format import (  # noqa: F401  (the trace format, re-exported for importers here)
     KIND_ATOMIC,
     KIND_BULK_LOAD,
@@ -57,11 +64,13 @@ from isa.trace_format import (  # noqa: F401  (the trace format, re-exported for
     KIND_SHARED,
     KIND_STORE,
     LOCAL_TRACE_BASE,
+    POLICY_FIELDS,
     SECTOR_KINDS,
     SECTOR_SHIFT,
     WarpTrace,
     sector_events,
 )
+from isa.types import TYPES
 from simulator.trace_grouping import grouped_fields, grown, join_grouped, warp_order
 from simulator.trace_lanes import distinct_per_group, lane_depth, warp_runs, with_successors
 from simulator.trace_tiles import TILE_OPS, TileRecorder
@@ -69,12 +78,20 @@ from simulator.trace_tiles import TILE_OPS, TileRecorder
 _L1_BYPASS_FLAGS = frozenset({"cg", "cv"})
 """Cache operators of a global load that caches in L2 only (`KIND_LOAD_CG`)."""
 
+_L2_ONLY_OPS = frozenset({"discard", "applypriority", "cp.async.bulk.prefetch"})
+"""Ops that reach the L2 without looking in the L1 (`KIND_LOAD_CG`), besides `.cg`/`.cv`
+loads and prefetches to L2."""
 _STORE_OPS = frozenset({"st", "red", "stmatrix", "wmma.store"})
 _ATOMIC_OPS = frozenset({"atom", "red"})
-_ADDRESS_AT_0 = frozenset({"st", "red", "stmatrix", "wmma.store", "prefetch", "prefetchu"})
+_ADDRESS_AT_0 = frozenset({"st", "red", "stmatrix", "wmma.store", "prefetch", "prefetchu",
+                           "discard", "applypriority", "cp.async.bulk.prefetch"})
+_LINE_BYTES = 128
+"""The line a prefetch, discard or applypriority acts on."""
 
 
 def _access_bytes(ins) -> int:
+    if ins.opname in LINE_OPS:
+        return _LINE_BYTES
     if ins.opname == "cp.async" and isinstance(ins.ops[2], DImm):
         return int(ins.ops[2].value)
     bits = max((t.bits for t in ins.types), default=32) if ins.types else 32
@@ -96,6 +113,8 @@ def _memory_kind(ins, space: str) -> int:
         return KIND_ATOMIC
     if ins.opname in _STORE_OPS:
         return KIND_STORE
+    if ins.opname in _L2_ONLY_OPS or (ins.opname == "prefetch" and "L1" not in ins.flags):
+        return KIND_LOAD_CG
     return KIND_LOAD_CG if ins.flags & _L1_BYPASS_FLAGS and space == "global" else KIND_LOAD
 
 
@@ -134,6 +153,9 @@ class TraceRecorder:
         self._tiles = TileRecorder()
         self._slot_chunks: dict[int, np.ndarray] = {}
         self._grouped: dict | None = None
+        self._policy_seen: set[int] = set()
+        self._policies: dict[int, np.ndarray] = {}      # pc -> `POLICY_FIELDS` row
+        self._n_pcs = 0
         self._last: tuple = (None,)         # (exec_lanes, its lanes, warp runs, warps, zeros)
         self.silent_per_cta: np.ndarray | None = None
         self.record_silent = None
@@ -209,6 +231,8 @@ class TraceRecorder:
         lanes, starts, active, gwarp, zeros = self._warps(m, exec_lanes)
         nw = gwarp.size
         kind, detail, sstart = KIND_NONE, zeros, None
+        if ins.pc not in self._policy_seen and ins.opname in POLICY_OPS:
+            self._policy(m, ins, exec_lanes)
         if ins.opname in TILE_OPS:
             kind, detail, sstart = self._tile(m, ins, lanes, starts, nw)
         elif ins.unit == "lsu" and ins.spec.latency == "mem":
@@ -217,6 +241,24 @@ class TraceRecorder:
         elif ins.opname in EVENT_DETAILS:
             detail = EVENT_DETAILS[ins.opname](m, ins, exec_lanes)
         self._chunks.append((gwarp, ins.pc, active, kind, detail, sstart))
+
+    def _policy(self, m, ins, exec_lanes) -> None:
+        """Keep the cache-policy row of `ins` (its first execution's, module docstring)."""
+        self._policy_seen.add(ins.pc)
+        self._n_pcs = len(m.program.instrs)
+        row = instruction_policy(m, ins, exec_lanes)
+        if row is not None:
+            self._policies[ins.pc] = row
+
+    def pc_policy(self) -> np.ndarray | None:
+        """The cache-policy rows recorded so far, one per program pc (`WarpTrace.pc_policy`);
+        None when no instruction applied one."""
+        if not self._policies:
+            return None
+        table = np.zeros((self._n_pcs, POLICY_FIELDS), np.int64)
+        for pc, row in self._policies.items():
+            table[pc] = row
+        return table
 
     def _tile(self, m, ins, lanes, starts, nw):
         kind, sectors, slots = self._tiles.record(m, ins, lanes, starts, self._cta_linear)
@@ -240,6 +282,11 @@ class TraceRecorder:
         nbytes = _access_bytes(ins)
         space, addr = _space_of(ins, _address_operand(ins).address(m, exec_lanes))
         kind = _memory_kind(ins, space)
+        if ins.opname in LINE_OPS:
+            addr = addr & ~np.int64(_LINE_BYTES - 1)
+        elif ins.opname == "cp.async.bulk.prefetch":     # the first lane's size for all
+            size = ins.ops[1].read(m, TYPES["u32"], exec_lanes)
+            nbytes = max(int(np.asarray(size).reshape(-1)[0]), 1)
         if kind == KIND_CONST:
             return kind, np.zeros(nw, dtype=np.int32), None
         if kind == KIND_SHARED:
@@ -287,7 +334,8 @@ class TraceRecorder:
         slot_events = np.array(self._tiles.slot_events, dtype=np.int64)
         return WarpTrace(self.warps_per_cta, n_ctas, offsets, grouped["pc"], grouped["active"],
                          grouped["kind"], grouped["detail"], grouped["sstart"], sectors,
-                         grouped["slot"], slot_events, tuple(self.fused_runs))
+                         grouped["slot"], slot_events, tuple(self.fused_runs),
+                         self.pc_policy())
 
     def _group_all(self, n_warps: int) -> dict:
         """Every chunk recorded so far grouped by warp (`_grouped`, brought up to date: the

@@ -11,6 +11,24 @@ import pytest
 
 import isa
 from isa.errors import PtxError
+from isa.trace_format import (
+    KIND_LOAD,
+    KIND_LOAD_CG,
+    L1_EVICT_FIRST,
+    L1_NO_ALLOCATE,
+    L2_FIRST,
+    L2_LAST,
+    L2_NORMAL,
+    L2_UNCHANGED,
+    OP_APPLY_PRIORITY,
+    OP_DISCARD,
+    POLICY_CODE,
+    POLICY_HI,
+    POLICY_LO,
+    POLICY_MID,
+    policy_row,
+)
+from simulator.trace import TraceRecorder
 
 HEAD = """
 .version 8.0
@@ -228,3 +246,104 @@ def test_createpolicy_refuses_a_fraction_register_out_of_range():
     with pytest.raises(PtxError, match="fraction"):
         isa.run_kernel(ptx, "k", (1, 1, 1), (1, 1, 1), [np.zeros(4, np.uint32),
                                                          np.zeros(4, np.uint32)])
+
+
+# -- the trace: one policy row per pc -----------------------------------------------------------
+def _trace(ptx: str, entry: str, threads: int, args):
+    recorder = TraceRecorder((1, 1, 1), threads)
+    isa.run_kernel(ptx, entry, (1, 1, 1), (threads, 1, 1), args, observer=recorder)
+    program = isa.compile_kernel(ptx, entry)
+    return recorder.finish(), program
+
+
+def _pc_of(program, opname: str) -> int:
+    return next(ins.pc for ins in program.instrs if ins.text.startswith(opname))
+
+
+def test_trace_keeps_the_policy_row_of_each_hinted_instruction():
+    """The load's row holds the policy register's fraction (8/16 evict_first), no_allocate and
+    the 256-byte fetch; the store's the same L2 class; other pcs have code 0."""
+    ptx = COPY.replace("POLICY", "createpolicy.fractional.L2::evict_first.b64 %rd6, 0.5;")
+    ptx = ptx.replace("LOAD", "ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32")
+    ptx = ptx.replace("STORE", "st.global.L2::cache_hint.v4.u32").replace("HINT", ", %rd6")
+    trace, program = _trace(ptx, "copy", 64, [np.zeros(1024, np.uint32),
+                                              np.zeros(1024, np.uint32)])
+    load, store = _pc_of(program, "ld.global.nc"), _pc_of(program, "st.global")
+    assert (trace.pc_policy[load] == policy_row(L2_FIRST, L2_UNCHANGED, 8, L1_NO_ALLOCATE, 0,
+                                                256)).all()
+    assert (trace.pc_policy[store] == policy_row(L2_FIRST, L2_UNCHANGED, 8, 0, 0, 0)).all()
+    others = np.ones(len(program.instrs), bool)
+    others[[load, store]] = False
+    assert (trace.pc_policy[others, POLICY_CODE] == 0).all()
+
+
+def test_trace_without_policies_has_no_policy_table():
+    """A kernel with plain loads and stores records no policy rows (the default caches)."""
+    ptx = COPY.replace("POLICY", "").replace("LOAD", "ld.global.v4.u32")
+    ptx = ptx.replace("STORE", "st.global.v4.u32").replace("HINT", "")
+    trace, _ = _trace(ptx, "copy", 32, [np.zeros(512, np.uint32), np.zeros(512, np.uint32)])
+    assert trace.pc_policy is None
+
+
+def test_trace_reads_cutlass_constants_and_range_bounds_in_sectors():
+    """An immediate EVICT_LAST constant is evict_last on every line; a range policy's rows
+    hold its bounds in 32-byte sectors (a, a + primary, a + total)."""
+    src = np.zeros(1024, np.uint32)
+    ptx = COPY.replace("POLICY", "").replace("LOAD", "ld.global.L2::cache_hint.v4.u32")
+    ptx = ptx.replace("STORE", "st.global.v4.u32")
+    trace, program = _trace(ptx.replace("[%rd4]HINT", "[%rd4], 0x14F0000000000000")
+                            .replace("HINT", ""), "copy", 32, [src, np.zeros(1024, np.uint32)])
+    row = trace.pc_policy[_pc_of(program, "ld.global")]
+    assert (row == policy_row(L2_LAST, L2_UNCHANGED, 16, 0, 0, 0)).all()
+    ranged = ptx.replace("POLICY", "").replace(
+        "mov.u32 %r1, %tid.x;", "createpolicy.range.L2::evict_last.L2::evict_first.b64 %rd6, "
+        "[%rd1], 1024, 4096;\n    mov.u32 %r1, %tid.x;").replace("HINT", ", %rd6", 1)
+    trace, program = _trace(ranged.replace("HINT", ""), "copy", 32,
+                            [src, np.zeros(1024, np.uint32)])
+    load = _pc_of(program, "ld.global")
+    row = trace.pc_policy[load]
+    base = trace.sectors[trace.sector_start[int(np.flatnonzero(trace.pc == load)[0])]]
+    assert (row[POLICY_LO], row[POLICY_MID], row[POLICY_HI]) == (base, base + 32, base + 128)
+    assert row[POLICY_CODE] & 3 == L2_LAST
+
+
+LINE_OPS_PTX = """
+.version 8.0
+.target sm_90a
+.address_size 64
+.visible .entry lines(.param .u64 src)
+{
+    .reg .b64 %rd<4>;
+    ld.param.u64 %rd1, [src];
+    add.s64 %rd2, %rd1, 200;
+    prefetch.global.L2::evict_last [%rd2];
+    prefetch.global.L1 [%rd2];
+    discard.global.L2 [%rd1], 128;
+    applypriority.global.L2::evict_normal [%rd1], 128;
+    ld.global.L1::evict_first.u64 %rd3, [%rd1];
+    ret;
+}
+"""
+
+
+def test_line_ops_are_events_of_their_128_byte_line():
+    """prefetch to L2, discard and applypriority are L2-only loads of the 4 sectors of their
+    line (a prefetch to L1 a load); their rows say evict_last, discard, normal."""
+    trace, program = _trace(LINE_OPS_PTX, "lines", 1, [np.zeros(64, np.uint64)])
+    events = {int(pc): e for e, pc in enumerate(trace.pc)}
+    pcs = [_pc_of(program, name) for name in ("prefetch.global.L2", "prefetch.global.L1",
+                                                "discard", "applypriority", "ld.global")]
+    kinds = [int(trace.kind[events[pc]]) for pc in pcs]
+    assert kinds == [KIND_LOAD_CG, KIND_LOAD, KIND_LOAD_CG, KIND_LOAD_CG, KIND_LOAD]
+    for pc in pcs[:4]:
+        e = events[pc]
+        first = trace.sectors[trace.sector_start[e]]
+        assert trace.detail[e] == 4 and first % 4 == 0
+    rows = trace.pc_policy
+    assert rows[pcs[0], POLICY_CODE] & 3 == L2_LAST
+    assert rows[pcs[1], POLICY_CODE] == 0
+    assert (rows[pcs[2]] == policy_row(L2_UNCHANGED, L2_UNCHANGED, 16, 0, OP_DISCARD, 0)).all()
+    assert (rows[pcs[3]] == policy_row(L2_NORMAL, L2_UNCHANGED, 16, 0, OP_APPLY_PRIORITY,
+                                       0)).all()
+    assert (rows[pcs[4]] == policy_row(L2_UNCHANGED, L2_UNCHANGED, 16, L1_EVICT_FIRST, 0,
+                                       0)).all()
