@@ -1,28 +1,39 @@
-"""Simulated vs measured: per-kernel errors, MAPE, Pearson r, per-category sums, a scatter plot.
+"""Simulated vs measured: per-kernel errors, MAPE, Pearson r, per-category sums, a scatter plot
+and a side-by-side timeline.
 
 Reads the table of `workloads.traces.reference_ops.simulate_reference` (one row per
 reference kernel: `name`, `category`, `op`, `kind`, `sizes`, `dur_us` measured,
-`simulated_us`, `status`, `reason`, and `stream`/`start_us` when the trace has them) and
-builds:
+`simulated_us`, `status`, `reason`, `mapped_by`, and `stream`/`start_us` when the trace has
+them) and builds:
 
 * `kernel_errors(df)`: per kernel `measured_us`, `simulated_us` and
-  `error_pct` = 100 (simulated - measured) / measured (NaN where not simulated);
+  `error_pct` = 100 (simulated - measured) / measured (NaN where not simulated, and for a
+  zero-length activity, which has no relative error: the MAPE leaves it out);
 * `error_summary(df)`: kernels, simulated kernels, `coverage` (share of the measured time
   in simulated kernels), `mape_pct` (mean |error_pct| over simulated kernels), `pearson_r`
   of measured vs simulated (NaN with fewer than two kernels or a constant column), the
   measured and simulated sums over simulated kernels and their `total_error_pct`;
-* `category_summary(df)`: the same sums and MAPE per category (`unmatched` for kernels
-  no rule matched);
-* `unsimulated(df)`: the kernels not simulated, grouped by name and reason, longest first;
+* `category_summary(df)`: per category (`unmatched` for kernels nothing mapped) its kernels,
+  its `share` of the measured time, its `coverage` (the share of its own measured time
+  simulated), the sums and the MAPE of its simulated kernels;
+* `unsimulated(df)`: the kernels not simulated, grouped by name, status and reason (why
+  the operators and the kernel-name rules gave no op, or what the builder refused),
+  longest first;
 * `stream_summary(df)`: the measured busy time per stream, their union, overlap and span
   (`workloads.traces.overlap`; how much communication hid behind compute in the trace);
+* `timeline_lanes(df)`: per stream a measured lane (each kernel at its measured start) and
+  a simulated lane (the same kernels in the same order, each at its simulated duration,
+  the measured idle gaps between consecutive kernels of the stream kept; a kernel not
+  simulated keeps its measured duration and is marked so);
 * `plot_scatter(df)`: log-log simulated vs measured, coloured by category, with y = x and
-  a +-25 % band; `write_compare(df, DIR)` writes all of them (CSV, summary.json,
-  scatter.png, compare.html) through `reports.output_dir` (staged, committed whole,
+  a +-25 % band; `plot_timeline(df)`: the two lanes of each stream one above the other;
+  `write_compare(df, DIR)` writes all of them (CSV, summary.json, scatter.png,
+  timeline.png, compare.html) through `reports.output_dir` (staged, committed whole,
   never touching files ptxsim did not write).
 
 Left out: weighting the MAPE by time (the per-category sums show time-weighted error),
-confidence intervals. Units: microseconds, percent, fractions.
+confidence intervals, contention between streams in the simulated lane (each kernel is
+timed alone). Units: microseconds, percent, fractions.
 """
 
 from __future__ import annotations
@@ -33,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib.patches import Patch
 
 from reports.html_report import Section, render_html
 from reports.output_dir import write_output_dir
@@ -40,10 +52,15 @@ from reports.plot_kernels import new_figure
 from simulator.config import strict_json
 
 KERNEL_ERROR_COLUMNS = ("name", "category", "op", "kind", "sizes", "stream", "start_us",
-                        "measured_us", "simulated_us", "error_pct", "status", "reason")
+                        "measured_us", "simulated_us", "error_pct", "status", "mapped_by",
+                        "reason")
+CATEGORY_COLUMNS = ("category", "kernels", "simulated", "dur_us", "share", "coverage",
+                    "measured_sum_us", "simulated_sum_us", "total_error_pct", "mape_pct")
+LANE_COLUMNS = ("stream", "lane", "index", "name", "category", "status", "start_us", "end_us")
 UNITS = {"measured_us": "us", "simulated_us": "us", "error_pct": "%", "start_us": "us",
          "mape_pct": "%", "total_error_pct": "%", "coverage": "fraction",
-         "measured_sum_us": "us", "simulated_sum_us": "us", "dur_us": "us"}
+         "measured_sum_us": "us", "simulated_sum_us": "us", "dur_us": "us",
+         "share": "fraction", "end_us": "us"}
 BAND = 0.25
 
 
@@ -54,7 +71,8 @@ def kernel_errors(df: pd.DataFrame) -> pd.DataFrame:
     out["category"] = out["category"].where(out["category"].notna(), "unmatched")
     out["measured_us"] = df["dur_us"].astype(float)
     out["simulated_us"] = pd.to_numeric(df["simulated_us"], errors="coerce").astype(float)
-    out["error_pct"] = 100.0 * (out["simulated_us"] - out["measured_us"]) / out["measured_us"]
+    error = 100.0 * (out["simulated_us"] - out["measured_us"]) / out["measured_us"]
+    out["error_pct"] = error.where(out["measured_us"] > 0)   # none for a zero-length activity
     return out[list(KERNEL_ERROR_COLUMNS)].reset_index(drop=True)
 
 
@@ -88,17 +106,19 @@ def error_summary(df: pd.DataFrame) -> dict:
 
 
 def category_summary(df: pd.DataFrame) -> pd.DataFrame:
-    """Per category: kernels, simulated kernels, measured time, and the error figures of its
-    simulated kernels."""
+    """Per category: kernels, simulated kernels, measured time, its share of the total, the
+    share of it simulated (`coverage`), and the error figures of its simulated kernels."""
     table = kernel_errors(df)
+    total = float(table["measured_us"].sum())
     rows = []
     for category, group in table.groupby("category", sort=False):
         done = group[group["status"] == "simulated"]
+        dur = float(group["measured_us"].sum())
         rows.append({"category": category, "kernels": len(group), "simulated": len(done),
-                     "dur_us": float(group["measured_us"].sum()), **_figures(done)})
-    out = pd.DataFrame(rows, columns=["category", "kernels", "simulated", "dur_us",
-                                      "measured_sum_us", "simulated_sum_us",
-                                      "total_error_pct", "mape_pct"])
+                     "dur_us": dur, "share": dur / total if total else math.nan,
+                     "coverage": float(done["measured_us"].sum()) / dur if dur else math.nan,
+                     **_figures(done)})
+    out = pd.DataFrame(rows, columns=list(CATEGORY_COLUMNS))
     return out.sort_values("dur_us", ascending=False, kind="stable").reset_index(drop=True)
 
 
@@ -118,6 +138,69 @@ def stream_summary(df: pd.DataFrame) -> pd.DataFrame:
     if not {"stream", "start_us", "dur_us"} <= set(df.columns) or df.empty:
         return pd.DataFrame(columns=["what", "us"])
     return stream_overlap(df).table()
+
+
+def timeline_lanes(df: pd.DataFrame) -> pd.DataFrame:
+    """Per stream, a `measured` and a `simulated` lane of its kernels (module docstring):
+    `LANE_COLUMNS`, times from the first kernel's measured start."""
+    table = kernel_errors(df)
+    if table.empty or table["start_us"].isna().all():
+        return pd.DataFrame(columns=list(LANE_COLUMNS))
+    origin = float(table["start_us"].min())
+    rows = []
+    for stream, group in table.sort_values("start_us", kind="stable").groupby("stream"):
+        sim_end = measured_end = None
+        for index, k in enumerate(group.itertuples()):
+            start = float(k.start_us) - origin
+            done = k.status == "simulated" and math.isfinite(k.simulated_us)
+            length = float(k.simulated_us) if done else float(k.measured_us)
+            gap = 0.0 if measured_end is None else max(start - measured_end, 0.0)
+            sim_start = start if sim_end is None else sim_end + gap
+            rows.append((stream, "measured", index, k.name, k.category, k.status, start,
+                         start + float(k.measured_us)))
+            rows.append((stream, "simulated", index, k.name, k.category, k.status, sim_start,
+                         sim_start + length))
+            measured_end = max(measured_end or 0.0, start + float(k.measured_us))
+            sim_end = sim_start + length
+    return pd.DataFrame(rows, columns=list(LANE_COLUMNS))
+
+
+def plot_timeline(df: pd.DataFrame, title: str = "Measured and simulated timeline"):
+    """Per stream a measured lane above a simulated lane, kernels coloured by category
+    (hatched: not simulated, shown at the measured duration); None without start times."""
+    lanes = timeline_lanes(df)
+    if lanes.empty:
+        return None
+    streams = list(dict.fromkeys(lanes["stream"]))
+    categories = sorted(set(lanes["category"]))
+    colour = {c: f"C{k % 10}" for k, c in enumerate(categories)}
+    fig = new_figure((11.0, 1.2 + 0.9 * len(streams)))
+    ax = fig.subplots()
+    labels = []
+    for s, stream in enumerate(streams):
+        for l, lane in enumerate(("measured", "simulated")):
+            y = 2 * s + (1 - l)
+            rows = lanes[(lanes["stream"] == stream) & (lanes["lane"] == lane)]
+            for category, group in rows.groupby("category"):
+                bars = list(zip(group["start_us"], group["end_us"] - group["start_us"],
+                                strict=True))
+                ax.broken_barh(bars, (y - 0.4, 0.8), facecolors=colour[category],
+                               edgecolors=colour[category], linewidth=0.6)   # short: a line
+            missing = rows[rows["status"] != "simulated"]
+            if lane == "simulated" and not missing.empty:
+                bars = list(zip(missing["start_us"], missing["end_us"] - missing["start_us"],
+                                strict=True))
+                ax.broken_barh(bars, (y - 0.4, 0.8), facecolors="none", hatch="///",
+                               edgecolor="0.3")
+            labels.append((y, f"stream {stream} {lane}"))
+    ax.set_yticks([y for y, _ in labels], [t for _, t in labels])
+    ax.set_xlabel("time from the first kernel (us)")
+    ax.set_title(title)
+    handles = [Patch(color=colour[c], label=c) for c in categories]
+    handles.append(Patch(facecolor="none", hatch="///", edgecolor="0.3",
+                         label="not simulated (measured duration)"))
+    ax.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return fig
 
 
 def plot_scatter(df: pd.DataFrame, title: str = "Simulated vs measured"):
@@ -161,30 +244,45 @@ def _summary_notes(summary: dict, about: dict) -> tuple[str, ...]:
     return tuple(notes)
 
 
+LANE_NOTE = ("Each stream's measured lane places its kernels at their measured starts; the "
+             "simulated lane runs the same kernels in the same order at their simulated "
+             "durations, keeping the measured idle gaps between them (host launch gaps are "
+             "not simulated); hatched kernels were not simulated and keep their measured "
+             "duration.")
+
+
 def write_compare(df: pd.DataFrame, out_dir: str | Path, *, title: str = "ptxsim compare",
                   about: dict | None = None, force: bool = False, flag: str = "--out") -> Path:
-    """Write kernels.csv, categories.csv, unsimulated.csv, streams.csv, summary.json,
-    scatter.png (when something was simulated) and compare.html into `out_dir` through
+    """Write kernels.csv, categories.csv, unsimulated.csv, streams.csv, timeline.csv,
+    summary.json, scatter.png (when something was simulated), timeline.png (when the trace
+    has start times) and compare.html into `out_dir` through
     `reports.output_dir.write_output_dir` (files ptxsim did not write are never touched);
     returns its path."""
     about = dict(about or {})
     table, summary = kernel_errors(df), error_summary(df)
     categories, missing, streams = category_summary(df), unsimulated(df), stream_summary(df)
+    lanes = timeline_lanes(df)
 
     def write(folder: Path) -> None:
         table.to_csv(folder / "kernels.csv", index=False)
         categories.to_csv(folder / "categories.csv", index=False)
         missing.to_csv(folder / "unsimulated.csv", index=False)
         streams.to_csv(folder / "streams.csv", index=False)
+        lanes.to_csv(folder / "timeline.csv", index=False)
         (folder / "summary.json").write_text(strict_json({**about, **summary}, indent=1))
+        figures, timeline = {}, {}
         fig = plot_scatter(df, title)
-        figures = {}
         if fig is not None:
             figures["Simulated vs measured"] = _png(fig)
             (folder / "scatter.png").write_bytes(figures["Simulated vs measured"])
+        fig = plot_timeline(df, f"{title}: measured and simulated lanes")
+        if fig is not None:
+            timeline["Measured and simulated lanes"] = _png(fig)
+            (folder / "timeline.png").write_bytes(timeline["Measured and simulated lanes"])
         sections = [Section("Summary", _summary_notes(summary, about)),
                     Section("Per category", (), {"categories": categories}, units=UNITS),
                     Section("Scatter", (), figures=figures),
+                    Section("Timeline", (LANE_NOTE,) if timeline else (), figures=timeline),
                     Section("Not simulated", (), {"unsimulated": missing}, units=UNITS),
                     Section("Streams (measured)", (), {"streams": streams},
                             units={"us": "us"}),

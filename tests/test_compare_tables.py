@@ -100,7 +100,7 @@ def test_write_compare_files_and_scatter(result, tmp_path):
     out = compare.write_compare(result, tmp_path / "cmp", about={"model": "h100_sxm"})
     names = {p.name for p in out.iterdir()}
     written = {"kernels.csv", "categories.csv", "unsimulated.csv", "streams.csv",
-               "summary.json", "scatter.png", "compare.html"}
+               "timeline.csv", "summary.json", "scatter.png", "timeline.png", "compare.html"}
     assert names == written | {".ptxsim-manifest.json"}
     assert set(json.loads((out / ".ptxsim-manifest.json").read_text())["files"]) == written
     assert (out / "scatter.png").read_bytes()[:4] == b"\x89PNG"

@@ -80,17 +80,16 @@ def test_whatif_sweep_runs_every_point_and_fewer_sms_are_not_faster():
 
 
 def test_reference_compare_accounts_for_every_kernel():
-    """7 reference kernels: the embedding unmatched, the rest simulated or listed; MAPE and
-    coverage consistent with the counts."""
+    """LLaMA-3-8B decode trace: all 104 kernels counted, at least 95 % of the measured time
+    simulated, MAPE within 2 points of the stored baseline; the stored prefill figures meet
+    the same coverage."""
     numbers = run_notebook("reference_compare")
-    assert numbers["kernels"] == 7
-    assert numbers["simulated"] + numbers["not_simulated"] == 7
-    assert sum(numbers["status_counts"].values()) == 7
-    assert numbers["status_counts"]["unmatched"] == 1
-    assert numbers["simulated"] >= 4
-    assert 0 < numbers["coverage"] < 1
-    assert numbers["mape_pct"] > 0 and numbers["simulated_sum_us"] > 0
-    assert numbers["pearson_r"] is None or -1 <= numbers["pearson_r"] <= 1
+    assert numbers["kernels"] == 104
+    assert numbers["simulated"] + numbers["not_simulated"] == 104
+    assert sum(numbers["status_counts"].values()) == 104
+    assert numbers["coverage"] >= 0.95 and numbers["prefill_coverage"] >= 0.95
+    assert 0 < numbers["mape_pct"] <= numbers["baseline_mape_pct"] + 2
+    assert numbers["simulated_sum_us"] > 0 and -1 <= numbers["pearson_r"] <= 1
 
 
 def test_utilization_accounts_for_the_layer_time_and_places_every_kernel(utilization):

@@ -158,9 +158,13 @@ def _planned(row: dict, registry, flags) -> tuple:
 
 
 def simulate_reference(df: pd.DataFrame, config, fidelity: str | None = None,
-                       progress=None, front_end_us: float | None = None) -> pd.DataFrame:
+                       progress=None, front_end_us: float | None = None,
+                       costs: dict | None = None) -> pd.DataFrame:
     """`df` (mapped kernels) with `RESULT_COLUMNS` added (see the module docstring).
-    `progress(index, total, name)`, when given, is called before each kernel row."""
+    `progress(index, total, name)`, when given, is called before each kernel row; `costs`,
+    when given, receives the CPU seconds of each distinct op, keyed (kind, sizes JSON)."""
+    import time
+
     from workloads.ops import OP_FLAGS, OPS, build_op, simulate_op
 
     if front_end_us is not None:
@@ -178,11 +182,14 @@ def simulate_reference(df: pd.DataFrame, config, fidelity: str | None = None,
         text = json.dumps(sizes, sort_keys=True)
         key = (kind, text)
         if key not in cache:
+            started = time.process_time()
             try:
                 plan = build_op(kind, config, **sizes)
                 cache[key] = (float(simulate_op(plan, config, fidelity)["time_us"]), None)
             except InputError as exc:
                 cache[key] = (None, str(exc))
+            if costs is not None:
+                costs[key] = time.process_time() - started
         time_us, error = cache[key]
         if error is not None:
             results.append((kind, text, math.nan, "error", error))

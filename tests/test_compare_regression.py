@@ -1,0 +1,111 @@
+"""The LLaMA-3-8B H100 traces hold `ptxsim compare` to its stored baseline: simulated
+coverage may not drop and MAPE may not worsen by more than 2 points
+(`workloads.traces.reference_regression`; the baseline in
+`workloads/reference/h100/llama3_8b_compare_baseline.json`).
+
+The fast tests build every distinct op of both traces (no simulation) for the coverage and
+re-simulate the ops that cost under a CPU second, taking the others' times from the
+baseline; the slow test (PTXSIM_SLOW=1) re-simulates every op of both traces.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from reports import compare
+from workloads.traces import reference_regression as reg
+
+TOLERANCE = reg.TOLERANCE_POINTS
+
+
+@pytest.fixture(scope="module")
+def baseline() -> dict:
+    return reg.load_baseline()
+
+
+@pytest.fixture(scope="module")
+def mapped() -> dict:
+    return {phase: reg.mapped_trace(phase) for phase in reg.TRACES}
+
+
+@pytest.mark.parametrize("phase", list(reg.TRACES))
+def test_baseline_meets_the_goal_it_was_written_for(baseline, phase):
+    """The stored figures are whole: every kernel counted, coverage >= 95 %, categories'
+    shares sum to 1."""
+    entry = baseline["traces"][phase]
+    assert entry["coverage"] >= 0.95
+    assert sum(c["share"] for c in entry["categories"].values()) == pytest.approx(1.0)
+    assert sum(op["kernels"] for op in entry["ops"]) == entry["simulated"]
+
+
+@pytest.mark.parametrize("phase", list(reg.TRACES))
+def test_coverage_does_not_drop(baseline, mapped, phase):
+    """Every kernel whose op builds counts as simulated: that share of the measured time is
+    at least the baseline's coverage less 2 points."""
+    from isa.errors import InputError
+    from workloads.ops import build_op
+
+    df = mapped[phase]
+    config = reg.config()
+
+    def builds(kind, sizes) -> bool:
+        if not isinstance(sizes, str):       # no sizes: not simulated
+            return False
+        try:
+            build_op(kind, config, **json.loads(sizes))
+        except InputError:
+            return False
+        return True
+
+    keys = list(zip(df["op"], df["sizes"], strict=True))
+    built = {key: builds(*key) for key in set(keys)}
+    ok = [built[key] for key in keys]
+    coverage = float(df.loc[ok, "dur_us"].sum() / df["dur_us"].sum())
+    assert 100 * coverage >= 100 * baseline["traces"][phase]["coverage"] - TOLERANCE
+
+
+@pytest.mark.parametrize("phase", list(reg.TRACES))
+def test_cheap_ops_keep_their_error(baseline, mapped, phase):
+    """The ops that cost under a CPU second re-simulated, the rest from the baseline: MAPE
+    over the trace and per category within 2 points of the baseline's."""
+    entry = baseline["traces"][phase]
+    costs = reg.op_costs(entry)
+    stored = {k: t for k, t in reg.op_times(entry).items() if costs[k] >= reg.FAST_OP_CPU_S}
+    result = reg.simulate(mapped[phase], stored)
+    _within_baseline(result, entry)
+
+
+@pytest.mark.skipif(os.environ.get("PTXSIM_SLOW") != "1", reason="slow: set PTXSIM_SLOW=1")
+@pytest.mark.parametrize("phase", list(reg.TRACES))
+def test_every_op_re_simulated_keeps_coverage_and_error(baseline, mapped, phase):
+    """Both traces re-simulated in full: coverage and MAPE (overall and per category) within
+    2 points of the baseline."""
+    _within_baseline(reg.simulate(mapped[phase]), baseline["traces"][phase])
+
+
+def _within_baseline(result, entry: dict) -> None:
+    summary = compare.error_summary(result)
+    assert 100 * summary["coverage"] >= 100 * entry["coverage"] - TOLERANCE
+    assert summary["mape_pct"] <= entry["mape_pct"] + TOLERANCE
+    for row in compare.category_summary(result).itertuples():
+        stored = entry["categories"][row.category]
+        assert 100 * row.coverage >= 100 * stored["coverage"] - TOLERANCE, row.category
+        assert row.mape_pct <= stored["mape_pct"] + TOLERANCE, row.category
+
+
+def test_accuracy_doc_quotes_the_baseline(baseline):
+    """docs/accuracy.md's LLaMA-3-8B table holds the stored coverage, MAPE and Pearson r."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "accuracy.md").read_text()
+    for label, phase in (("| prefill, 4096 tokens", "prefill"),
+                         ("| decode, batch 64", "decode")):
+        rows = [line for line in text.splitlines() if line.startswith(label)]
+        entry = baseline["traces"][phase]
+        assert len(rows) == 1, label
+        for figure in (f"{100 * entry['coverage']:.1f} %", f"{entry['mape_pct']:.1f} %",
+                       f"{entry['pearson_r']:.3f}"):
+            assert figure in rows[0], (phase, figure, rows[0])
