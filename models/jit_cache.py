@@ -17,8 +17,10 @@ Importing this module, or any other, reads and writes nothing.
 writes), whether the next simulation will compile: "ready", "stale" (sources changed since
 the last refresh), "empty" (no compiled SM loop cached) or "unknown" (numba caches
 elsewhere, `NUMBA_CACHE_DIR`, or does not compile, `NUMBA_DISABLE_JIT`). `compile_notice()`
-is the line a command prints on stderr before it simulates when the state is "stale" or
-"empty"; this module prints nothing itself.
+is that line; `ensure_fresh()` hands it, when the state is "stale" or "empty", to the
+`logging` logger `ptxsim.compile` at INFO level just before compiled code first loads, so a
+command that fails on its input earlier says nothing about compiling. This module prints
+nothing itself: the command line attaches a handler writing the record on stderr.
 Units: seconds.
 """
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import logging
 import os
 from pathlib import Path
 
@@ -36,6 +39,8 @@ PROBE = "sm_core._run-*.nbi"   # the compiled SM loop's cache index: absent unti
 # CPU time of the first simulation on an empty cache (`ptxsim op softmax --rows 256
 # --cols 256`: 82 s user against 2.5 s warm, one core); every cached function compiles then.
 COMPILE_ESTIMATE_S = 90
+COMPILE_LOG = logging.getLogger("ptxsim.compile")
+"""Where `ensure_fresh()` reports that compiling is ahead (INFO; no handler of its own)."""
 
 
 def sources_hash() -> str:
@@ -70,7 +75,11 @@ def refresh() -> bool:
 def ensure_fresh() -> bool:
     """`refresh()` the first time compiled code is about to load in this process (the call
     sites are in the module docstring); later calls return that answer without reading a
-    file. The memo is per process: a worker of a sweep checks once for itself."""
+    file. The memo is per process: a worker of a sweep checks once for itself. Logs
+    `compile_notice()` to `COMPILE_LOG` first when compiling is ahead."""
+    notice = compile_notice()
+    if notice:
+        COMPILE_LOG.info(notice)
     return refresh()
 
 

@@ -6,16 +6,19 @@ whether the command will run the timing model. Errors that carry a location
 (`isa.PtxError`, config errors) are printed as one line on stderr with exit status 2;
 nothing is half-written. `ptxsim` alone prints the help (exit 0), `ptxsim --version` the
 installed package's version; Ctrl-C anywhere ends the command with one line on stderr and
-exit status 130 (128 + SIGINT), as shells expect. Before a command that simulates, when
-numba will first compile the simulator's kernels (`models.jit_cache.compile_notice`), one
-line on stderr says so, unless the command was given `--quiet`.
+exit status 130 (128 + SIGINT), as shells expect. In a command that simulates, one line on
+stderr says so when numba is about to compile the simulator's kernels (logged by
+`models.jit_cache.ensure_fresh` just before compiled code first loads, so a command
+refused on its input says nothing of it), unless the command was given `--quiet`.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import importlib.metadata
+import logging
 import os
 import pkgutil
 import sys
@@ -62,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help()
             return 0
         command = f"ptxsim {args.command}"
-        _announce_compile(args)
-        return int(args._run(args) or 0)
+        with _compile_notices(args):
+            return int(args._run(args) or 0)
     except InputError as exc:
         print(f"{command}: error: {exc}", file=sys.stderr)
         return 2
@@ -75,16 +78,28 @@ def main(argv: list[str] | None = None) -> int:
         return INTERRUPTED_STATUS
 
 
-def _announce_compile(args: argparse.Namespace) -> None:
-    """One line on stderr when this command will make numba compile the simulator first."""
+@contextlib.contextmanager
+def _compile_notices(args: argparse.Namespace):
+    """While the command runs, the line `models.jit_cache` logs just before numba first
+    compiles the simulator's kernels goes to stderr (not for commands that never simulate,
+    nor with `--quiet`)."""
     simulates = args._simulates(args) if args._simulates is not None else True
     if not simulates or getattr(args, "quiet", False):
+        yield
         return
     from models import jit_cache
 
-    notice = jit_cache.compile_notice()
-    if notice:
-        print(f"ptxsim {args.command}: {notice}", file=sys.stderr, flush=True)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(f"ptxsim {args.command}: %(message)s"))
+    log = jit_cache.COMPILE_LOG
+    level = log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
 
 
 if __name__ == "__main__":

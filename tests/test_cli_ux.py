@@ -221,14 +221,36 @@ def test_compile_notice_is_unknown_when_numba_caches_elsewhere(tmp_path, monkeyp
 ])
 def test_compile_notice_goes_to_stderr_before_simulating_commands_only(argv, shown, capsys,
                                                                         monkeypatch):
-    """One stderr line before a command that simulates (not `models`, `opcodes`, a
-    functional `kernel`, nor with `--quiet`)."""
+    """One stderr line when compiled code first loads in a command that simulates (not
+    `models`, `opcodes`, a functional `kernel`, nor with `--quiet`)."""
     monkeypatch.setattr(jit_cache, "compile_notice", lambda: "compiling (test)")
+    monkeypatch.setattr(jit_cache, "refresh", lambda: False)
+    jit_cache.ensure_fresh.cache_clear()
     for name in ("golden", "op", "models", "opcodes", "kernel"):
-        monkeypatch.setattr(f"simulator.commands.{name}.run", lambda args: 0)
-    assert main(argv) == 0
+        monkeypatch.setattr(f"simulator.commands.{name}.run",
+                            lambda args: int(jit_cache.ensure_fresh()))
+    try:
+        assert main(argv) == 0
+    finally:
+        jit_cache.ensure_fresh.cache_clear()
     err = capsys.readouterr().err
     assert err.splitlines() == ([f"ptxsim {argv[0]}: compiling (test)"] if shown else [])
+
+
+def test_command_refused_before_simulating_says_nothing_about_compiling(tmp_path, capsys,
+                                                                        monkeypatch):
+    """A sweep file refused while it is read is one error line, even when the kernels
+    would compile: the notice waits for compiled code to load."""
+    monkeypatch.setattr(jit_cache, "compile_notice", lambda: "compiling (test)")
+    jit_cache.ensure_fresh.cache_clear()
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[base]\nkind = 'nothing'\n")
+    try:
+        assert main(["sweep", str(bad), "--out", str(tmp_path / "out")]) == 2
+    finally:
+        jit_cache.ensure_fresh.cache_clear()
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "compiling" not in err
 
 
 # -- plots and HTML ------------------------------------------------------------------------
