@@ -15,10 +15,10 @@ from reports.sweep_loading import load_sweep, load_sweep_kernels
 
 __all__ = ["load_sweep", "load_sweep_kernels"]
 
+from models.roofline import chip_peaks, roofline_time_us  # noqa: E402
 from reports.chrome_trace import chrome_trace  # noqa: E402
 from reports.compare import write_compare  # noqa: E402
 from reports.kernel_table import KERNEL_COLUMNS, kernel_table  # noqa: E402
-from reports.roofline import chip_peaks, roofline_time_us  # noqa: E402
 from reports.writer import write_report  # noqa: E402
 
 __all__ += ["KERNEL_COLUMNS", "chip_peaks", "chrome_trace", "kernel_table",

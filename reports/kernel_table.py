@@ -39,7 +39,7 @@ flops count the products the co-design units skip (a GEMM's dense 2·M·N·K und
 the ZCE skips are not in them; `workloads.codesign.codesign_ops.op_counts`).
 `achieved_tflops` = issued_flops / time_us.
 
-Roofline (`reports.roofline`, one definition): roofline_us = max(flops / peak_tflops,
+Roofline (`models.roofline`, one definition): roofline_us = max(flops / peak_tflops,
 roofline_bytes / peak_hbm_gbps), roofline_bytes the op's minimum bytes where given, else
 the HBM bytes simulated; a workload's own `roofline_us` and `bound` (from
 `workloads.ops.simulate_op`, the same definition) win. The compute peak is the tensor peak
@@ -69,7 +69,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from reports.roofline import chip_peaks, roofline_bound, roofline_time_us
+from models.roofline import chip_peaks, roofline_bound, roofline_time_us
 
 LEVELS = ("l1", "l2", "l3", "hbm")
 UNITS = ("fp32", "fp16", "bf16", "fp64", "int32", "sfu", "conversion", "shuffle", "lsu",

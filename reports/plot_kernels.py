@@ -1,7 +1,7 @@
 """Per-kernel plots from the kernel table: roofline, stall stacks, unit-utilization heatmap.
 
 Each function takes the table of `reports.kernel_table.kernel_table` (and, for the roofline,
-the peaks of `reports.roofline.chip_peaks`) and returns a `matplotlib.figure.Figure` on an
+the peaks of `models.roofline.chip_peaks`) and returns a `matplotlib.figure.Figure` on an
 Agg canvas (no pyplot state, nothing shown), or None when the table holds nothing to draw.
 Legible at any kernel count: figures are capped at `MAX_FIGURE_INCHES`; the stall stacks and
 the utilization heatmap keep the `MAX_KERNELS` longest kernels (`time_us`) and say so in
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from models.roofline import ridge_point_flops_per_byte
 from reports.kernel_table import STALL_COLUMNS, UNITS
-from reports.roofline import ridge_point_flops_per_byte
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

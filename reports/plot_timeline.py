@@ -7,7 +7,7 @@ has these and more): each row is a sample over the interval ending at the point 
 rows with component `sm.<index>` and stat `utilization` (busy fraction) for the heatmap,
 and rows with component `memory.<level>` and stat `bandwidth_gbps` (or `bytes` moved in the
 interval ending at `end_us`) for the bandwidth plot, which draws each level's peak from
-`peaks` (`reports.roofline.chip_peaks`: `hbm_gbps`, `l2_gbps`) as a dashed line when given.
+`peaks` (`models.roofline.chip_peaks`: `hbm_gbps`, `l2_gbps`) as a dashed line when given.
 When such rows are absent the functions return None and `missing_reason` says why;
 nothing is made up.
 The Gantt reads the kernel table (`kernel`, `stream`, `start_us`, `end_us`).

@@ -52,7 +52,7 @@ import numpy as np
 import pandas as pd
 
 from isa.errors import InputError
-from reports.roofline import chip_peaks
+from models.roofline import chip_peaks
 from simulator.stats import within_peak
 
 COLUMNS = ("run_id", "kernel", "start_us", "end_us", "component", "stat", "value", "unit")

@@ -35,13 +35,13 @@ from typing import Any
 
 import pandas as pd
 
+from models.roofline import chip_peaks
 from reports.chrome_trace import chrome_trace
 from reports.html_report import Section, render_html
 from reports.kernel_table import column_units, kernel_table
 from reports.output_dir import check_output_dir, write_output_dir
 from reports.plot_kernels import plot_roofline, plot_stall_stacks, plot_unit_utilization
 from reports.plot_timeline import missing_reason, plot_bandwidth, plot_gantt, plot_sm_heatmap
-from reports.roofline import chip_peaks
 from reports.workload_timeline import workload_timeline
 from simulator.config import strict_json
 

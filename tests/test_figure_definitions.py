@@ -12,10 +12,10 @@ import models
 import simulator
 import workloads
 from models import cached_memory_layout as ck
+from models.roofline import chip_peaks, roofline_time_us
 from models.timeline_tracer import TIMELINE_COLUMNS, TimelineTracer
 from reports.kernel_table import KERNEL_COLUMNS, column_units, kernel_table
 from reports.plot_timeline import TIMELINE_COLUMNS as PLOTTED_COLUMNS
-from reports.roofline import chip_peaks, roofline_time_us
 from reports.workload_timeline import COLUMNS as LAYER_COLUMNS
 from reports.workload_timeline import workload_timeline
 from simulator.stats import within_peak

@@ -66,7 +66,7 @@ def test_norm_ops_run_on_small_shapes(capsys, op):
 
 def test_gemm_plan_roofline_and_bound():
     """M=1 (decode) is memory-bound, 4096^3 compute-bound; the bound is the larger term."""
-    from reports.roofline import chip_peaks, roofline_bound, roofline_time_us
+    from models.roofline import chip_peaks, roofline_bound, roofline_time_us
     peaks = chip_peaks(H100.to_dict())
     decode = build_op("gemm", H100, m=1, n=8192, k=8192, dtype="bf16")
     big = build_op("gemm", H100, m=4096, n=4096, k=4096, dtype="fp8")

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import models
+from models.roofline import chip_peaks, roofline_bound, roofline_time_us
 from reports.kernel_table import KERNEL_COLUMNS, STALL_COLUMNS, column_units, kernel_table
-from reports.roofline import chip_peaks, roofline_bound, roofline_time_us
 
 CYCLES, TIME_US, SMS, SUBPARTITIONS = 1000, 2.0, 4, 4
 

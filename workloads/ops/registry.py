@@ -19,7 +19,8 @@ time, cycles and simulated HBM bytes, and puts the roofline beside them. With
 and `sample_byte_weights` where HBM bytes extrapolate otherwise than time), those are
 simulated instead and the figures are their weighted sums (op-level sampling
 for persistent kernels, whose single wave the simulator's wave sampling cannot shorten)
-(`reports.roofline_time_us`, peaks from `reports.chip_peaks` of the resolved config).
+(`models.roofline.roofline_time_us`, peaks from `models.roofline.chip_peaks` of the
+resolved config).
 
 Sustained clock: each launch is simulated at the preset clock, then re-timed at the clock
 its tensor load sustains under the power limit (`models.sustained_clock`, from the
@@ -73,6 +74,7 @@ import numpy as np
 from isa.errors import InputError
 from isa.launch import ShapeOnly
 from models.gpu_spec import HOST_MEMORY_BYTES
+from models.roofline import chip_peaks, roofline_bound, roofline_time_us
 from simulator.config import NULL_REASONS_KEY
 from simulator.fidelity import FidelityPlan, aggregate
 
@@ -338,8 +340,6 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
     """Time every launch of `plan` on `config`; a dict with the op's figures (see module).
     A `stats` list receives (weight, launch, stats DataFrame) per simulated launch, a
     `timelines` list (weight, launch, `KernelResult.timeline`)."""
-    from reports.roofline import chip_peaks, roofline_bound, roofline_time_us
-
     check_plan(plan, config)
     params = _supported()
     have = available_fidelities()

@@ -43,6 +43,7 @@ from pathlib import Path
 import pandas as pd
 
 from isa.errors import InputError
+from models.roofline import chip_peaks
 
 CACHE_FORMAT = "ptxsim-op-cache/1"
 NONFINITE_TAG = "nonfinite"
@@ -212,8 +213,6 @@ def _largest_first(graph, config) -> list:
     """Nodes by their roofline time (FLOP at the FP8 tensor peak vs minimum bytes at the HBM
     peak; a comm-stream node's bytes at the network's achieved bandwidth), largest first,
     ties in issue order: what a cut-short fill covers best."""
-    from reports.roofline import chip_peaks
-
     peaks = chip_peaks(config.to_dict())
     tflops = peaks.get("tensor_fp8_tflops") or peaks.get("tensor_bf16_tflops") or 1.0
     network_gbps = float(config.links.network_achieved_gbps)
