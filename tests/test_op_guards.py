@@ -35,6 +35,12 @@ OVERSIZED = {
     "moe-gating": dict(tokens=100 * BIG, hidden=7168, experts=256, topk=8),
     "alltoall": dict(ranks=8, tokens=100 * BIG, hidden=7168),
     "allreduce": dict(ranks=8, bytes=100 * BIG * BIG),
+    "elementwise": dict(functor="add", shape=f"{BIG}x{BIG}"),
+    "copy": dict(shape=f"{BIG}x{BIG}"),
+    "memset": dict(bytes=BIG * BIG),
+    "memcpy": dict(bytes=BIG * BIG),
+    "cat": dict(shapes=f"{BIG}x{BIG};{BIG}x{BIG}"),
+    "index-select": dict(rows=BIG, cols=BIG),
 }
 VARIANTS = {
     "gemm grouped": ("gemm", dict(m=BIG, n=4096, k=4096, groups=64)),

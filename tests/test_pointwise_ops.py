@@ -40,7 +40,7 @@ def test_the_family_is_registered_as_op_kinds():
 
 def test_vectorized_add_covers_full_blocks_and_the_tail():
     """3000 bf16 elements: two 1024-element vector blocks and a tail block, y = a + 2 b."""
-    launch = run(build_op("elementwise", CONFIG, op="add", shape="3000", dtype="bf16",
+    launch = run(build_op("elementwise", CONFIG, functor="add", shape="3000", dtype="bf16",
                           alpha=2.0))
     y, a, b = launch.args[3], launch.args[4], launch.args[5]
     assert launch.entry == "pw_vec_add2_b_b_v8" and launch.grid == (3, 1, 1)
@@ -50,7 +50,7 @@ def test_vectorized_add_covers_full_blocks_and_the_tail():
 
 def test_generic_broadcast_mul_reads_through_strides():
     """RoPE's x[..., ::2] * cos[:, None, :]: a stride-2 input and a broadcast one."""
-    launch = run(build_op("elementwise", CONFIG, op="mul", shape="16x4x8", dtype="f32",
+    launch = run(build_op("elementwise", CONFIG, functor="mul", shape="16x4x8", dtype="f32",
                           strides="64,16,2;8,0,1"))
     y, a, b = launch.args[3], launch.args[4], launch.args[5]
     assert launch.entry == "pw_gen2_mul2_f_f" and launch.grid == (2, 1, 1)
@@ -60,7 +60,7 @@ def test_generic_broadcast_mul_reads_through_strides():
 
 def test_generic_silu_of_a_column_slice():
     """silu of the gate half of a [rows, 2 cols] bf16 tensor, one ulp of bf16."""
-    launch = run(build_op("elementwise", CONFIG, op="silu", shape="8x100", dtype="bf16",
+    launch = run(build_op("elementwise", CONFIG, functor="silu", shape="8x100", dtype="bf16",
                           strides="200,1"))
     x = strided(launch.args[4], (8, 100), (200, 1)).astype(np.float64)
     y = launch.args[3].reshape(8, 100).astype(np.float64)
@@ -73,7 +73,7 @@ def test_unrolled_cast_and_arange():
     copy = run(build_op("copy", CONFIG, shape="1000", dtype="i64", out_dtype="f32"))
     assert copy.entry == "pw_unr_copy1_l_f" and copy.grid == (2, 1, 1)
     assert np.array_equal(copy.args[3], copy.args[4].astype(np.float32))
-    arange = run(build_op("elementwise", CONFIG, op="arange", shape="64", dtype="i64",
+    arange = run(build_op("elementwise", CONFIG, functor="arange", shape="64", dtype="i64",
                           alpha=3.0, beta=2.0))
     assert arange.entry == "pw_idx_arange0_l_l" and arange.block == (64, 1, 1)
     assert np.array_equal(arange.args[3], 3 + 2 * np.arange(64))
@@ -81,7 +81,7 @@ def test_unrolled_cast_and_arange():
 
 def test_pow_with_a_broadcast_zero_dim_base():
     """pow(base, exponent) with a 0-dim base (stride 0), as RoPE's inverse frequencies."""
-    plan = build_op("elementwise", CONFIG, op="pow", shape="64", dtype="f32",
+    plan = build_op("elementwise", CONFIG, functor="pow", shape="64", dtype="f32",
                     strides="0;1", vec=4)
     launch = plan.launches[0]
     launch.args[4][:] = np.abs(launch.args[4])
@@ -118,12 +118,12 @@ def test_index_select_gathers_rows():
 
 
 @pytest.mark.parametrize(("sizes", "path", "entry"), [
-    ({"op": "add", "shape": "4096x4096", "dtype": "bf16"}, "vectorized", "pw_vec_add2_b_b_v8"),
-    ({"op": "add", "shape": "64", "dtype": "i64", "inputs": 1, "out_dtype": "f32"},
+    ({"functor": "add", "shape": "4096x4096", "dtype": "bf16"}, "vectorized", "pw_vec_add2_b_b_v8"),
+    ({"functor": "add", "shape": "64", "dtype": "i64", "inputs": 1, "out_dtype": "f32"},
      "unrolled", "pw_unr_add1_l_f"),
-    ({"op": "mul", "shape": "4096x32x64", "dtype": "f32", "strides": "4096,128,2;64,0,1"},
+    ({"functor": "mul", "shape": "4096x32x64", "dtype": "f32", "strides": "4096,128,2;64,0,1"},
      "generic", "pw_gen2_mul2_f_f"),
-    ({"op": "mul", "shape": "4096x14336", "dtype": "bf16", "strides": "14336,1;28672,1"},
+    ({"functor": "mul", "shape": "4096x14336", "dtype": "bf16", "strides": "14336,1;28672,1"},
      "generic", "pw_gen4_mul2_b_b"),
 ])
 def test_auto_path_is_atens_choice(sizes, path, entry):
@@ -141,10 +141,10 @@ def test_f32_to_bf16_copy_is_vectorized_by_eight():
 
 
 @pytest.mark.parametrize(("kind", "sizes", "grid"), [
-    ("elementwise", {"op": "silu", "shape": "4096x14336", "strides": "28672,1"}, 114688),
-    ("elementwise", {"op": "mul", "shape": "4096x32x64", "dtype": "f32",
+    ("elementwise", {"functor": "silu", "shape": "4096x14336", "strides": "28672,1"}, 114688),
+    ("elementwise", {"functor": "mul", "shape": "4096x32x64", "dtype": "f32",
                      "strides": "4096,128,2;64,0,1"}, 32768),
-    ("elementwise", {"op": "add", "shape": "4096x32x64", "dtype": "f32"}, 8192),
+    ("elementwise", {"functor": "add", "shape": "4096x32x64", "dtype": "f32"}, 8192),
     ("cat", {"shapes": "4096x32x64x1;4096x32x64x1", "dim": -1, "dtype": "f32"}, 4224),
     ("cat", {"shapes": "4096x8x64x1;4096x8x64x1", "dim": -1, "dtype": "f32"}, 4096),
 ])
@@ -170,12 +170,12 @@ def test_int_divider_divides_exactly():
 
 
 @pytest.mark.parametrize(("sizes", "message"), [
-    ({"op": "silu", "shape": "64", "dtype": "i64"}, "instantiated for this path and op"),
-    ({"op": "add", "shape": "8x8", "strides": "16,1;8,1", "path": "vectorized"},
+    ({"functor": "silu", "shape": "64", "dtype": "i64"}, "instantiated for this path and functor"),
+    ({"functor": "add", "shape": "8x8", "strides": "16,1;8,1", "path": "vectorized"},
      "contiguous operands only"),
-    ({"op": "add", "shape": "8x0"}, "--shape"),
-    ({"op": "add", "shape": "8x8", "strides": "8,1"}, "--strides"),
-    ({"op": "copy", "shape": "8", "inputs": 2}, "--inputs"),
+    ({"functor": "add", "shape": "8x0"}, "--shape"),
+    ({"functor": "add", "shape": "8x8", "strides": "8,1"}, "--strides"),
+    ({"functor": "copy", "shape": "8", "inputs": 2}, "--inputs"),
 ])
 def test_bad_sizes_name_the_flag(sizes, message):
     """What is wrong and what would be accepted, before anything runs."""

@@ -195,7 +195,7 @@ def test_split_k_reduction_counts_the_main_kernels_splits(llama):
     f32 partial sums added into the bf16 output, in the GEMM category."""
     sizes, rows = _sizes(llama["decode"], "splitKreduce")
     assert set(rows["category"]) == {"gemm"} and set(rows["op"]) == {"elementwise"}
-    assert sizes[0] == {"op": "add", "shape": "64x4096", "inputs": 2, "dtype": "f32",
+    assert sizes[0] == {"functor": "add", "shape": "64x4096", "inputs": 2, "dtype": "f32",
                         "out_dtype": "bf16", "path": "vectorized"}
 
 

@@ -20,7 +20,8 @@ in timing mode with `isa.ShapeOnly` tensors (no branch depends on data), except 
 gather's indices, which decide its addresses: they are always real (uniform random rows of
 the table, seeded). Left out: ATen's
 other cat kernels (unaligned or strided inputs, more than 4 dimensions), the small-index
-gather kernel. Units: elements, bytes.
+gather kernel. Tensors beyond the device memory are refused first (`registry.check_op_size`),
+then more than 2^32 elements (32-bit indexing). Units: elements, bytes.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import isa
 from isa.errors import InputError
 from workloads.kernels.case import ceil_div, load_ptx
 from workloads.ops.pointwise import DTYPES, parse_shape
-from workloads.ops.registry import Flag, Launch, OpPlan, positive, register
+from workloads.ops.registry import Flag, Launch, OpPlan, check_op_size, positive, register
 
 KERNEL_FILE = "torch_layout.cu"
 FUNCTIONAL_ELEMENTS = 1 << 16
@@ -100,6 +101,8 @@ def cat_op(config, shapes, dim: int = 0, dtype: str = "bf16", seed: int = 0,
         raise InputError(f"--shapes {shapes!r}: {len(out_shape)} dimensions; the batched cat "
                          f"kernel takes at most {CAT_MAX_DIMS}")
     total = math.prod(out_shape)
+    check_op_size(config, "cat", {"shapes": shapes, "dim": dim}, {},
+                  float(2 * total * itemsize))
     if total >= 1 << 32:
         raise InputError(f"--shapes {shapes!r}: {total} output elements; accepted < 2^32 "
                          "(32-bit indexing)")
@@ -152,6 +155,8 @@ def index_select_op(config, rows: int, cols: int, table_rows: int | None = None,
     positive("--cols", cols)
     table_rows = rows if table_rows is None else positive("--table-rows", table_rows)
     total = rows * cols
+    check_op_size(config, "index-select", {"rows": rows, "cols": cols, "table_rows": table_rows},
+                  {}, float((total + table_rows * cols) * itemsize + 8 * rows))
     if max(total, table_rows * cols) >= 1 << 32:
         raise InputError(f"--rows {rows} --cols {cols} --table-rows {table_rows}: accepted "
                          "fewer than 2^32 elements (32-bit indexing)")

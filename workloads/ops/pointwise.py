@@ -3,7 +3,7 @@ fill and memset, timed by simulating the kernels of `workloads/kernels/torch_ele
 (ATen's three launch paths, written again with their geometry) at the given shapes, dtypes
 and strides, so that their time follows from bytes, access width and index arithmetic.
 
-* elementwise  `--op` copy | add | mul | silu | cos | sin | pow | fill | arange over
+* elementwise  `--functor` copy | add | mul | silu | cos | sin | pow | fill | arange over
                `--inputs` tensors (0 to 3) broadcast to `--shape`, input dtype `--dtype`,
                output `--out-dtype`, input strides `--strides` (elements, one list per
                input, `;` between inputs, 0 where an input is broadcast), output strides
@@ -29,7 +29,7 @@ allow it, size-1 dimensions vanish):
 * index       arange (`elementwise_kernel_with_index`): 64 threads x 4 elements.
 
 A trace's kernel name says which path ran; the compare mapping passes it (`--path`, `--vec`)
-rather than trusting this choice. Each (path, op, inputs, dtypes) is one entry of the CUDA
+rather than trusting this choice. Each (path, functor, inputs, dtypes) is one entry of the CUDA
 file; a combination without an entry is an `InputError` naming the entries there are.
 f16 runs the bf16 entries (the same bytes and instructions); inputs share one dtype in the
 kernel, so a broadcast operand of another dtype (a 0-dim f64 base of `pow`) is read as the
@@ -39,7 +39,8 @@ FLOPs (roofline only): one per arithmetic operation or libm call per element. By
 distinct element of every operand once (a broadcast operand counts its own size). Below
 `FUNCTIONAL_ELEMENTS` touched elements the kernels run with random data (functional +
 timing); above, in timing mode with `isa.ShapeOnly` tensors (no branch depends on data).
-Left out: 64-bit indexing (more than 2^31 elements is refused, ATen splits such launches),
+Tensors beyond the device memory are refused first (`registry.check_op_size`). Left out:
+64-bit indexing (more than 2^31 elements is refused, ATen splits such launches),
 unaligned vector paths, dynamic-dtype dispatch (`fetch_and_cast`'s switch).
 Units: elements, bytes, FLOP.
 """
@@ -57,7 +58,7 @@ import numpy as np
 import isa
 from isa.errors import InputError
 from workloads.kernels.case import KERNEL_DIR, ceil_div, load_ptx
-from workloads.ops.registry import Flag, Launch, OpPlan, positive, register
+from workloads.ops.registry import Flag, Launch, OpPlan, check_op_size, positive, register
 
 KERNEL_FILE = "torch_elementwise.cu"
 FUNCTIONAL_ELEMENTS = 1 << 16
@@ -72,8 +73,8 @@ PEAK = "vector_fp32_tflops"
 
 DTYPES = {"bf16": ("b", ml_dtypes.bfloat16), "f16": ("b", ml_dtypes.bfloat16),
           "f32": ("f", np.float32), "f64": ("d", np.float64), "i64": ("l", np.int64)}
-OPS = {"copy": 1, "add": 2, "mul": 2, "silu": 1, "cos": 1, "sin": 1, "pow": 2, "fill": 0,
-       "arange": 0}
+FUNCTORS = {"copy": 1, "add": 2, "mul": 2, "silu": 1, "cos": 1, "sin": 1, "pow": 2,
+            "fill": 0, "arange": 0}
 INPUT_RANGE = {"add": (1, 3), "mul": (1, 3)}
 FLOPS_PER_ELEMENT = {"copy": 0, "silu": 3, "cos": 1, "sin": 1, "pow": 1, "fill": 0,
                      "arange": 2}
@@ -222,15 +223,16 @@ def kernel_entries() -> frozenset[str]:
     return frozenset(re.findall(r"\.entry\s+(\w+)\(", text))
 
 
-def choose_path(path: str, op: str, shape, operands: list[Operand]) -> tuple[str, int | None]:
+def choose_path(path: str, functor: str, shape, operands: list[Operand]) \
+        -> tuple[str, int | None]:
     """(path, V of the generic path) as ATen's `gpu_kernel` chooses them (module doc)."""
     out, inputs = operands[0], operands[1:]
-    if op == "arange":
+    if functor == "arange":
         return "index", None
     dense = len(shape) <= 1 and all(o.strides in ((), (1,)) for o in operands)
     same = all(DTYPES[o.dtype][0] == DTYPES[out.dtype][0] for o in inputs)
     if path == "auto":
-        if dense and (same or (op == "copy" and inputs[0].dtype == "f32"
+        if dense and (same or (functor == "copy" and inputs[0].dtype == "f32"
                                and DTYPES[out.dtype][0] == "b")):
             path = "vectorized"
         else:
@@ -240,12 +242,12 @@ def choose_path(path: str, op: str, shape, operands: list[Operand]) -> tuple[str
     return path, None
 
 
-def entry_name(path: str, op: str, nin: int, dtype: str, out_dtype: str,
+def entry_name(path: str, functor: str, nin: int, dtype: str, out_dtype: str,
                vec: int | None) -> str:
     """The kernel entry of this launch (an `InputError` listing the instantiated ones of
-    the path and op when there is none)."""
+    the path and functor when there is none)."""
     tag = PATH_TAGS.get(path, f"gen{vec}")
-    stem = f"pw_{tag}_{op}{nin}_{DTYPES[dtype][0]}_{DTYPES[out_dtype][0]}"
+    stem = f"pw_{tag}_{functor}{nin}_{DTYPES[dtype][0]}_{DTYPES[out_dtype][0]}"
     entries = kernel_entries()
     if path == "vectorized":
         found = sorted(e for e in entries if e.startswith(stem + "_v"))
@@ -256,10 +258,11 @@ def entry_name(path: str, op: str, nin: int, dtype: str, out_dtype: str,
     elif stem in entries:
         return stem
     same = sorted(e for e in entries if e.startswith(f"pw_{tag.rstrip('0123456789')}")
-                  and f"_{op}" in e)
+                  and f"_{functor}" in e)
     raise InputError(f"elementwise: no kernel for path {path}"
-                     f"{f' ({vec})' if vec else ''}, op {op} on {nin} input(s), {dtype} -> "
-                     f"{out_dtype} in {KERNEL_FILE}; instantiated for this path and op: "
+                     f"{f' ({vec})' if vec else ''}, functor {functor} on {nin} input(s), "
+                     f"{dtype} -> {out_dtype} in {KERNEL_FILE}; instantiated for this path and "
+                     "functor: "
                      f"{', '.join(same) or 'none'}")
 
 
@@ -274,47 +277,50 @@ def _tensor(op: Operand, shape, functional: bool, rng):
     return rng.standard_normal(span).astype(dtype)
 
 
-def _flops(op: str, nin: int, n: int) -> float:
+def _flops(functor: str, nin: int, n: int) -> float:
     """add: x0 + alpha * (x1 + x2) is one operation per input; mul one per product."""
-    if op == "add":
+    if functor == "add":
         return float(nin * n)
-    if op == "mul":
+    if functor == "mul":
         return float(max(nin - 1, 1) * n)
-    return float(FLOPS_PER_ELEMENT[op] * n)
+    return float(FLOPS_PER_ELEMENT[functor] * n)
 
 
-def pointwise_plan(config, kind: str, op: str, shape, inputs: int | None = None,
+def pointwise_plan(config, kind: str, functor: str, shape, inputs: int | None = None,
                    dtype: str = "bf16", out_dtype: str | None = None, strides=None,
                    out_strides=None, path: str = "auto", vec: int | None = None,
                    alpha: float | None = None, beta: float = 1.0, seed: int = 0,
                    shape_only: bool | None = None) -> OpPlan:
     """The plan of one element-wise launch (the `elementwise`, `copy` and `memset` ops)."""
-    if op not in OPS:
-        raise InputError(f"--op {op!r}: accepted {', '.join(OPS)}")
+    if functor not in FUNCTORS:
+        raise InputError(f"--functor {functor!r}: accepted {', '.join(FUNCTORS)}")
     for flag, value in (("--dtype", dtype), ("--out-dtype", out_dtype)):
         if value is not None and value not in DTYPES:
             raise InputError(f"{flag} {value!r}: accepted {', '.join(DTYPES)}")
     if path not in PATHS:
         raise InputError(f"--path {path!r}: accepted {', '.join(PATHS)}")
     out_dtype = out_dtype or dtype
-    nin = OPS[op] if inputs is None else inputs
-    low, high = INPUT_RANGE.get(op, (OPS[op], OPS[op]))
+    nin = FUNCTORS[functor] if inputs is None else inputs
+    low, high = INPUT_RANGE.get(functor, (FUNCTORS[functor], FUNCTORS[functor]))
     if isinstance(nin, bool) or not isinstance(nin, int) or not low <= nin <= high:
-        raise InputError(f"--inputs {nin!r}: op {op} takes {low}"
+        raise InputError(f"--inputs {nin!r}: functor {functor} takes {low}"
                          f"{f' to {high}' if high != low else ''} input(s)")
     if vec is not None:
         positive("--vec", vec)
     full = parse_shape(shape)
     n = math.prod(full)
+    given = [_strides(out_strides, 1, full, "--out-strides")[0],
+             *_strides(strides, nin, full, "--strides")]
+    spans = [Operand(d, s).span(full) * Operand(d, s).itemsize
+             for d, s in zip([out_dtype] + [dtype] * nin, given, strict=True)]
+    check_op_size(config, kind, {"functor": functor, "shape": shape}, {}, float(sum(spans)))
     if n > MAX_ELEMENTS:
         raise InputError(f"--shape {shape}: {n} elements; accepted at most 2^31 - 1 (32-bit "
                          "indexing, as one ATen launch)")
-    given = [_strides(out_strides, 1, full, "--out-strides")[0],
-             *_strides(strides, nin, full, "--strides")]
     launch_shape, launch_strides = coalesce(full, given)
     operands = [Operand(out_dtype, launch_strides[0]),
                 *(Operand(dtype, s) for s in launch_strides[1:])]
-    chosen, per_thread = choose_path(path, op, launch_shape, operands)
+    chosen, per_thread = choose_path(path, functor, launch_shape, operands)
     if chosen in ("vectorized", "unrolled") and not (
             len(launch_shape) <= 1 and all(o.strides in ((), (1,)) for o in operands)):
         raise InputError(f"--path {chosen}: accepted for contiguous operands only; these "
@@ -322,13 +328,13 @@ def pointwise_plan(config, kind: str, op: str, shape, inputs: int | None = None,
                          f"{'x'.join(map(str, launch_shape)) or 'a scalar'}")
     if chosen == "generic" and vec is not None:
         per_thread = vec
-    entry = entry_name(chosen, op, nin, dtype, out_dtype,
+    entry = entry_name(chosen, functor, nin, dtype, out_dtype,
                        vec if chosen == "vectorized" else per_thread)
     functional = (sum(o.span(launch_shape) for o in operands) <= FUNCTIONAL_ELEMENTS
                   if shape_only is None else not shape_only)
     rng = np.random.default_rng(seed)
     tensors = [_tensor(o, launch_shape, functional, rng) for o in operands]
-    alpha = DEFAULT_ALPHA.get(op, 0.0) if alpha is None else alpha
+    alpha = DEFAULT_ALPHA.get(functor, 0.0) if alpha is None else alpha
     args = [n, np.float32(alpha), np.float32(beta), tensors[0],
             *tensors[1:], *([0] * (3 - nin))]
     if chosen == "vectorized":
@@ -345,15 +351,16 @@ def pointwise_plan(config, kind: str, op: str, shape, inputs: int | None = None,
                     args, 0, timing_only=not functional,
                     detail={"path": chosen, "launch_shape": list(launch_shape),
                             **({"per_thread": per_thread} if per_thread else {})})
-    sizes = {"op": op, "shape": "x".join(map(str, full)), "inputs": nin, "dtype": dtype,
+    sizes = {"functor": functor, "shape": "x".join(map(str, full)), "inputs": nin,
+             "dtype": dtype,
              "out_dtype": out_dtype, "path": chosen}
     nbytes = sum(o.distinct(launch_shape) * o.itemsize for o in operands)
-    return OpPlan(kind, sizes, (launch,), _flops(op, nin, n), float(nbytes), PEAK)
+    return OpPlan(kind, sizes, (launch,), _flops(functor, nin, n), float(nbytes), PEAK)
 
 
-@register("elementwise", (SHAPE, Flag("--op", "the functor", kind="str", default="add",
-                                      choices=tuple(OPS)),
-                          Flag("--inputs", "tensor inputs (default: the op's arity; add and "
+@register("elementwise", (SHAPE, Flag("--functor", "what each element computes", kind="str",
+                                      default="add", choices=tuple(FUNCTORS)),
+                          Flag("--inputs", "tensor inputs (default: the functor's arity; add and "
                                "mul take 1 to 3, with 1 the other operand is --alpha)"),
                           DTYPE, OUT_DTYPE, STRIDES, OUT_STRIDES, PATH, VEC,
                           Flag("--alpha", "scalar operand (add: x0 + alpha * x1, one input: "
@@ -363,14 +370,14 @@ def pointwise_plan(config, kind: str, op: str, shape, inputs: int | None = None,
                                default=1.0)),
           "PyTorch element-wise kernel (vectorized / unrolled / generic) at given shapes, "
           "dtypes and strides")
-def elementwise_op(config, shape, op: str = "add", inputs: int | None = None,
+def elementwise_op(config, shape, functor: str = "add", inputs: int | None = None,
                    dtype: str = "bf16", out_dtype: str | None = None, strides=None,
                    out_strides=None, path: str = "auto", vec: int | None = None,
                    alpha: float | None = None, beta: float = 1.0, seed: int = 0,
                    shape_only: bool | None = None) -> OpPlan:
     """An n-ary element-wise op over `shape` as ATen launches it (module docstring)."""
-    return pointwise_plan(config, "elementwise", op, shape, inputs, dtype, out_dtype, strides,
-                          out_strides, path, vec, alpha, beta, seed, shape_only)
+    return pointwise_plan(config, "elementwise", functor, shape, inputs, dtype, out_dtype,
+                          strides, out_strides, path, vec, alpha, beta, seed, shape_only)
 
 
 @register("copy", (SHAPE, DTYPE, OUT_DTYPE,
@@ -393,6 +400,7 @@ def memcpy_op(config, bytes: int, seed: int = 0, shape_only: bool | None = None)
     """A device-to-device copy of `bytes` bytes, timed as a vectorized f32 copy of as many
     words."""
     positive("--bytes", bytes)
+    check_op_size(config, "memcpy", {"bytes": bytes}, {}, 2.0 * bytes)
     words = ceil_div(bytes, 4)
     plan = pointwise_plan(config, "memcpy", "copy", str(words), 1, "f32", "f32", None, None,
                           "vectorized", None, None, 1.0, seed, shape_only)
@@ -404,6 +412,7 @@ def memcpy_op(config, bytes: int, seed: int = 0, shape_only: bool | None = None)
 def memset_op(config, bytes: int, seed: int = 0, shape_only: bool | None = None) -> OpPlan:
     """A device memset of `bytes` bytes, timed as a vectorized f32 fill of as many words."""
     positive("--bytes", bytes)
+    check_op_size(config, "memset", {"bytes": bytes}, {}, float(bytes))
     words = ceil_div(bytes, 4)
     plan = pointwise_plan(config, "memset", "fill", str(words), 0, "f32", "f32", None, None,
                           "vectorized", None, 0.0, 1.0, seed, shape_only)

@@ -261,7 +261,7 @@ def build_splitk(call: OpCall, row: dict, siblings: list) -> Mapped:
                          f"kernels add {' or '.join(map(str, SPLITK_INPUTS))}")
     out = {"bf16": "bf16", "fp16": "f16", "fp8": "bf16"}[sizes["dtype"]]
     shape = f"{sizes.get('groups', 1) * sizes['m']}x{sizes['n']}"
-    return Mapped("elementwise", {"op": "add", "shape": shape, "inputs": splits,
+    return Mapped("elementwise", {"functor": "add", "shape": shape, "inputs": splits,
                                   "dtype": "f32", "out_dtype": out, "path": "vectorized"},
                   "gemm", "gemm_splitk_reduce", call.name)
 
@@ -436,7 +436,7 @@ def build_elementwise(call: OpCall, row: dict, siblings: list) -> Mapped:
     strides = ";".join(",".join(map(str, broadcast_strides(s, st, out_shape)))
                        for s, st, _ in inputs)
     path, vec = kernel_path(name)
-    sizes = {"op": functor.op, "shape": "x".join(map(str, out_shape)) or "1",
+    sizes = {"functor": functor.op, "shape": "x".join(map(str, out_shape)) or "1",
              "inputs": len(inputs), "dtype": largest[2] if largest else out_dtype,
              "out_dtype": out_dtype, "path": path}
     if vec is not None:
@@ -457,7 +457,8 @@ def build_arange(call: OpCall, row: dict, siblings: list) -> Mapped:
                          f"{list(call.concrete)})")
     n = max(math.ceil((end - start) / step), 1)
     dtype = call.dtype(3) if call.dtype(3) not in (None, "scalar") else "i64"
-    sizes = {"op": "arange", "shape": str(n), "inputs": 0, "dtype": dtype, "out_dtype": dtype,
+    sizes = {"functor": "arange", "shape": str(n), "inputs": 0, "dtype": dtype,
+             "out_dtype": dtype,
              "path": "index", "alpha": start, "beta": step}
     return Mapped("elementwise", sizes, "elementwise", "elementwise_arange", call.name)
 
