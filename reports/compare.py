@@ -19,6 +19,10 @@ them) and builds:
 * `unsimulated(df)`: the kernels not simulated, grouped by name, status and reason (why
   the operators and the kernel-name rules gave no op, or what the builder refused),
   longest first;
+* `baseline_summary(df, costs)`: the figures a regression baseline stores (the above,
+  overall and per category, and each distinct op's simulated time and CPU cost), and
+  `regression_failures(now, stored, points)`: where coverage dropped or MAPE rose by more
+  than `points`;
 * `stream_summary(df)`: the measured busy time per stream, their union, overlap and span
   (`workloads.traces.overlap`; how much communication hid behind compute in the trace);
 * `timeline_lanes(df)`: per stream a measured lane (each kernel at its measured start) and
@@ -39,6 +43,7 @@ timed alone). Units: microseconds, percent, fractions.
 from __future__ import annotations
 
 import io
+import json
 import math
 from pathlib import Path
 
@@ -129,6 +134,54 @@ def unsimulated(df: pd.DataFrame) -> pd.DataFrame:
     out = rest.groupby(["name", "status", "reason"], as_index=False, dropna=False).agg(
         count=("measured_us", "size"), dur_us=("measured_us", "sum"))
     return out.sort_values("dur_us", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _finite(value) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def baseline_summary(df: pd.DataFrame, costs: dict | None = None) -> dict:
+    """What a regression baseline stores of a compared trace: kernels, coverage, MAPE,
+    Pearson r and summed error, the same per category, and each distinct simulated op with
+    its simulated time, kernel count and CPU seconds (`costs`, keyed (kind, sizes))."""
+    overall = error_summary(df)
+    done = df[df["status"] == "simulated"]
+    ops = [{"kind": kind, "sizes": json.loads(sizes), "kernels": len(group),
+            "simulated_us": float(group["simulated_us"].iloc[0]),
+            "cpu_s": round((costs or {}).get((kind, sizes), math.nan), 2)}
+           for (kind, sizes), group in done.groupby(["kind", "sizes"], sort=True)]
+    return {
+        **{k: _finite(overall[k]) for k in ("coverage", "mape_pct", "pearson_r",
+                                            "total_error_pct", "measured_sum_us",
+                                            "simulated_sum_us")},
+        "kernels": int(overall["kernels"]), "simulated": int(overall["simulated"]),
+        "categories": {r.category: {"kernels": int(r.kernels), "share": _finite(r.share),
+                                    "coverage": _finite(r.coverage),
+                                    "mape_pct": _finite(r.mape_pct),
+                                    "total_error_pct": _finite(r.total_error_pct)}
+                       for r in category_summary(df).itertuples()},
+        "ops": ops,
+    }
+
+
+def regression_failures(now: dict, stored: dict, tolerance_points: float) -> list[str]:
+    """Where a `baseline_summary` falls behind the stored one: coverage lower or MAPE
+    higher by more than `tolerance_points` (percent points), overall or in a category."""
+    failures = []
+    scopes = [("all kernels", now, stored)]
+    scopes += [(f"category {c}", now["categories"].get(c, {}), figures)
+               for c, figures in stored["categories"].items()]
+    for scope, mine, theirs in scopes:
+        coverage = 100 * (mine.get("coverage") or 0.0)
+        if coverage < 100 * theirs["coverage"] - tolerance_points:
+            failures.append(f"{scope}: coverage {coverage:.1f} % < "
+                            f"{100 * theirs['coverage']:.1f} % - {tolerance_points}")
+        mape, limit = mine.get("mape_pct"), theirs["mape_pct"]
+        if limit is not None and (mape is None or mape > limit + tolerance_points):
+            failures.append(f"{scope}: MAPE {mape if mape is None else round(mape, 1)} % > "
+                            f"{limit:.1f} % + {tolerance_points}")
+    return failures
 
 
 def stream_summary(df: pd.DataFrame) -> pd.DataFrame:

@@ -20,8 +20,15 @@ span plus `--front-end-us` (default `reference_ops.KINETO_FRONT_END_US`, what a 
 activity record holds beyond the span), without host launch overhead; a kernel CSV's
 measurements (CUDA events around an operator) against `time_us` with the preset's launch
 costs. A Kineto trace recorded without shapes (DeepSeek-V3's training trace) is said to be
-so, with the path that compares it (`workloads.traces.chunk_pair_report`). Bad flags or
-files are an `InputError` naming the flag (exit status 2). Units: microseconds, percent.
+so, with the path that compares it (`workloads.traces.chunk_pair_report`).
+
+    ptxsim compare --regression [--write-baseline] [--json]
+
+compares the two LLaMA-3-8B H100 traces of `workloads.traces.reference_regression` on
+h100_sxm and checks them against the stored baseline: exit status 1 where coverage drops or
+MAPE (overall or in a category) worsens by more than 2 points; `--write-baseline` stores
+the new figures instead. Bad flags or files are an `InputError` naming the flag (exit
+status 2). Units: microseconds, percent.
 """
 
 from __future__ import annotations
@@ -49,9 +56,16 @@ NO_SHAPES_NOTE = (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """--reference, --format, --device, --model, --set, --fidelity, --top, --out, --json."""
-    parser.add_argument("--reference", required=True, metavar="FILE",
+    """--reference or --regression [--write-baseline], --format, --device, --model, --set,
+    --fidelity, --front-end-us, --top, --out, --force, --json, --quiet."""
+    parser.add_argument("--reference", default=None, metavar="FILE",
                         help="Kineto trace (.json) or kernel CSV (.csv) with measured times")
+    parser.add_argument("--regression", action="store_true",
+                        help="instead of --reference: compare the stored LLaMA-3-8B H100 "
+                        "traces and check them against their baseline (exit 1 where "
+                        "coverage drops or MAPE worsens by more than 2 points)")
+    parser.add_argument("--write-baseline", action="store_true",
+                        help="--regression: store the figures as the new baseline")
     parser.add_argument("--format", choices=FORMATS, default="auto",
                         help="reference format (default: from the file suffix)")
     parser.add_argument("--device", type=int, default=None, metavar="N",
@@ -123,7 +137,7 @@ def _records(frame) -> list[dict]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Import, map, simulate, compare, print (and write with --out)."""
+    """Import, map, simulate, compare, print (and write with --out); or --regression."""
     from isa.errors import InputError
     from reports import compare
     from reports.output_dir import check_output_dir
@@ -132,6 +146,10 @@ def run(args: argparse.Namespace) -> int:
     from workloads.traces.operators import records_shapes
     from workloads.traces.reference_ops import simulate_reference
 
+    if args.regression or args.write_baseline:
+        return run_regression(args)
+    if args.reference is None:
+        raise InputError("--reference FILE or --regression: accepted one of them")
     if args.top < 0:
         raise InputError(f"--top {args.top}: accepted an integer >= 0")
     if args.front_end_us is not None and not (0 <= args.front_end_us < 1e3):
@@ -169,6 +187,66 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(_text(result, summary, args.top))
     return 0
+
+
+REGRESSION_EXCLUSIVE = {"reference": "--reference", "out": "--out",
+                        "front_end_us": "--front-end-us", "device": "--device",
+                        "fidelity": "--fidelity", "overrides": "--set"}
+
+
+def run_regression(args: argparse.Namespace) -> int:
+    """Both stored traces simulated and checked against (or written as) their baseline."""
+    from isa.errors import InputError
+    from reports import compare
+    from workloads.traces import reference_regression as reg
+
+    if not args.regression:
+        raise InputError("--write-baseline: only with --regression")
+    given = [flag for key, flag in REGRESSION_EXCLUSIVE.items()
+             if getattr(args, key, None) is not None]
+    if given or args.model != reg.MODEL:
+        raise InputError(f"--regression: the baseline is {reg.MODEL}, {reg.FIDELITY}, the "
+                         "Kineto front end; drop " + ", ".join(given or ["--model"]))
+    stored = None if args.write_baseline else reg.load_baseline()
+    traces, failures = {}, []
+    for phase in reg.TRACES:
+        costs: dict = {}
+        traces[phase] = compare.baseline_summary(reg.simulate(reg.mapped_trace(phase),
+                                                              costs=costs), costs)
+        if stored is not None:
+            failures += [f"{phase}: {f}" for f in compare.regression_failures(
+                traces[phase], stored["traces"][phase], reg.TOLERANCE_POINTS)]
+    if args.write_baseline:
+        reg.BASELINE.write_text(json.dumps(reg.baseline_document(traces), indent=1) + "\n")
+    if args.json:
+        print(json.dumps({"traces": traces, "failures": failures,
+                          "written": str(reg.BASELINE) if args.write_baseline else None},
+                         indent=1))
+    else:
+        print(_regression_text(traces, stored, failures, args.write_baseline, reg.BASELINE))
+    return 1 if failures else 0
+
+
+def _regression_text(traces: dict, stored: dict | None, failures: list[str], written: bool,
+                     path) -> str:
+    def figures(entry: dict) -> str:
+        return (f"coverage {100 * entry['coverage']:5.1f} %  MAPE {entry['mape_pct']:5.1f} %"
+                if entry.get("mape_pct") is not None else
+                f"coverage {100 * entry['coverage']:5.1f} %  MAPE -")
+
+    lines = []
+    for phase, entry in traces.items():
+        base = stored["traces"][phase] if stored else None
+        lines.append(f"{phase}: {entry['simulated']} of {entry['kernels']} kernels, "
+                     f"{figures(entry)}" + (f"   (baseline {figures(base)})" if base else ""))
+        for category, now in entry["categories"].items():
+            was = base["categories"].get(category) if base else None
+            lines.append(f"  {category:12s} share {100 * now['share']:5.1f} %  {figures(now)}"
+                         + (f"   (baseline {figures(was)})" if was else ""))
+    if written:
+        lines.append(f"baseline written to {path}")
+    lines += [f"FAILED {f}" for f in failures] or ([] if written else ["within the baseline"])
+    return "\n".join(lines)
 
 
 def _shorten(text: str, width: int) -> str:
