@@ -46,6 +46,30 @@ through every level in one numba call (`models.cached_memory_kernel`).
    moves whole lines first-come-first-served, so the interleaving of bursts across bank
    groups that hides tCCD_L cannot be expressed.
 
+5. Cache policies (`isa.semantics.cache_policy`; each request carries its instruction's policy
+   row, `isa.trace_format`). The L2 keeps an eviction class per line, as the CUDA C++
+   Programming Guide's "L2 cache access management" and the PTX ISA's eviction priorities
+   describe it: evict-first ("streaming") lines are the preferred victims, then normal lines,
+   in LRU order within a class; evict-last ("persisting") lines are victims only when a set
+   holds nothing else, and they may fill at most `l2.persisting_max_fraction` of each set's
+   ways (the guide's set-aside, `cudaLimitPersistingL2CacheSize`, taken per set: addresses
+   hash evenly over sets); a new evict-last line beyond that replaces the set's LRU
+   evict-last line (persisting lines thrash among themselves), a held line raised to
+   evict-last turns the LRU one normal. An access without a policy, or with
+   `evict_unchanged`, keeps a held line's class (the guide resets persisting lines only on
+   request) and gives a new line the normal one; `evict_normal` makes it normal. Near copies
+   take the class of the access that made them. A fractional policy gives its primary class
+   to a hash-chosen share of the lines (in sixteenths), the secondary to the rest; a range
+   policy by where each line starts. `.L1::no_allocate` loads look up the L1 but change
+   nothing there (no fill, no LRU update); `.L1::evict_first` ones fill as the L1's LRU
+   victim; other `.L1::` priorities are the default (no persisting L1). `.L2::64B/128B/256B`
+   widen a load's miss to aligned 64-byte sector pairs or the whole line, and a 256-byte miss
+   also brings the pair line into its home slice (nobody waits for it). `discard.global.L2`
+   drops its line at the home and every copy without writing dirty sectors back;
+   `applypriority.global.L2::evict_normal` makes a held line normal; both take the home
+   slice's pipe and a round trip, and count no hit or miss. A program without policies runs
+   exactly as before.
+
 Latency split of the cited load-to-use totals, so that an unloaded access reproduces them:
 L1 `l1.hit_latency_cycles`; crossbar `noc.latency_cycles` each way; a slice's own share is
 `l2.near_hit_latency_cycles - l1 - 2 * noc` (`models.l2`); the far penalty is `far - near`;
@@ -84,7 +108,8 @@ indexed by `COUNT_NAMES`). `CachedMemoryTracer` turns it into stats. The compone
 counters. Left out: MSHR and request queue limits (only write-backs are bounded), copy
 traffic between the partitions beyond the far latency (a copy fill books no pipe of its
 copy slice), per-bank refresh, bank groups, write-to-read turnaround inside a bank,
-command-bus limits (tRRD, tFAW), L1 bank conflicts, L1 coherence across SMs
+command-bus limits (tRRD, tFAW), L1 bank conflicts, L1 coherence across SMs, a global
+(rather than per-set) persisting set-aside and its reset, policies at the L3
 (stores do not invalidate other SMs' L1s), TLBs, the atomic units' throughput on distinct
 addresses (pipelined at the slice's bandwidth), flushing
 dirty lines or half-full write-back buffers at kernel end, L3 lines of a size other than the
@@ -99,6 +124,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from isa.trace_format import POLICY_FIELDS
 from models import cached_memory_layout as k
 from models import jit_cache
 from models.cached_memory_kernel import serve_request
@@ -129,6 +155,8 @@ _L1_BYPASS = frozenset({"bulk_load", "load_cg"})
 """Access kinds that skip the L1 (their sectors are not looked up there)."""
 _SCRATCH_SECTORS = 1024
 """Scratch room of `inline_state` at least (a TMA chunk is 128 sectors)."""
+_NO_POLICY = np.zeros(POLICY_FIELDS, np.int64)
+"""The policy row of an access without a cache policy."""
 _PENDING_CHUNK = 4096
 """Requests whose counts `CachedMemoryTracer` keeps before summing them (one numpy sum
 per chunk instead of one addition per request)."""
@@ -246,6 +274,7 @@ class CachedMemory:
             k.P_READ_TO_WRITE_FS: round(hbm.read_to_write_gap_ns * 1e6),
             k.P_ATOMIC_PS: round(l2.same_address_atomic_ns * 1000),
             k.P_PIPE_ATOMIC: 2 * n_sms + l2.slices + l3_slices + hbm.channels,
+            k.P_PERSIST_WAYS: int(l2.associativity * l2.persisting_max_fraction),
         }
         for index, value in values.items():
             p[index] = value
@@ -289,11 +318,15 @@ class CachedMemory:
                             counts=log[:, LOG_COUNTS:])
 
     def access(self, sm_id: int, kind: str, sectors: np.ndarray, now_ps: int,
-               ops: int = 1) -> int:
+               ops: int = 1, policy: np.ndarray | None = None) -> int:
         """Completion time in ps of one warp's access (see `models.flat_memory` Contract);
-        `ops`: an atomic's lane operations on one address (module docstring)."""
+        `ops`: an atomic's lane operations on one address; `policy`: its instruction's
+        cache-policy row (`isa.trace_format`; None: no policy) (module docstring)."""
+        if policy is None:
+            policy = _NO_POLICY
         done = serve_request(_KINDS[kind], sm_id, sectors, now_ps, self.params, self.meta,
-                             self.flags, self.free_fs, self.banks, self.lru, self.counts, ops)
+                             self.flags, self.free_fs, self.banks, self.lru, self.counts, ops,
+                             np.ascontiguousarray(policy, np.int64))
         if self.hooks.listening:
             self.hooks.fire(CACHED_MEMORY_ACCESS, sm_id=sm_id, kind=kind, issue_ps=now_ps,
                             done_ps=done, counts=self.counts.copy())

@@ -23,7 +23,16 @@ this module holds only the arithmetic, on arrays the caller owns:
 
 The tag arrays follow `models.tag_array` (set = line number modulo sets, tag = line number,
 sector masks with bit i = sector i, LRU by stamp, an empty way before the oldest), except
-that an L2 slice picks the set by `l2_set_of_line` (an XOR-fold of the line number): with
+for eviction classes and that an L2 slice picks the set by `l2_set_of_line` (an XOR-fold of
+the line number). Eviction classes (`models.cached_memory` states the policy): a line's stamp
+carries its class as a band (`CLASS_BAND`: evict-first below, evict-last above the normal
+lines), so the least stamp is the LRU line of the lowest class; an access of class
+`L2_UNCHANGED` (every access without a policy) keeps a held line's class and gives a new
+line the normal one. Evict-last lines of a set are held to `P_PERSIST_WAYS` ways: a new one
+beyond replaces the set's LRU evict-last line, a held line raised to evict-last lowers that
+one to normal. The per-request `policy` row (`isa.trace_format`) gives each L2 line its
+class (`_line_class`), the L1 its mode, misses their fetch size and maintenance ops their
+action (`_maintain`). With the modulo set index
 the modulo, the rows of a GEMM operand 16 KiB apart fell into 2 of a slice's 256 sets and
 missed to HBM (a 4096x8192x8192 bf16 GEMM read 2.56 GB from HBM for 192 MB of operands). The
 address hashes are `models.address_map`'s (`tests/test_cached_memory.py` checks they agree).
@@ -41,6 +50,30 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from isa.trace_format import (
+    FETCH_64B,
+    FETCH_256B,
+    FETCH_SECTOR,
+    FETCH_SHIFT,
+    L1_EVICT_FIRST,
+    L1_NO_ALLOCATE,
+    L1_SHIFT,
+    L2_FIRST,
+    L2_LAST,
+    L2_NORMAL,
+    L2_UNCHANGED,
+    OP_ACCESS,
+    OP_DISCARD,
+    OP_SHIFT,
+    POLICY_CODE,
+    POLICY_HI,
+    POLICY_LO,
+    POLICY_MID,
+    RANGE_SHIFT,
+    SECONDARY_SHIFT,
+    SHARE_SHIFT,
+    SHARE_WHOLE,
+)
 from models.cached_memory_layout import (
     ATOMIC_ENTRIES,
     C_FAR_LINES,
@@ -59,6 +92,7 @@ from models.cached_memory_layout import (
     C_L3_REQUESTS,
     C_L3_WRITEBACK,
     C_SECTORS,
+    CLASS_BAND,
     KIND_ATOMIC,
     KIND_BULK_LOAD,
     KIND_LOAD,
@@ -79,6 +113,7 @@ from models.cached_memory_layout import (
     P_L3_SLICES,
     P_NOC_PS,
     P_PARTITIONS,
+    P_PERSIST_WAYS,
     P_PIPE_ATOMIC,
     P_PIPE_DOWN,
     P_PIPE_L3,
@@ -119,18 +154,78 @@ def _find(meta, unit, s, line):
 
 
 @step
-def _victim(meta, unit, s):
+def _class_of(stamp):
+    """The eviction class a stamp carries (its band, `CLASS_BAND`)."""
+    if stamp >= CLASS_BAND // 2:
+        return L2_LAST
+    if stamp < -(CLASS_BAND // 2):
+        return L2_FIRST
+    return L2_NORMAL
+
+
+@step
+def _band(cls):
+    """What class `cls` adds to a stamp."""
+    if cls == L2_LAST:
+        return CLASS_BAND
+    if cls == L2_FIRST:
+        return -CLASS_BAND
+    return 0
+
+
+@step
+def _victim(meta, unit, s, cls, quota):
+    """The way a new line of class `cls` takes: an empty one, else the least stamp (the LRU
+    line of the lowest class); an evict-last line when the set holds `quota` of them
+    already takes the LRU evict-last way."""
     way = 0
+    held_last, last_way = 0, -1
     for w in range(meta.shape[3]):
         if meta[unit, s, _TAG, w] == -1:
             return w
-        if meta[unit, s, _STAMP, w] < meta[unit, s, _STAMP, way]:
+        stamp = meta[unit, s, _STAMP, w]
+        if stamp < meta[unit, s, _STAMP, way]:
             way = w
+        if cls == L2_LAST and stamp >= CLASS_BAND // 2:
+            held_last += 1
+            if last_way < 0 or stamp < meta[unit, s, _STAMP, last_way]:
+                last_way = w
+    if cls == L2_LAST and last_way >= 0 and held_last >= quota:
+        return last_way
     return way
 
 
 @step
-def _fill_way(meta, flags, lru, unit, s, way, mask, ready_ps):
+def _lower_lru_last(meta, unit, s, way, quota):
+    """Before the line in `way` turns evict-last: if the set's other evict-last lines fill
+    `quota` ways, the LRU of them becomes normal (its stamp order kept)."""
+    held_last, last_way = 0, -1
+    for w in range(meta.shape[3]):
+        if w == way or meta[unit, s, _TAG, w] == -1:
+            continue
+        stamp = meta[unit, s, _STAMP, w]
+        if stamp >= CLASS_BAND // 2:
+            held_last += 1
+            if last_way < 0 or stamp < meta[unit, s, _STAMP, last_way]:
+                last_way = w
+    if last_way >= 0 and held_last >= quota:
+        meta[unit, s, _STAMP, last_way] -= CLASS_BAND
+
+
+@step
+def _touch(meta, lru, unit, s, way, cls, quota, fresh):
+    """Refresh the LRU stamp of `way` in class `cls` (`L2_UNCHANGED`: the line's own, or
+    normal for a line just allocated, `fresh`)."""
+    old = L2_NORMAL if fresh else _class_of(meta[unit, s, _STAMP, way])
+    new = old if cls == L2_UNCHANGED else cls
+    if new == L2_LAST and old != L2_LAST:
+        _lower_lru_last(meta, unit, s, way, quota)
+    lru[0] += 1
+    meta[unit, s, _STAMP, way] = lru[0] + _band(new)
+
+
+@step
+def _fill_way(meta, flags, lru, unit, s, way, mask, ready_ps, cls, quota, fresh):
     """`_install` (clean) of `mask` into a line known to sit in `way`."""
     for k in range(meta.shape[2] - _READY):
         if mask & (1 << k):
@@ -139,35 +234,78 @@ def _fill_way(meta, flags, lru, unit, s, way, mask, ready_ps):
             else:
                 meta[unit, s, _READY + k, way] = ready_ps
     flags[unit, s, way, _VALID] |= mask
-    lru[0] += 1
-    meta[unit, s, _STAMP, way] = lru[0]
+    _touch(meta, lru, unit, s, way, cls, quota, fresh)
 
 
 @step
-def _install(meta, flags, lru, unit, s, line, mask, ready_ps, dirty):
-    """Allocate (if absent) and mark `mask` valid with data at `ready_ps`; returns the evicted
-    line and its dirty mask (line -1 when nothing dirty was evicted)."""
+def _install(meta, flags, lru, unit, s, line, mask, ready_ps, dirty, cls, quota):
+    """Allocate (if absent) and mark `mask` valid with data at `ready_ps`, the line in
+    eviction class `cls` (at most `quota` evict-last ways); returns the evicted line and its
+    dirty mask (line -1 when nothing dirty was evicted)."""
     evicted, evicted_mask, _ = _install_at(meta, flags, lru, unit, s, line,
-                                           _find(meta, unit, s, line), mask, ready_ps, dirty)
+                                           _find(meta, unit, s, line), mask, ready_ps, dirty,
+                                           cls, quota)
     return evicted, evicted_mask
 
 
 @step
-def _install_at(meta, flags, lru, unit, s, line, way, mask, ready_ps, dirty):
+def _install_at(meta, flags, lru, unit, s, line, way, mask, ready_ps, dirty, cls, quota):
     """`_install` of a line whose way a `_find` of the unchanged set just gave (-1: absent),
     without scanning the tags again; returns the evicted line, its dirty mask and the way."""
     evicted, evicted_mask = -1, 0
-    if way < 0:
-        way = _victim(meta, unit, s)
+    fresh = way < 0
+    if fresh:
+        way = _victim(meta, unit, s, cls, quota)
         if meta[unit, s, _TAG, way] != -1 and flags[unit, s, way, _DIRTY] != 0:
             evicted, evicted_mask = meta[unit, s, _TAG, way], flags[unit, s, way, _DIRTY]
         meta[unit, s, _TAG, way] = line
         flags[unit, s, way, _VALID] = 0
         flags[unit, s, way, _DIRTY] = 0
-    _fill_way(meta, flags, lru, unit, s, way, mask, ready_ps)
+    _fill_way(meta, flags, lru, unit, s, way, mask, ready_ps, cls, quota, fresh)
     if dirty:
         flags[unit, s, way, _DIRTY] |= mask
     return evicted, evicted_mask, way
+
+
+@step
+def _line_hash16(line):
+    """0..15 from a multiplicative hash of a line number: which sixteenth of the lines of a
+    fractional policy it falls in."""
+    return ((line & 0xFFFFFF) * 0x9E3779B1 >> 28) & 15
+
+
+@step
+def _line_class(policy, line, sectors_per_line):
+    """The eviction class request policy row `policy` gives L2 line `line` (`isa.trace_format`):
+    a range policy's by where the line's first sector lies, a fractional one's primary class
+    for `share` sixteenths of the lines (by `_line_hash16`), else its secondary."""
+    code = policy[POLICY_CODE]
+    if code == 0:
+        return L2_UNCHANGED
+    primary, secondary = code & 3, (code >> SECONDARY_SHIFT) & 3
+    if (code >> RANGE_SHIFT) & 1:
+        first = line * sectors_per_line
+        if policy[POLICY_LO] <= first < policy[POLICY_MID]:
+            return primary
+        if policy[POLICY_MID] <= first < policy[POLICY_HI]:
+            return secondary
+        return L2_UNCHANGED
+    share = (code >> SHARE_SHIFT) & 31
+    if share >= SHARE_WHOLE or _line_hash16(line) < share:
+        return primary
+    return secondary
+
+
+@step
+def _widened(missing, fetch, sectors_per_line):
+    """The sectors a miss of `missing` fetches at L2 fetch size `fetch`: aligned 64-byte pairs
+    of sectors, or the whole line (128 and 256 bytes)."""
+    if fetch == FETCH_SECTOR:
+        return missing
+    if fetch == FETCH_64B:
+        pairs = (missing | (missing >> 1)) & 0x55
+        return (pairs | (pairs << 1)) & ((1 << sectors_per_line) - 1)
+    return (1 << sectors_per_line) - 1
 
 
 @step
@@ -180,7 +318,7 @@ def _write_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_
         start = _book(free_fs, p[P_PIPE_L3] + unit, at_ps, size, p[P_L3_FS])
         s = line % meta[LEVEL_L3].shape[1]
         evicted, evicted_mask = _install(meta[LEVEL_L3], flags[LEVEL_L3], lru, unit, s, line,
-                                         mask, start, True)
+                                         mask, start, True, L2_UNCHANGED, 0)
         if evicted < 0:
             return at_ps
         counts[C_L3_WRITEBACK] += popcount(evicted_mask)
@@ -209,8 +347,7 @@ def _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_p
         if present & (1 << k):
             data = max(data, l3m[unit, s, _READY + k, way])
     if way >= 0:
-        lru[0] += 1
-        l3m[unit, s, _STAMP, way] = lru[0]
+        _touch(l3m, lru, unit, s, way, L2_UNCHANGED, 0, False)
     counts[C_L3_HIT] += popcount(present)
     counts[C_L3_MISS] += popcount(missing)
     counts[C_L3_REQUESTS] = 1
@@ -221,7 +358,7 @@ def _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, mask, at_p
                              popcount(missing) * p[P_SECTOR_BYTES], start, 0)
         data = max(data, fetched)
         evicted, evicted_mask, _ = _install_at(l3m, l3f, lru, unit, s, line, way, missing,
-                                               fetched, False)
+                                               fetched, False, L2_UNCHANGED, 0)
         if evicted >= 0:
             counts[C_L3_WRITEBACK] += popcount(evicted_mask)
             data = max(data, hbm_write(p, free_fs, banks, counts, evicted, evicted_mask,
@@ -270,16 +407,19 @@ def _atomic_unit(p, free_fs, home, line, at_ps, ops):
 
 @step
 def _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line, mask, at_ps,
-                 ops):
+                 ops, cls, fetch):
     """The line's home slice serves `mask` from `at_ps` on (stores write it, loads and atomics
-    read it, fetching what is missing; atomics then take `ops` serialized operations,
-    `_atomic_unit`); the ps its answer leaves the slice."""
+    read it, fetching what is missing, widened to fetch size `fetch` for loads; atomics then
+    take `ops` serialized operations, `_atomic_unit`), the line in eviction class `cls`; the
+    ps its answer leaves the slice."""
     l2m, l2f = meta[LEVEL_L2], flags[LEVEL_L2]
     s = l2_set_of_line(line, l2m.shape[1])
+    quota = p[P_PERSIST_WAYS]
     t = _book(free_fs, p[P_PIPE_SLICE] + home, at_ps, popcount(mask) * p[P_SECTOR_BYTES],
               p[P_SLICE_FS])
     if kind == KIND_STORE:
-        evicted, evicted_mask = _install(l2m, l2f, lru, home, s, line, mask, t, True)
+        evicted, evicted_mask = _install(l2m, l2f, lru, home, s, line, mask, t, True, cls,
+                                         quota)
         return max(t, _evict_to(p, meta, flags, free_fs, banks, lru, counts, evicted,
                                 evicted_mask, t))
     present, ready, way = _present(l2m, l2f, home, s, line, mask)
@@ -288,15 +428,64 @@ def _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line, 
     counts[C_L2_HIT] += popcount(present)
     counts[C_L2_MISS] += popcount(missing)
     fetched = t
+    filled = mask
     if missing:      # the levels below touch no L2 set: `way` stays the line's
-        fetched = _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, missing, t)
+        wanted = missing
+        if kind == KIND_LOAD and fetch != FETCH_SECTOR:
+            held = l2f[home, s, way, _VALID] if way >= 0 else 0
+            wanted = _widened(missing, fetch, p[P_L2_SPL]) & ~held & 0xFF
+            filled = mask | wanted
+        fetched = _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, wanted, t)
         data = max(data, fetched)
-    evicted, evicted_mask, _ = _install_at(l2m, l2f, lru, home, s, line, way, mask, fetched,
-                                           kind == KIND_ATOMIC)
+    evicted, evicted_mask, _ = _install_at(l2m, l2f, lru, home, s, line, way, filled, fetched,
+                                           kind == KIND_ATOMIC, cls, quota)
     if kind == KIND_ATOMIC and p[P_ATOMIC_PS] > 0:
         data = _atomic_unit(p, free_fs, home, line, data, ops)
     return max(data, _evict_to(p, meta, flags, free_fs, banks, lru, counts, evicted,
                                evicted_mask, t))
+
+
+@step
+def _prefetch_line(p, meta, flags, free_fs, banks, lru, counts, line, at_ps, cls):
+    """Bring the sectors of `line` its home slice lacks from below, from `at_ps` on, in
+    eviction class `cls` (the pair line of a 256-byte fetch); nobody waits for it."""
+    l2m, l2f = meta[LEVEL_L2], flags[LEVEL_L2]
+    home = l2_slice_of_line(line, p[P_SLICES])
+    s = l2_set_of_line(line, l2m.shape[1])
+    full = (1 << p[P_L2_SPL]) - 1
+    present, _, way = _present(l2m, l2f, home, s, line, full)
+    missing = full & ~present
+    if missing == 0:
+        return
+    fetched = _read_below_l2(p, meta, flags, free_fs, banks, lru, counts, line, missing, at_ps)
+    evicted, evicted_mask, _ = _install_at(l2m, l2f, lru, home, s, line, way, missing, fetched,
+                                           False, cls, p[P_PERSIST_WAYS])
+    _evict_to(p, meta, flags, free_fs, banks, lru, counts, evicted, evicted_mask, at_ps)
+
+
+@step
+def _maintain(p, meta, flags, free_fs, home, line, mask, at_ps, op, cls):
+    """`discard` (drop the line, dirty sectors unwritten) or `applypriority` (give a held
+    line class `cls`) at the line's home slice and its copies, from `at_ps` on; the ps the
+    home slice is done."""
+    l2m, l2f = meta[LEVEL_L2], flags[LEVEL_L2]
+    s = l2_set_of_line(line, l2m.shape[1])
+    t = _book(free_fs, p[P_PIPE_SLICE] + home, at_ps, popcount(mask) * p[P_SECTOR_BYTES],
+              p[P_SLICE_FS])
+    per = p[P_SLICES] // p[P_PARTITIONS]
+    for q in range(p[P_PARTITIONS]):
+        c = home if q == home // per else _copy_slice(p, home, q)
+        way = _find(l2m, c, s, line)
+        if way < 0:
+            continue
+        if op == OP_DISCARD:
+            l2m[c, s, _TAG, way] = -1
+            l2f[c, s, way, _VALID] = 0
+            l2f[c, s, way, _DIRTY] = 0
+        elif cls != L2_UNCHANGED:
+            stamp = l2m[c, s, _STAMP, way]
+            l2m[c, s, _STAMP, way] = stamp - _band(_class_of(stamp)) + _band(cls)
+    return t
 
 
 @step
@@ -330,28 +519,54 @@ def _write_copies(p, l2m, l2f, home, line, mask, at_ps, writer):
 
 
 @step
-def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, at_ps, ops):
-    """One L2 line of a request reaching the SM's partition at `at_ps`; the ps its answer is
-    at the SM. Loads of a far-homed line look in the SM partition's copy first."""
-    l2m, l2f = meta[LEVEL_L2], flags[LEVEL_L2]
+def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, at_ps, ops,
+             policy):
+    """One L2 line of a request reaching the SM's partition at `at_ps`, under the request's
+    `policy` row; the ps its answer is at the SM. Loads of a far-homed line look in the SM
+    partition's copy first; a load that misses with a 256-byte fetch size brings the pair
+    line too."""
     home = l2_slice_of_line(line, p[P_SLICES])
     near = sm % p[P_PARTITIONS]
     far = home // (p[P_SLICES] // p[P_PARTITIONS]) != near
     back = p[P_SLICE_PS] + p[P_NOC_PS] + p[P_L1_PS]
     counts[C_L2_LINES] += 1
+    cls = _line_class(policy, line, p[P_L2_SPL])
+    if cls == L2_LAST and p[P_PERSIST_WAYS] <= 0:
+        cls = L2_NORMAL                    # no set-aside: evict-last lines are normal ones
+    code = policy[POLICY_CODE]
+    op = (code >> OP_SHIFT) & 3
+    fetch = (code >> FETCH_SHIFT) & 7
+    if op != OP_ACCESS:
+        counts[C_FAR_LINES] += far
+        done = _maintain(p, meta, flags, free_fs, home, line, mask, at_ps, op, cls)
+        return done + back + (p[P_FAR_PS] if far else 0)
+    missed = counts[C_L2_MISS]
+    done = _l2_access(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, at_ps,
+                      ops, cls, fetch, home, near, far)
+    if fetch == FETCH_256B and kind == KIND_LOAD and counts[C_L2_MISS] > missed:
+        _prefetch_line(p, meta, flags, free_fs, banks, lru, counts, line ^ 1, at_ps, cls)
+    return done + back
+
+
+@step
+def _l2_access(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, at_ps, ops,
+               cls, fetch, home, near, far):
+    """`_l2_line`'s access of `line` in class `cls`: the ps its answer leaves the L2 (near
+    partition's side, without the way back to the SM)."""
+    l2m, l2f = meta[LEVEL_L2], flags[LEVEL_L2]
     if not far:
         done = _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line,
-                            mask, at_ps, ops)
+                            mask, at_ps, ops, cls, fetch)
         if kind != KIND_LOAD:
             _write_copies(p, l2m, l2f, home, line, mask, done, -1)
-        return done + back
+        return done
     if kind != KIND_LOAD:
         counts[C_FAR_LINES] += 1
         done = _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line,
-                            mask, at_ps, ops)
+                            mask, at_ps, ops, cls, fetch)
         _write_copies(p, l2m, l2f, home, line, mask, done,
                       near if kind == KIND_STORE else -1)
-        return done + back + p[P_FAR_PS]
+        return done + p[P_FAR_PS]
     # A load of a far-homed line: the copy slice in the SM's own partition first.
     c = _copy_slice(p, home, near)
     s = l2_set_of_line(line, l2m.shape[1])
@@ -363,44 +578,43 @@ def _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask, 
     counts[C_L2_COPY_HIT] += popcount(present)
     done = max(t, ready)
     if not missing:
-        lru[0] += 1
-        l2m[c, s, _STAMP, way] = lru[0]
-        return done + back
+        _touch(l2m, lru, c, s, way, cls, p[P_PERSIST_WAYS], False)
+        return done
     counts[C_FAR_LINES] += 1
     copied = _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line,
-                          missing, t, 1) + p[P_FAR_PS]
+                          missing, t, 1, cls, fetch) + p[P_FAR_PS]
     # the home slice is in the other partition: the copy slice's set, and `way`, unchanged
     evicted, evicted_mask, _ = _install_at(l2m, l2f, lru, c, s, line, way, missing, copied,
-                                           False)
-    done = max(done, copied, _evict_to(p, meta, flags, free_fs, banks, lru, counts, evicted,
+                                           False, cls, p[P_PERSIST_WAYS])
+    return max(done, copied, _evict_to(p, meta, flags, free_fs, banks, lru, counts, evicted,
                                        evicted_mask, t))
-    return done + back
 
 
 @numba.njit(cache=True)
 def serve_request(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, counts,
-                  ops):
+                  ops, policy):
     """Run one warp request through the hierarchy (`ops`: an atomic's lane operations on one
-    address); returns its completion time in ps."""
+    address; `policy`: its instruction's cache-policy row, `isa.trace_format`, all 0 for
+    none); returns its completion time in ps."""
     n = sectors.size
     return _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, counts,
-                  np.ones(n, np.bool_), np.empty(n, np.int64), ops)
+                  np.ones(n, np.bool_), np.empty(n, np.int64), ops, policy)
 
 
 @step
 def serve_scratch(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, counts,
-                  need, line_done, ops):
+                  need, line_done, ops, policy):
     """`serve_request` on scratch arrays of at least the request's size (callers that must
     not allocate: the compiled SM loop, `models.sm_memory`)."""
     n = sectors.size
     need[:n] = True
     return _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, counts,
-                  need[:n], line_done[:n], ops)
+                  need[:n], line_done[:n], ops, policy)
 
 
 @step
 def _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, counts, need,
-           line_done, ops):
+           line_done, ops, policy):
     """`serve_request` on scratch arrays `need` (all True) and `line_done` of the request's
     size: no allocation, so it runs without reference counting."""
     counts[:] = 0
@@ -412,11 +626,14 @@ def _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, count
     spl1, spl2 = p[P_L1_SPL], p[P_L2_SPL]
     skip_l1 = kind == KIND_BULK_LOAD or kind == KIND_LOAD_CG
     l1 = l1_sets > 0 and kind != KIND_ATOMIC and not skip_l1
+    l1_mode = (policy[POLICY_CODE] >> L1_SHIFT) & 3
+    l1_class = L2_FIRST if l1_mode == L1_EVICT_FIRST else L2_UNCHANGED
     if skip_l1:
         kind = KIND_LOAD                   # from here on a load that neither looks up nor fills L1
-    # 1. L1: loads look up (hits refresh LRU), stores update lines held, atomics, bulk loads
-    # and loads that skip the L1 (`.cg`, `.cv`) bypass. Lookups change no tag, so a run of
-    # sectors of one line reuses its way.
+    # 1. L1: loads look up (hits refresh LRU, except `.L1::no_allocate` ones, which change
+    # nothing), stores update lines held, atomics, bulk loads and loads that skip the L1
+    # (`.cg`, `.cv`) bypass. Lookups change no tag, so a run of sectors of one line reuses
+    # its way.
     if l1:
         last_line, way = -1, -1
         for i in range(n):
@@ -434,8 +651,8 @@ def _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, count
                 need[i] = False
                 ready = l1m[sm, s, _READY + sectors[i] % spl1, way]
                 done = max(done, max(now_ps + p[P_L1_PS], ready))
-                lru[0] += 1
-                l1m[sm, s, _STAMP, way] = lru[0]
+                if l1_mode != L1_NO_ALLOCATE:
+                    _touch(l1m, lru, sm, s, way, l1_class, 0, False)
     missed = 0
     for i in range(n):
         missed += need[i]
@@ -467,23 +684,26 @@ def _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, count
                 mask |= 1 << (sectors[j] % spl2)
             j += 1
         t = _l2_line(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask,
-                     at_slice, ops)
+                     at_slice, ops, policy)
         for k in range(i, j):
             line_done[k] = t
         done = max(done, t)
         i = j
     # 4. L1 fills: loads allocate the sectors they fetched, data present when it arrives
-    # (a sector of the line installed just before finds it in the way it went to).
-    if kind == KIND_LOAD and l1:
+    # (a sector of the line installed just before finds it in the way it went to);
+    # `.L1::no_allocate` loads allocate nothing, `.L1::evict_first` ones as the LRU victim.
+    if kind == KIND_LOAD and l1 and l1_mode != L1_NO_ALLOCATE:
         last_line, way = -1, -1
         for i in range(n):
             if need[i]:
                 line = sectors[i] // spl1
                 s = line % l1_sets
                 if line == last_line:
-                    _fill_way(l1m, l1f, lru, sm, s, way, 1 << (sectors[i] % spl1), line_done[i])
+                    _fill_way(l1m, l1f, lru, sm, s, way, 1 << (sectors[i] % spl1), line_done[i],
+                              l1_class, 0, False)
                 else:
                     _, _, way = _install_at(l1m, l1f, lru, sm, s, line, _find(l1m, sm, s, line),
-                                            1 << (sectors[i] % spl1), line_done[i], False)
+                                            1 << (sectors[i] % spl1), line_done[i], False,
+                                            l1_class, 0)
                     last_line = line
     return done

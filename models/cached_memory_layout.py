@@ -2,7 +2,8 @@
 
 What it models
 --------------
-Nothing of its own: the indices of the `params` and `counts` arrays
+Nothing of its own: the indices of the `params` and `counts` arrays, the band an eviction
+class adds to a stamp (`CLASS_BAND`)
 (`models.cached_memory_kernel` documents the arrays), the request kinds and levels, the
 address hashes that place a line in an L2 set, an L2 slice and an HBM channel (the same as
 `models.address_map`'s; `tests/test_cached_memory.py` checks they agree), and `step`, the
@@ -35,8 +36,8 @@ KIND_LOAD, KIND_STORE, KIND_ATOMIC, KIND_BULK_LOAD, KIND_LOAD_CG = 0, 1, 2, 3, 4
  P_PORT_FS, P_SLICE_FS, P_L3_FS, P_CHANNEL_FS, P_WRITEBACK_BOUND_FS,
  P_PIPE_UP, P_PIPE_DOWN, P_PIPE_SLICE, P_PIPE_L3, P_PIPE_CHANNEL,
  P_REFRESH_INTERVAL_FS, P_REFRESH_FS, P_WRITE_TO_READ_FS, P_READ_TO_WRITE_FS,
- P_ATOMIC_PS, P_PIPE_ATOMIC, P_ROW_CHANNELS,
- N_PARAMS) = range(37)
+ P_ATOMIC_PS, P_PIPE_ATOMIC, P_ROW_CHANNELS, P_PERSIST_WAYS,
+ N_PARAMS) = range(38)
 
 ATOMIC_ENTRIES = 64
 """Entries per L2 slice of the table that serializes atomics on one line (`free_fs` from
@@ -48,6 +49,11 @@ ATOMIC_ENTRIES = 64
  C_HBM_WRITE, C_ROW_HIT, C_ROW_MISS, C_L2_LINES, C_FAR_LINES, C_L2_WRITEBACK,
  C_L3_WRITEBACK, C_L2_REQUESTS, C_L3_REQUESTS, C_HBM_REQUESTS, C_L2_COPY_HIT,
  N_COUNTS) = range(20)
+
+CLASS_BAND = 1 << 60
+"""What a line's eviction class adds to its LRU stamp: evict-first lines sit one band below
+the normal ones, evict-last lines one above, so the least stamp is the LRU line of the
+lowest class (`models.cached_memory_kernel`). The stamp counter stays far below a band."""
 
 SECTOR_BYTES_ASSUMED = 32
 """The memory interface's sector (byte address >> 5); cache sectors must equal it."""

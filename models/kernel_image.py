@@ -23,12 +23,17 @@ from models import sm_state as st
 from models.units import UNIT_NAMES, InstrTiming, fused_count, scoreboard_board
 
 
-def _pc_table(timings: list[InstrTiming]) -> tuple[np.ndarray, np.ndarray]:
+def _pc_table(timings: list[InstrTiming], pc_policy: np.ndarray | None
+              ) -> tuple[np.ndarray, np.ndarray]:
     """(per-pc `P_*` rows, flat register list) of the timings: the scoreboard registers
     (sources then destinations, once each, without those it does not wait for; a wgmma's
     sources only) and the destinations; a fused run's row (`models.units.fused_timing`)
-    has none and points at its first pc (`P_FIRST`, -1 for the others)."""
+    has none and points at its first pc (`P_FIRST`, -1 for the others); from `P_POLICY` on,
+    the trace's cache-policy row of the pc (`WarpTrace.pc_policy`, zeros where none)."""
     table = np.zeros((max(len(timings), 1), st.P_FIELDS), np.int64)
+    if pc_policy is not None:
+        rows = min(len(pc_policy), len(table))
+        table[:rows, st.P_POLICY:] = pc_policy[:rows]
     flat: list[int] = []
     for p, t in enumerate(timings):
         board = scoreboard_board(t)
@@ -36,8 +41,8 @@ def _pc_table(timings: list[InstrTiming]) -> tuple[np.ndarray, np.ndarray]:
         flat.extend(board)
         mid = len(flat)
         flat.extend(t.destinations)
-        table[p] = (t.unit, t.interval_cycles, t.latency_cycles, t.action, t.count, lo, mid,
-                    mid, len(flat), t.first_pc)
+        table[p, :st.P_POLICY] = (t.unit, t.interval_cycles, t.latency_cycles, t.action,
+                                  t.count, lo, mid, mid, len(flat), t.first_pc)
     return table, np.array(flat or [0], np.int64)
 
 
@@ -79,7 +84,7 @@ class KernelImage:
         jit_cache.ensure_fresh()          # the first compiled call of a timing run follows
         trace, n_units = self.trace, len(UNIT_NAMES)
         setattr_ = object.__setattr__
-        pcs, regs = _pc_table(self.timings)
+        pcs, regs = _pc_table(self.timings, trace.pc_policy)
         setattr_(self, "pcs", pcs)
         setattr_(self, "regs", regs)
         setattr_(self, "ev_pc", np.ascontiguousarray(trace.pc, np.int32))

@@ -80,6 +80,15 @@ class L2Spec(SpecMixin):
         "Time the home slice holds one address for one lane's atomic read-modify-write: "
         "lanes and warps updating the same address serialize at this rate (0: atomics are "
         "timed as plain accesses).", default=0.0, minimum=0.0)
+    persisting_max_fraction: float = spec_field(
+        "Share of each set's ways that evict-last (persisting) lines may hold: the L2 "
+        "set-aside for persisting accesses (cudaLimitPersistingL2CacheSize / L2 size), taken "
+        "per set (models.cached_memory). 0: evict_last acts as evict_normal.",
+        default=0.75, minimum=0.0, maximum=1.0,
+        source="csv H100_SXM \"Max persisting L2 (cudaLimitPersistingL2CacheSize)\" = "
+               "39321600 of 52428800 B = 0.75 (LOW-CONFIDENCE device report); the CUDA C++ "
+               "Programming Guide's L2 set-aside example sizes it "
+               "min(l2CacheSize * 0.75, persistingL2CacheMaxSize)")
 
     @property
     def sets_per_slice(self) -> int:

@@ -260,9 +260,10 @@ class StreamingMultiprocessor:
             ops = max(int(kernel.ev_slot[e]), 1)
         if lp[st.L_INLINE]:                 # the request log was full
             self._drain_log()
+            policy = kernel.pcs[int(kernel.ev_pc[e]), st.P_POLICY:st.P_FIELDS]
             return sm_memory.serve_event(kind, tma, cycle, kernel.ev_sectors[s:s + n],
                                          self.inline(max(n, kernel.max_sectors)), lp, self.log,
-                                         ops)
+                                         ops, policy)
         if tma:
             return self.tma.issue(cycle, kind == KIND_BULK_STORE, trace.sectors[s:s + n])
         return self.lsu.issue(cycle, kind, trace.sectors[s:s + n], ops)

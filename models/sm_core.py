@@ -105,9 +105,11 @@ from models.sm_state import (
     P_COUNT,
     P_DST_HI,
     P_DST_LO,
+    P_FIELDS,
     P_FIRST,
     P_INTERVAL,
     P_LATENCY,
+    P_POLICY,
     P_SB_HI,
     P_SB_LO,
     P_UNIT,
@@ -588,7 +590,7 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
             if lp[L_INLINE]:
                 first = ev_sstart[e]
                 done = serve_event(kind, False, cycle, sectors[first:first + detail], memory, lp,
-                                   log, lane_ops(kind, e, ev_slot))
+                                   log, lane_ops(kind, e, ev_slot), pcs[p, P_POLICY:P_FIELDS])
             if done < 0:
                 lp[L_PEND_W], lp[L_PEND_E] = w, e
                 return RC_MEMORY
@@ -599,7 +601,7 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
         if lp[L_INLINE]:
             first = ev_sstart[e]
             done = serve_event(ev_kind[e], True, cycle, sectors[first:first + ev_detail[e]],
-                               memory, lp, log, 1)
+                               memory, lp, log, 1, pcs[p, P_POLICY:P_FIELDS])
         if done < 0:
             lp[L_PEND_W], lp[L_PEND_E] = w, e
             return RC_TMA

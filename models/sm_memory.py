@@ -25,10 +25,10 @@ In front of `models.cached_memory.CachedMemory` the loop does not leave for them
 `serve_event` takes a traced global load/store/atomic or TMA message, books the SM's L1
 data path or TMA engine (`lsu_window`, `tma_window`, as `LoadStoreUnit.issue` and
 `models.tma.TmaEngine.issue` do), runs each request through
-`models.cached_memory_kernel.serve_request` on the memory's arrays and returns the
-completion cycle. The order of requests is that of the issues, exactly as when the loop
-asked Python for each one, so results are identical; only the Python round trip per request
-is gone.
+`models.cached_memory_kernel.serve_request` on the memory's arrays, with its instruction's
+cache-policy row (`P_POLICY` columns of the pc table), and returns the completion cycle.
+The order of requests is that of the issues, exactly as when the loop asked Python for each
+one, so results are identical; only the Python round trip per request is gone.
 
 What the per-request hook (`CACHED_MEMORY_ACCESS`) carried goes to the SM's request log
 (`LOG_*` columns: memory kind, issue and done ps, then the `COUNT_NAMES` counts); the SM
@@ -43,9 +43,10 @@ The SM's parameters and bookings live in its loop variables (`models.sm_state`):
 `L_L1_SECTORS` (data path free cycle, sectors per cycle), `L_TMA_FREE` / `L_TMA_BYTES`
 (engine free cycle, bytes per cycle), `L_LOG_N` (rows used), `L_MEM_LISTEN`.
 
-Left out: L1 hits in the flat memory (it keeps no L1 data), MSHR limits, write coalescing
-buffers, and what `models.tma` and `models.cached_memory` leave out. Units: SM cycles, ps at
-the memory interface, 32-byte sectors.
+Left out: L1 hits in the flat memory (it keeps no L1 data), cache policies in front of
+memories other than the cached one (the `MemoryInterface` contract carries none), MSHR
+limits, write coalescing buffers, and what `models.tma` and `models.cached_memory` leave
+out. Units: SM cycles, ps at the memory interface, 32-byte sectors.
 """
 
 from __future__ import annotations
@@ -134,13 +135,14 @@ def shared_access(cycle, free, degree, latency):
 
 
 @step
-def _request(kind, sectors, at_cycle, mem, lp, log, ops):
+def _request(kind, sectors, at_cycle, mem, lp, log, ops, policy):
     """One request to the cached memory at cycle `at_cycle` (`ops`: an atomic's lane
-    operations on one address); its done cycle."""
+    operations on one address; `policy`: its instruction's cache-policy row); its done
+    cycle."""
     p, meta, flags, free_fs, banks, lru, counts, need, line_done = mem
     now_ps = edge_ps(at_cycle, lp[L_FREQ_KHZ])
     done_ps = serve_scratch(kind, lp[L_SM_ID], sectors, now_ps, p, meta, flags, free_fs,
-                            banks, lru, counts, need, line_done, ops)
+                            banks, lru, counts, need, line_done, ops, policy)
     if lp[L_MEM_LISTEN]:
         row = lp[L_LOG_N]
         log[row, LOG_KIND] = kind
@@ -153,10 +155,11 @@ def _request(kind, sectors, at_cycle, mem, lp, log, ops):
 
 
 @nb.njit(cache=True)
-def serve_event(trace_kind, tma, cycle, sectors, mem, lp, log, ops):
+def serve_event(trace_kind, tma, cycle, sectors, mem, lp, log, ops, policy):
     """Completion cycle of a global access (`tma` False; `trace_kind` load/store/atomic of
     `isa.trace_format`; `ops` an atomic's lane operations on one address) or TMA message
-    issued at `cycle` touching `sectors`; -1 when the log lacks room for its requests."""
+    issued at `cycle` touching `sectors`, under its instruction's cache-policy row `policy`
+    (the kernel image's `P_POLICY` columns); -1 when the log lacks room for its requests."""
     n = sectors.size
     if min(n, CHUNK_SECTORS if tma else n) > mem[-1].size:
         return -1                          # the caller grows the scratch arrays
@@ -171,7 +174,7 @@ def serve_event(trace_kind, tma, cycle, sectors, mem, lp, log, ops):
         for first in range(0, n, CHUNK_SECTORS):
             at = start + first * SECTOR_BYTES // per
             done = max(done, _request(kind, sectors[first:first + CHUNK_SECTORS], at, mem, lp,
-                                      log, 1))
+                                      log, 1, policy))
         return done + TMA_EXTRA_LATENCY_CYCLES
     if lp[L_MEM_LISTEN] and lp[L_LOG_N] >= log.shape[0]:
         return -1
@@ -183,7 +186,7 @@ def serve_event(trace_kind, tma, cycle, sectors, mem, lp, log, ops):
         kind = KIND_ATOMIC
     elif trace_kind == TRACE_LOAD_CG:
         kind = KIND_LOAD_CG
-    return _request(kind, sectors, start, mem, lp, log, ops)
+    return _request(kind, sectors, start, mem, lp, log, ops, policy)
 
 
 class LoadStoreUnit:

@@ -26,6 +26,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from isa.trace_format import POLICY_FIELDS
+
 NEVER = 1 << 62
 POLICY_GTO, POLICY_LRR = 0, 1
 REASON_NONE = -1
@@ -52,7 +54,9 @@ C_BAR_N = 4                    # C_BAR_N + b: warps waiting at barrier b
 C_BAR_X = C_BAR_N + BARRIERS   # C_BAR_X + b: warps it expects (0: every live warp)
 C_FIELDS = C_BAR_X + BARRIERS
 (P_UNIT, P_INTERVAL, P_LATENCY, P_ACTION, P_COUNT, P_SB_LO, P_SB_HI, P_DST_LO, P_DST_HI,
- P_FIRST, P_FIELDS) = range(11)
+ P_FIRST, P_POLICY) = range(11)
+P_FIELDS = P_POLICY + POLICY_FIELDS
+"""Per-pc columns; from `P_POLICY` on the pc's cache-policy row (`isa.trace_format`)."""
 H_COUNT, H_MAX, H_DONE, H_SM, H_FIELDS = range(5)
 GROUPS_START = 16
 STALL_ROWS = 256               # rows of an SM's stall log (cycle, then stalls per reason)

@@ -6,10 +6,13 @@ Every form below was given to `ptxas -arch=sm_90a` (CUDA 13.0) in a one-instruct
 the accepted ones assemble, the refused ones fail with the message quoted beside them.
 """
 
+import itertools
+
 import numpy as np
 import pytest
 
 import isa
+import models
 from isa.errors import PtxError
 from isa.trace_format import (
     KIND_LOAD,
@@ -28,7 +31,11 @@ from isa.trace_format import (
     POLICY_MID,
     policy_row,
 )
+from models import cached_memory_layout as layout
+from models.cached_memory import COUNT_NAMES, CachedMemory
+from simulator import simulate_kernel
 from simulator.trace import TraceRecorder
+from workloads.kernels.microbench import load_ptx as load_microbench_ptx
 
 HEAD = """
 .version 8.0
@@ -347,3 +354,172 @@ def test_line_ops_are_events_of_their_128_byte_line():
                                        0)).all()
     assert (rows[pcs[4]] == policy_row(L2_UNCHANGED, L2_UNCHANGED, 16, L1_EVICT_FIRST, 0,
                                        0)).all()
+
+
+# -- the cached memory: eviction classes, set-aside, L1 modes (closed forms) ---------------------
+SETS, WAYS = 16, 4
+"""A one-slice, one-partition L2 of 16 sets x 4 ways: line L (< 256) sits in set L % 16, and
+each aligned run of 16 lines from 256 on covers every set once (`l2_set_of_line`)."""
+EVICT_FIRST = policy_row(L2_FIRST, L2_UNCHANGED, 16, 0, 0, 0)
+EVICT_LAST = policy_row(L2_LAST, L2_UNCHANGED, 16, 0, 0, 0)
+NO_ALLOCATE = policy_row(L2_UNCHANGED, L2_UNCHANGED, 16, L1_NO_ALLOCATE, 0, 0)
+
+
+def _memory(fraction: float = 0.75):
+    config = models.load_preset("h100_sxm", overrides={
+        "l2.partitions": 1, "l2.slices": 1, "l2.associativity": WAYS,
+        "l2.size_bytes": SETS * WAYS * 128, "l2.persisting_max_fraction": fraction})
+    return CachedMemory(config, 1)
+
+
+_ISSUE_PS = itertools.count(1000, 1000)
+"""Issue times of `_read`'s requests: one ns apart, never decreasing."""
+
+
+def _read(mem, lines, kind="load_cg", policy=None, sm=0) -> dict:
+    """Read whole lines one request each; the summed counts (`COUNT_NAMES`)."""
+    total = np.zeros(layout.N_COUNTS, np.int64)
+    for line in lines:
+        mem.access(sm, kind, np.arange(4 * line, 4 * line + 4, dtype=np.int64),
+                   next(_ISSUE_PS), 1, policy)
+        total += mem.counts
+    return dict(zip(COUNT_NAMES, total.tolist(), strict=True))
+
+
+RESIDENT = range(SETS * (WAYS - 1))          # 3 lines in every set
+STREAM = range(256, 256 + 64 * SETS)          # 64 lines in every set: 16 x the L2
+
+
+@pytest.mark.parametrize("policy", [
+    EVICT_FIRST,
+    policy_row(L2_FIRST, L2_UNCHANGED, 16, 0, 0, 0, 4 * 256, 4 * (256 + 64 * SETS),
+               4 * (256 + 64 * SETS)),
+], ids=["fractional", "range"])
+def test_evict_first_stream_leaves_the_resident_set_untouched(policy):
+    """A stream of 16 L2 capacities under evict_first takes one way per set: the resident
+    set (ways - 1 per set) hits every sector afterwards; without the policy none."""
+    for stream_policy, resident_hits in ((policy, 4 * len(RESIDENT)), (None, 0)):
+        mem = _memory()
+        _read(mem, RESIDENT)
+        _read(mem, STREAM, policy=stream_policy)
+        again = _read(mem, RESIDENT)
+        assert again["l2_hit_sectors"] == resident_hits
+    mem = _memory()
+    _read(mem, RESIDENT)
+    _read(mem, STREAM, policy=policy)
+    assert _read(mem, STREAM[-SETS:])["l2_hit_sectors"] == 4 * SETS   # its last line per set
+
+
+@pytest.mark.parametrize(("fraction", "per_set"), [(0.75, 2), (0.75, 4), (0.5, 4), (0.0, 2)])
+def test_evict_last_lines_survive_a_flood_up_to_the_set_aside(fraction, per_set):
+    """`per_set` evict_last lines in every set, then a flood of 16 capacities of plain
+    loads: min(per_set, floor(ways x fraction)) lines per set still hit."""
+    mem = _memory(fraction)
+    persisting = range(SETS * per_set)
+    _read(mem, persisting, policy=EVICT_LAST)
+    _read(mem, STREAM)
+    survivors = min(per_set, int(WAYS * fraction)) * SETS
+    assert _read(mem, persisting)["l2_hit_sectors"] == 4 * survivors
+
+
+def test_applypriority_makes_persisting_lines_normal_again():
+    """applypriority.global.L2::evict_normal on evict_last lines: a flood evicts them."""
+    mem = _memory()
+    persisting = range(2 * SETS)
+    _read(mem, persisting, policy=EVICT_LAST)
+    _read(mem, persisting, policy=policy_row(L2_NORMAL, L2_UNCHANGED, 16, 0,
+                                             OP_APPLY_PRIORITY, 0))
+    _read(mem, STREAM)
+    assert _read(mem, persisting)["l2_hit_sectors"] == 0
+
+
+def test_discarded_dirty_lines_are_never_written_back():
+    """Stored lines written back when a flood evicts them: 4 sectors each; discarded first:
+    none, and a later read misses them."""
+    discard = policy_row(L2_UNCHANGED, L2_UNCHANGED, 16, 0, OP_DISCARD, 0)
+    for policy, written in ((None, 4 * SETS), (discard, 0)):
+        mem = _memory()
+        stored = _read(mem, range(SETS), kind="store")
+        assert stored["l2_writeback_sectors"] == 0
+        if policy is not None:
+            _read(mem, range(SETS), policy=policy)
+            assert _read(mem, range(SETS))["l2_hit_sectors"] == 0
+        assert _read(mem, STREAM)["l2_writeback_sectors"] == written
+
+
+def test_fetch_sizes_widen_a_miss():
+    """A one-sector miss reads 1 sector from HBM; with .L2::64B 2, .L2::128B 4, .L2::256B
+    4 and the pair line's 4 (which then hits)."""
+    for fetch, read in ((0, 1), (64, 2), (128, 4), (256, 8)):
+        mem = _memory()
+        row = policy_row(L2_UNCHANGED, L2_UNCHANGED, 16, 0, 0, fetch)
+        mem.access(0, "load_cg", np.array([4 * 40], np.int64), 1000, 1, row)
+        assert mem.counts[layout.C_HBM_READ] == read
+        if fetch == 256:
+            assert _read(mem, [41])["l2_hit_sectors"] == 4
+
+
+def test_no_allocate_loads_leave_the_l1_unchanged():
+    """Loads with .L1::no_allocate, hits and misses, leave every L1 tag, stamp and sector
+    mask as they were; the same loads without it fill the L1."""
+    mem = _memory()
+    held = range(0, 64)
+    _read(mem, held, kind="load")
+    meta, flags = mem.meta[layout.LEVEL_L1].copy(), mem.flags[layout.LEVEL_L1].copy()
+    hits = _read(mem, held, kind="load", policy=NO_ALLOCATE)
+    _read(mem, range(1000, 1064), kind="load", policy=NO_ALLOCATE)
+    assert hits["l1_hit_sectors"] == 4 * len(held)
+    assert (mem.meta[layout.LEVEL_L1] == meta).all()
+    assert (mem.flags[layout.LEVEL_L1] == flags).all()
+    assert _read(mem, range(1000, 1064), kind="load")["l1_hit_sectors"] == 0
+    assert _read(mem, range(1000, 1064), kind="load")["l1_hit_sectors"] == 4 * 64
+
+
+def test_l1_evict_first_lines_are_the_l1s_first_victims():
+    """An L1 set of W ways holding W - 1 lines and one .L1::evict_first line: the next line
+    evicts the evict_first one and every other line still hits."""
+    mem = _memory()
+    l1_sets, l1_ways = mem.meta[layout.LEVEL_L1].shape[1], mem.meta[layout.LEVEL_L1].shape[3]
+    older = [k * l1_sets for k in range(l1_ways - 1)]
+    first, newer = l1_ways * l1_sets, (l1_ways + 1) * l1_sets
+    _read(mem, older, kind="load")
+    _read(mem, [first], kind="load",
+          policy=policy_row(L2_UNCHANGED, L2_UNCHANGED, 16, L1_EVICT_FIRST, 0, 0))
+    _read(mem, [newer], kind="load")
+    assert _read(mem, older, kind="load")["l1_hit_sectors"] == 4 * len(older)
+    assert _read(mem, [first], kind="load")["l1_hit_sectors"] == 0
+
+
+# -- the issue's check: a 12 MiB hot buffer beside a 64 MiB stream on h100_sxm -------------------
+MIB = 1 << 20
+LAPS = 3
+
+
+def _hot_stream(entry: str):
+    """Run `workloads/kernels/microbench/l2_policy.cu`'s `entry`: LAPS laps, each reading the
+    12 MiB hot buffer (ld.global.cg, "load_cg") and the 64 MiB stream ("load")."""
+    hot, stream = np.zeros(12 * MIB // 4, np.uint32), np.zeros(64 * MIB // 4, np.uint32)
+    out = np.zeros(132 * 1024, np.uint32)
+    res = simulate_kernel(load_microbench_ptx(entry), entry, (132, 1, 1), (1024, 1, 1),
+                          [hot, hot.size // 4, stream, stream.size // 4, LAPS, out],
+                          config=models.load_preset("h100_sxm"))
+    return res, res.stats.set_index(["component", "stat"]).value
+
+
+@pytest.mark.parametrize(("entry", "later_lap_hit_rate", "hot_hbm_laps"),
+                         [("hot_stream_evict_first", 1.0, 1), ("hot_stream_plain", 0.0, LAPS)])
+def test_evict_first_stream_keeps_a_12_mib_hot_buffer_resident_on_h100(
+        entry, later_lap_hit_rate, hot_hbm_laps):
+    """Streaming 64 MiB per lap under evict_first, the 12 MiB hot buffer (24 MiB with its
+    near copies, of the 50 MiB L2) hits on every lap after the first and is read from HBM
+    once; without the policy LRU evicts it each lap: no hits, read LAPS times. The stream
+    itself misses every lap either way (64 MiB > L2)."""
+    res, stats = _hot_stream(entry)
+    hot_sectors = stats[("memory.l2.load_cg", "sectors")]
+    assert hot_sectors == LAPS * 12 * MIB // 32
+    later = stats[("memory.l2.load_cg", "hit_sectors")] / (hot_sectors * (LAPS - 1) / LAPS)
+    assert later == pytest.approx(later_lap_hit_rate, abs=0.01)
+    assert stats[("memory.hbm.load_cg", "bytes")] == pytest.approx(hot_hbm_laps * 12 * MIB,
+                                                                   rel=0.01)
+    assert stats[("memory.hbm.load", "bytes")] == LAPS * 64 * MIB
+    assert stats[("memory.l1.load", "hit_sectors")] == 0          # .L1::no_allocate stream

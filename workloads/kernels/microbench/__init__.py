@@ -12,7 +12,10 @@ one figure (see `workloads.microbench`, which runs them):
 * `shared_bandwidth.cu` — `shared_bandwidth`: volatile 32-bit shared loads at a word stride
   (1: conflict free, 32: a 32-way bank conflict);
 * `compute_throughput.cu` — `fma_throughput` (FP32 FMA), `sfu_throughput` (`ex2.approx`);
-* `mma_throughput.cu` — `mma_throughput`: `mma.sync.m16n8k16` bf16 with 8 accumulators.
+* `mma_throughput.cu` — `mma_throughput`: `mma.sync.m16n8k16` bf16 with 8 accumulators;
+* `l2_policy.cu` — `hot_stream_evict_first`, `hot_stream_plain`: laps of a hot-buffer read
+  (`ld.global.cg`) and a stream read with or without an L2 evict_first cache policy
+  (`tests/test_cache_policy.py`).
 
 `KERNEL_FILES` maps each entry to its file; `load_ptx(entry)` reads the PTX.
 `../regenerate_ptx.sh` rebuilds the PTX from the header command of each `.cu`.
@@ -34,6 +37,8 @@ KERNEL_FILES = {
     "fma_throughput": "compute_throughput.cu",
     "sfu_throughput": "compute_throughput.cu",
     "mma_throughput": "mma_throughput.cu",
+    "hot_stream_evict_first": "l2_policy.cu",
+    "hot_stream_plain": "l2_policy.cu",
 }
 
 
