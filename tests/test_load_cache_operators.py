@@ -1,5 +1,7 @@
 """Loads with the `.cg` / `.cv` cache operators (and `cp.async.cg`) skip the L1: the trace
-marks them `KIND_LOAD_CG`, the cached memory neither looks them up in nor fills the L1."""
+marks them `KIND_LOAD_CG`, the cached memory neither looks them up in nor fills the L1.
+`.L1::no_allocate` loads (DeepEP's `ld.global.nc.L1::no_allocate`) look the L1 up but never
+fill it (isa.semantics.cache_policy)."""
 
 import numpy as np
 import pytest
@@ -59,3 +61,13 @@ def test_cg_and_cv_loads_go_to_the_l2_every_time(op):
     assert ("memory.l1.load_cg", "sectors") not in stats.index     # never looked up in L1
     assert stats[("memory.l2.load_cg", "sectors")] == 8 * 1024 * 4 // 32
     assert res.cycles > _run("ca")[0].cycles
+
+
+def test_no_allocate_loads_look_up_the_l1_but_never_fill_it():
+    """ld.global.nc.L1::no_allocate rereads: every pass looks the L1 up and misses (nothing
+    was allocated), so all 8 passes go to the L2, as .cg does, but as "load" requests."""
+    res, stats = _run("nc.L1::no_allocate")
+    assert stats[("memory.l1.load", "sectors")] == 8 * 1024 * 4 // 32
+    assert stats[("memory.l1.load", "hit_rate")] == 0.0
+    assert stats[("memory.l2.load", "sectors")] == 8 * 1024 * 4 // 32
+    assert res.cycles > _run("nc")[0].cycles
