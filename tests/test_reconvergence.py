@@ -62,14 +62,29 @@ ELSE:
 
 
 def _entries():
-    for f in sorted(glob.glob(str(KERNEL_DIR / "*.ptx"))):
+    files = glob.glob(str(KERNEL_DIR / "*.ptx")) + glob.glob(str(KERNEL_DIR / "aten" / "*.ptx"))
+    for f in sorted(files):
         module = parse(Path(f).read_text(), f)
         for name, fn in module.functions.items():
             if fn.is_entry:
                 yield f, name
 
 
-@pytest.mark.parametrize(("file", "entry"), list(_entries()),
+LATE_RECONVERGENCE = {("torch_elementwise.ptx", "pw_gen2_pow2_f_f"),
+                      ("torch_elementwise.ptx", "pw_gen4_pow2_f_f")}
+"""ATen's generic element-wise path with a pow functor: nvcc lays blocks of the divergent
+region after its IPDOM, so min-PC scheduling reconverges later than an IPDOM stack would
+(same results; the divergent stretch is timed serialized). A known gap of the scheduler."""
+
+
+def _marks(file: str, entry: str):
+    if (Path(file).name, entry) in LATE_RECONVERGENCE:
+        return pytest.param(file, entry, marks=pytest.mark.xfail(
+            strict=True, reason="blocks after the IPDOM (LATE_RECONVERGENCE)"))
+    return pytest.param(file, entry)
+
+
+@pytest.mark.parametrize(("file", "entry"), [_marks(f, e) for f, e in _entries()],
                          ids=lambda v: Path(v).name if "/" in str(v) else v)
 def test_nvcc_branches_reconverge_at_their_ipdom_under_min_pc(file, entry):
     """Every conditional branch nvcc emitted has its divergent region laid out before its IPDOM."""

@@ -1,5 +1,5 @@
 """PyTorch's layout kernels as ops: concatenation and row gathers, timed by simulating the
-kernels of `workloads/kernels/torch_layout.cu` (ATen's, written again with their launch
+kernels of `workloads/kernels/aten/torch_layout.cu` (ATen's, written again with their launch
 geometry) at the given shapes, so that their time follows from bytes and access pattern.
 
 * cat           `aten::cat` / `aten::stack` of `--shapes` (';' between the inputs) along
@@ -36,7 +36,7 @@ from workloads.kernels.case import ceil_div, load_ptx
 from workloads.ops.pointwise import DTYPES, parse_shape
 from workloads.ops.registry import Flag, Launch, OpPlan, check_op_size, positive, register
 
-KERNEL_FILE = "torch_layout.cu"
+KERNEL_FILE = "aten/torch_layout.cu"
 FUNCTIONAL_ELEMENTS = 1 << 16
 THREADS = 128
 VECTOR_BYTES = 16

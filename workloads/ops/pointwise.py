@@ -1,5 +1,5 @@
 """PyTorch's generic element-wise kernels as ops: n-ary element-wise, copy/transpose/cast,
-fill and memset, timed by simulating the kernels of `workloads/kernels/torch_elementwise.cu`
+fill and memset, timed by simulating the kernels of `workloads/kernels/aten/torch_elementwise.cu`
 (ATen's three launch paths, written again with their geometry) at the given shapes, dtypes
 and strides, so that their time follows from bytes, access width and index arithmetic.
 
@@ -60,7 +60,7 @@ from isa.errors import InputError
 from workloads.kernels.case import KERNEL_DIR, ceil_div, load_ptx
 from workloads.ops.registry import Flag, Launch, OpPlan, check_op_size, positive, register
 
-KERNEL_FILE = "torch_elementwise.cu"
+KERNEL_FILE = "aten/torch_elementwise.cu"
 FUNCTIONAL_ELEMENTS = 1 << 16
 THREADS = 128
 VEC_BLOCK_ELEMENTS = THREADS * 8
