@@ -1,7 +1,8 @@
 """`ptxsim run`: a layer simulated kernel by kernel, summary printed, run directory written.
 
-The default (DeepSeek-V3 prefill of 4096 tokens) is measured by benchmarks/workload_speed.py;
-here a BERT-base layer of 32 tokens keeps the run to seconds.
+The default (DeepSeek-V3's EP32 prefill deployment, minutes of CPU) is measured in
+docs/communication.md and its graph checked in tests/test_deployments.py; here a BERT-base
+layer of 32 tokens keeps the run to seconds.
 """
 
 from __future__ import annotations
@@ -77,10 +78,17 @@ def test_run_text_summary_has_a_line_per_kernel_and_the_total(bert_run):
     (["--model", "no_such_chip"], "--model"),
     (["--workload", "gpt-5"], "--workload"),
     (["--workload", "bert-base", "--phase", "decode"], "--workload"),
-    (["--tokens", "0"], "--workload"),
+    (["--tokens", "0"], "--tokens"),
+    (["--deployment", "deepseek-v4"], "--deployment"),
+    (["--micro-batches", "3"], "--micro-batches"),
+    (["--phase", "decode", "--seqlen", "128"], "--seqlen"),
+    (["--phase", "decode", "--tokens", "8", "--batch", "4"], "--tokens"),
+    (["--tokens", "1001"], "--tokens"),
+    (["--ep", "3"], "--ep 3"),
 ])
 def test_run_bad_flags_exit_2_naming_the_flag(argv, flag, capsys, tmp_path):
-    """A bad preset, override, model or size: one error line naming the flag, status 2."""
+    """A bad preset, override, model, deployment or size: one error line naming the flag,
+    status 2."""
     assert main(["run", "--out", str(tmp_path / "x"), *argv]) == 2
     err = capsys.readouterr().err
     assert flag in err and len(err.strip().splitlines()) == 1

@@ -156,6 +156,49 @@ def test_expert_parallelism_spreads_tokens_x_topk_rows_over_local_experts(ep):
     assert up.args["m"] == 4096 * 8 * ep // 256
 
 
+def test_redundant_experts_add_groups_but_not_rows():
+    """8 + 1 redundant experts per rank at EP32: 9 groups share the same tokens x 8 rows."""
+    up = layer("deepseek-v3", tokens=8192, batch=2, ep=32,
+               redundant_experts=1).node("experts.gate_up_proj")
+    assert up.args["groups"] == 9
+    assert up.args["m_total"] == 8192 * 8
+    assert up.args["m"] == -(-8192 * 8 // 9)
+
+
+def test_a_routing_table_sets_the_all_to_all_link_bytes_and_reaches_the_backward():
+    """Tokens sent to each of 8 ranks (this rank first): the peers' sum x row bytes crosses the
+    links, dispatch and combine carry the table, and so do their backward all-to-alls."""
+    table = (100, 50, 0, 30, 20, 10, 5, 1)
+    g = layer("deepseek-v3", phase="train", tokens=256, ep=8, routing=table)
+    dispatch = g.node("dispatch")
+    assert dispatch.args["routing"] == table
+    assert dispatch.args["link_bytes"] == sum(table[1:]) * dispatch.args["row_bytes"]
+    assert g.node("combine").args["routing"] == table
+    assert g.node("dispatch.bwd").args["routing"] == table
+
+
+def test_an_all_to_all_holding_no_sms_is_marked_on_its_nodes():
+    """comm_holds_sms=False marks dispatch and combine; the default graph has no such key."""
+    g = layer("deepseek-v3", phase="decode", batch=64, ep=128, comm_holds_sms=False)
+    assert g.node("dispatch").args["holds_sms"] is False
+    assert g.node("combine").args["holds_sms"] is False
+    assert "holds_sms" not in layer("deepseek-v3", ep=8).node("dispatch").args
+
+
+@pytest.mark.parametrize("kwargs, word", [
+    ({"redundant_experts": -1}, "redundant_experts"),
+    ({"redundant_experts": 1}, "ep > 1"),
+    ({"ep": 8, "routing": (1, 2, 3)}, "8 token counts"),
+    ({"ep": 2, "tokens": 64, "routing": (1, 65)}, "0 .. 64"),
+    ({"comm_holds_sms": "no"}, "comm_holds_sms"),
+])
+def test_bad_moe_options_raise_input_error_naming_them(kwargs, word):
+    """Redundant experts on one rank, a routing table of the wrong length or range, a
+    non-boolean comm_holds_sms: InputError saying what is accepted."""
+    with pytest.raises(InputError, match=word):
+        layer("deepseek-v3", **kwargs)
+
+
 def test_tensor_parallelism_splits_heads_and_adds_allreduces():
     """tp=8 gives 1/8 of the heads per rank and an all-reduce after o_proj and the MLP."""
     g = layer("llama3-70b", tp=8)

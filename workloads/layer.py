@@ -9,9 +9,15 @@ Phases:
 * train: the prefill forward followed by its backward (`layers/backward.py`).
 
 Tokens are per rank. With expert parallelism (`ep`) each rank runs attention on its own
-tokens and holds routed_experts / ep experts; tensor parallelism (`tp`) splits heads
-and MLP width and adds all-reduces. DeepSeek-V3 layers 0-2 are dense, 3-60 MoE; the
-default `layer_index` is the first MoE layer of a MoE model, else 0.
+tokens and holds routed_experts / ep experts, plus `redundant_experts` copies of hot
+experts where the deployment hosts them (DeepSeek-V3 prefill: 8 + 1 per GPU, §3.4.1); the
+MoE all-to-all routes tokens evenly (balanced, as DeepSeek's profiles assume) or by
+`routing`, the tokens this rank (rank 0) sends to each of the `ep` ranks; with
+`comm_holds_sms=False` it is an RDMA all-to-all that frees the SMs once its messages are
+issued (DeepSeek's decode). Tensor parallelism (`tp`) splits heads and MLP width and adds
+all-reduces. Several micro-batches of one rank: `workloads.deployments`. DeepSeek-V3
+layers 0-2 are dense, 3-60 MoE; the default `layer_index` is the first MoE layer of a MoE
+model, else 0.
 
 Dtypes follow the model's recipe; `dtype` overrides the GEMM dtype only (attention,
 norms and activations keep the recipe's). A non-FP8 GEMM dtype also turns the FP8
@@ -23,6 +29,8 @@ Units: token counts; sizes in elements.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from isa.errors import InputError
 from workloads.graph import KernelGraph
@@ -45,15 +53,19 @@ DEFAULT_KV_LEN = 4096
 def layer(model: str | ModelConfig, phase: str = "prefill", tokens: int | None = None,
           batch: int = 1, seqlen: int | None = None, layer_index: int | None = None,
           ep: int = 1, tp: int = 1, dtype: str | None = None,
-          kv_len: int | None = None) -> KernelGraph:
+          kv_len: int | None = None, redundant_experts: int = 0,
+          routing: tuple[int, ...] | None = None,
+          comm_holds_sms: bool = True) -> KernelGraph:
     """Kernel graph of one layer of `model` in `phase` (see the module docstring).
 
     `tokens` defaults to batch x seqlen, or to 4096 per sequence capped at the model's
-    positions; in decode it may only equal `batch`.
+    positions; in decode it may only equal `batch`. `redundant_experts` (per rank, ep > 1),
+    `routing` (ep token counts) and `comm_holds_sms` shape the MoE block.
     """
     cfg = get_model(model)
     index = _layer_index(cfg, layer_index)
     shape = _shape(cfg, phase, tokens, batch, seqlen, ep, tp, dtype, kv_len)
+    shape = _with_moe_options(cfg, shape, redundant_experts, routing, comm_holds_sms)
     b = GraphBuilder(shape)
     _forward(b, cfg, index)
     if phase == "train":
@@ -62,6 +74,12 @@ def layer(model: str | ModelConfig, phase: str = "prefill", tokens: int | None =
             "seqlen_q": shape.seqlen_q, "seqlen_k": shape.seqlen_k, "layer_index": index,
             "layer_kind": "moe" if cfg.is_moe_layer(index) else "dense", "ep": ep, "tp": tp,
             "gemm_dtype": shape.gemm_dtype}
+    if redundant_experts:
+        meta["redundant_experts"] = redundant_experts
+    if routing is not None:
+        meta["routing"] = list(shape.routing)
+    if not comm_holds_sms:
+        meta["comm_holds_sms"] = False
     return b.build(f"{cfg.name}.{phase}.layer{index}", meta)
 
 
@@ -141,6 +159,27 @@ def _shape(cfg: ModelConfig, phase: str, tokens, batch, seqlen, ep, tp, dtype,
         raise InputError(f"kv_len/seqlen: {seqlen_k} positions exceed {cfg.name}'s "
                          f"{cfg.max_positions}")
     return _recipe_shape(cfg, phase, tokens, batch, seqlen_q, seqlen_k, ep, tp, dtype)
+
+
+def _with_moe_options(cfg: ModelConfig, shape: LayerShape, redundant, routing,
+                      holds_sms) -> LayerShape:
+    """The shape with the MoE deployment options, each checked against the model and ep."""
+    if isinstance(redundant, bool) or not isinstance(redundant, int) or redundant < 0:
+        raise InputError(f"redundant_experts={redundant!r}: expected an integer >= 0")
+    if redundant and (cfg.moe is None or shape.ep == 1):
+        raise InputError(f"redundant_experts={redundant}: copies of experts need ep > 1 "
+                         "and an MoE model; expected 0")
+    if not isinstance(holds_sms, bool):
+        raise InputError(f"comm_holds_sms={holds_sms!r}: expected True or False")
+    if routing is not None:
+        routing = tuple(routing) if isinstance(routing, (list, tuple)) else routing
+        if (not isinstance(routing, tuple) or len(routing) != shape.ep
+                or any(isinstance(c, bool) or not isinstance(c, int)
+                       or not 0 <= c <= shape.tokens for c in routing)):
+            raise InputError(f"routing={routing!r}: expected {shape.ep} token counts (one "
+                             f"per rank, this rank first), each 0 .. {shape.tokens}")
+    return replace(shape, redundant_experts=redundant, routing=routing,
+                   comm_holds_sms=holds_sms)
 
 
 def _prefill_tokens(cfg: ModelConfig, tokens, batch, seqlen) -> tuple[int, int]:

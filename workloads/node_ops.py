@@ -8,10 +8,12 @@ adds `comm_sms` and `chunk_bytes` when the caller sets them).
 Communication nodes are the collective kernels of `workloads.ops.comm`, simulated on the
 communication SMs: alltoall_dispatch / alltoall_combine -> "alltoall" (kind dispatch or
 combine, ranks = the node's `ep`, its tokens, hidden, top-k, the model's routed experts
-(256 for a model without MoE), dtype e4m3 -> fp8, else bf16); allreduce -> "allreduce"
-(ranks, bytes = elements x dtype bytes). What no collective kernel models is the kind
-`LINK`, timed by link bandwidth alone (see `simulator.workload`): an all-reduce across
-nodes, and a node with no link bytes (one rank).
+(256 for a model without MoE), dtype e4m3 -> fp8, else bf16, the node's `routing` table
+when it has one); allreduce -> "allreduce" (ranks, bytes = elements x dtype bytes). What no
+collective kernel models is the kind `LINK`, timed by link bandwidth alone (see
+`simulator.workload`): an all-reduce across nodes, a node with no link bytes (one rank),
+and an all-to-all that holds no SMs (`holds_sms` False: DeepSeek's decode, whose RDMA
+messages travel while the SMs compute; the SMs' issue of them is left out).
 
 Mapping (node op -> op kind):
 * gemm -> "gemm": dtype e4m3 -> fp8 (scaling "deepseek", 1x128 / 128x128 blocks, when the
@@ -178,6 +180,8 @@ def _collective(node: KernelNode, meta: dict) -> NodeOp:
     a = node.args
     if int(a.get("link_bytes", 0)) == 0:
         return _link(node, "one rank: nothing crosses a link")
+    if not a.get("holds_sms", True):
+        return _link(node, "RDMA all-to-all that holds no SMs once its messages are issued")
     if node.op == "allreduce":
         ranks = int(a["ranks"])
         if ranks > int(meta.get("gpus_per_node", NODE_GPUS)):
@@ -188,7 +192,8 @@ def _collective(node: KernelNode, meta: dict) -> NodeOp:
         "kind": "dispatch" if node.op == "alltoall_dispatch" else "combine",
         "ranks": int(a["ep"]), "tokens": int(a["tokens"]), "hidden": int(a["hidden"]),
         "topk": int(a["topk"]), "experts": _routed_experts(meta),
-        "dtype": "fp8" if a["dtype"] == "e4m3" else "bf16", **_comm_options(meta)})
+        "dtype": "fp8" if a["dtype"] == "e4m3" else "bf16", **_comm_options(meta),
+        **({"routing": tuple(a["routing"])} if a.get("routing") is not None else {})})
 
 
 def _routed_experts(meta: dict) -> int:

@@ -74,7 +74,8 @@ def _emit(b: GraphBuilder, node: KernelNode, deps: tuple[str, ...]) -> tuple[str
         return (b.add(ops.alltoall(f"{node.name}.bwd", _SWAP[op], tokens=a["tokens"],
                                    hidden=a["hidden"], topk=a["topk"], ep=a["ep"],
                                    dtype=s.combine_dtype, deps=deps, block=s.block,
-                                   role="dgrad")),)
+                                   role="dgrad", routing=a.get("routing"),
+                                   holds_sms=a.get("holds_sms", True))),)
     if op == "allreduce":
         return (b.add(ops.allreduce(f"{node.name}.bwd", elements=a["elements"],
                                     dtype=a["dtype"], ranks=a["ranks"], deps=deps,

@@ -1,7 +1,9 @@
 """The shape of one layer invocation and the builder that collects its kernel nodes.
 
 `LayerShape` holds what the block modules need: phase, token counts, sequence lengths,
-parallelism (ep, tp) and the dtype of each kernel kind. `GraphBuilder` appends nodes in
+parallelism (ep, tp), the redundant experts a rank hosts beside its share, how the MoE
+all-to-all routes (balanced, or a per-peer token table) and whether it holds SMs, and the
+dtype of each kernel kind. `GraphBuilder` appends nodes in
 issue order, refuses duplicate names, and inserts one FP8 `quantize` node per tensor a
 FP8 GEMM reads (shared by every GEMM that reads the same tensor).
 
@@ -37,6 +39,9 @@ class LayerShape:
     dispatch_dtype: str
     combine_dtype: str
     block: int  # FP8 scaling block edge
+    redundant_experts: int = 0  # experts this rank hosts beside routed_experts / ep
+    routing: tuple[int, ...] | None = None  # tokens sent to each rank (None: balanced)
+    comm_holds_sms: bool = True  # False: RDMA all-to-all that frees the SMs once issued
 
     @property
     def fp8(self) -> bool:

@@ -14,8 +14,8 @@ Conventions:
 * Element-wise kernels count a transcendental as one flop; per-element counts are named
   constants below. bytes_min: inputs read once, outputs written once.
 * Communication: `link_bytes` cross the links out of this rank (the same number come in,
-  routing being balanced); bytes_min is the local read of the send buffer plus the write
-  of the receive buffer.
+  routing being balanced, or taken as symmetric when a routing table gives the sends);
+  bytes_min is the local read of the send buffer plus the write of the receive buffer.
 
 Left out: tile quantisation (padding to tile multiples), L2 reuse, softmax exp counts
 inside fused attention, bias-add flops of GPT-3/BERT projections (fused epilogues).
@@ -205,13 +205,20 @@ def moe_gating(name: str, *, tokens: int, hidden: int, experts: int, topk: int, 
 
 
 def alltoall(name: str, op: str, *, tokens: int, hidden: int, topk: int, ep: int, dtype: str,
-             deps=(), block: int = 128, role: str = "forward") -> KernelNode:
-    """MoE dispatch or combine across `ep` ranks: tokens x topk rows, balanced routing."""
+             deps=(), block: int = 128, role: str = "forward",
+             routing: tuple[int, ...] | None = None, holds_sms: bool = True) -> KernelNode:
+    """MoE dispatch or combine across `ep` ranks: tokens x topk rows, balanced routing, or
+    `routing[r]` tokens sent to rank r (this rank is 0) once each. `holds_sms=False`: an
+    RDMA all-to-all that frees the SMs once its messages are issued (args `holds_sms`)."""
     row = hidden * nbytes(dtype) + _scale_bytes(1, hidden, dtype, block, tile=False)
     rows = tokens * topk
-    link = rows * row * (ep - 1) // ep
+    link = rows * row * (ep - 1) // ep if routing is None else sum(routing[1:]) * row
     args = {"tokens": tokens, "hidden": hidden, "topk": topk, "ep": ep,
             "dtype": dtype_name(dtype), "row_bytes": row, "link_bytes": link}
+    if routing is not None:
+        args["routing"] = tuple(routing)
+    if not holds_sms:
+        args["holds_sms"] = False
     return KernelNode(name, op, args, "comm", tuple(deps), role, flops=0,
                       bytes_min=2 * rows * row, note=COMM_NOTE)
 
