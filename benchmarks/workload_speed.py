@@ -1,5 +1,6 @@
-"""CPU and wall seconds of `simulate_workload` on a layer (default: the `ptxsim run` default,
-DeepSeek-V3 MoE prefill of 4096 tokens on h800_sxm, sampled), and of each distinct op.
+"""CPU and wall seconds of `simulate_workload` on a layer (default: the one-GPU DeepSeek-V3
+MoE prefill of 4096 tokens on h800_sxm, sampled, as `ptxsim run --deployment single-gpu`),
+and of each distinct op.
 
     python benchmarks/workload_speed.py [--workload deepseek-v3 --phase prefill
         --tokens 4096 --ep 1 --model h800_sxm --fidelity sampled] [--per-op | --stages]
