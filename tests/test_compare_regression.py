@@ -1,7 +1,7 @@
 """The LLaMA-3-8B H100 traces hold `ptxsim compare` to its stored baseline: simulated
 coverage may not drop and MAPE may not worsen by more than 2 points
 (`workloads.traces.reference_regression`; the baseline in
-`workloads/reference/h100/llama3_8b_compare_baseline.json`).
+`workloads/reference/llama3_8b_compare/baseline.json`).
 
 The fast tests build every distinct op of both traces (no simulation) for the coverage and
 re-simulate the ops that cost under a CPU second, taking the others' times from the
