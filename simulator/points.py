@@ -93,6 +93,7 @@ import numpy as np
 import pandas as pd
 
 from isa.errors import InputError
+from simulator.stats import level_bytes, link_bytes
 
 PART_POINT_COLUMNS = ("point_id", "index", "status", "error", "traceback", "elapsed_s",
                       "worker", "finished_at", "params_json", "config_json")
@@ -267,8 +268,8 @@ def run_kernel_target(target: Mapping[str, Any], config, run_id: str) -> PointOu
     row = {"name": case.entry, "op": "kernel", "kind": target["kernel"],
            "cycles": int(res.cycles), "time_us": float(res.time_us),
            "instructions": int(res.instructions),
-           "hbm_bytes": _level_bytes([(1.0, res.stats)], "hbm"),
-           "l2_bytes": _level_bytes([(1.0, res.stats)], "l2")}
+           "hbm_bytes": level_bytes([(1.0, res.stats)], "hbm"),
+           "l2_bytes": level_bytes([(1.0, res.stats)], "l2")}
     return PointOutcome({"cycles": int(res.cycles), "time_us": float(res.time_us),
                          "instructions": int(res.instructions)}, res.stats,
                         pd.DataFrame([row]))
@@ -385,8 +386,8 @@ def run_op_target(target: Mapping[str, Any], config, run_id: str) -> PointOutcom
            "role": "forward", "deps": "", "start_us": 0.0, "end_us": time_us,
            "time_us": time_us, "flops": float(plan.flops), "tflops": float(res["tflops"]),
            "bytes": float(plan.bytes), "gbps": float(res["gbps"]),
-           "hbm_bytes": float(res["hbm_bytes"]), "l2_bytes": _level_bytes(weighted, "l2"),
-           "link_bytes": _link_bytes(weighted), "roofline_us": float(res["roofline_us"]),
+           "hbm_bytes": float(res["hbm_bytes"]), "l2_bytes": level_bytes(weighted, "l2"),
+           "link_bytes": link_bytes(weighted), "roofline_us": float(res["roofline_us"]),
            "bound": str(res["bound"]), "gap": float(res["gap"]), "model": "simulated",
            "reused": False, "note": plan.sample_note if launches and "sampled_from"
            in launches[0] else "", **op_counts(plan),
@@ -701,28 +702,6 @@ def _graph_metrics(kernels: pd.DataFrame, time_us: float, cycles: float,
             "roofline_us": _nansum(kernels["roofline_us"]), "sm_clock_ghz": clock,
             "bound": str(by_bound.idxmax()) if len(by_bound) else "",
             "fidelity_method": fidelity_method}
-
-
-def _level_bytes(runs: list, level: str) -> float:
-    """Bytes at memory level `level` of weighted launch stats (an op's samples)."""
-    total = 0.0
-    for weight, frame in runs:
-        if not len(frame):
-            continue
-        rows = frame[frame["component"].str.match(rf"memory\.{level}(\.|$)")
-                     & (frame["stat"] == "bytes")]
-        total += weight * float(rows["value"].sum())
-    return total
-
-
-def _link_bytes(runs: list) -> float:
-    total = 0.0
-    for weight, frame in runs:
-        if not len(frame):
-            continue
-        rows = frame[frame["component"].str.startswith("link.") & (frame["stat"] == "bytes")]
-        total += weight * float(rows["value"].sum())
-    return total
 
 
 POINT_RUNNERS: Mapping[str, PointRunner] = MappingProxyType({

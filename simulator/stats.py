@@ -179,3 +179,28 @@ def within_peak(amounts, capacity) -> np.ndarray:
         out[b] = min(total, cap[b]) if b else total
         carry = total - out[b]
     return out
+
+
+def level_bytes(runs: Iterable[tuple[float, pd.DataFrame]], level: str) -> float:
+    """Bytes at memory level `level` (`memory.<level>` and its parts) of weighted long stats
+    tables: the sum of weight x the level's `bytes` rows (an op's sampled launches)."""
+    total = 0.0
+    for weight, frame in runs:
+        if not len(frame):
+            continue
+        rows = frame[frame["component"].str.match(rf"memory\.{level}(\.|$)")
+                     & (frame["stat"] == "bytes")]
+        total += weight * float(rows["value"].sum())
+    return total
+
+
+def link_bytes(runs: Iterable[tuple[float, pd.DataFrame]]) -> float:
+    """Bytes sent over NVLink and the network (`link.*` `bytes` rows) of weighted long stats
+    tables."""
+    total = 0.0
+    for weight, frame in runs:
+        if not len(frame):
+            continue
+        rows = frame[frame["component"].str.startswith("link.") & (frame["stat"] == "bytes")]
+        total += weight * float(rows["value"].sum())
+    return total

@@ -55,6 +55,7 @@ import pandas as pd
 
 from isa.errors import InputError
 from simulator.config import json_safe
+from simulator.stats import level_bytes, link_bytes
 
 FIDELITIES = ("sampled", "full")
 NVLINK_DOMAIN_GPUS = 8   # source: HGX H100/H800 8-GPU baseboard (one NVLink/NVSwitch domain)
@@ -157,24 +158,6 @@ def _link_plan(params: dict) -> dict:
     return FidelityPlan("link_model", params, np.nan, np.nan).fields()
 
 
-def _level_bytes(runs: list, level: str) -> float:
-    total = 0.0
-    for weight, _launch, frame in runs:
-        rows = frame[frame["component"].str.match(rf"memory\.{level}(\.|$)")
-                     & (frame["stat"] == "bytes")]
-        total += weight * float(rows["value"].sum())
-    return total
-
-
-def _link_bytes(runs: list) -> float:
-    """Bytes sent over NVLink and the network, weighted as the op's time."""
-    total = 0.0
-    for weight, _launch, frame in runs:
-        rows = frame[frame["component"].str.startswith("link.") & (frame["stat"] == "bytes")]
-        total += weight * float(rows["value"].sum())
-    return total
-
-
 def _plans(graph, ops, config) -> dict[tuple, Any]:
     """Every distinct op's plan, built before anything runs; errors name the node."""
     from workloads.node_ops import LINK
@@ -200,14 +183,15 @@ def _time_op(plan, config, fidelity: str, timeline: bool) -> tuple[dict, pd.Data
     series: list | None = [] if timeline else None
     res = simulate_op(plan, config, fidelity, stats=runs, timelines=series)
     frames = [frame for _, _, frame in runs]
+    weighted = [(weight, frame) for weight, _, frame in runs]
     stats = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
     parts = [frame.assign(launch=k, weight=weight)
              for k, (weight, _, frame) in enumerate(series or []) if frame is not None]
     timelines = pd.concat(parts, ignore_index=True) if parts else None
     return {"time_us": float(res["time_us"]), "flops": float(plan.flops),
             "bytes": float(plan.bytes), "hbm_bytes": float(res["hbm_bytes"]),
-            "l2_bytes": _level_bytes(runs, "l2"), "roofline_us": float(res["roofline_us"]),
-            "bound": res["bound"], "link_bytes": _link_bytes(runs),
+            "l2_bytes": level_bytes(weighted, "l2"), "roofline_us": float(res["roofline_us"]),
+            "bound": res["bound"], "link_bytes": link_bytes(weighted),
             "sm_clock_ghz": float(res.get("sm_clock_ghz", np.nan)), **op_counts(plan),
             **{key: res.get(key, UNKNOWN_PLAN[key]) for key in PLAN_KEYS}}, stats, timelines
 
