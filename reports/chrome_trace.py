@@ -6,8 +6,9 @@ open. Kernels are "X" (complete) events with `ts`/`dur` in microseconds (`dur` =
 table's `time_us`: what the kernel costs its stream, launch overhead included, so a
 workload's kernels tile their streams; `args` carry `kernel_time_us`, the profiler's
 duration, and `cycles`), one thread per stream of one process (the GPU), named by "M"
-metadata events (`process_name`, `thread_name`). A kernel table without `start_us` (one
-simulated kernel) places kernels back to back from 0 on a `default` stream. From a
+metadata events (`process_name`, `thread_name`; a workload's micro-batches get a thread
+per stream and micro-batch, `reports.plot_timeline.kernel_lane`). A kernel table without
+`start_us` (one simulated kernel) places kernels back to back from 0 on a `default` stream. From a
 `timeline` table (see `reports.plot_timeline`) come "C" counter events: bandwidth per
 memory level (GB/s), the mean SM utilization (component `sm`), utilization and resident
 CTAs per SM (components `sm.<id>`, stats `utilization`, `ctas`); without one there are no
@@ -27,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from reports.plot_timeline import TIMELINE_COLUMNS, bandwidth_series
+from reports.plot_timeline import TIMELINE_COLUMNS, bandwidth_series, kernel_lane
 
 GPU_PID = 1
 COUNTER_PID = 2
@@ -55,7 +56,7 @@ def _kernel_events(table: pd.DataFrame) -> tuple[list[dict], list[str]]:
     clock = 0.0
     has_start = "start_us" in table.columns and table["start_us"].notna().any()
     for _, row in table.iterrows():
-        stream = str(row["stream"]) if pd.notna(row.get("stream")) else "default"
+        stream = kernel_lane(row)
         if stream not in streams:
             streams.append(stream)
         dur = float(row["time_us"]) if pd.notna(row.get("time_us")) else 0.0

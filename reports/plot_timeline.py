@@ -115,20 +115,32 @@ def plot_bandwidth(timeline, peaks: Mapping[str, float] | None = None) -> Figure
     return fig
 
 
+def kernel_lane(row) -> str:
+    """The lane a kernel row is drawn on: its stream, and its micro-batch where the table
+    has one (`compute mb0` beside `comm mb0`), so each micro-batch's communication shows
+    beside its computation."""
+    stream = str(row["stream"]) if pd.notna(row.get("stream")) else "default"
+    batch = row.get("micro_batch")
+    return f"{stream} {batch}" if isinstance(batch, str) and batch else stream
+
+
 def plot_gantt(table: pd.DataFrame) -> Figure | None:
-    """Kernels as bars on one row per stream, from start to end."""
+    """Kernels as bars on one row per lane (stream, and micro-batch where given), from start
+    to end."""
     needed = {"kernel", "stream", "start_us", "end_us"}
     if not needed <= set(table.columns):
         return None
     rows = table.dropna(subset=["start_us", "end_us"])
     if rows.empty:
         return None
-    streams = list(dict.fromkeys(rows["stream"].fillna("default").astype(str)))
+    lanes = [kernel_lane(row) for _, row in rows.iterrows()]
+    order = list(dict.fromkeys(lanes))     # first appearance, grouped by micro-batch
+    streams = sorted(order, key=lambda lane: (lane.partition(" ")[2], order.index(lane)))
     fig = new_figure((8.0, 1.2 + 0.6 * len(streams)))
     ax = fig.subplots()
     colours = [f"C{k % 10}" for k in range(len(rows))]
     for k, (_, row) in enumerate(rows.iterrows()):
-        lane = streams.index(str(row["stream"]) if pd.notna(row["stream"]) else "default")
+        lane = streams.index(lanes[k])
         start, end = float(row["start_us"]), float(row["end_us"])
         ax.barh(lane, end - start, left=start, height=0.6, color=colours[k], edgecolor="k",
                 linewidth=0.3)
@@ -137,6 +149,7 @@ def plot_gantt(table: pd.DataFrame) -> Figure | None:
                     va="center", fontsize="xx-small", clip_on=True)
     ax.set_yticks(range(len(streams)), streams)
     ax.set_xlabel("time (us)")
-    ax.set_title("Kernels by stream")
+    ax.set_title("Kernels by stream" + (" and micro-batch" if len(streams) > len(
+        set(rows["stream"].fillna("default").astype(str))) else ""))
     ax.invert_yaxis()
     return fig

@@ -69,7 +69,8 @@ PLAN_KEYS = ("fidelity_method", "fidelity_params", "simulated_cta_share",
 UNKNOWN_PLAN = {"fidelity_method": "", "fidelity_params": {}, "simulated_cta_share": np.nan,
                 "extrapolated_time_share": np.nan}
 """Those fields of an op result that carries none."""
-KERNEL_COLUMNS = ("name", "op", "kind", "stream", "role", "deps", "start_us", "end_us",
+KERNEL_COLUMNS = ("name", "op", "kind", "stream", "micro_batch", "role", "deps", "start_us",
+                  "end_us",
                   "time_us", "flops", "tflops", "bytes", "gbps", "hbm_bytes", "l2_bytes",
                   "link_bytes", "roofline_us", "bound", "gap", "model", "reused", "note",
                   "macs", "macs_skipped", "precision", "operand_bytes", "operand_bytes_stored",
@@ -385,6 +386,7 @@ def _stretched(t: dict, extra_us: float) -> dict:
 
 
 def _table(graph, ops, timed, span, reused, lanes) -> pd.DataFrame:
+    from workloads.layers.dualpipe import micro_batch
     from workloads.node_ops import LINK
 
     rows = []
@@ -396,7 +398,7 @@ def _table(graph, ops, timed, span, reused, lanes) -> pd.DataFrame:
         roof = t.get("roofline_us", np.nan)
         rows.append({
             "name": node.name, "op": node.op, "kind": op.kind, "stream": lanes[node.name],
-            "role": node.role, "deps": ",".join(node.deps),
+            "micro_batch": micro_batch(node.name), "role": node.role, "deps": ",".join(node.deps),
             "start_us": span[node.name][0], "end_us": span[node.name][1], "time_us": time_us,
             "flops": flops, "tflops": flops / (time_us * 1e6) if time_us else np.nan,
             "bytes": nbytes, "gbps": nbytes / (time_us * 1e3) if time_us else np.nan,

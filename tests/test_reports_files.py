@@ -210,3 +210,24 @@ def test_validator_rejects_events_without_required_keys():
                            {"ph": "B", "name": "k", "pid": 1, "tid": 1}]}
     problems = validate_trace_events(bad)
     assert len(problems) == 2 and "dur" in problems[0] and "ts" in problems[1]
+
+
+def test_micro_batches_get_a_lane_per_stream_in_the_gantt_and_the_trace():
+    """A workload with micro-batches draws each one's compute and comm lanes side by side
+    (`compute mb0`, `comm mb0`, ...), in the Gantt and as trace threads."""
+    from reports.chrome_trace import chrome_trace
+    from reports.plot_timeline import plot_gantt
+
+    table = pd.DataFrame({
+        "kernel": ["mb0/attn", "mb0/dispatch", "mb1/attn", "mb1/dispatch"],
+        "stream": ["compute", "comm", "compute", "comm"],
+        "micro_batch": ["mb0", "mb0", "mb1", "mb1"],
+        "start_us": [0.0, 5.0, 5.0, 10.0], "end_us": [5.0, 10.0, 10.0, 15.0],
+        "time_us": [5.0] * 4})
+    fig = plot_gantt(table)
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()] == \
+        ["compute mb0", "comm mb0", "compute mb1", "comm mb1"]
+    threads = {e["args"]["name"] for e in chrome_trace(table, None, title="t")["traceEvents"]
+               if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert threads == {"stream compute mb0", "stream comm mb0", "stream compute mb1",
+                       "stream comm mb1"}
