@@ -309,3 +309,30 @@ def test_html_notes_round_long_decimals_and_leave_short_ones():
         "7365 cycles, 9.375 us at 1.83 GHz (v0.1.0)"
     page = render_html("t", [Section("Summary", ("Simulated: 9.374591 us.",))])
     assert "9.375 us" in page and "9.374591" not in page
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--workload", "bert-base", "--batch", "1", "--seqlen", "128", "--quiet"],
+    ["run", "--workload", "bert-base", "--batch", "1", "--seqlen", "128"],
+    ["compare", "--reference", "workloads/reference/deepseek_v3_trace_excerpt.json",
+     "--model", "h800_sxm"],
+])
+def test_run_and_compare_draw_a_kernel_progress_bar_on_a_terminal(argv, tmp_path, capsys,
+                                                                  monkeypatch):
+    """On a terminal, `run` and `compare` draw a per-kernel bar on stderr that ends at its
+    total; `--quiet` draws none."""
+    from pathlib import Path
+
+    import simulator.progress
+
+    monkeypatch.setattr(simulator.progress, "shows_progress",
+                        lambda quiet, stream=None: not quiet)
+    repo = Path(__file__).resolve().parents[1]
+    argv = [str(repo / a) if a.endswith(".json") else a for a in argv]
+    out = ["--out", str(tmp_path / "out")] if argv[0] == "run" else []
+    assert main([*argv, *out]) == 0
+    err = capsys.readouterr().err
+    if "--quiet" in argv:
+        assert "simulating kernels" not in err
+    else:
+        assert "simulating kernels" in err and "100%" in err
