@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from isa.launch import DEFAULT_MEMORY_BUDGET_BYTES
 from models.chip_spec import ChipSpec, LaunchSpec, SmSpec, UnitsSpec
 from models.link_spec import LinksSpec
 from models.memory_spec import HbmSpec, L1Spec, L2Spec, L3Spec, NocSpec, SharedMemorySpec
@@ -31,7 +32,7 @@ from simulator.config import Problem, SpecMixin, spec_field
 from simulator.policy_spec import FidelitySpec, KernelsSpec
 
 FLOP_PER_FMA = 2
-HOST_MEMORY_BYTES = 16 << 30
+HOST_MEMORY_BYTES = DEFAULT_MEMORY_BUDGET_BYTES   # one default for ops and launches
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -39,7 +39,7 @@ from models.roofline import chip_peaks
 from reports.chrome_trace import chrome_trace
 from reports.html_report import Section, render_html
 from reports.kernel_table import column_units, kernel_table
-from reports.output_dir import check_output_dir, write_output_dir
+from reports.output_dir import write_output_dir
 from reports.plot_kernels import plot_roofline, plot_stall_stacks, plot_unit_utilization
 from reports.plot_timeline import missing_reason, plot_bandwidth, plot_gantt, plot_sm_heatmap
 from reports.workload_timeline import workload_timeline
@@ -181,7 +181,6 @@ def write_report(result: Any, out_dir: str | Path, *, title: str | None = None,
     """Write the report folder (see the module docstring) through
     `reports.output_dir.write_output_dir`; `extra_files` (file name -> text) are written
     with it, before the folder is committed. Returns its path."""
-    check_output_dir(out_dir, force=force, flag=flag)
     tables = result_tables(result)
     table = kernel_table(tables["stats"], tables["config"], tables["kernels"],
                          precision=precision, peaks=peaks)
