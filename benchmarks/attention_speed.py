@@ -5,7 +5,7 @@
 
 Prefill: batch 1, 128 heads, 4096 tokens, head dims 192 (q, k) / 128 (v), causal, bf16
 (the shape of `workloads.layer("deepseek-v3", "prefill", 4096)`). Decode: MLA, batch 64,
-128 heads, 4096 cached tokens. Runs the command in-process (`simulator.cli.main`) and
+128 heads, 4096 cached tokens. Runs the command in-process (`simulator.app.cli.main`) and
 prints the wall seconds beside the simulated time, TFLOP/s and the roofline. The first
 run of a process includes the simulator's one-time JIT compilation; it is printed
 separately (a warm-up op) so the figures are those of a warm process.
@@ -20,7 +20,7 @@ import io
 import json
 import time
 
-from simulator.cli import main as ptxsim
+from simulator.app.cli import main as ptxsim
 
 PREFILL = ["attention", "--batch", "1", "--heads", "128", "--seqlen", "4096", "--headdim",
            "192", "--headdim-v", "128", "--causal", "--dtype", "bf16"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import timeit
 
-from simulator.hooks import PORT_PUT, Hooks
+from simulator.framework.hooks import PORT_PUT, Hooks
 
 CALLS = 1_000_000
 

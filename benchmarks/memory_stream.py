@@ -1,7 +1,7 @@
 """Speed of the memory models: CPU time per simulated request and achieved HBM bandwidth.
 
 Run: `python -m benchmarks.memory_stream [REQUESTS_PER_SM] [MODEL ...]` (models: the names of
-`simulator.system.MEMORY_MODELS`, default all). Every SM of the h100_sxm preset streams
+`simulator.runner.system.MEMORY_MODELS`, default all). Every SM of the h100_sxm preset streams
 distinct 512-byte loads (16 sectors, 4 lines) issued at time 0 through the model's
 `access()`, as the SMs' load/store units call it; prints CPU seconds, microseconds per request,
 the simulated time, and the bandwidth reached against the HBM peak. Asserts nothing.
@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 import models
-from simulator.system import MEMORY_MODELS
+from simulator.runner.system import MEMORY_MODELS
 
 REQUEST_SECTORS = 16
 SECTOR_BYTES = 32

@@ -5,7 +5,7 @@ and how well sampled agrees with full on a GEMM suite.
                                   [--fidelity sampled full] [--full-limit-s 600]
                                   [--mid-k 2048] [--no-suite]
 
-Each run goes through the command in-process (`simulator.cli.main`). The process's first
+Each run goes through the command in-process (`simulator.app.cli.main`). The process's first
 simulation compiles the cached-memory kernel (numba); that warm-up is timed apart on a
 128³ GEMM and printed on its own line, so the per-fidelity figures are those of a warm
 process (add the warm-up for a cold `ptxsim` command). CPU seconds (`time.process_time`)
@@ -33,7 +33,7 @@ import io
 import json
 import time
 
-from simulator.cli import main as ptxsim
+from simulator.app.cli import main as ptxsim
 
 GOALS_S = {"sampled": 10.0, "full": 120.0}
 # (label, ptxsim op arguments): full runs of a few seconds each

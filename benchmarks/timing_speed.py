@@ -20,8 +20,8 @@ import numpy as np
 import isa
 import models
 from models.units import instruction_timings
-from simulator import simulate
-from simulator.trace import TraceRecorder
+from simulator.runner import simulate
+from simulator.runner.trace import TraceRecorder
 from workloads.kernels.case import load_ptx
 
 

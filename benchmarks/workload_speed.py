@@ -111,13 +111,13 @@ def main(argv: list[str] | None = None) -> int:
 STAGES = (
     ("models.sm_driver", "", "drive", "compiled SM loops and cached memory (drive)"),
     ("models.sm_driver", "SmDriver", "run", "replays stepped (drive, answers in Python)"),
-    ("simulator.simulate", "KernelLaunch", "run", "functional runs (tracing)"),
-    ("simulator.work_synthesis", "", "synthesize_trace", "work synthesis (its tracing too)"),
-    ("simulator.sampling", "SampledRun", "trace_to", "trace synthesis and probes"),
-    ("simulator.sampling", "SampledRun", "slice_factor", "chip-slice choice"),
-    ("simulator.simulate", "Replay", "image", "replay images"),
-    ("simulator.simulate", "Replay", "session", "replay sessions built"),
-    ("simulator.simulate", "Replay", "finish", "replays closed (stats, timelines)"),
+    ("simulator.runner.simulate", "KernelLaunch", "run", "functional runs (tracing)"),
+    ("simulator.runner.work_synthesis", "", "synthesize_trace", "work synthesis (its tracing too)"),
+    ("simulator.runner.sampling", "SampledRun", "trace_to", "trace synthesis and probes"),
+    ("simulator.runner.sampling", "SampledRun", "slice_factor", "chip-slice choice"),
+    ("simulator.runner.simulate", "Replay", "image", "replay images"),
+    ("simulator.runner.simulate", "Replay", "session", "replay sessions built"),
+    ("simulator.runner.simulate", "Replay", "finish", "replays closed (stats, timelines)"),
 )
 """(module, class or "", function, label) of the stages `--stages` times. They nest (drive
 inside the replays, tracing inside work synthesis), so they do not add up."""

@@ -2,7 +2,7 @@
 
 What it models
 --------------
-A run of a kernel under a trace recorder (`simulator.trace.TraceRecorder`, an observer of
+A run of a kernel under a trace recorder (`simulator.runner.trace.TraceRecorder`, an observer of
 `isa.run_kernel`) yields one event per warp-instruction: its pc, active lanes, a kind
 (`KIND_*`) and a detail whose meaning depends on the kind:
 
@@ -36,7 +36,7 @@ Traced local addresses live from `LOCAL_TRACE_BASE` on, above every buffer and w
 `simulator` records, samples and synthesizes it. This module holds only the format, so
 that both may import it.
 
-Left out: how the events are recorded (`simulator.trace`). Units: byte addresses, 32-byte
+Left out: how the events are recorded (`simulator.runner.trace`). Units: byte addresses, 32-byte
 sectors, lanes, counts.
 """
 
@@ -108,7 +108,7 @@ class WarpTrace:
     `sectors[sector_start[e]:sector_start[e] + detail[e]]`, and `phase_slot[e]` (mbarrier
     phase slot of tile-op events, with `slot_events[slot]` contributions per slot; for a
     global atomic the most of its lanes that update one address
-    (`simulator.trace_lanes.lane_depth`), which the L2 serializes; else -1).
+    (`simulator.runner.trace_lanes.lane_depth`), which the L2 serializes; else -1).
     `pc_policy[pc]` is the cache-policy row of a program pc (module docstring); None when
     no instruction applies one, and pcs past its rows apply none.
     """

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import simulator.framework  # noqa: F401  (first: loads the simulator front door, see its docstring)
 from models.chip_spec import (
     TENSOR_PRECISIONS,
     ChipSpec,
@@ -23,7 +24,13 @@ from models.chip_spec import (
 )
 from models.gpu_spec import GpuConfig, LinksSpec
 from models.memory_spec import HbmSpec, L1Spec, L2Spec, L3Spec, NocSpec, SharedMemorySpec
-from simulator.config import ConfigError, apply_overrides, build_spec, read_toml, resolve_bases
+from simulator.framework.config import (
+    ConfigError,
+    apply_overrides,
+    build_spec,
+    read_toml,
+    resolve_bases,
+)
 
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
 

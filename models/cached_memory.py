@@ -97,7 +97,7 @@ Timing rules (approximations):
   data (an L2 hit's round trip) unless a full write-back buffer holds them longer; atomics
   are performed at the home slice like a load that dirties it, then by the slice's atomic
   unit: a request's `ops` lane operations on one address (the most lanes of the warp that
-  share an address, `simulator.trace`) hold that line `l2.same_address_atomic_ns` each, one
+  share an address, `simulator.runner.trace`) hold that line `l2.same_address_atomic_ns` each, one
   after another and after the line's earlier atomics from any SM (a table of
   `ATOMIC_ENTRIES` lines per slice); atomics to distinct addresses of a warp take one
   operation's time. Measured on our H100 (ncu): every thread of a grid adding to one float
@@ -131,9 +131,9 @@ from models.cached_memory_kernel import serve_request
 from models.hbm import hbm_fixed_latency_ps
 from models.l2 import l2_slice_latency_cycles
 from models.sm_memory import LOG_COUNTS, LOG_DONE, LOG_ISSUE, LOG_KIND
-from simulator.engine import Clock
-from simulator.hooks import Hooks
-from simulator.stats import Stat, Tracer
+from simulator.framework.engine import Clock
+from simulator.framework.hooks import Hooks
+from simulator.framework.stats import Stat, Tracer
 
 CACHED_MEMORY_ACCESS = "CACHED_MEMORY_ACCESS"
 """One warp request was served. data: sm_id, kind, issue_ps, done_ps, counts."""
@@ -285,7 +285,7 @@ class CachedMemory:
         all sectors present, the oldest LRU stamp, so they go before any line the kernel
         brings), every sector dirty in `dirty_fraction` of the ways (spread evenly over
         each set's ways): the L2 of a kernel that has been streaming for a while, whose
-        new lines evict older ones and write the dirty ones back (`simulator.sampling`)."""
+        new lines evict older ones and write the dirty ones back (`simulator.runner.sampling`)."""
         meta, flags = self.meta[k.LEVEL_L2], self.flags[k.LEVEL_L2]
         units, sets, _, ways = meta.shape
         meta[:, :, 0, :] = FOREIGN_LINE + np.arange(units * sets * ways,

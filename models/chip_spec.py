@@ -9,7 +9,7 @@ precision), and the co-design units, each off unless a preset enables it: `VpcuS
 `LutExpSpec` (lookup-table ex2 latency and throughput), `ZceSpec` (zero-skipping MMA
 granularity, compression throughput). Values come from a preset (`models/presets/*.toml`)
 where each carries its source. `LaunchSpec` holds the fixed cost of one kernel launch, added
-to a kernel's simulated duration (`simulator.simulate.KernelResult.time_us`).
+to a kernel's simulated duration (`simulator.runner.simulate.KernelResult.time_us`).
 
 Throughputs are given as the CUDA Programming Guide gives them: results per clock per SM.
 The issue interval of one warp instruction on one sub-partition follows from it
@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from simulator.config import Problem, SpecMixin, spec_field
+from simulator.framework.config import Problem, SpecMixin, spec_field
 
 TENSOR_PRECISIONS = ("fp64", "tf32", "fp16", "bf16", "fp8", "int8")
 
@@ -159,7 +159,7 @@ class VectorUnitSpec(SpecMixin):
 class TensorUnitSpec(SpecMixin):
     """The tensor cores of one SM: dense rates per input precision and latencies. A rate of
     0 says the part lacks that precision, a `wgmma_latency_cycles` of 0 that it lacks wgmma:
-    a launch that needs either is refused (`simulator.simulate.check_launch_fits`)."""
+    a launch that needs either is refused (`simulator.runner.simulate.check_launch_fits`)."""
 
     mma_latency_cycles: int = spec_field("Latency of one warp-level mma.sync.", above=0)
     wgmma_latency_cycles: int = spec_field(

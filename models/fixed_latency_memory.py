@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 
 from models.flat_memory import MEMORY_ACCESS
-from simulator.engine import Clock
-from simulator.hooks import Hooks
+from simulator.framework.engine import Clock
+from simulator.framework.hooks import Hooks
 
 
 class FixedLatencyMemory:

@@ -24,7 +24,7 @@ Contract (`MemoryInterface`):
         one address (a memory that serializes same-address atomics uses it, this one does
         not); the memory fires its own hooks (`MEMORY_ACCESS` here: sm_id,
         kind, sectors, l2_bytes, hbm_bytes, issue_ps, done_ps) and keeps no counters.
-    hooks: a `simulator.hooks.Hooks`.
+    hooks: a `simulator.framework.hooks.Hooks`.
 
 Left out: L1 hits, cache capacity and conflicts, partition distance, HBM channels and row
 buffers, write-allocate fills. Units: ps (int), bytes, sectors of 32 bytes, SM cycles in the
@@ -37,8 +37,8 @@ from typing import Protocol
 
 import numpy as np
 
-from simulator.engine import Clock
-from simulator.hooks import Hooks
+from simulator.framework.engine import Clock
+from simulator.framework.hooks import Hooks
 
 SECTOR_BYTES = 32
 LOAD_KINDS = ("load", "bulk_load", "load_cg")

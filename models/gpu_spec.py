@@ -12,7 +12,7 @@ node topology, used by the communication model (`models.link_memory`).
 
 `limits` (`LimitsSpec`) is not hardware: what the simulating host may spend on one op before
 it is refused (`workloads.ops.registry.check_op_size`); no figure depends on it.
-`fidelity` and `kernels` (`simulator.policy_spec`) are not hardware either: the shortcuts
+`fidelity` and `kernels` (`simulator.framework.policy_spec`) are not hardware either: the shortcuts
 sampled fidelity may take and the op builders' kernel choices, config so that they are
 overridable, sweepable and saved with every result.
 
@@ -28,8 +28,8 @@ from isa.launch import DEFAULT_MEMORY_BUDGET_BYTES
 from models.chip_spec import ChipSpec, LaunchSpec, SmSpec, UnitsSpec
 from models.link_spec import LinksSpec
 from models.memory_spec import HbmSpec, L1Spec, L2Spec, L3Spec, NocSpec, SharedMemorySpec
-from simulator.config import Problem, SpecMixin, spec_field
-from simulator.policy_spec import FidelitySpec, KernelsSpec
+from simulator.framework.config import Problem, SpecMixin, spec_field
+from simulator.framework.policy_spec import FidelitySpec, KernelsSpec
 
 FLOP_PER_FMA = 2
 HOST_MEMORY_BYTES = DEFAULT_MEMORY_BUDGET_BYTES   # one default for ops and launches

@@ -16,7 +16,7 @@ Left out: everything but the split. Units: ps, SM cycles, ns for DRAM timings.
 from __future__ import annotations
 
 from models.gpu_spec import GpuConfig
-from simulator.engine import Clock
+from simulator.framework.engine import Clock
 
 
 def hbm_fixed_latency_ps(config: GpuConfig, clock: Clock) -> int:

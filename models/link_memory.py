@@ -25,7 +25,8 @@ the traffic uneven).
   data comes back over the ingress: two latencies plus the bytes.
 
 Each link fires `LINK_SEND` (size_bytes, start_ps, end_ps) on its own `Hooks`
-(`link.nvlink`, `link.network`), so `simulator.stats.LinkTracer` reports bytes, messages and
+(`link.nvlink`, `link.network`), so `simulator.framework.stats.LinkTracer`
+reports bytes, messages and
 busy time per link (`attach_tracers`).
 
 Left out: per-peer links and NVSwitch contention (all NVLink traffic of a GPU shares one
@@ -42,8 +43,8 @@ import numpy as np
 
 from models.flat_memory import LOAD_KINDS, SECTOR_BYTES, BandwidthPipe
 from models.memory_system import MEMORY_MODELS
-from simulator.hooks import LINK_SEND, Hooks
-from simulator.stats import LinkTracer
+from simulator.framework.hooks import LINK_SEND, Hooks
+from simulator.framework.stats import LinkTracer
 
 LINKS = ("nvlink", "network")
 
@@ -119,7 +120,7 @@ class LinkMemory:
     @classmethod
     def factory(cls, windows, inner: str = "cached") -> LinkMemoryFactory:
         """A `build_system` memory factory: `(config, n_sms, carveout) -> LinkMemory`; its
-        `windows` stay readable (`simulator.concurrent` merges them)."""
+        `windows` stay readable (`simulator.runner.concurrent` merges them)."""
         return LinkMemoryFactory(tuple(windows), inner)
 
     def attach_tracers(self, sheet) -> list:

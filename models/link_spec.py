@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.config import Problem, SpecMixin, spec_field
+from simulator.framework.config import Problem, SpecMixin, spec_field
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.config import Problem, SpecMixin, spec_field
+from simulator.framework.config import Problem, SpecMixin, spec_field
 
 
 def _line_problems(line_bytes: int, sector_bytes: int) -> tuple[Problem, ...]:
@@ -149,7 +149,7 @@ class HbmSpec(SpecMixin):
     row_map_channels: int = spec_field(
         "Channels of the row map: a channel's lines with line number // row_map_channels "
         "in one row_bytes range share a row (0: the chip's channels). Not a part of the "
-        "hardware: `simulator.chip_slice` sets the whole chip's channel count on a slice of "
+        "hardware: `simulator.runner.chip_slice` sets the whole chip's channel count on a slice of "
         "fewer channels, so that its rows span the chip's address ranges.",
         default=0, minimum=0)
     row_activate_ns: float = spec_field("Activate-to-read time (tRCD).", minimum=0)

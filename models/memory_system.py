@@ -12,7 +12,7 @@ of `models.flat_memory` from `(config, SMs served, shared carve-out bytes)`:
 * `"ideal"`: `models.fixed_latency_memory.FixedLatencyMemory`, every access an L1 hit with
   unlimited bandwidth, to measure what the real blocks cost.
 
-`simulator.system.build_system` picks one by name; `models.link_memory` wraps one by name.
+`simulator.runner.system.build_system` picks one by name; `models.link_memory` wraps one by name.
 `tests/test_memory_contract.py` checks every entry against the contract.
 
 Left out: the models themselves. Units: bytes (the carve-out).

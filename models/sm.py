@@ -19,7 +19,7 @@ Hopper tile ops (actions of `models.units`):
 * TMA / bulk copies go to the SM's `models.tma.TmaEngine`, which returns their completion
   cycle at issue. A load's `complete_tx` is a contribution to its mbarrier phase at that
   cycle; `mbarrier.arrive*`/`expect_tx`/`complete_tx` contribute when their shared-memory
-  access is done (LSU). A phase (trace slot, `simulator.trace_tiles`) completes at the
+  access is done (LSU). A phase (trace slot, `simulator.runner.trace_tiles`) completes at the
   latest of its contributions once all of them (`slot_events`) have been issued.
 * `mbarrier.try_wait`/`test_wait`: the warp's next instruction waits for the phase's
   completion cycle; a warp whose phase still lacks contributions is parked (like a barrier)
@@ -109,8 +109,8 @@ from models.sm_memory import LoadStoreUnit
 from models.tma import TmaEngine
 from models.units import UNIT_NAMES
 from models.warp_scheduler import STALL_REASONS, policy_code
-from simulator.engine import Clock
-from simulator.hooks import Hooks
+from simulator.framework.engine import Clock
+from simulator.framework.hooks import Hooks
 
 SM_ISSUE = "SM_ISSUE"
 SM_STALL = "SM_STALL"
@@ -357,7 +357,7 @@ class StreamingMultiprocessor:
         """Run the compiled loop until no CTA is resident and the dispatcher is empty,
         answering its requests (`models.sm_state` RC_*); yields the time (ps) to continue
         at whenever the loop reaches past its window, and goes on once the caller has
-        advanced `env.now` to it (`process` under SimPy, `simulator.replay_session`)."""
+        advanced `env.now` to it (`process` under SimPy, `simulator.runner.replay_session`)."""
         env, clock, lp = self.env, self.clock, self.state.lp
         lp[st.L_WINDOW] = clock.ps_to_cycles(env.now + self.quantum_ps)
         run = core.run

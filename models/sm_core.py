@@ -280,7 +280,7 @@ def contribute(slot, at, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm, s
     """One contribution to mbarrier phase `slot` at cycle `at`; its waiters go on when it
     was the last: here, or, when they wait on another SM (`H_SM`), through the driver
     (`L_REMOTE`, `models.sm_driver`). A `slot` below -1 names a group of slots
-    (`simulator.trace_tiles`: a multicast box, a cluster barrier arrival), each of which
+    (`simulator.runner.trace_tiles`: a multicast box, a cluster barrier arrival), each of which
     gets the contribution."""
     if slot >= 0:
         _contribute_one(slot, at, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm, si,

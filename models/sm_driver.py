@@ -3,7 +3,7 @@
 What it models
 --------------
 Nothing new: the same SM loop (`models.sm_core`) and the same order of events as
-`simulator.replay_session`'s Python queue, whose entries are the SMs' wake-ups ordered by
+`simulator.runner.replay_session`'s Python queue, whose entries are the SMs' wake-ups ordered by
 (time, priority, scheduling order), start-ups (`URGENT`) before wake-ups (`NORMAL`). An SM
 resumed at time t sets its window to t + quantum and runs its loop; when the loop stops
 past the window (`RC_YIELD`) the SM is scheduled again at the edge of its next cycle.
@@ -57,7 +57,7 @@ from models.cached_memory_layout import step
 from models.sm_core import launch as launch_cta
 from models.sm_core import waits_on_phase, wake_remote
 from models.sm_memory import edge_ps
-from simulator.engine import KHZ_PS_PRODUCT
+from simulator.framework.engine import KHZ_PS_PRODUCT
 
 Q_N, Q_ORDER, Q_NOW, Q_STOP = range(4)
 E_TIME, E_PRIORITY, E_ORDER, E_SM = range(4)

@@ -39,7 +39,7 @@ log lacks room for an event's requests (or the memory's scratch arrays for one r
 scratch) and calls it again.
 
 The SM's parameters and bookings live in its loop variables (`models.sm_state`):
-`L_SM_ID`, `L_FREQ_KHZ` (its clock, `simulator.engine.Clock`), `L_L1_FREE` /
+`L_SM_ID`, `L_FREQ_KHZ` (its clock, `simulator.framework.engine.Clock`), `L_L1_FREE` /
 `L_L1_SECTORS` (data path free cycle, sectors per cycle), `L_TMA_FREE` / `L_TMA_BYTES`
 (engine free cycle, bytes per cycle), `L_LOG_N` (rows used), `L_MEM_LISTEN`.
 
@@ -79,7 +79,7 @@ from models.sm_state import (
     L_TMA_BYTES,
     L_TMA_FREE,
 )
-from simulator.engine import KHZ_PS_PRODUCT, Clock
+from simulator.framework.engine import KHZ_PS_PRODUCT, Clock
 
 SECTOR_BYTES = 32
 TMA_ISSUE_CYCLES = 1
@@ -99,7 +99,7 @@ def new_log() -> np.ndarray:
 
 @nb.njit(cache=True)
 def edge_ps(cycle, freq_khz):
-    """`simulator.engine.Clock.edge_ps`."""
+    """`simulator.framework.engine.Clock.edge_ps`."""
     return -(-cycle * KHZ_PS_PRODUCT // freq_khz)
 
 

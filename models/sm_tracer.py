@@ -23,7 +23,7 @@ from models.flat_memory import MEMORY_ACCESS
 from models.sm import SM_CTA_DONE, SM_CTA_LAUNCH, SM_CTA_LOG, SM_ISSUE, SM_STALL
 from models.sm_state import T_CTA, T_CYCLE, T_DONE, T_KIND
 from models.units import UNIT_NAMES
-from simulator.stats import Stat, Tracer
+from simulator.framework.stats import Stat, Tracer
 
 
 class SmTracer(Tracer):

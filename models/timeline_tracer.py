@@ -20,7 +20,7 @@ buckets of equal width (SM cycles), what the stats table sums over the whole run
   TB/s of HBM in 140 ns buckets against 3.35. Given the levels' peaks
   (`level_peaks_gbps`), `frame()` keeps each level within its peak: a bucket's bytes
   beyond peak x bucket duration moved before they completed, so they go to the buckets
-  before (`simulator.stats.within_peak`: the latest schedule the peak allows; totals
+  before (`simulator.framework.stats.within_peak`: the latest schedule the peak allows; totals
   unchanged). (Spreading each request's bytes over its issue-to-completion time instead
   reads 2x the HBM peak at the start of SwiGLU: requests queued behind each other all
   count from their common issue.)
@@ -68,7 +68,7 @@ from models import cached_memory_layout as ck
 from models.cached_memory import CACHED_MEMORY_ACCESS, CACHED_MEMORY_BATCH
 from models.sm import SM_CTA_DONE, SM_CTA_LAUNCH, SM_CTA_LOG, SM_STALL, cta_log_steps
 from models.sm_state import T_DONE
-from simulator.stats import within_peak
+from simulator.framework.stats import within_peak
 
 TIMELINE_COLUMNS = ("run_id", "kernel", "start_us", "end_us", "component", "stat", "value",
                     "unit")

@@ -40,7 +40,7 @@ from models.sm_memory import (  # noqa: F401  (the engine's constants live with 
     TMA_ISSUE_CYCLES,
     tma_window,
 )
-from simulator.engine import Clock
+from simulator.framework.engine import Clock
 
 TMA_BYTES_PER_CLK = 128
 

@@ -59,11 +59,11 @@ latency and interval instead of the SFU's (other SFU ops keep theirs).
 
 Fused runs: a run of plain one-cycle ops of one unit and latency (the 64 or 128 FFMAs of a
 DeepSeek-scaled GEMM's promotion after every k-tile) may be traced as one event
-(`fusable_run_ends`, `simulator.trace.TraceRecorder`); `fused_timing` gives it a pc of its
+(`fusable_run_ends`, `simulator.runner.trace.TraceRecorder`); `fused_timing` gives it a pc of its
 own after the program's (`first_pc`, `count`), and the SM issues its pcs one by one at the
 cycles greedy-then-oldest issues them traced one by one (`models.sm_core.issue_run`), so
 the stats are the same bit for bit with fewer events (4096x4096x7168 fp8 on h800_sxm:
-15.8 -> 12.2 s CPU). Only under greedy-then-oldest (`simulator.simulate.Replay.recorder`).
+15.8 -> 12.2 s CPU). Only under greedy-then-oldest (`simulator.runner.simulate.Replay.recorder`).
 
 Left out: dual issue, register-bank conflicts, operand collectors, per-opcode latencies
 inside a unit (all FP32 ops share the FP32 latency). Units: SM cycles.
@@ -276,7 +276,7 @@ MAX_FUSED_RUN = 256
 
 def fusable_run_ends(program, timings: list[InstrTiming]) -> np.ndarray:
     """For each pc, the end (exclusive) of a run of instructions from it that may be traced
-    as one event (`simulator.trace.TraceRecorder`; `models.sm_core` issues its pcs as
+    as one event (`simulator.runner.trace.TraceRecorder`; `models.sm_core` issues its pcs as
     greedy-then-oldest issues them traced one by one, `models.sm_core.issue_run`): plain unit ops
     (`ACTION_UNIT`) of one unit and latency with a one-cycle initiation interval,
     unguarded, without data-timed or per-event details. pc + 1 where no run of two

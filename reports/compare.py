@@ -54,7 +54,7 @@ from matplotlib.patches import Patch
 from reports.html_report import Section, render_html
 from reports.output_dir import write_output_dir
 from reports.plot_kernels import new_figure
-from simulator.config import strict_json
+from simulator.framework.config import strict_json
 
 KERNEL_ERROR_COLUMNS = ("name", "category", "op", "kind", "sizes", "stream", "start_us",
                         "measured_us", "simulated_us", "error_pct", "status", "mapped_by",

@@ -7,7 +7,7 @@ bound with its gap. It reads only the stats DataFrame (`run_id, kernel, componen
 value, unit`), the resolved config dict and, for a workload, its `kernels` DataFrame (one
 row per kernel: `name`, `op`, `stream`, `start_us`, `end_us`, `time_us`, `flops`, bytes per
 level as `<level>_bytes` or `bytes_<level>`, the op's minimum `bytes` (a graph's
-`bytes_min` stands in), `roofline_us`, `bound`; `simulator.workload`), whose values win
+`bytes_min` stands in), `roofline_us`, `bound`; `workloads.execute`), whose values win
 over the stats.
 
 Times, one definition each (a reader reconciles them: span_us = cycles / sm_clock_ghz,
@@ -85,7 +85,7 @@ STALL_GROUPS = {"memory": "memory", "dependency": "dependency", "barrier": "barr
                 "pipe_busy": "issue", "no_warp": "idle"}
 STALL_COLUMNS = ("memory", "dependency", "barrier", "issue", "idle", "other")
 STATS_KERNEL_TIME = "time_us"
-"""The stats' kernel row holding kernel_time_us (`simulator.simulate.KERNEL_STATS`)."""
+"""The stats' kernel row holding kernel_time_us (`simulator.runner.simulate.KERNEL_STATS`)."""
 LAUNCH_TIME_COLUMNS = ("cycles", "span_us", "kernel_time_us", "front_end_us",
                        "launch_overhead_us")
 """The figures a workload node gets from its stats only where they add up to its time."""
@@ -144,7 +144,7 @@ WORKLOAD_UNITS = {"macs": "MAC", "macs_skipped": "MAC", "operand_bytes": "B",
                   "operand_bytes_stored": "B", "output_bytes": "B", "output_bytes_stored": "B",
                   "compress_cycles": "cycles", "bytes": "B", "gbps": "GB/s",
                   "link_bytes": "B"}
-"""Units of the workload columns the table carries (`simulator.workload`): co-design
+"""Units of the workload columns the table carries (`workloads.execute`): co-design
 counts, the op's minimum `bytes` (a collective's bus bytes) and `gbps` = bytes / time_us."""
 
 

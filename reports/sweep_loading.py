@@ -5,7 +5,7 @@
 `kernel`, `size.n`, `op`, `params.m`, `workload`, `tokens`, `sm.count`, ...; every axis is
 one of them), its metrics (a kernel point's `cycles`, `time_us`, `instructions`; an op,
 layer or step point's `time_us`, `kernel_time_us`, per-category times, `comm_hidden_us`,
-bytes, `tflops`, `sm_clock_ghz`, `bound`, `fidelity_method`, ...: `simulator.points`;
+bytes, `tflops`, `sm_clock_ghz`, `bound`, `fidelity_method`, ...: `simulator.app.points`;
 empty unless the point is ok), then `status` ("ok", "error", "failed" when its worker
 process died, "timeout"), `error` (the exception or the reason), `elapsed_s`, `worker`,
 `finished_at`, `traceback` and `config_json` (the fully resolved config). `index` is the
@@ -34,7 +34,12 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from simulator.points import KERNEL_PREFIX, PART_POINT_COLUMNS, PART_STATS_COLUMNS, RECORD_COLUMN
+from simulator.app.points import (
+    KERNEL_PREFIX,
+    PART_POINT_COLUMNS,
+    PART_STATS_COLUMNS,
+    RECORD_COLUMN,
+)
 
 _TAIL = ("status", "error", "elapsed_s", "worker", "finished_at", "traceback", "config_json")
 

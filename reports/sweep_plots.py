@@ -106,7 +106,7 @@ def plot_sweep_heatmap(df: pd.DataFrame, x: str, y: str, value: str, *, aggfunc:
 
 CATEGORY_COLUMNS = ("gemm_time_us", "attention_time_us", "comm_time_us", "norm_time_us",
                     "elementwise_time_us", "other_time_us")
-"""The per-category kernel times of an op, layer or step point (`simulator.points`)."""
+"""The per-category kernel times of an op, layer or step point (`simulator.app.points`)."""
 
 
 def _point_label(row: pd.Series, axes: Sequence[str]) -> str:

@@ -16,7 +16,8 @@ bins from 0 to the makespan, so the heatmap's columns have equal width:
                                            the node
 
 Each launch series' bytes are first kept within the level's peak (`chip_peaks` of the
-result's config: HBM, L2) by `simulator.stats.within_peak`, as `models.timeline_tracer` does
+result's config: HBM, L2) by `simulator.framework.stats.within_peak`,
+as `models.timeline_tracer` does
 given the peaks: bytes counted at their requests' completion, a bucket's excess carried to
 the buckets before.
 
@@ -53,7 +54,7 @@ import pandas as pd
 
 from isa.errors import InputError
 from models.roofline import chip_peaks
-from simulator.stats import within_peak
+from simulator.framework.stats import within_peak
 
 COLUMNS = ("run_id", "kernel", "start_us", "end_us", "component", "stat", "value", "unit")
 LEVEL_PATTERN = r"memory\.(l1|l2|l3|hbm)"
@@ -101,7 +102,7 @@ def _node_totals(node: pd.Series, frame: pd.DataFrame) -> pd.Series:
 
 def _within_peaks(out: pd.DataFrame, peaks: Mapping[str, float]) -> pd.DataFrame:
     """`out` (a launch's buckets) with each level's bytes kept within its peak
-    (`simulator.stats.within_peak`; a no-op on a series its tracer already kept)."""
+    (`simulator.framework.stats.within_peak`; a no-op on a series its tracer already kept)."""
     for component, group in out[out["stat"] == "bytes"].groupby("component"):
         peak = float(peaks.get(component.removeprefix("memory.") + "_gbps", np.nan))
         if np.isfinite(peak):

@@ -43,7 +43,7 @@ from reports.output_dir import write_output_dir
 from reports.plot_kernels import plot_roofline, plot_stall_stacks, plot_unit_utilization
 from reports.plot_timeline import missing_reason, plot_bandwidth, plot_gantt, plot_sm_heatmap
 from reports.workload_timeline import workload_timeline
-from simulator.config import strict_json
+from simulator.framework.config import strict_json
 
 SUMMARY_COLUMNS = ("kernel", "cycles", "kernel_time_us", "time_us", "achieved_tflops",
                    "hbm_gbps", "bound", "roofline_us", "roofline_gap", "achieved_occupancy",

@@ -1,7 +1,8 @@
 """Atomics to one address serialize at the L2 (`l2.same_address_atomic_ns`).
 
 The trace keeps, per atomic warp instruction, the most of its lanes that update one address
-(`simulator.trace_lanes.lane_depth`); the home slice performs them one after another, after the
+(`simulator.runner.trace_lanes.lane_depth`); the home slice performs them one after another,
+after the
 line's earlier atomics from any SM (`models.cached_memory_kernel._atomic_unit`).
 """
 
@@ -11,7 +12,7 @@ import pytest
 import models
 from models.cached_memory import CachedMemory
 from simulator import simulate_kernel
-from simulator.trace_lanes import lane_depth
+from simulator.runner.trace_lanes import lane_depth
 
 SUM_PTX = """
 .version 8.0

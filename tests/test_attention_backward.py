@@ -16,7 +16,7 @@ import pytest
 import isa
 import models
 from isa.errors import InputError
-from simulator.cli import main
+from simulator.app.cli import main
 from workloads.kernels.templates.attention import attention_kernel
 from workloads.kernels.templates.attention_bwd import (
     attention_bwd_kernel,

@@ -34,7 +34,7 @@ from isa.trace_format import (
 from models import cached_memory_layout as layout
 from models.cached_memory import COUNT_NAMES, CachedMemory
 from simulator import simulate_kernel
-from simulator.trace import TraceRecorder
+from simulator.runner.trace import TraceRecorder
 from workloads.kernels.microbench import load_ptx as load_microbench_ptx
 
 HEAD = """

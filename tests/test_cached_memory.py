@@ -17,7 +17,7 @@ from models.cached_memory import (
     CachedMemory,
 )
 from models.hbm import hbm_fixed_latency_ps
-from simulator.engine import Clock
+from simulator.framework.engine import Clock
 from workloads.kernels.case import load_ptx
 from workloads.kernels.catalog import KERNELS
 from workloads.ops.registry import build_op, simulate_op

@@ -1,4 +1,4 @@
-"""Chip slicing (`simulator.chip_slice`, on by default: `fidelity.chip_slicing`): which
+"""Chip slicing (`simulator.runner.chip_slice`, on by default: `fidelity.chip_slicing`): which
 configs and kernels are sliced, and a sliced sampled run against timing every CTA on the
 whole chip."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import models
-from simulator import chip_slice
-from simulator.trace_synthesis import CtaTemplate
+from simulator.runner import chip_slice
+from simulator.runner.trace_synthesis import CtaTemplate
 from workloads.ops import build_op
 from workloads.ops.registry import _simulate_launch, _supported
 

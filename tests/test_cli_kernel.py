@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import models
-from simulator.cli import main
+from simulator.app.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 SAXPY = str(ROOT / "workloads" / "kernels" / "saxpy.ptx")

@@ -25,9 +25,9 @@ from models import jit_cache
 from reports.html_report import Section, _cell, format_figure, render_html, round_decimals
 from reports.kernel_table import UNITS
 from reports.plot_kernels import MAX_FIGURE_INCHES, MAX_KERNELS, plot_unit_utilization
-from simulator.cli import main
-from simulator.commands.models import SEED_MAX, seed_value
-from simulator.progress import progress_bar
+from simulator.app.cli import main
+from simulator.app.commands.models import SEED_MAX, seed_value
+from simulator.app.progress import progress_bar
 from workloads.graph import KernelGraph
 from workloads.layers import ops as L
 from workloads.ops import OPS
@@ -63,7 +63,7 @@ def test_ctrl_c_in_a_command_exits_130_with_one_line_on_stderr(capsys, monkeypat
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("simulator.commands.opcodes.run", interrupted)
+    monkeypatch.setattr("simulator.app.commands.opcodes.run", interrupted)
     assert main(["opcodes"]) == 130
     err = capsys.readouterr().err
     assert err.splitlines() == ["ptxsim opcodes: interrupted"]
@@ -74,14 +74,14 @@ def test_ctrl_c_while_the_parser_is_built_exits_130(capsys, monkeypatch):
     def interrupted():
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("simulator.cli.build_parser", interrupted)
+    monkeypatch.setattr("simulator.app.cli.build_parser", interrupted)
     assert main(["models"]) == 130
     assert capsys.readouterr().err.splitlines() == ["ptxsim: interrupted"]
 
 
 def test_sigint_to_a_running_simulation_exits_130_without_a_traceback():
     """A real SIGINT while `ptxsim op` simulates: status 130, one line on stderr."""
-    script = ("import sys; from simulator.cli import main; print('ready', flush=True); "
+    script = ("import sys; from simulator.app.cli import main; print('ready', flush=True); "
               "sys.exit(main(['op', 'softmax', '--rows', '8192', '--cols', '8192', "
               "'--fidelity', 'full', '--quiet']))")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
@@ -227,7 +227,7 @@ def test_compile_notice_goes_to_stderr_before_simulating_commands_only(argv, sho
     monkeypatch.setattr(jit_cache, "refresh", lambda: False)
     jit_cache.ensure_fresh.cache_clear()
     for name in ("golden", "op", "models", "opcodes", "kernel"):
-        monkeypatch.setattr(f"simulator.commands.{name}.run",
+        monkeypatch.setattr(f"simulator.app.commands.{name}.run",
                             lambda args: int(jit_cache.ensure_fresh()))
     try:
         assert main(argv) == 0
@@ -323,9 +323,9 @@ def test_run_and_compare_draw_a_kernel_progress_bar_on_a_terminal(argv, tmp_path
     total; `--quiet` draws none."""
     from pathlib import Path
 
-    import simulator.progress
+    import simulator.app.progress
 
-    monkeypatch.setattr(simulator.progress, "shows_progress",
+    monkeypatch.setattr(simulator.app.progress, "shows_progress",
                         lambda quiet, stream=None: not quiet)
     repo = Path(__file__).resolve().parents[1]
     argv = [str(repo / a) if a.endswith(".json") else a for a in argv]

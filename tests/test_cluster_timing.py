@@ -1,5 +1,5 @@
 """Timing of thread-block clusters (`models.sm_driver`'s cross-SM phase wake-ups, groups of
-phase slots in `simulator.trace_tiles`): a cluster barrier holds a CTA until its partner on
+phase slots in `simulator.runner.trace_tiles`): a cluster barrier holds a CTA until its partner on
 another SM arrives, a multicast box is read from the L2 once for both CTAs, and launches
 the model cannot time yet are refused with a clear error."""
 
@@ -89,7 +89,7 @@ def test_cluster_barrier_times_alike_on_simpy_processes(memory):
 def test_concurrent_launches_time_clusters():
     """`simulate_concurrent` (SimPy processes on the cached memory) times a cluster launch
     beside another kernel."""
-    from simulator.concurrent import simulate_concurrent
+    from simulator.runner.concurrent import simulate_concurrent
     from workloads.ops.registry import Launch
     out = np.zeros(2 * 64, np.uint32)
     launch = Launch("delay", DELAY, "cluster_delay", (2, 1, 1), (64, 1, 1), [out, 400])

@@ -10,7 +10,7 @@ import pytest
 
 import models
 import simulator
-from simulator.commands import models as models_command
+from simulator.app.commands import models as models_command
 from workloads.codesign.exp_kernels import ex2_loop_kernel
 
 OFF = {"units.vpcu.enabled": False, "units.lut_exp.enabled": False, "units.zce.enabled": False,

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import workloads
-from simulator.cli import main
+from simulator.app.cli import main
 from workloads.codesign import codesign_ops as co
 from workloads.codesign import whatif as W
 

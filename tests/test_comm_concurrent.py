@@ -8,7 +8,7 @@ import pytest
 
 import models
 import simulator
-from simulator.concurrent import simulate_concurrent
+from simulator.runner.concurrent import simulate_concurrent
 from workloads.ops import build_op
 
 # A persistent GEMM (one CTA per compute SM) that re-reads its panels, and an L2 cut to
@@ -109,7 +109,7 @@ def test_disagreeing_overrides_are_an_error():
 def test_pair_effect_compares_the_sms_spans_without_the_front_end():
     """`contention.measure_pair` times the SMs' spans: the launch's fixed front end, paid
     once whatever runs beside it, neither dilutes nor adds to the stretch."""
-    from simulator.contention import measure_pair
+    from simulator.runner.contention import measure_pair
 
     effects = []
     for front in (0.0, 2.75):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import models
-from simulator.cli import main
+from simulator.app.cli import main
 from workloads.ops import build_op, simulate_op
 
 FIXTURE = Path(__file__).parent / "fixtures" / "reference_kernels.csv"

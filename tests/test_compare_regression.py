@@ -82,7 +82,7 @@ def test_cheap_ops_keep_their_error(baseline, mapped, phase):
 def test_regression_command_re_simulates_both_traces_within_the_baseline(capsys):
     """`ptxsim compare --regression`: every op of both traces re-simulated, coverage and MAPE
     (overall and per category) within 2 points of the baseline, exit status 0."""
-    from simulator.cli import main
+    from simulator.app.cli import main
 
     status = main(["compare", "--regression", "--json", "--quiet"])
     doc = json.loads(capsys.readouterr().out)

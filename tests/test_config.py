@@ -9,7 +9,7 @@ import pytest
 import models
 from isa.errors import InputError
 from models import ConfigError, GpuConfig
-from simulator.config import build_spec, resolve_bases
+from simulator.framework.config import build_spec, resolve_bases
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,8 @@ import models
 import simulator
 from isa.errors import InputError
 from models import ConfigError, GpuConfig
-from simulator.commands.models import config_from_args
-from simulator.config import field_domain, json_safe, strict_json
+from simulator.app.commands.models import config_from_args
+from simulator.framework.config import field_domain, json_safe, strict_json
 from workloads.ops import build_op, simulate_op
 
 STORE_TID = """

@@ -14,7 +14,7 @@ import pytest
 
 import workloads
 from isa.errors import InputError
-from simulator.commands import run as run_command
+from simulator.app.commands import run as run_command
 from workloads.deployments import (
     PHASE_DEPLOYMENTS,
     deployment_path,
@@ -197,7 +197,7 @@ def test_decode_run_reports_the_deployment_and_hidden_communication(tmp_path):
     the deployment with its sources, and per micro-batch the compute, the link-timed
     communication (dispatch + combine on the comm stream) and a hidden share between 0 and 1
     (mb0's all-to-all runs under mb1's computation)."""
-    from simulator.cli import main
+    from simulator.app.cli import main
 
     out = tmp_path / "decode"
     with contextlib.redirect_stdout(io.StringIO()):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.engine import Clock, SimEnvironment, make_rng
+from simulator.framework.engine import Clock, SimEnvironment, make_rng
 
 
 def test_clock_period_is_exact_inverse_of_frequency():

@@ -1,4 +1,4 @@
-"""The fidelity plan (`simulator.fidelity`): decided before a launch runs from its shape and
+"""The fidelity plan (`simulator.runner.fidelity`): decided before a launch runs from its shape and
 the config, carried out by the executors, and recorded on every result (KernelResult, op
 dict and kernel entries, workload kernels table, run.json) with its method, parameters,
 share of CTAs simulated and share of time extrapolated."""
@@ -15,8 +15,8 @@ import pytest
 import isa
 import models
 import simulator
-from simulator.cli import main
-from simulator.fidelity import METHODS, FidelityPlan, LaunchShape, plan
+from simulator.app.cli import main
+from simulator.runner.fidelity import METHODS, FidelityPlan, LaunchShape, plan
 from workloads.kernels.case import load_ptx
 from workloads.ops import build_op, explain_op, plan_op
 from workloads.ops.registry import _simulate_launch, _supported

@@ -18,7 +18,7 @@ from reports.kernel_table import KERNEL_COLUMNS, column_units, kernel_table
 from reports.plot_timeline import TIMELINE_COLUMNS as PLOTTED_COLUMNS
 from reports.workload_timeline import COLUMNS as LAYER_COLUMNS
 from reports.workload_timeline import workload_timeline
-from simulator.stats import within_peak
+from simulator.framework.stats import within_peak
 from tests.test_reports_tables import _config, _stats
 from workloads.kernels.case import load_ptx
 

@@ -8,9 +8,9 @@ import pytest
 import isa
 import models
 import simulator
-import simulator.simulate as simulate_mod
+import simulator.runner.simulate as simulate_mod
 from models.units import fusable_run_ends, instruction_timings
-from simulator.trace import TraceRecorder
+from simulator.runner.trace import TraceRecorder
 
 H800 = models.load_preset("h800_sxm")
 N_FMA = 40

@@ -12,7 +12,7 @@ directory it was given.
   the retyped kernels that compile are also run on two small CTAs.
 * Configs: `models.load_preset("h100_sxm", {key: value})` with keys of the preset (and
   misspelt ones) and values from NaN, infinities, zero, negatives, huge numbers, strings.
-* CLI: `simulator.cli.main(argv)` with cheap commands (`opcodes`, `models`, `kernel` on
+* CLI: `simulator.app.cli.main(argv)` with cheap commands (`opcodes`, `models`, `kernel` on
   small files, `compare` on references that are refused before simulating, `--help` and
   bad flags on the rest), run in a scratch working directory.
 
@@ -35,9 +35,9 @@ from hypothesis import strategies as st
 
 import isa
 import models
-from simulator.cli import main
-from simulator.commands.kernel import make_arguments
-from simulator.config import ConfigError, read_toml, resolve_bases
+from simulator.app.cli import main
+from simulator.app.commands.kernel import make_arguments
+from simulator.framework.config import ConfigError, read_toml, resolve_bases
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNEL_DIR = ROOT / "workloads" / "kernels"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator import golden
+from simulator.app import golden
 
 ACCEPTED = golden.load_golden()
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.engine import SimEnvironment
-from simulator.hooks import LINK_SEND, PORT_PUT, Hooks
-from simulator.ports import Link, Port, ReadReq, ReadRsp, line_addresses
-from simulator.stats import (
+from simulator.framework.engine import SimEnvironment
+from simulator.framework.hooks import LINK_SEND, PORT_PUT, Hooks
+from simulator.framework.ports import Link, Port, ReadReq, ReadRsp, line_addresses
+from simulator.framework.stats import (
     STATS_COLUMNS,
     LinkTracer,
     PortTracer,

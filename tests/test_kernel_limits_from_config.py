@@ -7,7 +7,7 @@ import pytest
 import isa
 import models
 import simulator
-from simulator.simulate import level_peaks_gbps
+from simulator.runner.simulate import level_peaks_gbps
 from workloads.kernels.case import load_ptx
 
 

@@ -7,8 +7,8 @@ import pytest
 
 import models
 import simulator
-from simulator.config import ConfigError
-from simulator.simulate import launch_overhead_us
+from simulator.framework.config import ConfigError
+from simulator.runner.simulate import launch_overhead_us
 from workloads.kernels.case import load_ptx
 from workloads.kernels.catalog import KERNELS
 from workloads.ops import build_op, simulate_op
@@ -101,7 +101,7 @@ def test_front_end_adds_to_kernel_time_once():
 @pytest.mark.parametrize("slicing", [False, True])
 def test_sampled_front_end_is_not_extrapolated(slicing):
     """A sampled launch adds the front end once: waves extrapolated on the whole chip, or
-    the grid's share timed on a slice of the chip (`simulator.chip_slice`)."""
+    the grid's share timed on a slice of the chip (`simulator.runner.chip_slice`)."""
     results = []
     for config in (_config(0.0, slicing=slicing), _config(0.0, FRONT_US, slicing)):
         launch = build_op("residual-add", config, rows=4096, cols=7168, inputs=2).launches[0]

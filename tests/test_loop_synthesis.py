@@ -1,4 +1,4 @@
-"""Loop synthesis (`simulator.loop_synthesis`): persistent GEMM units traced with their
+"""Loop synthesis (`simulator.runner.loop_synthesis`): persistent GEMM units traced with their
 k-loops starting S k-tiles late, then expanded, are the trace of the whole loops (events,
 sectors, phase slots, instruction counts); a failed check traces the loops whole."""
 
@@ -11,9 +11,9 @@ import pytest
 from test_work_synthesis import _kernel_launch, _launch, assert_same_trace
 
 import isa
-import simulator.loop_synthesis as ls
-import simulator.work_synthesis as ws
-from simulator.simulate import KernelLaunch
+import simulator.runner.loop_synthesis as ls
+import simulator.runner.work_synthesis as ws
+from simulator.runner.simulate import KernelLaunch
 from workloads.kernels.templates.gemm import gemm_kernel
 
 # K deep enough for a skip: FP8 with DeepSeek scaling in 2-CTA clusters (6 stages of 128

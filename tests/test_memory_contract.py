@@ -3,7 +3,7 @@
 Contract (`models.flat_memory`): `access(sm_id, kind, sectors, now_ps) -> done_ps` returns the
 completion time of one warp request in whole ps, no earlier than the issue time, without
 changing functional results; the model fires its hooks and keeps no counters. Each rule below
-runs on every entry of `simulator.system.MEMORY_MODELS` and compares with figures computed
+runs on every entry of `simulator.runner.system.MEMORY_MODELS` and compares with figures computed
 from the preset (`FIGURES`): the latency a cold and a repeated load cost on an idle chip, the
 level a repeated load hits, and the levels whose bytes the production tracers count.
 """
@@ -22,10 +22,10 @@ from models.address_map import build_address_map
 from models.cached_memory import CachedMemoryTracer
 from models.hbm import hbm_fixed_latency_ps
 from models.sm_tracer import MemoryTracer
-from simulator.engine import Clock, make_rng
-from simulator.hooks import Hooks
-from simulator.stats import StatSheet
-from simulator.system import MEMORY_MODELS
+from simulator.framework.engine import Clock, make_rng
+from simulator.framework.hooks import Hooks
+from simulator.framework.stats import StatSheet
+from simulator.runner.system import MEMORY_MODELS
 from workloads.kernels.case import load_ptx
 from workloads.kernels.catalog import KERNELS
 

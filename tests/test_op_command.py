@@ -11,7 +11,7 @@ import json
 import pytest
 
 import models
-from simulator.cli import main
+from simulator.app.cli import main
 from workloads.ops import build_op, simulate_op
 from workloads.ops.gemm import choose_tiles
 

@@ -11,7 +11,7 @@ import pytest
 import isa
 import models
 from isa.errors import InputError
-from simulator.commands import op as op_command
+from simulator.app.commands import op as op_command
 from workloads.ops import OPS, Launch, OpPlan, build_op, simulate_op
 from workloads.ops.registry import HOST_BYTES_PER_CTA, check_plan, plan_footprint
 

@@ -19,7 +19,7 @@ from reports.output_dir import (
     check_output_dir,
     write_output_dir,
 )
-from simulator.cli import main
+from simulator.app.cli import main
 
 
 def _writer(files: dict[str, str]):

@@ -20,7 +20,7 @@ import pytest
 
 import isa
 from isa.parser import MAX_REGISTERS
-from simulator.cli import main
+from simulator.app.cli import main
 from workloads.traces import TraceFormatError, read_kernel_csv, read_kineto
 
 HEADER = ".version 9.0\n.target sm_90\n.address_size 64\n"

@@ -16,10 +16,10 @@ import pytest
 import models
 import simulator
 from models import ConfigError
-from simulator.commands.models import config_from_args
-from simulator.config import build_spec
-from simulator.policy_spec import FidelitySpec, KernelsSpec
-from simulator.sweep import expand_points, parse_sweep
+from simulator.app.commands.models import config_from_args
+from simulator.app.sweep import expand_points, parse_sweep
+from simulator.framework.config import build_spec
+from simulator.framework.policy_spec import FidelitySpec, KernelsSpec
 from workloads.ops import build_op
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.engine import SimEnvironment
-from simulator.ports import (
+from simulator.framework.engine import SimEnvironment
+from simulator.framework.ports import (
     Link,
     Port,
     ReadReq,

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import models
-from simulator.commands import models as models_command
+from simulator.app.commands import models as models_command
 
 REFERENCE_CSV = Path(__file__).resolve().parents[2] / "shared" / "reference" / "hopper_params.csv"
 CSV_CITATION = re.compile(r'csv (\S+) "([^"]+)"')

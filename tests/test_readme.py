@@ -81,7 +81,7 @@ def test_readme_python_examples_run():
 def test_readme_op_example_prints_what_the_readme_shows(capsys):
     """Each `$ ptxsim op ...` example of the README times the op to the microsecond and cycle
     count its output shows."""
-    from simulator.cli import main
+    from simulator.app.cli import main
 
     examples = 0
     for block in _code_blocks(README.read_text(), "console"):

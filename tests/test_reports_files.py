@@ -15,7 +15,7 @@ import models
 import reports
 from isa.errors import InputError
 from reports.kernel_table import KERNEL_COLUMNS
-from simulator.cli import main
+from simulator.app.cli import main
 
 PHASES = {"B", "E", "X", "i", "I", "C", "M", "b", "e", "n", "s", "t", "f", "P", "O", "N", "D"}
 

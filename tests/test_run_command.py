@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from simulator.cli import main
+from simulator.app.cli import main
 
 
 def _needs(*kinds):
@@ -63,7 +63,7 @@ def test_run_writes_the_run_directory(bert_run):
 
 def test_run_text_summary_has_a_line_per_kernel_and_the_total(bert_run):
     """The printed summary names every kernel with its share and ends with the layer time."""
-    from simulator.commands.run import _text
+    from simulator.app.commands.run import _text
 
     _, report, out = bert_run
     text = _text(report)
@@ -104,7 +104,7 @@ def test_run_reports_the_kernels_the_sustained_clock_slowed(bert_run, tmp_path):
 
     import pandas as pd
 
-    from simulator.commands.run import _text
+    from simulator.app.commands.run import _text
 
     _, report, _ = bert_run
     assert report["sm_clock"] == {"preset_ghz": 1.83, "slowed": {}}

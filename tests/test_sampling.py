@@ -8,7 +8,7 @@ import pytest
 import isa
 import models
 import simulator
-from simulator.sampling import wave_marginals
+from simulator.runner.sampling import wave_marginals
 from workloads.kernels.case import load_ptx
 
 H100 = models.load_preset("h100_sxm")

@@ -1,5 +1,5 @@
 """Sampled replays of kernels whose footprint outgrows the L2 start from an L2 full of
-older, partly dirty lines (`simulator.sampling.steady_dirty_fraction`,
+older, partly dirty lines (`simulator.runner.sampling.steady_dirty_fraction`,
 `models.cached_memory.CachedMemory.precondition_l2`)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import models
 from models.cached_memory import FOREIGN_LINE, CachedMemory
 from models.cached_memory_layout import LEVEL_L2
 from simulator import simulate_kernel
-from simulator.sampling import steady_dirty_fraction
-from simulator.trace import KIND_LOAD, KIND_STORE
+from simulator.runner.sampling import steady_dirty_fraction
+from simulator.runner.trace import KIND_LOAD, KIND_STORE
 from workloads.kernels.case import load_ptx
 from workloads.kernels.catalog import KERNELS
 

@@ -9,7 +9,7 @@ import pytest
 import isa
 import models
 import simulator
-from simulator.stats import STATS_COLUMNS
+from simulator.framework.stats import STATS_COLUMNS
 from workloads.kernels.case import load_ptx
 from workloads.kernels.catalog import KERNELS
 

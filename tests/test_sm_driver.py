@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import models
-import simulator.replay_session as replay_session
+import simulator.runner.replay_session as replay_session
 from models.sm_driver import SmQueue, pop
 from workloads.ops import build_op, simulate_op
 

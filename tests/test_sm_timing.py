@@ -9,7 +9,7 @@ import pytest
 
 import models
 from models.cta_dispatch import estimate_registers, occupancy
-from simulator.simulate import simulate_kernel
+from simulator.runner.simulate import simulate_kernel
 
 HEADER = ".version 8.0\n.target sm_90\n.address_size 64\n"
 

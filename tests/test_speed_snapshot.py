@@ -1,4 +1,4 @@
-"""Replay sessions copied mid-run (`simulator.replay_session`): a copy stepped to the end
+"""Replay sessions copied mid-run (`simulator.runner.replay_session`): a copy stepped to the end
 gives the original's figures bit for bit, and the sampled fidelity's growth to k_max waves
 from a snapshot of the k-wave replay gives the cold k_max-wave replay's result."""
 
@@ -6,11 +6,11 @@ import pytest
 
 import isa
 import models
-import simulator.replay_session as replay_session
+import simulator.runner.replay_session as replay_session
 from isa.launch import dim3
 from models.cta_dispatch import estimate_registers, occupancy
 from models.sm import DEFAULT_QUANTUM_CYCLES
-from simulator.simulate import KernelLaunch, Replay
+from simulator.runner.simulate import KernelLaunch, Replay
 from workloads.ops import build_op, simulate_op
 
 # (kind, sizes, overrides): sampled ops whose first 4 waves are not steady (they grow)

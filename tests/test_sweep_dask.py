@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 
 from reports import load_sweep
-from simulator.cli import main
-from simulator.points import execute_point
-from simulator.sweep_runner import run_sweep
+from simulator.app.cli import main
+from simulator.app.points import execute_point
+from simulator.app.sweep_runner import run_sweep
 
 pytest.importorskip("distributed")
 

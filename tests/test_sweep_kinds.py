@@ -13,16 +13,22 @@ import pytest
 
 import models
 from reports import load_sweep, load_sweep_kernels
-from simulator.cli import main
-from simulator.points import (
+from simulator.app.cli import main
+from simulator.app.points import (
     CATEGORIES,
     KERNEL_PREFIX,
     POINT_RUNNERS,
     RECORD_COLUMN,
     execute_point,
 )
-from simulator.sweep import SWEEP_FORMAT, SweepError, expand_points, load_sweep_spec, parse_sweep
-from simulator.sweep_runner import run_sweep
+from simulator.app.sweep import (
+    SWEEP_FORMAT,
+    SweepError,
+    expand_points,
+    load_sweep_spec,
+    parse_sweep,
+)
+from simulator.app.sweep_runner import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "workloads" / "sweeps").glob("*.toml"))

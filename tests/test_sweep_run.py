@@ -15,8 +15,8 @@ import pytest
 from isa.errors import InputError
 from reports import load_sweep
 from reports.sweep_plots import plot_sweep_heatmap, plot_sweep_lines
-from simulator.cli import main
-from simulator.sweep_runner import SweepProgress, run_sweep
+from simulator.app.cli import main
+from simulator.app.sweep_runner import SweepProgress, run_sweep
 
 BASE = """\
 [sweep]
@@ -170,7 +170,7 @@ def test_killed_sweep_leaves_whole_parts_and_resumes_to_the_clean_result(tmp_pat
                    second_values="[8, 16, 66, 132]")
     out = tmp_path / "killed"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "simulator.cli", "sweep", str(sweep), "--out", str(out),
+        [sys.executable, "-m", "simulator.app.cli", "sweep", str(sweep), "--out", str(out),
          "--workers", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         cwd=Path(__file__).resolve().parents[1])
     try:

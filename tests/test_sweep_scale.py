@@ -13,13 +13,13 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 
-import simulator.sweep as sweep_module
+import simulator.app.sweep as sweep_module
 from isa.errors import InputError
 from reports import load_sweep
-from simulator.cli import main
-from simulator.points import Point, part_frame
-from simulator.sweep import MAX_POINTS, SweepError, load_sweep_spec, parse_sweep
-from simulator.sweep_runner import run_sweep
+from simulator.app.cli import main
+from simulator.app.points import Point, part_frame
+from simulator.app.sweep import MAX_POINTS, SweepError, load_sweep_spec, parse_sweep
+from simulator.app.sweep_runner import run_sweep
 
 BASE = """\
 [base]
@@ -135,7 +135,7 @@ def test_point_timeout_with_dask_is_refused(tmp_path, capsys):
 DRIVER = """
 import sys
 import test_sweep_scale
-from simulator.sweep_runner import SweepInterrupted, run_sweep
+from simulator.app.sweep_runner import SweepInterrupted, run_sweep
 
 try:
     run_sweep(sys.argv[1], sys.argv[2], workers=2,
@@ -199,7 +199,7 @@ def test_signal_to_a_sweep_leaves_no_process_behind_and_keeps_finished_parts(tmp
 
 def test_sigterm_during_a_sweep_exits_143_with_a_resume_hint(tmp_path, monkeypatch, capsys):
     """`ptxsim sweep` stopped by SIGTERM prints one line naming the signal and --resume."""
-    import simulator.sweep_runner as runner
+    import simulator.app.sweep_runner as runner
 
     def stopped(*args, **kw):
         raise runner.SweepInterrupted(signal.SIGTERM)

@@ -4,9 +4,9 @@ import textwrap
 
 import pytest
 
-from simulator.cli import main
-from simulator.points import POINT_RUNNERS
-from simulator.sweep import SweepError, count_points, expand_points, parse_sweep
+from simulator.app.cli import main
+from simulator.app.points import POINT_RUNNERS
+from simulator.app.sweep import SweepError, count_points, expand_points, parse_sweep
 
 BASE = """\
 [base]
@@ -234,12 +234,12 @@ def test_kernel_kind_is_registered_with_its_metrics():
 
 
 def test_documented_format_example_and_example_files_are_valid_sweeps():
-    """The example in simulator/sweep.py and every workloads/sweeps file expand as described."""
+    """The example in simulator/app/sweep.py and every workloads/sweeps file expand as described."""
     import inspect
     from pathlib import Path
 
-    import simulator.sweep as sweep_module
-    from simulator.sweep import load_sweep_spec
+    import simulator.app.sweep as sweep_module
+    from simulator.app.sweep import load_sweep_spec
 
     doc = inspect.getdoc(sweep_module).split("::", 1)[1].split("\n\n")[1]
     spec = parse_sweep(textwrap.dedent(doc), "doc.toml")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from models.tag_array import TagArray
-from simulator.engine import make_rng
+from simulator.framework.engine import make_rng
 
 LINE = 128
 

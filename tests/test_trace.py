@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import isa
-from simulator.trace import KIND_CONST, KIND_LOAD, KIND_SHARED, KIND_STORE, TraceRecorder
+from simulator.runner.trace import KIND_CONST, KIND_LOAD, KIND_SHARED, KIND_STORE, TraceRecorder
 from workloads.kernels.case import load_ptx
 
 HEADER = ".version 8.0\n.target sm_90\n.address_size 64\n"

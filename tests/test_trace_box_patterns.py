@@ -5,9 +5,9 @@ import pytest
 
 import isa
 import models
-import simulator.trace_tiles as trace_tiles
+import simulator.runner.trace_tiles as trace_tiles
 from isa.launch import dim3
-from simulator.simulate import KernelLaunch
+from simulator.runner.simulate import KernelLaunch
 from workloads.ops import build_op
 
 

@@ -1,4 +1,4 @@
-"""Trace synthesis (`simulator.trace_synthesis`): the waves made from the first one are the
+"""Trace synthesis (`simulator.runner.trace_synthesis`): the waves made from the first one are the
 traces the functional run gives, so sampled results are the same bit for bit; kernels
 whose CTAs differ, or whose addresses are not affine in the CTA coordinates, are traced."""
 
@@ -10,7 +10,7 @@ import pytest
 import isa
 import models
 import simulator
-import simulator.trace_synthesis as synthesis
+import simulator.runner.trace_synthesis as synthesis
 from workloads.ops import build_op
 from workloads.ops.registry import _simulate_launch, _supported
 
@@ -58,7 +58,7 @@ def test_synthesized_waves_give_the_traced_result(kind, sizes, monkeypatch):
 
 
 def _recorder_trace(program, grid, block, args, stop: int):
-    recorder = simulator.simulate.KernelLaunch(program, "k", grid, block, args, 0,
+    recorder = simulator.runner.simulate.KernelLaunch(program, "k", grid, block, args, 0,
                                                True).recorder()
     isa.run_kernel(program, "k", grid, block, args, observer=recorder, cta_range=(0, stop),
                    timing_only=True)
@@ -121,7 +121,7 @@ def test_identity_gather_fails_the_probe():
     idx[::8] = np.arange(n)
     idx[8 * 32::8] = idx[8 * 32::8][::-1]
     args = [np.zeros(n * 128, np.float32), idx, np.zeros(n * 128, np.float32)]
-    launch = simulator.simulate.KernelLaunch(program, "k", (n, 1, 1), (128, 1, 1), args, 0,
+    launch = simulator.runner.simulate.KernelLaunch(program, "k", (n, 1, 1), (128, 1, 1), args, 0,
                                              True)
     recorder = _recorder_trace(program, (n, 1, 1), (128, 1, 1), args, 16)
     grouped, sectors = recorder.grouped()
@@ -143,7 +143,7 @@ def test_synthesized_ctas_equal_the_traced_ones_event_for_event():
     """The grouped events and sectors of CTAs 16 .. 47 made from CTAs 0 .. 15 of a 2-D
     grid (rows in x, blocks of columns in y) equal those the functional run records."""
     (launch,) = build_op("residual-add", CONFIG, rows=16, cols=7168, inputs=2).launches
-    plan_launch = simulator.simulate.KernelLaunch(
+    plan_launch = simulator.runner.simulate.KernelLaunch(
         isa.compile_kernel(launch.ptx, launch.entry), launch.entry, launch.grid,
         launch.block, list(launch.args), launch.shared_bytes, True)
     n_ctas = plan_launch.n_ctas
@@ -180,7 +180,7 @@ def test_ctas_that_share_sectors_take_a_period():
     sector: the template repeats every 2 CTAs in x."""
     (launch,) = build_op("quantize", CONFIG, rows=256, cols=512, block=128,
                          transpose=False).launches
-    kernel = simulator.simulate.KernelLaunch(
+    kernel = simulator.runner.simulate.KernelLaunch(
         isa.compile_kernel(launch.ptx, launch.entry), launch.entry, launch.grid,
         launch.block, list(launch.args), launch.shared_bytes, True)
     recorder = kernel.recorder()
@@ -197,7 +197,7 @@ def _tail_case(rows: int):
     (y = 1) quantizes 4 strips per CTA, the first 8."""
     (launch,) = build_op("quantize", CONFIG, rows=rows, cols=1536, block=128,
                          transpose=False).launches
-    kernel = simulator.simulate.KernelLaunch(
+    kernel = simulator.runner.simulate.KernelLaunch(
         isa.compile_kernel(launch.ptx, launch.entry), launch.entry, launch.grid,
         launch.block, list(launch.args), launch.shared_bytes, True)
     assert kernel.grid[1] == 2

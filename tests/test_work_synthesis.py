@@ -1,4 +1,4 @@
-"""Work synthesis (`simulator.work_synthesis`): a persistent GEMM's (or grouped GEMM's) CTAs
+"""Work synthesis (`simulator.runner.work_synthesis`): a persistent GEMM's (or grouped GEMM's) CTAs
 made from a few traced ones are the trace the functional run gives (events, sectors, phase
 structure), so the sampled result is the same; a wrong `CtaWork` fails a check and the
 kernel is traced."""
@@ -12,11 +12,11 @@ import pytest
 
 import isa
 import models
-import simulator.work_synthesis as ws
+import simulator.runner.work_synthesis as ws
 from isa.launch import dim3
 from models.cta_dispatch import occupancy
-from simulator.simulate import KernelLaunch, Replay
-from simulator.trace import sector_events
+from simulator.runner.simulate import KernelLaunch, Replay
+from simulator.runner.trace import sector_events
 from workloads.kernels.templates.gemm import gemm_kernel
 from workloads.ops import build_op
 from workloads.ops.registry import _simulate_launch, _supported

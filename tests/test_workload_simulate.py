@@ -16,7 +16,7 @@ import models
 import simulator
 import workloads
 from isa.errors import InputError
-from simulator.simulate import front_end_us, launch_overhead_us
+from simulator.runner.simulate import front_end_us, launch_overhead_us
 from workloads.graph import KernelGraph
 from workloads.layers import ops as L
 from workloads.node_ops import MissingOpError, node_op

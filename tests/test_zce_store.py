@@ -144,7 +144,7 @@ def test_gemm_activation_epilogue_stores_compressed():
 
 def test_workload_table_carries_the_stored_output_bytes():
     import workloads
-    from simulator.workload import simulate_workload
+    from workloads.execute import simulate_workload
 
     graph = workloads.layer("bert-base", "prefill", tokens=64)
     graph = type(graph)(graph.name, tuple(dataclasses.replace(n, deps=()) for n in graph.nodes

@@ -11,7 +11,7 @@ combine, ranks = the node's `ep`, its tokens, hidden, top-k, the model's routed 
 (256 for a model without MoE), dtype e4m3 -> fp8, else bf16, the node's `routing` table
 when it has one); allreduce -> "allreduce" (ranks, bytes = elements x dtype bytes). What no
 collective kernel models is the kind `LINK`, timed by link bandwidth alone (see
-`simulator.workload`): an all-reduce across nodes, a node with no link bytes (one rank),
+`workloads.execute`): an all-reduce across nodes, a node with no link bytes (one rank),
 and an all-to-all that holds no SMs (`holds_sms` False: DeepSeek's decode, whose RDMA
 messages travel while the SMs compute; the SMs' issue of them is left out).
 

@@ -106,7 +106,7 @@ def layer_row(model: str, tokens: int, cfg, fidelity: str = "sampled",
               gemms_only: bool = False) -> dict:
     """One prefill layer of `model` at `tokens` on `cfg` (module docstring); `gemms_only`
     simulates only its GEMM nodes (what the ZCE changes), in their dependency order."""
-    from simulator.workload import simulate_workload
+    from workloads.execute import simulate_workload
 
     graph = workloads.layer(model, "prefill", tokens=tokens)
     if gemms_only:
@@ -135,7 +135,7 @@ def without(graph: KernelGraph, drop) -> tuple[KernelGraph, list]:
 def train_row(model: str, tokens: int, cfg, norms: GradientNorms | None = None,
               layers: int | None = None, fidelity: str = "sampled") -> dict:
     """The train step of `layers` layers (default all) on `cfg` (module docstring)."""
-    from simulator.workload import simulate_workload
+    from workloads.execute import simulate_workload
 
     n_layers = layers or workloads.models.get_model(model).num_layers
     policy = cfg.units.vpcu.policy if cfg.units.vpcu.enabled else "dtype"

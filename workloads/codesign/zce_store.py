@@ -42,7 +42,7 @@ are those of `zce_format.decompress(zce_format.compress(output))`, equal to the 
 with -0.0 read as +0.0).
 
 Left out: compressed loads by non-GEMM consumers (a residual add would read dense), the
-engine's latency (only its throughput), compressed stores under `simulator.concurrent`
+engine's latency (only its throughput), compressed stores under `simulator.runner.concurrent`
 contention runs (the shared memory there is built without this wrapper), and the output
 dtype's format ratio for fp8 outputs (GELU/SwiGLU write bf16). Units: bytes, sectors of
 32 bytes, ps at the memory interface, SM cycles.
@@ -176,7 +176,7 @@ class CompressedStoreFactory:
     inner: str = "cached"
 
     def __call__(self, config, n_sms: int, carveout: int) -> CompressedStoreMemory:
-        from simulator.system import MEMORY_MODELS
+        from simulator.runner.system import MEMORY_MODELS
 
         if self.inner not in MEMORY_MODELS:
             raise InputError(f"memory {self.inner!r} (accepted: {', '.join(MEMORY_MODELS)})")

@@ -9,7 +9,7 @@ nodes of micro-batch 1 (names `mb1/<node>`) and the backward (dgrad and wgrad) n
 micro-batch 0 (`mb0/<node>`). The backward nodes keep their dependencies among themselves;
 those on forward nodes are dropped (micro-batch 0's forward ran in an earlier chunk). Both
 micro-batches issue on the same streams (compute, comm, wgrad);
-`simulator.workload` keeps each micro-batch's kernels in issue order per stream and lets
+`workloads.execute` keeps each micro-batch's kernels in issue order per stream and lets
 the stream take whichever micro-batch's next kernel can start first, which is the overlap
 DualPipe arranges by hand. `micro_batch(name)` reads the prefix back.
 

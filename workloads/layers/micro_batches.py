@@ -11,7 +11,7 @@ graph `count` times, the copies named `mb0/<node>`, `mb1/<node>`, ... (the prefi
 the same streams. The copies are issued segment by segment, a segment being a micro-batch's
 nodes up to and including its next collective: mb0's attention up to its dispatch, mb1's
 attention up to its dispatch, mb0's experts up to its combine, mb1's, then the sums. With
-`simulator.workload`'s schedule (each micro-batch in order per stream; a free stream takes
+`workloads.execute`'s schedule (each micro-batch in order per stream; a free stream takes
 the node that can start first, ties in issue order) this is the alternation DeepSeek's
 profiles show: mb1's attention computes while mb0 dispatches, mb0's experts while mb1
 dispatches, mb1's experts while mb0 combines. Training's pair of a forward and a backward

@@ -75,8 +75,8 @@ import numpy as np
 import isa
 from isa.errors import InputError
 from isa.tensor_map import make_tensor_map
-from simulator.policy_spec import GEMM_TILE_RULES, KernelsSpec
-from simulator.work_synthesis import CtaWork
+from simulator.framework.policy_spec import GEMM_TILE_RULES, KernelsSpec
+from simulator.runner.work_synthesis import CtaWork
 from workloads.codesign.codesign_ops import gemm_hook
 from workloads.kernels.templates.gemm import (
     ELEM,

@@ -2,7 +2,7 @@
 extrapolate their simulated times to the whole GEMM (`OpPlan.samples`).
 
 Why: a persistent GEMM launches one CTA per compute SM, so its grid is a single wave and
-the simulator's wave sampling (`simulator.sampling`) cannot shorten it. Its structure is
+the simulator's wave sampling (`simulator.runner.sampling`) cannot shorten it. Its structure is
 regular instead: CTA c takes tiles c, c + P, c + 2P, ... (P CTAs), each tile runs Kt
 k-tiles through the same stage ring.
 

@@ -43,7 +43,7 @@ the estimate by part and the budget `limits.host_memory_bytes`. Tensors larger t
 device memory (`hbm.capacity_bytes`) are refused the same way. `isa.ShapeOnly` tensors are
 counted by their shape, never materialized.
 
-Fidelity plan (`simulator.fidelity`): each `kernel` entry and the op itself say how they
+Fidelity plan (`simulator.runner.fidelity`): each `kernel` entry and the op itself say how they
 were timed: `fidelity_method` (full, full+synthesized_ctas, chip_slice, row_slice,
 wave_extrapolation, op_model, mixed), `fidelity_params` (a dict), `simulated_cta_share`
 and `extrapolated_time_share`. A launch timed by `simulate_kernel` carries the plan it
@@ -57,7 +57,8 @@ KV blocks) the reduced launches ran (`OpPlan.sample_work_shares`) and
 its launches carry `sampled_from`. `plan_op` and `explain_op` give the plan before
 anything runs (`ptxsim op --explain`).
 A figure that cannot be computed (TFLOP/s of a zero time) is NaN with its reason under
-`null_reasons`; `simulator.config.strict_json` writes the dict as standard JSON (NaN as null).
+`null_reasons`; `simulator.framework.config.strict_json` writes the dict as standard
+JSON (NaN as null).
 Units: microseconds, cycles, bytes, TFLOP/s, GB/s, GHz.
 """
 
@@ -75,8 +76,8 @@ from isa.errors import InputError
 from isa.launch import ShapeOnly
 from models.gpu_spec import HOST_MEMORY_BYTES
 from models.roofline import chip_peaks, roofline_bound, roofline_time_us
-from simulator.config import NULL_REASONS_KEY
-from simulator.fidelity import FidelityPlan, aggregate
+from simulator.framework.config import NULL_REASONS_KEY
+from simulator.runner.fidelity import FidelityPlan, aggregate
 
 FIDELITIES = ("sampled", "full")
 
@@ -416,7 +417,7 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
     }
     reasons = {"tflops": "time_us is 0", "gbps": "time_us is 0", "gap": "roofline_us is 0"}
     missing = {key: why for key, why in reasons.items() if math.isnan(result[key])}
-    if missing:    # what `simulator.config.strict_json` writes beside the nulls
+    if missing:    # what `simulator.framework.config.strict_json` writes beside the nulls
         result[NULL_REASONS_KEY] = missing
     return result
 
@@ -448,10 +449,10 @@ def _op_model_plan(plan: OpPlan, sample_plans: list, sample_cycles: list[float],
 
 
 def _launch_plan(launch: Launch, config, fidelity: str) -> FidelityPlan:
-    """The plan `simulate_kernel` will decide for `launch` (`simulator.fidelity.plan` of
+    """The plan `simulate_kernel` will decide for `launch` (`simulator.runner.fidelity.plan` of
     its shape), before it runs."""
-    from simulator.fidelity import plan as fidelity_plan
-    from simulator.simulate import launch_shape
+    from simulator.runner.fidelity import plan as fidelity_plan
+    from simulator.runner.simulate import launch_shape
 
     if launch.overrides:
         config = config.with_overrides(launch.overrides)
@@ -466,7 +467,7 @@ def _launch_plan(launch: Launch, config, fidelity: str) -> FidelityPlan:
 def plan_op(plan: OpPlan, config, fidelity: str | None = None) -> FidelityPlan:
     """The op's fidelity plan before anything runs: `op_model` at sampled fidelity when
     the builder gave reduced launches (its time share known only once they ran: NaN),
-    else its launches' plans (`simulator.fidelity.aggregate`, time-weighted by CTAs)."""
+    else its launches' plans (`simulator.runner.fidelity.aggregate`, time-weighted by CTAs)."""
     fidelity = fidelity or available_fidelities()[0]
     if fidelity == "sampled" and plan.samples:
         share = _work_share(plan)

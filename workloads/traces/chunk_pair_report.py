@@ -207,7 +207,7 @@ def _contention_text(pairs: pd.DataFrame) -> str:
     table["compute_stretch"] = table["compute_stretch"].map(lambda v: f"{v:.3f}")
     table["comm_stretch"] = table["comm_stretch"].map(lambda v: f"{v:.3f}")
     return ("## Contention (`contention.csv`)\n\nEach collective run beside its largest "
-            "overlapping compute node (reduced launches, `simulator.contention`); both "
+            "overlapping compute node (reduced launches, `simulator.runner.contention`); both "
             "sides' times stretched over the overlap in the schedule (`beside`: compute "
             "nodes overlapped).\n\n" + _fmt(table) + "\n\n")
 

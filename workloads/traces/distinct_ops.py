@@ -127,7 +127,7 @@ def _cache_doc(cache: OpCache) -> dict:
 
 
 def _cache(doc) -> OpCache:
-    from simulator.contention import PairEffect
+    from simulator.runner.contention import PairEffect
 
     if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT:
         raise ValueError(f"no {CACHE_FORMAT!r} format marker")
@@ -199,7 +199,7 @@ def node_ops(graph, config) -> dict:
 def part(cache: OpCache, config, fidelity: str) -> dict:
     """The op results `simulate_workload(..., timeline=False, op_cache=cache.op_cache)`
     reads for `config` and `fidelity` (created empty when there are none)."""
-    from simulator.workload import _shared_cache
+    from workloads.execute import _shared_cache
 
     return _shared_cache(cache.op_cache, config, fidelity, False)
 

@@ -192,7 +192,7 @@ class GemmKernel:
     def cta_work(self, m: int, n: int, k: int, schedule: np.ndarray | None = None,
                  b_rows: int = 0) -> tuple[np.ndarray, np.ndarray] | None:
         """Per CTA of a persistent kernel's grid (`grid`), its work class and coordinates
-        (`simulator.work_synthesis.CtaWork`), following the loop of `gemm_ptx` (tile t =
+        (`simulator.runner.work_synthesis.CtaWork`), following the loop of `gemm_ptx` (tile t =
         ctaid, + nctaid, ...; a cluster walks pairs q = clusterid, + nclusterid, ..., rank
         r taking the pair's r-th tile; a grouped kernel's tile is schedule row t % rows
         and n-block t // rows). The class holds per round whether there is one, the tile's
@@ -247,13 +247,13 @@ class GemmKernel:
 
     def k_loop(self, k: int, schedule: np.ndarray | None = None):
         """What work synthesis needs to trace a persistent kernel's k-loops short
-        (`simulator.loop_synthesis.KLoop`): the lines that make this kernel's every k-loop
+        (`simulator.runner.loop_synthesis.KLoop`): the lines that make this kernel's every k-loop
         start at k-tile S, the largest multiple of `stages` (the period of a loop
         iteration's stage) that leaves every tile at least 2 x stages + 1 k-tiles (its
         first `stages` iterations, `stages` to copy, the last); None when S would be 0
         or the kernel is not persistent. K is the launch's K argument; `schedule` the
         grouped kernel's table (column 5: each tile's k-tiles)."""
-        from simulator.loop_synthesis import KLoop
+        from simulator.runner.loop_synthesis import KLoop
 
         cfg = self.config
         if not cfg.persistent or cfg.k_start:

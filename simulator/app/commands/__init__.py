@@ -1,0 +1,1 @@
+"""Subcommands of `ptxsim`; one module each (see `simulator.app.cli`)."""

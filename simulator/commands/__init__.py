@@ -1,1 +1,0 @@
-"""Subcommands of `ptxsim`; one module each (see `simulator.cli`)."""

@@ -1,0 +1,266 @@
+"""`simulate_concurrent`: several kernel launches running at the same time on one chip.
+
+What it models
+--------------
+A compute kernel on the compute SMs (ids `0 .. sm.count - sm.comm_count - 1`) and a
+communication kernel on the reserved SMs (the ids above) start together on ONE system: one
+SimPy environment and one memory hierarchy, so they share the L2 (tags, LRU, slice pipes),
+the crossbar and the HBM channels. A comm kernel's chunks land in rank 0's receive buffers
+(`models.link_memory`), take L2 lines and evict the compute kernel's; both kernels' misses
+queue on the same HBM channels. Each launch is traced functionally as in
+`simulator.simulate_kernel` and replayed by its own SMs, with its own CTA dispatcher.
+
+Launches are `workloads.ops.Launch`-like objects (ptx, entry, grid, block, args,
+shared_bytes, timing_only, regs_per_thread, options, overrides, name). `options["sms"]`
+("compute", the default, or "comm") picks the SMs; at most one launch per role. A launch
+whose `options["memory"]` carries link windows (`models.link_memory.LinkMemory.factory`)
+has them routed to the links; the shared memory is then one `LinkMemory` around the inner
+hierarchy (`memory=`, "cached" by default). `overrides` (e.g. `sm.comm_count`) apply to the
+shared config and must agree between launches.
+
+Separate address spaces: every launch is traced with the same allocator, so the launch at
+position i has its sectors (and link windows) moved up by `i * ADDRESS_SPACING_BYTES`; no
+two kernels share a line, as two processes' buffers would not.
+
+Stats: `ConcurrentResult.kernels[name]` is a `KernelResult` per launch: its cycles are
+when its last SM finished (all start at cycle 0), its stats table (kernel = the entry, as
+`simulate_kernel` names it) holds its SMs' counters and the memory requests its SMs issued
+(split by `sm_id`), plus the link counters for the launch that owns link windows.
+A single launch gives exactly `simulate_kernel`'s figures (tested).
+
+Left out: launch skew (all kernels start at cycle 0), wave sampling (every CTA is timed:
+pass reduced launches, e.g. an op's `samples`), two kernels on the same SMs, and the L1
+carve-out per kernel (the memory is built with the carve-out of the first compute launch;
+comm kernels use no shared memory). Units: SM cycles, microseconds, bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import isa
+from isa.launch import dim3
+from models.cached_memory import CachedMemoryTracer
+from models.cta_dispatch import CtaDispatcher, estimate_registers, occupancy
+from models.kernel_image import KernelImage
+from models.link_memory import LinkMemory
+from models.sm import DEFAULT_QUANTUM_CYCLES, StreamingMultiprocessor
+from models.sm_state import PhaseTable
+from models.sm_tracer import MemoryTracer, SmTracer
+from models.timeline_tracer import TimelineTracer
+from models.units import event_timings, instruction_timings
+from simulator.framework.hooks import Hooks
+from simulator.framework.stats import StatSheet
+from simulator.runner.simulate import (
+    KernelResult,
+    _kernel_stats,
+    _resolve_config,
+    check_cluster_launch,
+    kernel_us,
+    level_peaks_gbps,
+)
+from simulator.runner.system import DEFAULT_MEMORY, MEMORY_MODELS, SM_ROLES, build_system
+from simulator.runner.trace import SECTOR_SHIFT, TraceRecorder
+
+ADDRESS_SPACING_BYTES = 1 << 48
+"""Distance between the address spaces of concurrent launches (below the traced local
+window at 2**56, far above any global allocation)."""
+
+
+@dataclass
+class ConcurrentResult:
+    """Per-launch results of one concurrent run and the time the last one ended."""
+
+    kernels: dict[str, KernelResult]
+    cycles: int
+    time_us: float          # when the last kernel ended (kernel time, no launch overhead)
+    config: dict[str, Any] = field(repr=False)
+
+
+@dataclass
+class _Prepared:
+    """One launch traced and ready to replay on its SMs."""
+
+    name: str
+    entry: str
+    role: str
+    image: KernelImage
+    occ: Any
+    warp_instructions: int
+    thread_instructions: int
+    windows: tuple
+
+
+def _role(launch) -> str:
+    role = getattr(launch, "options", {}).get("sms", "compute")
+    if role not in SM_ROLES:
+        raise ValueError(f"launch {launch.name!r}: sms={role!r}; accepted: "
+                         f"{', '.join(SM_ROLES)}")
+    return role
+
+
+def _shared_config(launches, config):
+    """`config` with the launches' overrides (they must agree)."""
+    merged: dict[str, Any] = {}
+    for launch in launches:
+        for key, value in getattr(launch, "overrides", {}).items():
+            if key in merged and merged[key] != value:
+                raise ValueError(f"launch {launch.name!r}: override {key}={value!r} disagrees "
+                                 f"with another launch's {merged[key]!r}; concurrent launches "
+                                 "share one config")
+            merged[key] = value
+    return config.with_overrides(merged) if merged else config
+
+
+def _prepare(launch, index: int, config) -> _Prepared:
+    """Functional run with a trace, timings, occupancy; sectors and windows moved to the
+    launch's own address space."""
+    program = (launch.ptx if isinstance(launch.ptx, isa.launch.Program)
+               else isa.compile_kernel(launch.ptx, launch.entry))
+    grid, block = dim3(launch.grid, "grid"), dim3(launch.block, "block")
+    threads = block[0] * block[1] * block[2]
+    regs = getattr(launch, "regs_per_thread", None) or estimate_registers(program)
+    occ = occupancy(config, threads, regs, program.shared_bytes + launch.shared_bytes)
+    sms = config.sm.comm_count if _role(launch) == "comm" else config.sm.compute_count
+    check_cluster_launch(program, grid, grid[0] * grid[1] * grid[2], occ.ctas_per_sm * sms)
+    recorder = TraceRecorder(grid, threads, program.local_bytes)
+    functional = isa.run_kernel(program, launch.entry, grid, block, list(launch.args),
+                                launch.shared_bytes, observer=recorder,
+                                timing_only=bool(getattr(launch, "timing_only", False)))
+    timings, n_regs = instruction_timings(program, config)
+    trace, timings = event_timings(recorder.finish(), timings, program, config)
+    offset = index * ADDRESS_SPACING_BYTES
+    if offset:
+        trace = replace(trace, sectors=trace.sectors + (offset >> SECTOR_SHIFT))
+    memory = getattr(launch, "options", {}).get("memory")
+    windows = tuple(_moved(w, offset) for w in getattr(memory, "windows", ()))
+    return _Prepared(launch.name, launch.entry, _role(launch),
+                     KernelImage(trace, timings, n_regs), occ, functional.warp_instructions,
+                     functional.thread_instructions, windows)
+
+
+def _moved(window, offset: int):
+    mirror = None if window.mirror_start is None else window.mirror_start + offset
+    return replace(window, start=window.start + offset, end=window.end + offset,
+                   mirror_start=mirror)
+
+
+def _memory_factory(memory, windows: tuple):
+    """A `build_system` memory: the named (or given) model, inside a `LinkMemory` when some
+    launch has link windows."""
+    name = DEFAULT_MEMORY if memory is None else memory
+    if isinstance(name, str) and name not in MEMORY_MODELS:
+        raise ValueError(f"memory={name!r} is not a memory model; known: "
+                         f"{sorted(MEMORY_MODELS)}")
+    if not windows:
+        return name
+    if not isinstance(name, str):
+        raise ValueError("link windows need a memory model by name (the LinkMemory wraps it)")
+    return LinkMemory.factory(windows, inner=name)
+
+
+def _split_hooks(hooks: Hooks, owner_of: dict[int, str], roles) -> dict[str, Hooks]:
+    """Per-role hooks fed with the events of `hooks` whose `sm_id` belongs to that role."""
+    split = {role: Hooks(hooks.owner) for role in roles}
+
+    def forward(owner: str, position: str, data) -> None:
+        target = split[owner_of[data["sm_id"]]]
+        if target.listening:
+            target.fire(position, **data)
+
+    hooks.attach(forward)
+    return split
+
+
+def simulate_concurrent(launches, config=None, *, memory=None, policy: str | None = None,
+                        quantum_cycles: int = DEFAULT_QUANTUM_CYCLES,
+                        run_id: str = "run") -> ConcurrentResult:
+    """Run `launches` together on one system of `config` (default `h100_sxm`); see the
+    module docstring."""
+    launches = list(launches)
+    if not launches:
+        raise ValueError("simulate_concurrent: no launches given")
+    config = _shared_config(launches, _resolve_config(config))
+    prepared = [_prepare(launch, i, config) for i, launch in enumerate(launches)]
+    _check_roles(prepared, config)
+    carveout = next((p.occ.shared_carveout_bytes for p in prepared if p.role == "compute"),
+                    prepared[0].occ.shared_carveout_bytes)
+    windows = tuple(w for p in prepared for w in p.windows)
+    system = build_system(config, _memory_factory(memory, windows), carveout)
+    owner_of = {sm_id: p.role for p in prepared for sm_id in system.sm_ids(p.role)}
+    memory_hooks = _split_hooks(system.memory.hooks, owner_of, [p.role for p in prepared])
+    runs = [_Run(p, system, config, policy, quantum_cycles, memory_hooks[p.role])
+            for p in prepared]
+    for run in runs:
+        if run.prepared.windows:
+            system.memory.attach_tracers(run.sheet)
+    for run in runs:
+        run.start()
+    system.env.run()
+    for run in runs:
+        for sm in run.sms:
+            sm.check_not_parked()
+    results = {run.prepared.name: run.result(system, config, run_id) for run in runs}
+    cycles = max(r.cycles for r in results.values())
+    return ConcurrentResult(results, cycles, system.clock.cycles_to_ps(cycles) / 1e6,
+                            config.to_dict())
+
+
+def _check_roles(prepared: list[_Prepared], config) -> None:
+    seen: dict[str, str] = {}
+    for p in prepared:
+        if p.role in seen:
+            raise ValueError(f"launches {seen[p.role]!r} and {p.name!r} both ask for the "
+                             f"{p.role} SMs; accepted: at most one launch per role "
+                             f"({', '.join(SM_ROLES)})")
+        seen[p.role] = p.name
+        if p.role == "comm" and config.sm.comm_count < 1:
+            raise ValueError(f"launch {p.name!r}: sms='comm' needs sm.comm_count >= 1")
+    if len(seen) != len(set(p.name for p in prepared)):
+        raise ValueError("concurrent launches need distinct names")
+
+
+class _Run:
+    """One launch's SMs, dispatcher and tracers on the shared system."""
+
+    def __init__(self, prepared: _Prepared, system, config, policy, quantum_cycles,
+                 memory_hooks: Hooks) -> None:
+        self.prepared = prepared
+        self.sheet = StatSheet()
+        self.sm_tracer, self.cache_tracer = SmTracer(self.sheet), CachedMemoryTracer(self.sheet)
+        MemoryTracer(self.sheet).attach(memory_hooks)
+        self.cache_tracer.attach(memory_hooks)
+        self.dispatcher = CtaDispatcher(prepared.image.trace.n_ctas)
+        phases = PhaseTable(prepared.image.slot_events.size)
+        self.sms = [StreamingMultiprocessor(k, system.env, config, prepared.image,
+                                            system.memory, self.dispatcher, policy,
+                                            quantum_cycles, phases)
+                    for k in system.sm_ids(prepared.role)]
+        self.timeline = TimelineTracer([sm.sm_id for sm in self.sms], config.sm.subpartitions,
+                                       config.chip.clock_ghz,
+                                       level_peaks_gbps=level_peaks_gbps(config))
+        self.timeline.attach_memory(memory_hooks)
+        for sm in self.sms:
+            self.sm_tracer.attach(sm.hooks)
+            self.timeline.attach_sm(sm.hooks, sm.sm_id)
+        self.system = system
+
+    def start(self) -> None:
+        self.dispatcher.initial_fill(self.sms, self.prepared.occ.ctas_per_sm)
+        for sm in self.sms:
+            if sm.resident:
+                self.system.env.process(sm.process())
+
+    def result(self, system, config, run_id: str) -> KernelResult:
+        p = self.prepared
+        cycles = max(sm.finish_cycle for sm in self.sms)
+        time_us = kernel_us(config, cycles)
+        self.sm_tracer.flush()
+        self.cache_tracer.flush()
+        used = sum(1 for sm in self.sms if sm.finish_cycle > 0)
+        _kernel_stats(self.sheet, config, p.occ, p.warp_instructions, p.thread_instructions,
+                      cycles, time_us, used, self.sm_tracer.warp_cycles)
+        return KernelResult(cycles, time_us, p.warp_instructions,
+                            self.sheet.to_frame(run_id, p.entry), config.to_dict(),
+                            p.occ.limiter, timeline=self.timeline.frame(run_id, p.entry, cycles))

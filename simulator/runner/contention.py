@@ -1,0 +1,143 @@
+"""Contention between a workload's overlapping compute and communication kernels.
+
+What it models
+--------------
+`workloads.execute` times every node alone, then schedules them on their streams; a
+collective on the communication SMs then overlaps compute kernels on the other SMs. Both
+share the L2 and HBM, so both run slower while they overlap. `measure_pair` runs one
+compute launch and one collective launch together on one chip
+(`simulator.runner.concurrent.simulate_concurrent`) and each alone, and turns the difference into
+stretch factors: while the two overlap, the compute kernel needs `compute_stretch` times
+its alone time per unit of progress (1 + extra time / overlap), the collective
+`comm_stretch`. `stretch_schedule` applies them (the documented approximation):
+
+1. For every communication node, the compute-SM nodes (streams compute and wgrad) that
+   overlap it in the alone schedule; the one of them with the most FLOPs (else the
+   longest) is its partner, whose op's reduced launch (`representative_launch`: the last
+   op-level sample, else the first launch) runs beside the collective's.
+2. Every overlapping compute node gets (compute_stretch - 1) x its overlap with the
+   collective added; the collective gets (comm_stretch - 1) x its overlap with compute
+   nodes (their union).
+3. The caller schedules again with the stretched times (one correction pass: the new
+   overlaps are not measured again).
+
+Left out: contention between two compute streams (compute and wgrad share the compute
+SMs without slowing each other), partner choice per compute node (one measured partner
+stands for all nodes beside a collective), and a second fixed-point pass. The L2 miss
+sectors of the compute launch alone and beside the collective are kept with each pair.
+Times are the SMs' spans (`KernelResult.kernel_time_us` less `launch.kernel_front_end_us`:
+the launch's fixed costs, paid once whatever runs beside it, are not stretched). Units:
+microseconds, sectors.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import pandas as pd
+
+from simulator.runner.concurrent import simulate_concurrent
+from simulator.runner.simulate import front_end_us
+
+COMPUTE_LANES = ("compute", "wgrad")
+
+
+@dataclass(frozen=True)
+class PairEffect:
+    """A compute launch and a collective launch, alone and together."""
+
+    compute_op: str
+    comm_op: str
+    compute_alone_us: float
+    compute_beside_us: float
+    comm_alone_us: float
+    comm_beside_us: float
+    compute_l2_miss_alone: float
+    compute_l2_miss_beside: float
+
+    @property
+    def overlap_us(self) -> float:
+        """How long the two ran together in the measurement."""
+        return min(self.compute_beside_us, self.comm_beside_us)
+
+    @property
+    def compute_stretch(self) -> float:
+        return 1.0 + (self.compute_beside_us - self.compute_alone_us) / self.overlap_us
+
+    @property
+    def comm_stretch(self) -> float:
+        return 1.0 + (self.comm_beside_us - self.comm_alone_us) / self.overlap_us
+
+    def row(self) -> dict:
+        return {**asdict(self), "measured_overlap_us": self.overlap_us,
+                "compute_stretch": self.compute_stretch, "comm_stretch": self.comm_stretch}
+
+
+def representative_launch(plan):
+    """The launch that stands for an op in a measurement: its last (largest) op-level
+    sample, else its first launch."""
+    return plan.samples[-1][1] if plan.samples else plan.launches[0]
+
+
+def _l2_misses(result) -> float:
+    s = result.stats
+    return float(s[(s.stat == "miss_sectors") & s.component.str.startswith("memory.l2")]
+                 .value.sum())
+
+
+def measure_pair(compute_launch, comm_launch, config, compute_op: str = "",
+                 comm_op: str = "") -> PairEffect:
+    """Both launches alone and together on `config` (see the module docstring)."""
+    alone_c = simulate_concurrent([compute_launch], config).kernels[compute_launch.name]
+    alone_m = simulate_concurrent([comm_launch], config).kernels[comm_launch.name]
+    both = simulate_concurrent([compute_launch, comm_launch], config).kernels
+    c, m = both[compute_launch.name], both[comm_launch.name]
+    front = front_end_us(config)
+    return PairEffect(compute_op or compute_launch.name, comm_op or comm_launch.name,
+                      alone_c.kernel_time_us - front, c.kernel_time_us - front,
+                      alone_m.kernel_time_us - front, m.kernel_time_us - front,
+                      _l2_misses(alone_c), _l2_misses(c))
+
+
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:
+    return max(0.0, min(a[1], b[1]) - max(a[0], b[0]))
+
+
+def _union_overlap(span: tuple[float, float], others: list[tuple[float, float]]) -> float:
+    pieces = sorted((max(lo, span[0]), min(hi, span[1])) for lo, hi in others
+                    if min(hi, span[1]) > max(lo, span[0]))
+    total, reach = 0.0, span[0]
+    for lo, hi in pieces:
+        if hi > reach:
+            total += hi - max(lo, reach)
+            reach = hi
+    return total
+
+
+def stretch_schedule(nodes, span: dict, lane_of: dict, comm_names: set[str], measure) \
+        -> tuple[dict[str, float], pd.DataFrame]:
+    """Extra microseconds per node from contention, and one row per measured pair.
+
+    `nodes` in any order (with `name` and `flops`), `span` their alone (start, end),
+    `lane_of` the stream each ran on, `comm_names` the collective nodes, `measure(compute
+    node, comm node) -> PairEffect` (cached by the caller).
+    """
+    extra: dict[str, float] = {}
+    rows = []
+    by_name = {n.name: n for n in nodes}
+    compute = [n for n in nodes if lane_of[n.name] in COMPUTE_LANES and n.name not in comm_names]
+    for name in sorted(comm_names, key=lambda n: span[n][0]):
+        beside = [(c, _overlap(span[c.name], span[name])) for c in compute]
+        beside = [(c, o) for c, o in beside if o > 0]
+        if not beside:
+            continue
+        partner = max(beside, key=lambda co: (co[0].flops, span[co[0].name][1]
+                                              - span[co[0].name][0]))[0]
+        effect = measure(partner, by_name[name])
+        for c, o in beside:
+            extra[c.name] = extra.get(c.name, 0.0) + (effect.compute_stretch - 1.0) * o
+        covered = _union_overlap(span[name], [span[c.name] for c, _ in beside])
+        extra[name] = extra.get(name, 0.0) + (effect.comm_stretch - 1.0) * covered
+        rows.append({"comm_node": name, "partner": partner.name, "beside": len(beside),
+                     "overlap_us": covered, **effect.row()})   # overlap in the schedule
+    return extra, pd.DataFrame(rows)
