@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from isa.types import TYPES
+
 
 @dataclass(frozen=True, slots=True)
 class Loc:
@@ -103,7 +105,6 @@ class VarDecl:
 
     @property
     def size_bytes(self) -> int:
-        from isa.types import TYPES
         return TYPES[self.type].nbytes * self.vec * self.count
 
 

@@ -39,7 +39,6 @@ def cluster_shape(program, grid: tuple[int, int, int],
     """(cluster shape, explicit) of a launch of `program` on `grid`; raises `LaunchError`
     when the shape is malformed, disagrees with the entry's `.reqnctapercluster`, is too
     large or does not tile the grid."""
-    from isa.launch import dim3
 
     req = program.directives.get(".reqnctapercluster")
     declared = tuple(req) + (1,) * (3 - len(req)) if req else None
@@ -100,3 +99,25 @@ def cluster_order(grid: tuple[int, int, int], shape: tuple[int, int, int],
     keep = inside.all(axis=1)
     lin = lin[keep]
     return lin[np.argsort(lin[:, 0], kind="stable")].reshape(-1)
+
+
+def dim3(value, what: str) -> tuple[int, int, int]:
+    """A grid, block or cluster shape as three ints >= 1 (missing trailing dims are 1);
+    LaunchError naming `what` for anything else."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        t = (int(value),)
+    else:
+        try:
+            if isinstance(value, (str, bytes)) or any(
+                    isinstance(v, (bool, float, np.floating)) for v in value):
+                raise TypeError
+            t = tuple(int(v) for v in value)
+        except (TypeError, ValueError):
+            raise LaunchError(f"{what} must be an int or a tuple of 1-3 ints, got {value!r}") \
+                from None
+    if not 1 <= len(t) <= 3:
+        raise LaunchError(f"{what} must have 1 to 3 dimensions, got {value!r}")
+    t = t + (1,) * (3 - len(t))
+    if any(v < 1 for v in t):
+        raise LaunchError(f"{what} dimensions must be >= 1, got {t}")
+    return t

@@ -42,7 +42,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.lib.array_utils import byte_bounds
 
-from isa.cluster import cluster_order, cluster_shape
+from isa.cluster import cluster_order, cluster_shape, dim3
 from isa.dataflow import data_only_pcs
 from isa.decode import Program, decode
 from isa.errors import LaunchError
@@ -50,7 +50,9 @@ from isa.interpreter import StepCounts, run_machine
 from isa.machine import Machine
 from isa.memory import GLOBAL_BASE, Buffer, GlobalLayout, GlobalMemory
 from isa.parser import parse
+from isa.schedule import hoist_loads
 from isa.types import TYPES
+from isa.verify import verify
 
 MAX_BLOCK_THREADS = 1024
 MAX_BLOCK_DIMS = (1024, 1024, 64)
@@ -146,26 +148,6 @@ class FunctionalResult:
         return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-def dim3(value, what: str) -> tuple[int, int, int]:
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        t = (int(value),)
-    else:
-        try:
-            if isinstance(value, (str, bytes)) or any(
-                    isinstance(v, (bool, float, np.floating)) for v in value):
-                raise TypeError
-            t = tuple(int(v) for v in value)
-        except (TypeError, ValueError):
-            raise LaunchError(f"{what} must be an int or a tuple of 1-3 ints, got {value!r}") \
-                from None
-    if not 1 <= len(t) <= 3:
-        raise LaunchError(f"{what} must have 1 to 3 dimensions, got {value!r}")
-    t = t + (1,) * (3 - len(t))
-    if any(v < 1 for v in t):
-        raise LaunchError(f"{what} dimensions must be >= 1, got {t}")
-    return t
-
-
 def compile_kernel(ptx: str, entry: str, file: str = "<ptx>") -> Program:
     """Parse, decode and verify one entry of a PTX module, its global loads hoisted as ptxas
     schedules them (`isa.schedule`). The program is kept for the next compile of the same
@@ -178,8 +160,6 @@ def compile_kernel(ptx: str, entry: str, file: str = "<ptx>") -> Program:
 def _compiled(ptx: str, entry: str, file: str) -> Program:
     """`compile_kernel` uncached (the ops of a layer compile the same entries again: a
     reduced launch of op-level sampling, a probe CTA, a second wave)."""
-    from isa.schedule import hoist_loads
-    from isa.verify import verify
     program = decode(_parsed(ptx, file), entry)
     verify(program)
     return hoist_loads(program)

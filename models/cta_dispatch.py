@@ -44,6 +44,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from isa.cfg import basic_blocks, block_spans
+from isa.dataflow import defs_uses
 from isa.errors import LaunchError
 from models.sm_state import D_N, D_NEXT, D_STOP, NO_STOP
 
@@ -59,8 +61,6 @@ none (they live in the predicate file), 16- and 32-bit one, 64-bit two."""
 
 def estimate_registers(program) -> int:
     """Peak 32-bit register slots live at once in `program` (module docstring)."""
-    from isa.cfg import basic_blocks, block_spans
-    from isa.dataflow import defs_uses
     instrs = program.instrs
     if not instrs:
         return 1

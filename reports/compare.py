@@ -55,6 +55,7 @@ from reports.html_report import Section, render_html
 from reports.output_dir import write_output_dir
 from reports.plot_kernels import new_figure
 from simulator.framework.config import strict_json
+from workloads.traces.overlap import stream_overlap
 
 KERNEL_ERROR_COLUMNS = ("name", "category", "op", "kind", "sizes", "stream", "start_us",
                         "measured_us", "simulated_us", "error_pct", "status", "mapped_by",
@@ -186,7 +187,6 @@ def regression_failures(now: dict, stored: dict, tolerance_points: float) -> lis
 
 def stream_summary(df: pd.DataFrame) -> pd.DataFrame:
     """Measured busy time per stream, union, overlap and span: columns `what`, `us`."""
-    from workloads.traces.overlap import stream_overlap
 
     if not {"stream", "start_us", "dur_us"} <= set(df.columns) or df.empty:
         return pd.DataFrame(columns=["what", "us"])

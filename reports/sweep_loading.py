@@ -34,12 +34,19 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
-from simulator.app.points import (
-    KERNEL_PREFIX,
-    PART_POINT_COLUMNS,
-    PART_STATS_COLUMNS,
-    RECORD_COLUMN,
-)
+# The part format `ptxsim sweep` writes (`simulator.app.points` imports these).
+PART_POINT_COLUMNS = ("point_id", "index", "status", "error", "traceback", "elapsed_s",
+                      "worker", "finished_at", "params_json", "config_json")
+"""Point-level columns of a part (repeated on each row); metrics follow, then the rows."""
+
+PART_STATS_COLUMNS = ("run_id", "kernel", "component", "stat", "value", "unit")
+
+RECORD_COLUMN = "record"
+"""Which table a part row belongs to: "stat" (the long stats) or "kernel" (the per-kernel
+table). Parts written before per-kernel tables have no such column: every row is a stat."""
+
+KERNEL_PREFIX = "kernels."
+"""Prefix of the per-kernel table's columns in a part (`reports.load_sweep_kernels` drops it)."""
 
 _TAIL = ("status", "error", "elapsed_s", "worker", "finished_at", "traceback", "config_json")
 

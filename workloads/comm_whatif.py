@@ -34,8 +34,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-import simulator
 import workloads
+from workloads.execute import simulate_workload
 from workloads.layers.dualpipe import dualpipe_pair, moe_block
 
 EP = 64
@@ -55,10 +55,10 @@ def train_pair(tokens: int, ep: int = EP):
 def whatif_point(config, graph, comm_sms: int, chunk_bytes: int, op_cache: dict,
                  fidelity: str = "sampled") -> tuple[dict, object]:
     """One what-if row (see the module docstring) and the simulated `WorkloadResult`."""
-    res = simulator.simulate_workload(graph, config, fidelity, timeline=False,
+    res = simulate_workload(graph, config, fidelity, timeline=False,
                                       comm_sms=comm_sms, chunk_bytes=chunk_bytes,
                                       op_cache=op_cache)
-    alone = simulator.simulate_workload(graph, config, fidelity, timeline=False,
+    alone = simulate_workload(graph, config, fidelity, timeline=False,
                                         comm_sms=comm_sms, chunk_bytes=chunk_bytes,
                                         contention=False, op_cache=op_cache)
     return summary_row(res, alone, comm_sms, chunk_bytes), res

@@ -53,9 +53,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+import models
 from isa.errors import InputError
 from simulator.framework.config import json_safe
 from simulator.framework.stats import level_bytes, link_bytes
+from simulator.runner.contention import measure_pair, representative_launch, stretch_schedule
+from simulator.runner.fidelity import FidelityPlan
+from workloads.codesign.codesign_ops import op_counts
+from workloads.graph import KernelGraph
+from workloads.layers.dualpipe import micro_batch
+from workloads.node_ops import LINK, check_available, node_op
+from workloads.ops import build_op, simulate_op
 
 FIDELITIES = ("sampled", "full")
 NVLINK_DOMAIN_GPUS = 8   # source: HGX H100/H800 8-GPU baseboard (one NVLink/NVSwitch domain)
@@ -154,15 +162,12 @@ def _time_link(node, op, config) -> dict:
 
 def _link_plan(params: dict) -> dict:
     """The fidelity fields of a node timed by link bandwidth: no kernel, no CTA simulated."""
-    from simulator.runner.fidelity import FidelityPlan
 
     return FidelityPlan("link_model", params, np.nan, np.nan).fields()
 
 
 def _plans(graph, ops, config) -> dict[tuple, Any]:
     """Every distinct op's plan, built before anything runs; errors name the node."""
-    from workloads.node_ops import LINK
-    from workloads.ops import build_op
 
     plans: dict[tuple, Any] = {}
     for node, op in zip(graph.nodes, ops, strict=True):
@@ -177,8 +182,6 @@ def _plans(graph, ops, config) -> dict[tuple, Any]:
 
 def _time_op(plan, config, fidelity: str, timeline: bool) -> tuple[dict, pd.DataFrame,
                                                                    pd.DataFrame | None]:
-    from workloads.codesign.codesign_ops import op_counts
-    from workloads.ops import simulate_op
 
     runs: list = []
     series: list | None = [] if timeline else None
@@ -204,7 +207,6 @@ def _schedule(order, durations: dict[str, float],
     node can start first (ties: earlier in `order`)."""
     from collections import deque
 
-    from workloads.layers.dualpipe import micro_batch
 
     rank = {node.name: i for i, node in enumerate(order)}
     queues: dict[tuple[str, str], deque] = {}
@@ -246,7 +248,6 @@ def _timeline(table: pd.DataFrame, run_id: str) -> pd.DataFrame:
 
 
 def _ops(graph, meta: dict) -> list:
-    from workloads.node_ops import check_available, node_op
 
     ops = []
     for node in graph.nodes:
@@ -295,7 +296,6 @@ def _shared_cache(op_cache: dict | None, config, fidelity: str, timeline: bool) 
 def _contention(graph, ops, plans, config, span, lanes,
                 measured: dict) -> tuple[dict, pd.DataFrame]:
     """Extra time per node from running beside a collective (`simulator.runner.contention`)."""
-    from simulator.runner.contention import measure_pair, representative_launch, stretch_schedule
 
     op_of = {node.name: op for node, op in zip(graph.nodes, ops, strict=True)}
     comm = {name for name, op in op_of.items() if op.kind in COLLECTIVES
@@ -327,9 +327,6 @@ def simulate_workload(graph, config=None, fidelity: str = "sampled",
     called before each node is timed as `progress(index, total, node name)` (index 0-based,
     total the graph's node count; `simulator.app.progress.progress_bar` draws it); it does not
     change the results."""
-    import models
-    from workloads.graph import KernelGraph
-    from workloads.node_ops import LINK
 
     if not isinstance(graph, KernelGraph):
         raise InputError(f"simulate_workload: graph must be a workloads.KernelGraph (from "
@@ -386,8 +383,6 @@ def _stretched(t: dict, extra_us: float) -> dict:
 
 
 def _table(graph, ops, timed, span, reused, lanes) -> pd.DataFrame:
-    from workloads.layers.dualpipe import micro_batch
-    from workloads.node_ops import LINK
 
     rows = []
     for node, op in zip(graph.nodes, ops, strict=True):

@@ -54,8 +54,9 @@ import pandas as pd
 
 import isa
 import models
-import simulator
 from models.cta_dispatch import estimate_registers, occupancy
+from simulator.runner.simulate import simulate_kernel
+from simulator.runner.system import build_system
 from workloads.kernels.microbench import load_ptx
 
 LINE_BYTES = 128
@@ -114,7 +115,7 @@ def _sms_used(result) -> int:
 
 def _simulate(config, entry: str, grid, block, args: list, memory=None):
     extra = {} if memory is None else {"memory": memory}
-    return simulator.simulate_kernel(load_ptx(entry), entry, grid, block, args, config=config,
+    return simulate_kernel(load_ptx(entry), entry, grid, block, args, config=config,
                                      **extra)
 
 
@@ -421,7 +422,7 @@ def memory_model_name(config, memory=None) -> str:
     """Class name of the memory system `simulator.simulate_kernel` builds for `config`
     (`memory` as passed to it; None: its default)."""
     args = () if memory is None else (memory,)
-    return type(simulator.build_system(config, *args).memory).__name__
+    return type(build_system(config, *args).memory).__name__
 
 
 def validation_table(preset: str = "h100_sxm", rows: list[str] | None = None,

@@ -46,6 +46,8 @@ from typing import Any
 from isa.errors import InputError
 from workloads.graph import COMM_OPS, KernelNode
 from workloads.layers.ops import DTYPE_BYTES
+from workloads.models import MlaAttention, get_model
+from workloads.ops import OPS
 
 LINK = "link"
 COMM_OPTIONS = ("comm_sms", "chunk_bytes")   # meta keys passed to the collective ops
@@ -76,7 +78,6 @@ class NodeOp:
 
 
 def _fp8_scaling(meta: dict) -> str:
-    from workloads.models import get_model
 
     model = meta.get("model")
     if model is None:
@@ -136,7 +137,6 @@ def _mla_decode(node: KernelNode) -> NodeOp:
 
 
 def _rot_dim(meta: dict) -> int:
-    from workloads.models import MlaAttention, get_model
 
     attn = get_model(meta["model"]).attention
     return attn.qk_rope_head_dim if isinstance(attn, MlaAttention) else attn.head_dim
@@ -197,7 +197,6 @@ def _collective(node: KernelNode, meta: dict) -> NodeOp:
 
 
 def _routed_experts(meta: dict) -> int:
-    from workloads.models import get_model
 
     model = meta.get("model")
     moe = get_model(model).moe if model is not None else None
@@ -225,7 +224,6 @@ def node_op(node: KernelNode, meta: dict | None = None) -> NodeOp:
 
 def check_available(node: KernelNode, op: NodeOp) -> None:
     """MissingOpError unless `op.kind` is registered and its builder takes `op.kwargs`."""
-    from workloads.ops import OPS
 
     if op.kind == LINK:
         return

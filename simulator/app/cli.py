@@ -25,6 +25,7 @@ import sys
 
 import simulator.app.commands as _commands
 from isa.errors import InputError
+from models import jit_cache
 
 DESCRIPTION = "ptxsim: a cycle-approximate GPU simulator running PTX kernels, ops and layers"
 INTERRUPTED_STATUS = 130   # 128 + SIGINT, what a shell reports for a Ctrl-C'd program
@@ -87,8 +88,6 @@ def _compile_notices(args: argparse.Namespace):
     if not simulates or getattr(args, "quiet", False):
         yield
         return
-    from models import jit_cache
-
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter(f"ptxsim {args.command}: %(message)s"))
     log = jit_cache.COMPILE_LOG

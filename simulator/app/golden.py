@@ -16,6 +16,11 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import models
+import simulator
+from workloads.kernels.case import load_ptx
+from workloads.kernels.catalog import KERNELS
+
 GOLDEN_FILE = Path(__file__).resolve().parents[1] / "tests" / "golden" / "kernels.json"
 PRESET = "h100_sxm"
 TOLERANCE = 0.02
@@ -60,10 +65,6 @@ def measure(kernel: str, variant: int) -> dict[str, float]:
     """The golden record of one catalogue kernel variant (see the module docstring)."""
     import numpy as np
 
-    import models
-    import simulator
-    from workloads.kernels.case import load_ptx
-    from workloads.kernels.catalog import KERNELS
 
     spec = KERNELS[kernel]
     case = spec.build(np.random.default_rng(0), **spec.variants[variant])

@@ -92,21 +92,26 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+import models
+import workloads
+import workloads.deployments as deployments
 from isa.errors import InputError
+from reports.sweep_loading import (
+    KERNEL_PREFIX,
+    PART_POINT_COLUMNS,
+    PART_STATS_COLUMNS,
+    RECORD_COLUMN,
+)
 from simulator.framework.stats import level_bytes, link_bytes
-
-PART_POINT_COLUMNS = ("point_id", "index", "status", "error", "traceback", "elapsed_s",
-                      "worker", "finished_at", "params_json", "config_json")
-"""Point-level columns of a part (repeated on each row); metrics follow, then the rows."""
-
-PART_STATS_COLUMNS = ("run_id", "kernel", "component", "stat", "value", "unit")
-
-RECORD_COLUMN = "record"
-"""Which table a part row belongs to: "stat" (the long stats) or "kernel" (the per-kernel
-table). Parts written before per-kernel tables have no such column: every row is a stat."""
-
-KERNEL_PREFIX = "kernels."
-"""Prefix of the per-kernel table's columns in a part (`reports.load_sweep_kernels` drops it)."""
+from simulator.runner.simulate import simulate_kernel
+from workloads.codesign.codesign_ops import op_counts
+from workloads.execute import simulate_workload
+from workloads.kernels.case import load_ptx
+from workloads.kernels.catalog import KERNELS
+from workloads.layers.dualpipe import dualpipe_pair, moe_block
+from workloads.models import MODELS
+from workloads.ops import OP_FLAGS, OPS, available_fidelities, build_op, simulate_op
+from workloads.traces.overlap import merged_intervals
 
 POINT_STATUSES = ("ok", "error", "failed", "timeout")
 """A part's `status`: ran; raised (`error` holds the exception); its process died (`failed`:
@@ -223,7 +228,6 @@ def _kernel_size_params(spec) -> tuple[str, ...]:
 
 def check_kernel_target(target: Mapping[str, Any]) -> dict[str, Any]:
     """Complete (`seed` 0, size = the kernel's first variant) and check a kernel target."""
-    from workloads.kernels.catalog import KERNELS
 
     for key, value in target.items():
         head = key.split(".")[0]
@@ -256,9 +260,6 @@ def check_kernel_target(target: Mapping[str, Any]) -> dict[str, Any]:
 
 def run_kernel_target(target: Mapping[str, Any], config, run_id: str) -> PointOutcome:
     """Build the catalogued case from its seed and size and time it on `config`."""
-    from simulator.runner.simulate import simulate_kernel
-    from workloads.kernels.case import load_ptx
-    from workloads.kernels.catalog import KERNELS
 
     spec = KERNELS[target["kernel"]]
     size = {k[len("size."):]: v for k, v in target.items() if k.startswith("size.")}
@@ -277,8 +278,6 @@ def run_kernel_target(target: Mapping[str, Any], config, run_id: str) -> PointOu
 
 def kernel_fingerprint(target: Mapping[str, Any], config=None) -> str:
     """Hash of the kernel's PTX text: an edited kernel gets new point ids."""
-    from workloads.kernels.case import load_ptx
-    from workloads.kernels.catalog import KERNELS
 
     return digest(load_ptx(KERNELS[target["kernel"]].file))
 
@@ -296,7 +295,6 @@ _FLAG_TYPES = {"int": ("an integer", _is_int),
 def check_op_target(target: Mapping[str, Any]) -> dict[str, Any]:
     """Check an op target's names and types against `ptxsim op KIND`'s flags; complete the
     flags that have defaults (switches: false), `seed` 0 and `fidelity`."""
-    from workloads.ops import OP_FLAGS, OPS, available_fidelities
 
     _unknown_keys(target, ("op", "seed", "fidelity"), ("params",),
                   "op, seed, fidelity, params.<flag of ptxsim op OP>")
@@ -351,7 +349,6 @@ def _flag_key(message: str, target: Mapping[str, Any]) -> str:
 
 
 def _build_op(target: Mapping[str, Any], config):
-    from workloads.ops import build_op
 
     try:
         return build_op(target["op"], config, seed=target["seed"], **_op_sizes(target))
@@ -371,8 +368,6 @@ def op_fingerprint(target: Mapping[str, Any], config) -> str:
 
 def run_op_target(target: Mapping[str, Any], config, run_id: str) -> PointOutcome:
     """Build the op on `config`, time it with `simulate_op`, sum its figures."""
-    from workloads.codesign.codesign_ops import op_counts
-    from workloads.ops import simulate_op
 
     plan = _build_op(target, config)
     runs: list = []
@@ -414,22 +409,11 @@ COMM_COUNT_KEY = "sm.comm_count"
 DEFAULT_WORKLOAD = "deepseek-v3"
 
 
-def _deployment_module():
-    try:
-        import workloads.deployments as deployments
-    except ImportError:
-        return None
-    return deployments if hasattr(deployments, "load_deployment") else None
-
-
 def _deployment(target: Mapping[str, Any], train: bool):
     """The target's deployment with its `deployment.<key>` values applied (a micro-batch
     count alone also sets the overlap, as `ptxsim run --micro-batches` does)."""
-    module = _deployment_module()
+    module = deployments
     name = target[DEPLOYMENT_KEY]
-    if module is None:
-        raise TargetProblem(DEPLOYMENT_KEY, name, "no deployment here: workloads.deployments "
-                            "is not in this build", "deployments not available")
     if not isinstance(name, str) or not name:
         raise TargetProblem(DEPLOYMENT_KEY, name, "a deployment name or a .toml path",
                             "wrong type")
@@ -463,8 +447,6 @@ def _deployment(target: Mapping[str, Any], train: bool):
 
 def _layer_graph(target: Mapping[str, Any], step: bool):
     """The kernel graph of a layer or step target (module docstring)."""
-    import workloads
-    from workloads.layers.dualpipe import dualpipe_pair, moe_block
 
     if DEPLOYMENT_KEY in target:
         return _deployment(target, step).graph(target.get("layer_index"))
@@ -493,7 +475,6 @@ def _problem_key(message: str, target: Mapping[str, Any], keys: tuple[str, ...])
 
 
 def _check_graph_target(target: Mapping[str, Any], step: bool) -> dict[str, Any]:
-    from workloads.models import MODELS
 
     keys = STEP_KEYS if step else LAYER_KEYS
     _unknown_keys(target, keys, (DEPLOYMENT_KEY,),
@@ -610,7 +591,6 @@ def step_defaults(target: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _run_graph(target: Mapping[str, Any], config, run_id: str, step: bool) -> PointOutcome:
-    from workloads.execute import simulate_workload
 
     graph = _layer_graph(target, step)
     result = simulate_workload(graph, config=config, fidelity=target["fidelity"],
@@ -661,7 +641,6 @@ def _category(op: str) -> str:
 
 def _hidden_us(kernels: pd.DataFrame, comm: pd.Series) -> float:
     """Length of the collectives' time during which some other kernel runs."""
-    from workloads.traces.overlap import merged_intervals
 
     spans = merged_intervals(kernels.loc[comm, "start_us"], kernels.loc[comm, "end_us"])
     cover = merged_intervals(kernels.loc[~comm, "start_us"], kernels.loc[~comm, "end_us"])
@@ -747,7 +726,6 @@ def point_runner(kind: Any) -> PointRunner:
 
 def resolve_config(point: Point):
     """The frozen hardware config of a point (preset + overrides)."""
-    import models
 
     return models.load_preset(point.preset, point.overrides)
 

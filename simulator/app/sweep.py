@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+import models
 from isa.errors import InputError
 from simulator.app.points import Point, TargetProblem, digest, make_point_id, point_runner
 from simulator.framework.config import ConfigError
@@ -316,7 +317,6 @@ def _parse_base(where: _Locator, base: Any) -> tuple[str, str, dict, dict]:
 
 
 def _check_preset(where: _Locator, path: tuple, value: Any) -> None:
-    import models
 
     names = models.list_presets()
     if value not in names:
@@ -514,7 +514,6 @@ def _origin(origin: dict, key: str) -> tuple:
 def _resolve_config(where, cache: dict, preset: str, overrides: dict, origin: dict,
                     index: int) -> tuple[Any, str]:
     """Resolve (and so check) the point's config; return it and a hash of it."""
-    import models
 
     key = json.dumps([preset, overrides], sort_keys=True)
     if key not in cache:

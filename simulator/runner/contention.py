@@ -37,7 +37,7 @@ from dataclasses import asdict, dataclass
 import pandas as pd
 
 from simulator.runner.concurrent import simulate_concurrent
-from simulator.runner.simulate import front_end_us
+from simulator.runner.launch_time import front_end_us
 
 COMPUTE_LANES = ("compute", "wgrad")
 

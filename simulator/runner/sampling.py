@@ -100,7 +100,7 @@ import numpy as np
 from simulator.runner import chip_slice, trace_synthesis, work_synthesis
 from simulator.runner import trace as trace_mod
 from simulator.runner.fidelity import FidelityPlan
-from simulator.runner.simulate import front_end_us
+from simulator.runner.launch_time import front_end_us
 from simulator.runner.trace_tiles import span_items
 
 _UNKNOWN = object()

@@ -55,6 +55,7 @@ import numpy as np
 import pandas as pd
 
 import isa
+import models
 from isa.cluster import cluster_shape
 from isa.launch import dim3
 from models.cached_memory import CachedMemoryTracer
@@ -71,10 +72,11 @@ from models.units import (
     fusable_run_ends,
     instruction_timings,
 )
-from simulator.framework.engine import Clock
 from simulator.framework.stats import Stat, StatSheet
 from simulator.runner.fidelity import FIDELITIES, FidelityPlan, LaunchShape, plan
+from simulator.runner.launch_time import front_end_us, kernel_us, launch_overhead_us
 from simulator.runner.replay_session import CtaDoneLog, ReplaySession
+from simulator.runner.sampling import simulate_sampled
 from simulator.runner.system import SM_ROLES, build_system
 from simulator.runner.trace import TraceRecorder
 
@@ -131,31 +133,8 @@ class KernelResult:
         return self.kernel_time_us + self.launch_overhead_us
 
 
-def _launch_value(config, name: str) -> float:
-    if isinstance(config, dict):
-        return float(config.get("launch", {}).get(name, 0.0))
-    launch = getattr(config, "launch", None)
-    return float(getattr(launch, name, 0.0)) if launch is not None else 0.0
-
-
-def launch_overhead_us(config) -> float:
-    """`launch.kernel_overhead_us` of a config object or its `to_dict()` (0 when absent)."""
-    return _launch_value(config, "kernel_overhead_us")
-
-
-def front_end_us(config) -> float:
-    """`launch.kernel_front_end_us` of a config object or its `to_dict()` (0 when absent)."""
-    return _launch_value(config, "kernel_front_end_us")
-
-
-def kernel_us(config, cycles: float) -> float:
-    """A kernel's duration: `cycles` of the SMs at the config's clock plus the front end."""
-    return Clock(config.chip.clock_ghz).cycles_to_ps(cycles) / 1e6 + front_end_us(config)
-
-
 def _resolve_config(config):
     if config is None:
-        import models
         return models.load_preset("h100_sxm")
     return config
 
@@ -207,7 +186,6 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
     planned = plan(LaunchShape(launch.grid, wave, cta_work is not None, timing_only), config,
                    fidelity)
     if fidelity == "sampled":
-        from simulator.runner.sampling import simulate_sampled
         return simulate_sampled(launch, replay, planned)
     recorder = replay.recorder(launch)
     functional = launch.run(recorder)

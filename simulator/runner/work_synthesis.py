@@ -61,6 +61,7 @@ from typing import Any
 
 import numpy as np
 
+from isa.cluster import cluster_shape
 from isa.launch import compile_kernel
 from simulator.framework.policy_spec import FidelitySpec
 from simulator.runner import loop_synthesis
@@ -316,7 +317,6 @@ def run_lengths(n_instrs: int, fused_runs) -> np.ndarray:
 def cluster_units(launch) -> int:
     """CTAs per unit: the cluster size of a 1-D grid of 1-D clusters (1 without clusters),
     0 when the clusters are laid out otherwise (not synthesized)."""
-    from isa.cluster import cluster_shape
 
     shape, _ = cluster_shape(launch.program, launch.grid)
     if shape == (1, 1, 1):

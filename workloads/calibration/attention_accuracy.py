@@ -57,8 +57,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+import models
 from workloads.calibration import scoring
 from workloads.calibration.scoring import group_metrics, with_errors
+from workloads.ops import available_fidelities, build_op, simulate_op
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "aiconfigurator_h100_sxm_generation_attention.csv"
@@ -80,8 +82,6 @@ def load_rows() -> pd.DataFrame:
 def simulate_row(batch: int, heads: int, kv_heads: int, kv_len: int,
                  fidelity: str | None = None, config=None) -> float:
     """Simulated microseconds of one decode attention on the `PRESET` hardware."""
-    import models
-    from workloads.ops import build_op, simulate_op
 
     config = config or models.load_preset(PRESET)
     plan = build_op("attention", config, batch=int(batch), heads=int(heads),
@@ -94,7 +94,6 @@ def simulate(rows: pd.DataFrame, fidelity: str | None = None,
              progress: bool = False, overrides: dict | None = None) -> pd.DataFrame:
     """`rows` with `simulated_us` and `error_pct` (100 (sim - measured) / measured), on the
     `PRESET` with the dotted-key config `overrides`."""
-    import models
 
     config = models.load_preset(PRESET, overrides)
     times = []
@@ -135,7 +134,6 @@ def _table(df: pd.DataFrame) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from workloads.ops import available_fidelities
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--subset", choices=("held", "fit"), default="held")

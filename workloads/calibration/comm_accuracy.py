@@ -30,6 +30,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+import models
+from workloads.ops import build_op, simulate_op
+
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "nccl_allreduce_h100_subset.csv"
 PRESET = "h100_sxm"
@@ -55,8 +58,6 @@ def load_rows() -> pd.DataFrame:
 
 def simulate_row(ranks: int, nbytes: int, overrides: dict | None = None) -> float:
     """Simulated microseconds of a ring all-reduce on the `PRESET` hardware."""
-    import models
-    from workloads.ops import build_op, simulate_op
 
     config = models.load_preset(PRESET, overrides or {})
     plan = build_op("allreduce", config, ranks=int(ranks), bytes=int(nbytes), algo="ring")
@@ -65,7 +66,6 @@ def simulate_row(ranks: int, nbytes: int, overrides: dict | None = None) -> floa
 
 def preset_params() -> dict:
     """The current values of `PARAMS` in the preset."""
-    import models
     config = models.load_preset(PRESET)
     return {key: float(getattr(config.links, key.split(".")[1])) for key in PARAMS}
 

@@ -53,8 +53,11 @@ from pathlib import Path
 
 import pandas as pd
 
+import models
 from workloads.calibration import scoring
 from workloads.calibration.scoring import group_metrics, with_errors
+from workloads.ops import available_fidelities, build_op, simulate_op
+from workloads.ops.gemm import TILE_RULES
 from workloads.shared_reference import SHARED_REFERENCE
 
 HERE = Path(__file__).resolve().parent
@@ -95,8 +98,6 @@ def launches_of(dtype: str, quant: dict | None = None) -> int:
 def quantize_us(m: int, k: int, scaling: str, fidelity: str | None = None,
                 config=None) -> float:
     """Simulated microseconds of the activation quantization (bf16 m x k -> e4m3)."""
-    import models
-    from workloads.ops import build_op, simulate_op
 
     config = config or models.load_preset(PRESET)
     plan = build_op("quantize", config, rows=int(m), cols=int(k), scaling=scaling)
@@ -106,8 +107,6 @@ def quantize_us(m: int, k: int, scaling: str, fidelity: str | None = None,
 def gemm_us(m: int, n: int, k: int, dtype: str, rule: str | None = None,
             fidelity: str | None = None, config=None) -> float:
     """Simulated microseconds of the GEMM alone of family `dtype` (`FAMILY_OP`)."""
-    import models
-    from workloads.ops import build_op, simulate_op
 
     config = config or models.load_preset(PRESET)
     sizes = {"m": int(m), "n": int(n), "k": int(k), **FAMILY_OP[dtype]}
@@ -121,7 +120,6 @@ def simulate_row(m: int, n: int, k: int, dtype: str, rule: str | None = None,
     """Simulated microseconds of one measured operator of family `dtype` on the `PRESET`
     hardware: its GEMM, after the activation quantization where `quant` (default
     `INPUT_QUANT`) names the family."""
-    import models
 
     config = config or models.load_preset(PRESET)
     quant = INPUT_QUANT if quant is None else quant
@@ -134,7 +132,6 @@ def simulate_row(m: int, n: int, k: int, dtype: str, rule: str | None = None,
 def simulate(rows: pd.DataFrame, rule: str | None = None, fidelity: str | None = None,
              progress: bool = False) -> pd.DataFrame:
     """`rows` with `simulated_us` and `error_pct` (100 (sim - measured) / measured)."""
-    import models
 
     config = models.load_preset(PRESET)
     times = []
@@ -151,7 +148,6 @@ def fit_input_quant(rule: str | None = None, fidelity: str | None = None,
     """Per fp8 family of `QUANT_OPTIONS`, the fit-row MAPE of its GEMM alone and of its
     GEMM after the activation quantization; (the families where the latter is lower,
     scores {family: (without, with)})."""
-    import models
 
     config = models.load_preset(PRESET)
     fit = load_rows().query("subset == 'fit'")
@@ -181,7 +177,6 @@ def metrics(df: pd.DataFrame) -> dict:
 
 def fit_rule(fidelity: str | None = None, progress: bool = False) -> tuple[str, dict]:
     """Score every tile rule on the FIT subset; the rule with the lowest MAPE, and scores."""
-    from workloads.ops.gemm import TILE_RULES
 
     fit = load_rows().query("subset == 'fit'")
     scores = {}
@@ -247,8 +242,6 @@ def _table(df: pd.DataFrame) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import models
-    from workloads.ops import available_fidelities
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--fit", action="store_true", help="score every tile rule on the fit rows")

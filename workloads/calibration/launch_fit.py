@@ -24,6 +24,7 @@ import argparse
 import numpy as np
 import pandas as pd
 
+import models
 from workloads.calibration import attention_accuracy, gemm_accuracy
 
 GEMM_MAX_M = 16
@@ -53,7 +54,6 @@ def fit_rows() -> pd.DataFrame:
 def kernel_times(rows: pd.DataFrame, fidelity: str | None = None,
                  progress: bool = False) -> list[float]:
     """Simulated microseconds of each row with `launch.kernel_overhead_us` = 0."""
-    import models
 
     config = models.load_preset(gemm_accuracy.PRESET).with_overrides(
         {"launch.kernel_overhead_us": 0.0})

@@ -65,8 +65,11 @@ from pathlib import Path
 
 import pandas as pd
 
+import models
 from workloads.calibration import scoring
 from workloads.calibration.scoring import group_metrics, with_errors
+from workloads.ops import available_fidelities, build_op, simulate_op
+from workloads.ops.gemm import TILE_RULES
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "vidur_h100_llama2_7b_ops_subset.csv"
@@ -129,7 +132,6 @@ def simulate_row(column: str, tokens: int, tp: int, fidelity: str | None = None,
                  config=None) -> float:
     """Simulated kernel microseconds of one op (`op_of`) on `PRESET`, without the launch
     overhead."""
-    from workloads.ops import build_op, simulate_op
 
     config = config or kernel_config()
     kind, kwargs = op_of(column, tokens, tp)
@@ -139,7 +141,6 @@ def simulate_row(column: str, tokens: int, tp: int, fidelity: str | None = None,
 def kernel_config(rule: str = GEMM_RULE):
     """`PRESET` with `launch.kernel_overhead_us` = 0 (the reference times kernels) and GEMM
     tile rule `rule` (`kernels.gemm_tile_rule`)."""
-    import models
 
     return models.load_preset(PRESET, {"launch.kernel_overhead_us": 0.0,
                                        "kernels.gemm_tile_rule": rule})
@@ -167,7 +168,6 @@ def simulate(rows: pd.DataFrame, fidelity: str | None = None,
 def fit_rule(fidelity: str | None = None) -> tuple[str, dict]:
     """MAPE and r over the GEMM FIT rows with each tile rule of `workloads.ops.gemm`; (the
     rule of the lowest MAPE, {rule: metrics})."""
-    from workloads.ops.gemm import TILE_RULES
 
     rows = load_rows().query("subset == 'fit' and family == 'gemm'")
     scores = {rule: group_metrics(simulate(rows, fidelity, rule=rule), "family",
@@ -199,7 +199,6 @@ def write_baseline(df: pd.DataFrame, fidelity: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from workloads.ops import available_fidelities
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--subset", choices=("held", "fit"), default="held")

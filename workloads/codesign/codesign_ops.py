@@ -77,6 +77,8 @@ from isa.errors import InputError
 from isa.semantics.vpcu import PRECISION_CODES
 from isa.tensor_map import TensorMap, make_tensor_map, read_tensor_map
 from workloads.codesign.precision import make_policy
+from workloads.codesign.zce_format import active_fraction
+from workloads.codesign.zce_layer import sample_operands
 
 ATOM_BYTES = 128                 # one 128-byte swizzled K atom per TMA box
 TMA_GRANULE_BYTES = 16           # TMA boxes move whole 16-byte units of the inner dimension
@@ -124,7 +126,6 @@ def precision_of(config, op: str, own: str) -> str:
 @functools.lru_cache(maxsize=64)
 def _zce_sample(activation: float, weight: float, seed: int, granularity: str, kblock: int,
                 floor: float) -> dict:
-    from workloads.codesign.zce_layer import sample_operands
 
     cfg = types.SimpleNamespace(units=types.SimpleNamespace(zce=types.SimpleNamespace(
         granularity=granularity, kblock_elements=kblock, min_issue_fraction=floor)))
@@ -285,7 +286,6 @@ def _diagonal_block_share(offset: int, rows: int, cols: int, dv: int, granularit
                           kblock: int) -> float:
     """Share of a P.V block's MMA work the ZCE issues when P[r, c] is zero for
     c > r + offset (the causal mask inside a block straddling the diagonal; V dense)."""
-    from workloads.codesign.zce_format import active_fraction
 
     p = (np.arange(cols)[None, :] <= np.arange(rows)[:, None] + offset).astype(np.float32)
     return active_fraction(p, np.ones((cols, dv), np.float32), granularity, kblock)

@@ -34,8 +34,10 @@ import models
 import workloads
 from workloads.codesign import codesign_ops as co
 from workloads.codesign.precision import GEMM_OPS, GradientNorms
+from workloads.execute import simulate_workload
 from workloads.graph import KernelGraph
 from workloads.node_ops import GEMM_DTYPES
+from workloads.ops import build_op, simulate_op
 
 CONFIGS: dict[str, tuple[str, dict]] = {
     "h800_sxm": ("h800_sxm", {}),
@@ -106,7 +108,6 @@ def layer_row(model: str, tokens: int, cfg, fidelity: str = "sampled",
               gemms_only: bool = False) -> dict:
     """One prefill layer of `model` at `tokens` on `cfg` (module docstring); `gemms_only`
     simulates only its GEMM nodes (what the ZCE changes), in their dependency order."""
-    from workloads.execute import simulate_workload
 
     graph = workloads.layer(model, "prefill", tokens=tokens)
     if gemms_only:
@@ -135,7 +136,6 @@ def without(graph: KernelGraph, drop) -> tuple[KernelGraph, list]:
 def train_row(model: str, tokens: int, cfg, norms: GradientNorms | None = None,
               layers: int | None = None, fidelity: str = "sampled") -> dict:
     """The train step of `layers` layers (default all) on `cfg` (module docstring)."""
-    from workloads.execute import simulate_workload
 
     n_layers = layers or workloads.models.get_model(model).num_layers
     policy = cfg.units.vpcu.policy if cfg.units.vpcu.enabled else "dtype"
@@ -169,7 +169,6 @@ def train_row(model: str, tokens: int, cfg, norms: GradientNorms | None = None,
 def exp_rows(cfg_pairs: dict, softmax: dict, attention: dict,
              fidelity: str = "sampled") -> pd.DataFrame:
     """Softmax and attention op times per config of `cfg_pairs` (label -> config)."""
-    from workloads.ops import build_op, simulate_op
 
     rows = []
     for label, cfg in cfg_pairs.items():

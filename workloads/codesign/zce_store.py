@@ -57,11 +57,14 @@ import math
 
 import numpy as np
 
+import isa
 from isa.errors import InputError
 from isa.launch import marshal_args
 from isa.memory import GlobalLayout
 from models.flat_memory import SECTOR_BYTES, BandwidthPipe
+from simulator.runner.system import MEMORY_MODELS
 from workloads.codesign import zce_format as Z
+from workloads.codesign.codesign_ops import _zce_sample
 
 ZCE_DTYPE = {"bf16": "bf16", "fp16": "f16", "f16": "f16", "f32": "f32", "tf32": "f32",
              "fp8": "e4m3", "e4m3": "e4m3"}
@@ -78,7 +81,6 @@ def stores_compressed(config) -> bool:
 def store_ratio(config, dtype: str = "bf16") -> float:
     """Compressed/dense bytes of an activation output of `dtype` in the ZCE format: the
     seeded sample the consuming GEMM's compressed loads use (`codesign_ops._zce_sample`)."""
-    from workloads.codesign.codesign_ops import _zce_sample
 
     if dtype not in ZCE_DTYPE:
         raise InputError(f"compressed store of dtype {dtype!r} (accepted: "
@@ -176,7 +178,6 @@ class CompressedStoreFactory:
     inner: str = "cached"
 
     def __call__(self, config, n_sms: int, carveout: int) -> CompressedStoreMemory:
-        from simulator.runner.system import MEMORY_MODELS
 
         if self.inner not in MEMORY_MODELS:
             raise InputError(f"memory {self.inner!r} (accepted: {', '.join(MEMORY_MODELS)})")
@@ -187,7 +188,6 @@ class CompressedStoreFactory:
 def arg_window(ptx: str, entry: str, args: list, index: int) -> tuple[int, int]:
     """Byte range [start, end) that `isa.run_kernel` gives pointer argument `index` of a
     launch (the same allocation, replayed)."""
-    import isa
 
     program = isa.compile_kernel(ptx, entry)
     layout = GlobalLayout()

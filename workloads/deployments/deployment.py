@@ -48,8 +48,13 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import models
+import workloads
 from isa.errors import InputError
-from workloads.models import MODELS
+from workloads.graph import KernelGraph
+from workloads.layers.dualpipe import dualpipe_pair
+from workloads.layers.micro_batches import micro_batches
+from workloads.models import MODELS, get_model
 
 DEPLOYMENT_DIR = Path(__file__).resolve().parent
 PROJECT_ROOT = DEPLOYMENT_DIR.parents[1]
@@ -184,10 +189,6 @@ class Deployment:
     def graph(self, layer_index: int | None = None):
         """The GPU's kernel graph: a micro-batch's layer per micro-batch (one: the plain
         `workloads.layer` graph), or DualPipe's pair of a forward and a backward one."""
-        import workloads
-        from workloads.graph import KernelGraph
-        from workloads.layers.dualpipe import dualpipe_pair
-        from workloads.layers.micro_batches import micro_batches
 
         try:
             layer = workloads.layer(**self.layer_kwargs(layer_index))
@@ -204,7 +205,6 @@ class Deployment:
     def expert_share(self) -> dict[str, int] | None:
         """Experts one GPU hosts: routed_experts / ep, the redundant copies, their sum (None
         for a model without experts)."""
-        from workloads.models import get_model
 
         moe = get_model(self.model).moe
         if moe is None:
@@ -216,7 +216,6 @@ class Deployment:
     def peer_rows(self) -> float | None:
         """(token, expert) rows of one micro-batch sent to each peer under balanced routing
         (tokens x top-k / ep); None for a routing table or a model without experts."""
-        from workloads.models import get_model
 
         moe = get_model(self.model).moe
         if moe is None or self.routing != BALANCED:
@@ -274,7 +273,6 @@ def _phase_defaults(d: Deployment, old_phase: str, attrs: dict) -> Deployment:
         changes = {"tokens_per_gpu": None, "sequence_tokens": None,
                    "requests_per_gpu": attrs.get("requests_per_gpu", d.micro_batches)}
     else:
-        from workloads.models import get_model
 
         seq = attrs.get("sequence_tokens", min(DEFAULT_SEQUENCE_TOKENS,
                                                get_model(d.model).max_positions))
@@ -432,7 +430,6 @@ def _flatten(data: dict, path: Path, lines: dict[str, int]) -> dict[str, Any]:
 
 def _check_preset(flat: dict, where: Callable[[str], str]) -> None:
     """The preset exists."""
-    import models
 
     if flat["preset"] not in models.list_presets():
         raise InputError(f"{where('preset')}: key 'preset' = {flat['preset']!r}: accepted "

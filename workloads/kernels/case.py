@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+import isa
+
 KERNEL_DIR = Path(__file__).resolve().parent
 
 U32 = 2.0**-24  # unit roundoff of f32 (half an ulp of 1.0)
@@ -78,7 +80,6 @@ class Case:
 
     def run(self):
         """Run the kernel through `isa.run_kernel` (outputs change in place); return its result."""
-        import isa
 
         return isa.run_kernel(load_ptx(self.file), self.entry, self.grid, self.block, self.args,
                        shared_bytes=self.shared_bytes)

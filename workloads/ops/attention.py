@@ -67,6 +67,7 @@ from isa.errors import InputError
 from models.cta_dispatch import occupancy
 from workloads.codesign.codesign_ops import attention_hook
 from workloads.kernels.templates.attention import ELEM, MAX_SHARED, attention_kernel
+from workloads.ops import attention_backward
 from workloads.ops import attention_sampling as sampling
 from workloads.ops.registry import (
     HOST_BYTES_PER_CTA,
@@ -370,7 +371,6 @@ def attention_op(config, batch, heads, seqlen=None, headdim=128, kv_heads=None, 
              "seqlen_k": sk, "headdim": headdim, "headdim_v": headdim_v,
              "causal": bool(causal), "dtype": dtype}
     if backward:
-        from workloads.ops import attention_backward
         return attention_backward.plan(
             config, sizes, batch=batch, heads=heads, kv_heads=kv_heads, seqlen_q=sq,
             seqlen_k=sk, headdim=headdim, headdim_v=headdim_v, causal=bool(causal),

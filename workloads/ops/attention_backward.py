@@ -44,8 +44,8 @@ from workloads.kernels.templates.attention_bwd import (
     attention_bwd_kernel,
     padded,
 )
+from workloads.ops import attention as forward  # imports this module: names resolve at call time
 from workloads.ops import attention_sampling as sampling
-from workloads.ops.attention import FUNCTIONAL_ELEMENTS, compute_sms, launch_regs
 from workloads.ops.registry import HOST_BYTES_PER_CTA, Launch, OpPlan, check_op_size
 
 
@@ -104,7 +104,7 @@ def _launches(kernel, config, b, h, hkv, sq, sk, dt, shape_only, rng, scale, tag
                               t["dq_acc"], t["dk"], t["dv"], softmax_scale=scale),
                   kernel.shared_bytes, timing_only=shape_only,
                   detail={"tiles": tiles, "uses_wgmma": True},
-                  regs_per_thread=launch_regs(config, kernel.block[0]))
+                  regs_per_thread=forward.launch_regs(config, kernel.block[0]))
     if main_only:
         return [main]
     pre = Launch(tag + "-pre", kernel.pre_ptx, kernel.pre_entry, kernel.pre_grid(b, h, sq),
@@ -131,8 +131,8 @@ def _sample_sizes(kv_rows: int, slots: int, nkb: int, causal: bool, waves: int,
 
 def _samples(kernel, config, b, h, hkv, sq, sk, dt, causal, scale, launches):
     cfg = kernel.config
-    regs = launch_regs(config, kernel.block[0])
-    slots = compute_sms(config) * occupancy(config, kernel.block[0], regs,
+    regs = forward.launch_regs(config, kernel.block[0])
+    slots = forward.compute_sms(config) * occupancy(config, kernel.block[0], regs,
                                             kernel.shared_bytes).ctas_per_sm
     blocks = _cta_list(b, hkv, sq, sk, cfg.kv_rows, h // hkv, causal)
     if not sampling.worth_sampling(blocks, slots):
@@ -169,7 +169,7 @@ def plan(config, sizes: dict, *, batch, heads, kv_heads, seqlen_q, seqlen_k, hea
     if shape_only is None:
         elements = (batch * seqlen_q * heads * (headdim + 2 * headdim_v)
                     + batch * seqlen_k * kv_heads * (headdim + headdim_v))
-        shape_only = elements > FUNCTIONAL_ELEMENTS
+        shape_only = elements > forward.FUNCTIONAL_ELEMENTS
     nbytes = 2 * forward_bytes      # Q, K, V, O and dO (= O) read; dQ, dK, dV written
     ctas = max(math.prod(kernel.grid(batch, kv_heads, seqlen_k)),
                math.prod(kernel.pre_grid(batch, heads, seqlen_q)))

@@ -73,6 +73,7 @@ import ml_dtypes
 import numpy as np
 
 import isa
+import models
 from isa.errors import InputError
 from isa.tensor_map import make_tensor_map
 from simulator.framework.policy_spec import GEMM_TILE_RULES, KernelsSpec
@@ -211,7 +212,6 @@ def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
     m_tile, consumers = (64, 1) if m <= 64 else (128, 2)
     if rule == "fill" and n >= 64:
         if rates is None:
-            import models
             rates = tile_rates(models.load_preset("h100_sxm"), dtype)
         m_tile, n_tile, consumers = _fill(m, n, dtype, sm_count, blocks, rates)
     elif rule in ("last_wave", "last_wave_pairs"):

@@ -76,8 +76,11 @@ from isa.errors import InputError
 from isa.launch import ShapeOnly
 from models.gpu_spec import HOST_MEMORY_BYTES
 from models.roofline import chip_peaks, roofline_bound, roofline_time_us
+from models.sustained_clock import sustained_clock_ghz, tensor_busy_fraction
 from simulator.framework.config import NULL_REASONS_KEY
 from simulator.runner.fidelity import FidelityPlan, aggregate
+from simulator.runner.fidelity import plan as fidelity_plan
+from simulator.runner.simulate import launch_shape, simulate_kernel
 
 FIDELITIES = ("sampled", "full")
 
@@ -255,8 +258,7 @@ def positive(flag: str, value) -> int:
 
 
 def _supported() -> set[str]:
-    import simulator
-    return set(inspect.signature(simulator.simulate_kernel).parameters)
+    return set(inspect.signature(simulate_kernel).parameters)
 
 
 def available_fidelities() -> tuple[str, ...]:
@@ -265,7 +267,6 @@ def available_fidelities() -> tuple[str, ...]:
 
 
 def _simulate_launch(launch: Launch, config, fidelity: str, params: set[str]):
-    import simulator
 
     extra: dict[str, Any] = {}
     if "fidelity" in params:
@@ -278,7 +279,7 @@ def _simulate_launch(launch: Launch, config, fidelity: str, params: set[str]):
     if launch.overrides:
         config = config.with_overrides(launch.overrides)
     try:
-        return simulator.simulate_kernel(launch.ptx, launch.entry, launch.grid, launch.block,
+        return simulate_kernel(launch.ptx, launch.entry, launch.grid, launch.block,
                                          list(launch.args), config=config,
                                          shared_bytes=launch.shared_bytes, **extra)
     except AttributeError as exc:
@@ -301,7 +302,6 @@ class ClockParts(NamedTuple):
 
 def _clock_parts(res, launch: Launch, config) -> ClockParts:
     """The `ClockParts` of one simulated launch."""
-    from models.sustained_clock import tensor_busy_fraction
 
     if launch.overrides:
         config = config.with_overrides(launch.overrides)
@@ -318,7 +318,6 @@ def _clock_parts(res, launch: Launch, config) -> ClockParts:
 def _sustained_clock(parts: list, config, peak: str) -> float:
     """The clock a group of weighted launch parts sustains: one launch, or an op's samples
     together (their busy fraction is the extrapolated launch's, not each reduced one's)."""
-    from models.sustained_clock import sustained_clock_ghz
 
     busy = sum(w * p.busy_cycles for w, p in parts)
     slots = sum(w * p.slot_cycles for w, p in parts)
@@ -451,8 +450,6 @@ def _op_model_plan(plan: OpPlan, sample_plans: list, sample_cycles: list[float],
 def _launch_plan(launch: Launch, config, fidelity: str) -> FidelityPlan:
     """The plan `simulate_kernel` will decide for `launch` (`simulator.runner.fidelity.plan` of
     its shape), before it runs."""
-    from simulator.runner.fidelity import plan as fidelity_plan
-    from simulator.runner.simulate import launch_shape
 
     if launch.overrides:
         config = config.with_overrides(launch.overrides)

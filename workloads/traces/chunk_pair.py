@@ -50,7 +50,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+import models
+import workloads
+from workloads.layers.dualpipe import dualpipe_pair
 from workloads.shared_reference import SHARED_REFERENCE
+from workloads.traces.kineto import read_kineto
+from workloads.traces.mapping import map_kernels
 from workloads.traces.overlap import stream_overlap
 
 REFERENCE = SHARED_REFERENCE / "deepseek_v3_train_trace.json"
@@ -92,7 +97,6 @@ KERNEL_COLUMNS = ("pass", "class", "category", "index", "trace_kernel", "stream"
 def chunk_pair_config():
     """`h800_sxm` with DeepSeek's 20 communication SMs (its cluster of 256 nodes of 8 GPUs
     already spans EP64)."""
-    import models
 
     return models.load_preset("h800_sxm").with_overrides({"sm.comm_count": COMM_SMS})
 
@@ -100,16 +104,12 @@ def chunk_pair_config():
 def chunk_pair_graph():
     """One DeepSeek-V3 MoE layer's DualPipe pair (forward of micro-batch 1 beside the
     backward of micro-batch 0), 4096 tokens per micro-batch, EP64."""
-    import workloads
-    from workloads.layers.dualpipe import dualpipe_pair
 
     return dualpipe_pair(workloads.layer("deepseek-v3", phase="train", tokens=TOKENS, ep=EP))
 
 
 def trace_kernels(path: str | Path = REFERENCE) -> pd.DataFrame:
     """The trace's activities, mapped, with `pass`, `class` and `end_us` (see module)."""
-    from workloads.traces.kineto import read_kineto
-    from workloads.traces.mapping import map_kernels
 
     df = map_kernels(read_kineto(path)).sort_values(["start_us", "stream"], kind="stable")
     annotation = df["annotation"].fillna("").astype(str)

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from workloads.execute import simulate_workload
 from workloads.traces import chunk_pair as cp
 from workloads.traces.distinct_ops import (
     cached_only,
@@ -42,7 +43,6 @@ NOT_YET = ("not simulated in this run's time budget (largest ops first); rerun t
 def simulate(cache_path: str | Path, fidelity: str = "sampled", contention: bool = True,
              progress=None, workers: int = 1, budget_s: float | None = None):
     """(layer-pair WorkloadResult, unsimulated {node: reason}, graph, CPU seconds per op)."""
-    import simulator
 
     config, graph = cp.chunk_pair_config(), cp.chunk_pair_graph()
     cache = fill_op_cache(graph, config, fidelity, cache_path, progress, workers=workers,
@@ -52,7 +52,7 @@ def simulate(cache_path: str | Path, fidelity: str = "sampled", contention: bool
         unsimulated[name] = NOT_YET
     runnable = without(graph, unsimulated)
     cached_only(runnable, config, cache, fidelity)   # scheduling simulates no op afresh
-    result = simulator.simulate_workload(runnable, config=config, fidelity=fidelity,
+    result = simulate_workload(runnable, config=config, fidelity=fidelity,
                                          timeline=False, contention=contention,
                                          op_cache=cache.op_cache)
     if contention:   # keep the measured contention pairs for a rerun

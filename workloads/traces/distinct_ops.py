@@ -44,6 +44,10 @@ import pandas as pd
 
 from isa.errors import InputError
 from models.roofline import chip_peaks
+from simulator.runner.contention import PairEffect
+from workloads.execute import _shared_cache, simulate_workload
+from workloads.graph import KernelGraph
+from workloads.node_ops import LINK, node_op
 
 CACHE_FORMAT = "ptxsim-op-cache/1"
 NONFINITE_TAG = "nonfinite"
@@ -127,7 +131,6 @@ def _cache_doc(cache: OpCache) -> dict:
 
 
 def _cache(doc) -> OpCache:
-    from simulator.runner.contention import PairEffect
 
     if not isinstance(doc, dict) or doc.get("format") != CACHE_FORMAT:
         raise ValueError(f"no {CACHE_FORMAT!r} format marker")
@@ -171,15 +174,13 @@ def save(cache: OpCache, path: str | Path) -> None:
 def _time_alone(node, graph_name: str, meta: dict, config, fidelity: str) -> tuple:
     """(this op's entries of a fresh op cache, error or None, CPU seconds); runs in a
     worker process when `fill_op_cache` has several."""
-    import simulator
-    from workloads.graph import KernelGraph
 
     alone = KernelGraph(f"{graph_name}.{node.name}", (replace(node, deps=()),), meta)
     local: dict = {}
     start = time.process_time()
     error = None
     try:
-        simulator.simulate_workload(alone, config=config, fidelity=fidelity, timeline=False,
+        simulate_workload(alone, config=config, fidelity=fidelity, timeline=False,
                                     contention=False, op_cache=local)
     except InputError as exc:
         error = str(exc)
@@ -189,7 +190,6 @@ def _time_alone(node, graph_name: str, meta: dict, config, fidelity: str) -> tup
 def node_ops(graph, config) -> dict:
     """Node name -> its `workloads.node_ops.NodeOp` under `config`, as `simulate_workload`
     makes it (its `key` is what op results are kept under)."""
-    from workloads.node_ops import node_op
 
     meta = {**graph.meta, "gpus_per_node": config.links.gpus_per_node,
             "comm_sms": config.sm.comm_count or None, "chunk_bytes": None}
@@ -199,7 +199,6 @@ def node_ops(graph, config) -> dict:
 def part(cache: OpCache, config, fidelity: str) -> dict:
     """The op results `simulate_workload(..., timeline=False, op_cache=cache.op_cache)`
     reads for `config` and `fidelity` (created empty when there are none)."""
-    from workloads.execute import _shared_cache
 
     return _shared_cache(cache.op_cache, config, fidelity, False)
 
@@ -300,7 +299,6 @@ def missing(graph, config, cache: OpCache, fidelity: str = "sampled") -> list[st
 def cached_only(graph, config, cache: OpCache, fidelity: str = "sampled") -> None:
     """InputError naming the nodes of `graph` whose op `simulate_workload` would have to
     simulate afresh (no result for `config` and `fidelity` in `cache`)."""
-    from workloads.node_ops import LINK
 
     done = part(cache, config, fidelity)
     absent = [name for name, op in node_ops(graph, config).items()
@@ -316,7 +314,6 @@ def without(graph, names) -> object:
     """`graph` without the nodes in `names`; their users depend on their deps instead."""
     from functools import cache
 
-    from workloads.graph import KernelGraph
 
     drop = set(names)
     deps = {n.name: n.deps for n in graph.nodes}

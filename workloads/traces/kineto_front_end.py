@@ -24,6 +24,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+import models
+from workloads.traces.kineto import read_kineto
+from workloads.traces.mapping import map_kernels
+from workloads.traces.reference_ops import simulate_reference
+
 FIT_TRACE = Path(__file__).resolve().parents[1] / "reference" / "h100" / \
     "llama3_8b_layer_prefill.json"
 
@@ -38,10 +43,6 @@ def fit_front_end(trace: Path = FIT_TRACE, model: str = "h100_sxm",
                   fidelity: str = "sampled") -> tuple[float, pd.DataFrame]:
     """(median of measured - simulated span over the FIT rows, the rows with
     `span_us` and `gap_us`)."""
-    import models
-    from workloads.traces.kineto import read_kineto
-    from workloads.traces.mapping import map_kernels
-    from workloads.traces.reference_ops import simulate_reference
 
     rows = fit_rows(map_kernels(read_kineto(trace)))
     done = simulate_reference(rows, models.load_preset(model), fidelity, front_end_us=0.0)

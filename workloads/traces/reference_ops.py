@@ -46,6 +46,7 @@ from typing import Any
 import pandas as pd
 
 from isa.errors import InputError
+from workloads.ops import OP_FLAGS, OPS, build_op, simulate_op
 
 OP_ALIASES = {"grouped_gemm": "gemm"}
 KINETO_FRONT_END_US = 0.85
@@ -165,7 +166,6 @@ def simulate_reference(df: pd.DataFrame, config, fidelity: str | None = None,
     when given, receives the CPU seconds of each distinct op, keyed (kind, sizes JSON)."""
     import time
 
-    from workloads.ops import OP_FLAGS, OPS, build_op, simulate_op
 
     if front_end_us is not None:
         config = kernel_config(config, front_end_us)

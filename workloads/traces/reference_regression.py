@@ -29,6 +29,12 @@ from pathlib import Path
 
 import pandas as pd
 
+import models
+from isa.errors import InputError
+from workloads.traces.kineto import read_kineto
+from workloads.traces.mapping import map_kernels
+from workloads.traces.reference_ops import KINETO_FRONT_END_US, simulate_reference
+
 H100 = Path(__file__).resolve().parents[1] / "reference" / "h100"
 TRACES = {"prefill": H100 / "llama3_8b_layer_prefill.json",
           "decode": H100 / "llama3_8b_layer_decode.json"}
@@ -42,15 +48,12 @@ FORMAT = "ptxsim-compare-baseline/1"
 
 def mapped_trace(phase: str) -> pd.DataFrame:
     """The trace of `phase`, read and mapped."""
-    from workloads.traces.kineto import read_kineto
-    from workloads.traces.mapping import map_kernels
 
     return map_kernels(read_kineto(TRACES[phase]))
 
 
 def config():
     """The preset the baseline is simulated on."""
-    import models
 
     return models.load_preset(MODEL)
 
@@ -59,7 +62,6 @@ def simulate(mapped: pd.DataFrame, times: dict | None = None,
              costs: dict | None = None) -> pd.DataFrame:
     """`simulate_reference` of a mapped trace; ops whose (kind, sizes JSON) key is in
     `times` take that simulated time instead of being simulated again."""
-    from workloads.traces.reference_ops import KINETO_FRONT_END_US, simulate_reference
 
     if not times:
         return simulate_reference(mapped, config(), FIDELITY, front_end_us=KINETO_FRONT_END_US,
@@ -84,7 +86,6 @@ def _canonical(sizes: str) -> str:
 
 def load_baseline(path: Path = BASELINE) -> dict:
     """The stored summaries (an `InputError` naming the file if it is missing or is not one)."""
-    from isa.errors import InputError
 
     try:
         doc = json.loads(path.read_text())
@@ -106,7 +107,6 @@ def op_times(entry: dict) -> dict:
 
 def baseline_document(traces: dict) -> dict:
     """The `BASELINE` file's content for the summaries `traces` ({phase: summary})."""
-    from workloads.traces.reference_ops import KINETO_FRONT_END_US
 
     return {"format": FORMAT, "model": MODEL, "fidelity": FIDELITY,
             "front_end_us": KINETO_FRONT_END_US,

@@ -38,9 +38,16 @@ import json
 import math
 from pathlib import Path
 
+from isa.errors import InputError
+from reports import compare
+from reports.output_dir import check_output_dir
 from simulator.app.commands.models import add_config_arguments, config_from_args
-from simulator.app.progress import add_quiet_argument
-from workloads.traces.reference_ops import KINETO_FRONT_END_US
+from simulator.app.progress import add_quiet_argument, progress_bar
+from workloads.ops import available_fidelities
+from workloads.traces import map_kernels, read_kernel_csv, read_kineto
+from workloads.traces import reference_regression as reg
+from workloads.traces.operators import records_shapes
+from workloads.traces.reference_ops import KINETO_FRONT_END_US, simulate_reference
 
 NAME = "compare"
 HELP = "simulate a reference trace's kernels as ops and report the error per kernel"
@@ -93,7 +100,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def reference_format(path: str, fmt: str = "auto") -> str:
     """"kineto" or "csv": `fmt`, or the file suffix's (an `InputError` names the flag)."""
-    from isa.errors import InputError
 
     if fmt != "auto":
         return fmt
@@ -107,8 +113,6 @@ def reference_format(path: str, fmt: str = "auto") -> str:
 
 def load_reference(path: str, fmt: str = "auto", device: int | None = None):
     """The reference's kernel table, mapped to ops (an `InputError` names the flag)."""
-    from isa.errors import InputError
-    from workloads.traces import map_kernels, read_kernel_csv, read_kineto
 
     file = Path(path)
     if not file.is_file():
@@ -138,13 +142,6 @@ def _records(frame) -> list[dict]:
 
 def run(args: argparse.Namespace) -> int:
     """Import, map, simulate, compare, print (and write with --out); or --regression."""
-    from isa.errors import InputError
-    from reports import compare
-    from reports.output_dir import check_output_dir
-    from simulator.app.progress import progress_bar
-    from workloads.ops import available_fidelities
-    from workloads.traces.operators import records_shapes
-    from workloads.traces.reference_ops import simulate_reference
 
     if args.regression or args.write_baseline:
         return run_regression(args)
@@ -196,9 +193,6 @@ REGRESSION_EXCLUSIVE = {"reference": "--reference", "out": "--out",
 
 def run_regression(args: argparse.Namespace) -> int:
     """Both stored traces simulated and checked against (or written as) their baseline."""
-    from isa.errors import InputError
-    from reports import compare
-    from workloads.traces import reference_regression as reg
 
     if not args.regression:
         raise InputError("--write-baseline: only with --regression")
@@ -256,7 +250,6 @@ def _shorten(text: str, width: int) -> str:
 def _text(result, summary: dict, top: int) -> str:
     import pandas as pd
 
-    from reports import compare
 
     table = compare.kernel_errors(result).sort_values("measured_us", ascending=False,
                                                       kind="stable").head(top)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from simulator.app import golden
+
 NAME = "golden"
 HELP = "re-measure the golden kernels; compare with or (--update) rewrite tests/golden"
 
@@ -23,7 +25,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from simulator.app import golden
 
     old = golden.load_golden()
     new = golden.measure_all()

@@ -18,6 +18,15 @@ from pathlib import Path
 
 import numpy as np
 
+import isa
+import models
+import simulator
+from isa.decode import decode
+from isa.errors import InputError
+from isa.parser import parse
+from isa.schedule import hoist_loads
+from isa.types import TYPES
+from isa.verify import verify
 from simulator.app.commands.models import seed_value
 from simulator.app.progress import add_quiet_argument
 
@@ -79,7 +88,6 @@ def simulates(args: argparse.Namespace) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     """Compile, generate inputs, run (and time), print."""
-    from isa.errors import InputError
 
     if args.elements is not None and args.elements < 1:
         raise InputError(f"--elements must be >= 1, got {args.elements}")
@@ -95,11 +103,6 @@ def run(args: argparse.Namespace) -> int:
 
 # -- steps ------------------------------------------------------------------------------
 def _compile(file: str, entry: str | None):
-    from isa.decode import decode
-    from isa.errors import InputError
-    from isa.parser import parse
-    from isa.schedule import hoist_loads
-    from isa.verify import verify
 
     try:
         text = Path(file).read_bytes()   # the parser reports a non-UTF-8 byte where it is
@@ -119,7 +122,6 @@ def _compile(file: str, entry: str | None):
 
 def make_arguments(program, elements: int, seed: int) -> tuple[list, list[dict]]:
     """Kernel arguments by `INPUT_RULE`, and a description of each (name, kind, value)."""
-    from isa.types import TYPES
 
     rng = np.random.default_rng(seed)
     args, described = [], []
@@ -145,7 +147,6 @@ def make_arguments(program, elements: int, seed: int) -> tuple[list, list[dict]]
 
 
 def _functional(program, args, elements: int) -> dict:
-    import isa
 
     kernel_args, described = make_arguments(program, elements, args.seed)
     before = [a.copy() if isinstance(a, np.ndarray) else None for a in kernel_args]
@@ -166,8 +167,6 @@ def _functional(program, args, elements: int) -> dict:
 
 
 def _timing(program, args, elements: int) -> dict:
-    import models
-    import simulator
 
     config = models.load_preset(args.model)
     kernel_args, _ = make_arguments(program, elements, args.seed)

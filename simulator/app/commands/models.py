@@ -16,6 +16,7 @@ import json
 import tomllib
 
 import models
+from isa.errors import InputError
 from simulator.framework.config import field_docs
 
 NAME = "models"
@@ -81,7 +82,6 @@ def add_config_arguments(parser, default: str) -> None:
 def config_from_args(args):
     """The preset `args.model` with the `--set` overrides `args.overrides`; a bad preset or
     key is an `InputError` naming the flag (`--model` or `--set`)."""
-    from isa.errors import InputError
 
     try:
         return models.load_preset(args.model, parse_overrides(args.overrides))

@@ -28,6 +28,8 @@ import sys
 from simulator.app.commands.models import add_config_arguments, config_from_args, seed_value
 from simulator.app.progress import add_quiet_argument
 from simulator.framework.config import strict_json
+from workloads.ops import OP_FLAGS, OP_HELP, OPS, build_op, simulate_op
+from workloads.ops.registry import explain_op
 
 NAME = "op"
 HELP = "time one op (gemm, attention, softmax, rmsnorm, ...) on a hardware preset"
@@ -50,7 +52,6 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """One sub-command per registered op kind (`workloads.ops.OPS`), each with the flags
     its builder declares (`workloads.ops.OP_FLAGS`) and the common flags."""
-    from workloads.ops import OP_FLAGS, OP_HELP, OPS
 
     sub = parser.add_subparsers(dest="op", metavar="OP")
     sub.required = True
@@ -76,8 +77,6 @@ def _literal(text: str | None) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     """Build the op, time it, print."""
-    from workloads.ops import OP_FLAGS, build_op, simulate_op
-    from workloads.ops.registry import explain_op
 
     config = config_from_args(args)
     sizes = {f.dest: getattr(args, f.dest) for f in OP_FLAGS[args.op]

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+from isa.opcodes import EXTENSIONS, OPCODES
+from isa.semantics import SEMANTICS
+
 NAME = "opcodes"
 HELP = "list the ISA's opcodes with their unit, latency class and accepted modifiers"
 
@@ -18,8 +21,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from isa.opcodes import EXTENSIONS, OPCODES
-    from isa.semantics import SEMANTICS
 
     ext = {op.name for op in EXTENSIONS}
     rows = [{"opcode": op.name, "operands": list(op.arity), "unit": op.unit,

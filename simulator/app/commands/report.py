@@ -14,7 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 
+import models
+import reports
+import simulator
+from isa.errors import InputError
+from reports.output_dir import check_output_dir
 from simulator.app.commands.models import seed_value
+from workloads.kernels.case import load_ptx
+from workloads.kernels.catalog import KERNELS
 
 NAME = "report"
 HELP = "time a catalogued kernel on a preset and write a report folder (tables, plots, HTML)"
@@ -43,13 +50,6 @@ def run(args: argparse.Namespace) -> int:
     """Build the case, time it, write the report, print where it went."""
     import numpy as np
 
-    import models
-    import reports
-    import simulator
-    from isa.errors import InputError
-    from reports.output_dir import check_output_dir
-    from workloads.kernels.case import load_ptx
-    from workloads.kernels.catalog import KERNELS
 
     spec = KERNELS.get(args.kernel)
     if spec is None:

@@ -45,8 +45,21 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from simulator.app.commands.models import add_config_arguments, config_from_args
-from simulator.app.progress import add_quiet_argument
+import reports
+import simulator
+from isa.errors import InputError
+from reports.output_dir import check_output_dir
+from simulator.app.commands.models import add_config_arguments, config_from_args, parse_overrides
+from simulator.app.progress import add_quiet_argument, progress_bar
+from simulator.framework.config import strict_json
+from workloads.codesign.codesign_ops import totals
+from workloads.deployments import (
+    PHASE_DEPLOYMENTS,
+    SINGLE_GPU,
+    load_deployment,
+    micro_batch_overlap,
+)
+from workloads.models import MODELS
 
 NAME = "run"
 HELP = ("simulate a transformer layer on one GPU of a deployment (default: DeepSeek-V3 "
@@ -109,7 +122,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _deployment_name(args) -> str:
     """The deployment a run starts from (see the module docstring)."""
-    from workloads.deployments import PHASE_DEPLOYMENTS, SINGLE_GPU
 
     if args.deployment:
         return args.deployment
@@ -119,7 +131,6 @@ def _deployment_name(args) -> str:
 
 
 def _positive_flags(args) -> None:
-    from isa.errors import InputError
 
     for flag, value in (("--tokens", args.tokens), ("--batch", args.batch),
                         ("--seqlen", args.seqlen), ("--ep", args.ep), ("--tp", args.tp),
@@ -132,7 +143,6 @@ def _positive_flags(args) -> None:
 
 def _flag_values(args, base) -> tuple[dict, dict]:
     """Deployment values (dotted keys) the explicit flags set, and the flag naming each."""
-    from workloads.models import MODELS
 
     values, names = {}, {}
 
@@ -165,7 +175,6 @@ def _flag_values(args, base) -> tuple[dict, dict]:
 
 
 def _decode_batch(args, put) -> None:
-    from isa.errors import InputError
 
     if args.seqlen is not None:
         raise InputError(f"--seqlen {args.seqlen}: decode adds one token per request; "
@@ -181,7 +190,6 @@ def _decode_batch(args, put) -> None:
 def _prefill_batch(args, base, values, put) -> None:
     """tokens = batch x seqlen per GPU, the missing one from the deployment's (as
     `workloads.layer` fills in batch 1 and 4096-token sequences)."""
-    from isa.errors import InputError
 
     if args.tokens is None and args.batch is None and args.seqlen is None:
         return
@@ -210,8 +218,6 @@ def _prefill_batch(args, base, values, put) -> None:
 
 def _deployment(args):
     """The deployment this run simulates: the named (or chosen) one with the flags' values."""
-    from isa.errors import InputError
-    from workloads.deployments import load_deployment
 
     _positive_flags(args)
     name = _deployment_name(args)
@@ -226,8 +232,6 @@ def _deployment(args):
 def _config(args, deployment):
     """The preset (`--model`, else the deployment's) with the deployment's communication SMs
     and the `--set` overrides (which win)."""
-    from isa.errors import InputError
-    from simulator.app.commands.models import parse_overrides
 
     args.model = args.model or deployment.preset
     config = config_from_args(args)
@@ -241,7 +245,6 @@ def _config(args, deployment):
 
 
 def _graph(args, deployment):
-    from isa.errors import InputError
 
     try:
         return deployment.graph(args.layer_index)
@@ -266,11 +269,6 @@ def _out_dir(args, meta: dict) -> Path:
 def run(args: argparse.Namespace) -> int:
     """Resolve the deployment, build its graph, check the run directory, simulate, write it,
     print the summary."""
-    import reports
-    import simulator
-    from reports.output_dir import check_output_dir
-    from simulator.app.progress import progress_bar
-    from simulator.framework.config import strict_json
 
     deployment = _deployment(args)
     config = _config(args, deployment)
@@ -294,7 +292,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _deployment_report(deployment, result) -> dict:
     """run.json's `deployment` and `micro_batches` (compute, comm, hidden per micro-batch)."""
-    from workloads.deployments import micro_batch_overlap
 
     return {"deployment": {**deployment.describe(), "comm_sms": result.config.sm.comm_count},
             "micro_batches": [m.to_dict() for m in micro_batch_overlap(result.kernels)]}
@@ -303,7 +300,6 @@ def _deployment_report(deployment, result) -> dict:
 def _report(args, result, out: Path) -> dict:
     import json
 
-    from workloads.codesign.codesign_ops import totals
 
     summary = result.summary()
     plans = result.kernels[["fidelity_method", "fidelity_params", "simulated_cta_share",

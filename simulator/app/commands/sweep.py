@@ -26,6 +26,10 @@ import json
 import signal
 import sys
 
+from isa.errors import InputError
+from simulator.app.sweep import SWEEP_FORMAT, expand_points, load_sweep_spec
+from simulator.app.sweep_runner import SweepInterrupted, run_sweep
+
 NAME = "sweep"
 HELP = "run a sweep (TOML) of kernels, ops, layers or training steps into DIR/parts/*.parquet"
 
@@ -33,7 +37,6 @@ HELP = "run a sweep (TOML) of kernels, ops, layers or training steps into DIR/pa
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments: sweep file, --out, --workers | --dask, --point-timeout, --resume,
     --retry-errors, --dry-run, --json; the file format as the help's epilog."""
-    from simulator.app.sweep import SWEEP_FORMAT
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = SWEEP_FORMAT
@@ -67,7 +70,6 @@ def _varying(points) -> list[str]:
 
 
 def _dry_run(args) -> int:
-    from simulator.app.sweep import expand_points, load_sweep_spec
 
     spec = load_sweep_spec(args.file)
     points = expand_points(spec)
@@ -84,8 +86,6 @@ def _dry_run(args) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run (or list) the sweep; print a one-line summary."""
-    from isa.errors import InputError
-    from simulator.app.sweep_runner import SweepInterrupted, run_sweep
 
     if args.dry_run:
         return _dry_run(args)

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from workloads.ops.registry import Launch
+
 BLOCK = 2048                 # values per CTA (grad_compress.cu)
 THREADS = 256
 BINS = 64
@@ -112,7 +114,6 @@ def decompress_reference(gathered: np.ndarray, nb: int, ranks: int) -> np.ndarra
 def compression_launches(n_values: int, ranks: int, seed: int = SEED) -> tuple:
     """(compress launch, decompress launch, compressed bytes per rank) for `n_values` f32
     gradients on `ranks` GPUs (see the module docstring)."""
-    from workloads.ops.registry import Launch  # workloads.ops imports this module
 
     nb = n_blocks(n_values)
     grad = synthetic_gradients(n_values, seed)

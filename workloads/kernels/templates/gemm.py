@@ -81,6 +81,7 @@ import numpy as np
 
 from isa.errors import InputError
 from isa.tensor_map import make_tensor_map
+from simulator.runner.loop_synthesis import KLoop
 from workloads.kernels.templates import gemm_ptx
 
 SFA_ARG = 5                    # kernel argument index of the MN-major scale_a copy
@@ -253,7 +254,6 @@ class GemmKernel:
         first `stages` iterations, `stages` to copy, the last); None when S would be 0
         or the kernel is not persistent. K is the launch's K argument; `schedule` the
         grouped kernel's table (column 5: each tile's k-tiles)."""
-        from simulator.runner.loop_synthesis import KLoop
 
         cfg = self.config
         if not cfg.persistent or cfg.k_start:
