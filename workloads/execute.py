@@ -47,23 +47,29 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 import models
+import workloads.ops as op_registry  # by attribute: tests swap simulate_op/build_op
 from isa.errors import InputError
 from simulator.framework.config import json_safe
 from simulator.framework.stats import level_bytes, link_bytes
-from simulator.runner.contention import measure_pair, representative_launch, stretch_schedule
+from simulator.runner.contention import (
+    PairEffect,
+    measure_pair,
+    representative_launch,
+    stretch_schedule,
+)
 from simulator.runner.fidelity import FidelityPlan
 from workloads.codesign.codesign_ops import op_counts
 from workloads.graph import KernelGraph
 from workloads.layers.dualpipe import micro_batch
 from workloads.node_ops import LINK, check_available, node_op
-from workloads.ops import build_op, simulate_op
+from workloads.op_result_cache import PAIR, WORKLOAD_OP, OpResultCache, Uncacheable
 
 FIDELITIES = ("sampled", "full")
 NVLINK_DOMAIN_GPUS = 8   # source: HGX H100/H800 8-GPU baseboard (one NVLink/NVSwitch domain)
@@ -80,7 +86,8 @@ UNKNOWN_PLAN = {"fidelity_method": "", "fidelity_params": {}, "simulated_cta_sha
 KERNEL_COLUMNS = ("name", "op", "kind", "stream", "micro_batch", "role", "deps", "start_us",
                   "end_us",
                   "time_us", "flops", "tflops", "bytes", "gbps", "hbm_bytes", "l2_bytes",
-                  "link_bytes", "roofline_us", "bound", "gap", "model", "reused", "note",
+                  "link_bytes", "roofline_us", "bound", "gap", "model", "reused", "cached",
+                  "note",
                   "macs", "macs_skipped", "precision", "operand_bytes", "operand_bytes_stored",
                   "output_bytes", "output_bytes_stored", "compress_cycles", "sm_clock_ghz",
                   "fidelity_method", "fidelity_params", "simulated_cta_share",
@@ -93,7 +100,9 @@ preset's, or the sustained clock under tensor load, `models.sustained_clock`; Na
 nodes timed by link bandwidth). `fidelity_method` to `extrapolated_time_share`: the op's
 fidelity plan as `simulate_op` carried it out (`simulator.runner.fidelity`: the method, its
 parameters as JSON text, the share of CTAs simulated, the share of time extrapolated;
-`link_model` with NaN shares for nodes timed by link bandwidth)."""
+`link_model` with NaN shares for nodes timed by link bandwidth). `reused`: an earlier node
+of the graph has the same op (timed once); `cached`: the op's result was read from the
+on-disk op result cache (`workloads.op_result_cache`), not simulated by this process."""
 
 
 @dataclass(frozen=True)
@@ -174,7 +183,7 @@ def _plans(graph, ops, config) -> dict[tuple, Any]:
         if op.kind == LINK or op.key in plans:
             continue
         try:
-            plans[op.key] = build_op(op.kind, config, **op.kwargs)
+            plans[op.key] = op_registry.build_op(op.kind, config, **op.kwargs)
         except InputError as exc:
             raise InputError(f"node {node.name!r} ({node.op} -> op {op.kind}): {exc}") from None
     return plans
@@ -185,7 +194,7 @@ def _time_op(plan, config, fidelity: str, timeline: bool) -> tuple[dict, pd.Data
 
     runs: list = []
     series: list | None = [] if timeline else None
-    res = simulate_op(plan, config, fidelity, stats=runs, timelines=series)
+    res = op_registry.simulate_op(plan, config, fidelity, stats=runs, timelines=series)
     frames = [frame for _, _, frame in runs]
     weighted = [(weight, frame) for weight, _, frame in runs]
     stats = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -198,6 +207,55 @@ def _time_op(plan, config, fidelity: str, timeline: bool) -> tuple[dict, pd.Data
             "bound": res["bound"], "link_bytes": link_bytes(weighted),
             "sm_clock_ghz": float(res.get("sm_clock_ghz", np.nan)), **op_counts(plan),
             **{key: res.get(key, UNKNOWN_PLAN[key]) for key in PLAN_KEYS}}, stats, timelines
+
+
+class _DiskKeys:
+    """The on-disk op result cache of one `simulate_workload` call: keys made with its
+    config (resolved once), fidelity and timeline setting; with no cache, every key is None
+    and every load a miss."""
+
+    def __init__(self, cache: OpResultCache | None, config, fidelity: str,
+                 timeline: bool) -> None:
+        self.cache, self.fidelity, self.timeline = cache, fidelity, timeline
+        self.config = config.to_dict() if cache is not None else None
+
+    def key(self, entry: str, **parts) -> dict | None:
+        if self.cache is None:
+            return None
+        try:
+            return self.cache.key(entry, config=self.config, fidelity=self.fidelity,
+                                  **({"timeline": self.timeline} if entry == WORKLOAD_OP
+                                     else {}), **parts)
+        except Uncacheable:
+            return None
+
+    def load(self, key: dict | None):
+        return None if key is None else self.cache.load(key)
+
+    def save(self, key: dict | None, value) -> None:
+        if key is not None:
+            self.cache.save(key, value)
+
+    def summary(self) -> dict | None:
+        return None if self.cache is None else self.cache.summary()
+
+
+def _op_data(op) -> dict:
+    """An op's parameters as a cache key part: its kind and builder keywords."""
+    return {"kind": op.kind, "kwargs": dict(op.kwargs)}
+
+
+def _cached_time_op(disk: _DiskKeys, op, plan, config, fidelity: str,
+                    timeline: bool) -> tuple[dict, pd.DataFrame, pd.DataFrame | None]:
+    """`_time_op` of `op`, read from the on-disk cache when it holds it (its timing dict
+    then says `cached`), saved there when simulated."""
+    key = disk.key(WORKLOAD_OP, op=_op_data(op))
+    found = disk.load(key)
+    if found is not None:
+        return {**found["timed"], "cached": True}, found["stats"], found["series"]
+    timed, stats, series = _time_op(plan, config, fidelity, timeline)
+    disk.save(key, {"timed": timed, "stats": stats, "series": series})
+    return timed, stats, series
 
 
 def _schedule(order, durations: dict[str, float],
@@ -293,9 +351,10 @@ def _shared_cache(op_cache: dict | None, config, fidelity: str, timeline: bool) 
     return op_cache.setdefault(key, {})
 
 
-def _contention(graph, ops, plans, config, span, lanes,
-                measured: dict) -> tuple[dict, pd.DataFrame]:
-    """Extra time per node from running beside a collective (`simulator.runner.contention`)."""
+def _contention(graph, ops, plans, config, span, lanes, measured: dict,
+                disk: _DiskKeys) -> tuple[dict, pd.DataFrame]:
+    """Extra time per node from running beside a collective (`simulator.runner.contention`);
+    each pair measured once, or read from the on-disk cache (`disk`)."""
 
     op_of = {node.name: op for node, op in zip(graph.nodes, ops, strict=True)}
     comm = {name for name, op in op_of.items() if op.kind in COLLECTIVES
@@ -303,9 +362,16 @@ def _contention(graph, ops, plans, config, span, lanes,
     def measure(compute_node, comm_node):
         c, m = op_of[compute_node.name], op_of[comm_node.name]
         if (c.key, m.key) not in measured:
-            measured[c.key, m.key] = measure_pair(
-                representative_launch(plans[c.key]), representative_launch(plans[m.key]),
-                config, c.kind, m.kind)
+            key = disk.key(PAIR, compute_op=_op_data(c), comm_op=_op_data(m))
+            found = disk.load(key)
+            if found is None:
+                found = measure_pair(representative_launch(plans[c.key]),
+                                     representative_launch(plans[m.key]), config, c.kind,
+                                     m.kind)
+                disk.save(key, asdict(found))
+            else:
+                found = PairEffect(**found)
+            measured[c.key, m.key] = found
         return measured[c.key, m.key]
 
     timed_nodes = [n for n in graph.nodes if op_of[n.name].kind != LINK_KIND]
@@ -315,7 +381,7 @@ def _contention(graph, ops, plans, config, span, lanes,
 def simulate_workload(graph, config=None, fidelity: str = "sampled",
                       timeline: bool = True, *, comm_sms: int | None = None,
                       chunk_bytes: int | None = None, contention: bool = True,
-                      op_cache: dict | None = None,
+                      op_cache: dict | None = None, result_cache: OpResultCache | None = None,
                       progress: Callable[[int, int, str], None] | None = None) -> WorkloadResult:
     """Time every node of `graph` (a `workloads.KernelGraph`) on `config` (a loaded preset;
     None: `h800_sxm`) and schedule them on their streams; see the module docstring.
@@ -323,7 +389,11 @@ def simulate_workload(graph, config=None, fidelity: str = "sampled",
     `comm_sms` overrides `sm.comm_count`, `chunk_bytes` the collectives' message size;
     `contention=False` leaves overlapping kernels at their alone times. `op_cache` (a dict
     the caller keeps) shares op results and pair measurements between calls (a sweep),
-    keyed by the resolved config, fidelity, timeline and op. `progress`, when given, is
+    keyed by the resolved config, fidelity, timeline and op. `result_cache` (a
+    `workloads.op_result_cache.OpResultCache`; None: none) reads op results and measured
+    pairs from disk and saves those it simulates: the kernels table's `cached` says which
+    nodes were read, `meta["op_cache"]` the folder and the entries read and written (None
+    without a cache). `progress`, when given, is
     called before each node is timed as `progress(index, total, node name)` (index 0-based,
     total the graph's node count; `simulator.app.progress.progress_bar` draws it); it does not
     change the results."""
@@ -339,6 +409,7 @@ def simulate_workload(graph, config=None, fidelity: str = "sampled",
     plans = _plans(graph, ops, config)
     cache: dict[tuple, tuple[dict, pd.DataFrame, pd.DataFrame | None]] = {}
     shared = _shared_cache(op_cache, config, fidelity, timeline)
+    disk = _DiskKeys(result_cache, config, fidelity, timeline)
     timed, reused, frames, series = {}, {}, [], {}
     for index, (node, op) in enumerate(zip(graph.nodes, ops, strict=True)):
         if progress is not None:
@@ -350,7 +421,8 @@ def simulate_workload(graph, config=None, fidelity: str = "sampled",
             elif op.key in shared:
                 cache[op.key] = shared[op.key]
             else:
-                cache[op.key] = _time_op(plans[op.key], config, fidelity, timeline)
+                cache[op.key] = _cached_time_op(disk, op, plans[op.key], config, fidelity,
+                                                timeline)
                 shared[op.key] = cache[op.key]
         timed[node.name], stats, node_series = cache[op.key]
         if len(stats):
@@ -363,7 +435,7 @@ def simulate_workload(graph, config=None, fidelity: str = "sampled",
     pairs = pd.DataFrame()
     if contention and config.sm.comm_count > 0:
         extra, pairs = _contention(graph, ops, plans, config, span, lanes,
-                                   shared.setdefault("pairs", {}))
+                                   shared.setdefault("pairs", {}), disk)
         if extra:
             timed = {n: _stretched(t, extra.get(n, 0.0)) for n, t in timed.items()}
             span = _schedule(order, {n: t["time_us"] for n, t in timed.items()}, lanes)
@@ -372,7 +444,8 @@ def simulate_workload(graph, config=None, fidelity: str = "sampled",
              pd.DataFrame(columns=["run_id", "kernel", "component", "stat", "value", "unit"]))
     makespan = float(table["end_us"].max()) if len(table) else 0.0
     return WorkloadResult(graph.name, table, stats, _timeline(table, graph.name), makespan,
-                          config, fidelity, {**meta, "contention": pairs}, series)
+                          config, fidelity, {**meta, "contention": pairs,
+                                             "op_cache": disk.summary()}, series)
 
 
 def _stretched(t: dict, extra_us: float) -> dict:
@@ -402,7 +475,8 @@ def _table(graph, ops, timed, span, reused, lanes) -> pd.DataFrame:
             "bound": t.get("bound", "link" if op.kind == LINK else ""),
             "gap": time_us / roof if roof and np.isfinite(roof) else np.nan,
             "model": LINK_MODEL if op.kind == LINK else SIMULATED,
-            "reused": reused[node.name], "note": _note(node, op, t, lanes[node.name]),
+            "reused": reused[node.name], "cached": bool(t.get("cached", False)),
+            "note": _note(node, op, t, lanes[node.name]),
             "macs": t.get("macs", 0.0), "macs_skipped": t.get("macs_skipped", 0.0),
             "precision": t.get("precision", ""), "operand_bytes": t.get("operand_bytes", 0.0),
             "operand_bytes_stored": t.get("operand_bytes_stored", 0.0),

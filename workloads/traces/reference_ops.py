@@ -45,8 +45,9 @@ from typing import Any
 
 import pandas as pd
 
+import workloads.ops as op_registry  # by attribute: tests swap simulate_op/build_op
 from isa.errors import InputError
-from workloads.ops import OP_FLAGS, OPS, build_op, simulate_op
+from workloads.ops import OP_FLAGS, OPS
 
 OP_ALIASES = {"grouped_gemm": "gemm"}
 KINETO_FRONT_END_US = 0.85
@@ -184,8 +185,9 @@ def simulate_reference(df: pd.DataFrame, config, fidelity: str | None = None,
         if key not in cache:
             started = time.process_time()
             try:
-                plan = build_op(kind, config, **sizes)
-                cache[key] = (float(simulate_op(plan, config, fidelity)["time_us"]), None)
+                plan = op_registry.build_op(kind, config, **sizes)
+                result = op_registry.simulate_op(plan, config, fidelity)
+                cache[key] = (float(result["time_us"]), None)
             except InputError as exc:
                 cache[key] = (None, str(exc))
             if costs is not None:
