@@ -127,3 +127,31 @@ def test_routing_table_sets_the_bytes_per_path():
     assert plan.bytes == 5 * token                        # RDMA bytes across nodes
     with pytest.raises(InputError, match="routing"):
         build_op("alltoall", H800, ranks=16, tokens=16, hidden=1024, routing=[1, 2])
+
+
+@pytest.mark.parametrize("hints, load, store", [
+    ("plain", "ld.global.nc.v4.u32", "st.global.v4.u32"),
+    ("deepep", "ld.global.nc.L1::no_allocate.L2::256B.v4.u32",
+     "st.global.L1::no_allocate.v4.u32"),
+    ("deepep_evict_first", "ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32",
+     "st.global.L1::no_allocate.L2::cache_hint.v4.u32"),
+])
+def test_comm_cache_hints_pick_the_entry_with_those_qualifiers(hints, load, store):
+    """`kernels.comm_cache_hints` picks the comm_pipeline entry whose chunk accesses carry
+    DeepEP's qualifiers (or none, or an L2 evict_first policy besides); DeepEP's are the
+    default."""
+    config = H800.with_overrides({"kernels.comm_cache_hints": hints})
+    launch = build_op("alltoall", config, ranks=8, tokens=256, hidden=7168).launches[0]
+    ptx = launch.ptx
+    start = ptx.index(f".entry {launch.entry}(")
+    end = ptx.find(".entry", start + 1)
+    body = ptx[start:end if end > 0 else None]
+    assert load in body and store in body
+    assert ("createpolicy.fractional.L2::evict_first" in body) == (hints == "deepep_evict_first")
+    assert launch.detail["cache_hints"] == hints
+    assert H800.kernels.comm_cache_hints == "deepep"
+
+
+def test_a_bad_comm_cache_hints_value_is_refused_naming_the_key():
+    with pytest.raises(InputError, match="comm_cache_hints"):
+        H800.with_overrides({"kernels.comm_cache_hints": "evict_last"})

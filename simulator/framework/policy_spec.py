@@ -31,9 +31,12 @@ from simulator.framework.config import COUNT_MAXIMUM, Problem, SpecMixin, spec_f
 
 GemmTileRule = Literal["n128", "n256", "waves", "fill", "last_wave", "last_wave_pairs"]
 SplitCombine = Literal["kernel", "inline"]
+CommCacheHints = Literal["plain", "deepep", "deepep_evict_first"]
 GEMM_TILE_RULES: tuple[str, ...] = typing.get_args(GemmTileRule)
 """The GEMM tile rules `workloads.ops.gemm.choose_tiles` knows (its module docstring)."""
 SPLIT_COMBINES: tuple[str, ...] = typing.get_args(SplitCombine)
+COMM_CACHE_HINTS: tuple[str, ...] = typing.get_args(CommCacheHints)
+"""Cache qualifiers of the collectives' chunk accesses (`KernelsSpec.comm_cache_hints`)."""
 """How split-KV attention partials are merged (`KernelsSpec.attention_split_combine`)."""
 MAX_WAVES = float(COUNT_MAXIMUM)
 """The ceiling of a wave count: far beyond any grid worth sampling."""
@@ -181,6 +184,15 @@ class KernelsSpec(SpecMixin):
         default=64, minimum=0,
         source="TensorRT-LLM's tokens_per_block; 344 decode FIT rows: contiguous 19.4 %, "
                "paged 17.1 % MAPE (attention_accuracy --fit-paged)")
+    comm_cache_hints: CommCacheHints = spec_field(
+        "Cache qualifiers of the collectives' chunk loads and stores "
+        "(`workloads/kernels/comm/comm_pipeline.cu`): \"plain\" ld/st; \"deepep\" "
+        "ld.global.nc.L1::no_allocate.L2::256B and st.global.L1::no_allocate; "
+        "\"deepep_evict_first\" those with an L2::evict_first cache policy on every chunk "
+        "access (a what-if beyond DeepEP).",
+        default="deepep",
+        source="DeepEP csrc/kernels utils: LD_NC_FUNC / ST_NA_FUNC "
+               "(../shared/notes/deepseek-deployment.md)")
     gemm_tile_rule: GemmTileRule = spec_field(
         "GEMM tile rule (`workloads.ops.gemm.choose_tiles`): n128, n256, waves, fill, "
         "last_wave or last_wave_pairs; an op's `--rule` wins.",

@@ -108,7 +108,7 @@ def _channels(config, comm_sms, per_sm, warps) -> Channels:
     if comm_sms >= config.sm.count:
         raise InputError(f"--comm-sms {comm_sms}: accepted 1 .. {config.sm.count - 1} "
                          f"(sm.count = {config.sm.count})")
-    return Channels(comm_sms, per_sm, warps)
+    return Channels(comm_sms, per_sm, warps, config.kernels.comm_cache_hints)
 
 
 def _choice(flag: str, value, accepted: tuple) -> str:

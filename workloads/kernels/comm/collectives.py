@@ -39,9 +39,13 @@ from isa.memory import GlobalLayout
 from models.link_memory import LinkMemory, LinkWindow
 from workloads.ops.registry import Launch
 
-ENTRY = "comm_pipeline"
+ENTRIES = {"plain": "comm_pipeline", "deepep": "comm_pipeline_deepep",
+           "deepep_evict_first": "comm_pipeline_deepep_evict_first"}
+"""The kernel entry per `kernels.comm_cache_hints` (the header of `comm_pipeline.cu`)."""
 PTX_FILE = Path(__file__).with_name("comm_pipeline.ptx")
-REGS_PER_THREAD = 48          # ptxas -arch=sm_90 -v comm_pipeline.ptx: "Used 48 registers"
+REGS_PER_THREAD = {"comm_pipeline": 34, "comm_pipeline_deepep": 48,
+                   "comm_pipeline_deepep_evict_first": 48}
+"""ptxas -arch=sm_90 -v comm_pipeline.ptx: "Used 34 / 48 / 48 registers"."""
 VECTOR_BYTES = 16
 WARP_THREADS = 32
 SAMPLE_ROUNDS = (2, 4)
@@ -80,8 +84,8 @@ def check_chunk_bytes(chunk_bytes) -> int:
     return chunk_bytes
 
 
-def _program():
-    return isa.compile_kernel(PTX_FILE.read_text(), ENTRY)
+def _program(entry: str):
+    return isa.compile_kernel(PTX_FILE.read_text(), entry)
 
 
 def _args(shape: PipelineShape) -> list:
@@ -123,11 +127,17 @@ def link_windows(program, args: list, ingress_scale: float = 1.0) -> tuple[LinkW
 @dataclass(frozen=True)
 class Channels:
     """Where a collective runs: `comm_sms` reserved SMs, `per_sm` channels (CTAs) on each
-    (chunks in flight per SM), `warps` warps per channel."""
+    (chunks in flight per SM), `warps` warps per channel, and the cache qualifiers of its
+    chunk accesses (`cache_hints`, a key of `ENTRIES`)."""
 
     comm_sms: int
     per_sm: int = 4
     warps: int = 8
+    cache_hints: str = "deepep"
+
+    @property
+    def entry(self) -> str:
+        return ENTRIES[self.cache_hints]
 
     @property
     def ctas(self) -> int:
@@ -137,15 +147,15 @@ class Channels:
 def pipeline_launch(name: str, shape: PipelineShape, channels: Channels,
                     ingress_scale: float = 1.0, detail: dict | None = None) -> Launch:
     """A timing-mode launch of `comm_pipeline` on `channels.comm_sms` reserved SMs."""
-    program = _program()
+    program = _program(channels.entry)
     args = _args(shape)
     windows = link_windows(program, args, ingress_scale)
-    return Launch(name, PTX_FILE.read_text(), ENTRY, (channels.ctas, 1, 1),
+    return Launch(name, PTX_FILE.read_text(), channels.entry, (channels.ctas, 1, 1),
                   (channels.warps * WARP_THREADS, 1, 1), args, timing_only=True,
                   detail={"chunk_bytes": shape.chunk_bytes,
                           "chunks": shape.n_ib_chunks + shape.n_direct_chunks,
-                          **(detail or {})},
-                  regs_per_thread=REGS_PER_THREAD,
+                          "cache_hints": channels.cache_hints, **(detail or {})},
+                  regs_per_thread=REGS_PER_THREAD[channels.entry],
                   overrides={"sm.comm_count": channels.comm_sms},
                   options={"sms": "comm", "memory": LinkMemory.factory(windows)})
 
