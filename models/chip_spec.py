@@ -6,10 +6,11 @@ What it models
 decide occupancy), `UnitsSpec` (latency and throughput of each execution unit, tensor rates per
 precision), and the co-design units, each off unless a preset enables it: `VpcuSpec`
 (variable-precision tensor unit: FLOP/clk/SM and operand bytes per precision, switch cost),
-`LutExpSpec` (lookup-table ex2 latency and throughput), `ZceSpec` (zero-skipping MMA
-granularity, compression throughput). Values come from a preset (`models/presets/*.toml`)
-where each carries its source. `LaunchSpec` holds the fixed cost of one kernel launch, added
-to a kernel's simulated duration (`simulator.runner.simulate.KernelResult.time_us`).
+`LutExpSpec` (lookup-table ex2 latency, throughput and table), `ZceSpec` (zero-skipping MMA
+granularity, zero threshold, compression throughput). Values come from a preset
+(`models/presets/*.toml`) where each carries its source. `LaunchSpec` holds the fixed cost of
+one kernel launch, added to a kernel's simulated duration
+(`simulator.runner.simulate.KernelResult.time_us`).
 
 Throughputs are given as the CUDA Programming Guide gives them: results per clock per SM.
 The issue interval of one warp instruction on one sub-partition follows from it
@@ -259,6 +260,13 @@ class LutExpSpec(SpecMixin):
                                      above=0)
     results_per_clk_per_sm: float = spec_field("LUT ex2 lane results per clock per SM.",
                                                default=16.0, above=0)
+    entries: int = spec_field(
+        "Segments of the table of 2^f over f in [0, 1) (2^x = 2^i * 2^f); the table holds "
+        "entries + 1 values (workloads.codesign.numerics.lut_exp2 gives its error).",
+        default=64, power_of_two=True)
+    interpolation: Literal["linear", "nearest"] = spec_field(
+        "How ex2 reads the table: 'linear' between the two entries around f, 'nearest' the "
+        "closest entry.", default="linear")
 
     def initiation_interval_cycles(self, subpartitions: int, warp_size_threads: int) -> float:
         """Cycles between two LUT ex2 warp instructions on one sub-partition."""
@@ -292,6 +300,11 @@ class ZceSpec(SpecMixin):
         default=0.0, minimum=0, maximum=1)
     seed: int = spec_field("Seed of the sampled sparse operand tiles.", default=0, minimum=0,
                            maximum=2 ** 63 - 1)
+    threshold: float = spec_field(
+        "Operand magnitude below which the engine treats an activation as zero, in the "
+        "tensor's own value units (0 = exact zeros only, bit-exact; workloads.codesign."
+        "numerics measures the error and the zeros it makes).", default=0.0, minimum=0,
+        maximum=1e30)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
