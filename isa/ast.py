@@ -127,6 +127,7 @@ class Module:
     file: str
     version: str = ""
     target: tuple[str, ...] = ()
+    target_loc: Loc | None = None          # where `.target` is written
     address_size: int = 64
     functions: dict[str, Function] = field(default_factory=dict)
     globals: list[VarDecl] = field(default_factory=list)   # module-scope variables

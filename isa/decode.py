@@ -62,6 +62,9 @@ class Program:
     funcs_returns: dict = field(default_factory=dict)
     directives: dict = field(default_factory=dict)      # the entry's .maxntid/.reqntid ...
     reg_types: dict = field(default_factory=dict)       # (file id, index) -> declared type
+    target: tuple[str, ...] = ()                        # the module's `.target` entries
+    target_loc: ast.Loc | None = None                   # where `.target` is written
+    entry_loc: ast.Loc | None = None                    # where the entry is declared
 
 
 def _align(x: int, a: int) -> int:
@@ -186,7 +189,9 @@ class _Decoder:
                        tparam_bytes=self.tparam.top, global_layout=self.glayout,
                        module_globals=self.module_globals, regs_per_thread=regs,
                        funcs_params=fparams, funcs_returns=frets,
-                       directives=dict(self.funcs[0].directives), reg_types=self.reg_types)
+                       directives=dict(self.funcs[0].directives), reg_types=self.reg_types,
+                       target=self.module.target, target_loc=self.module.target_loc,
+                       entry_loc=self.funcs[0].loc)
 
     # -- symbols -------------------------------------------------------------------
     def _module_vars(self) -> None:

@@ -51,6 +51,7 @@ from isa.machine import Machine
 from isa.memory import GLOBAL_BASE, Buffer, GlobalLayout, GlobalMemory
 from isa.parser import parse
 from isa.schedule import hoist_loads
+from isa.targets import has_target, verify_target
 from isa.types import TYPES
 from isa.verify import verify
 
@@ -72,6 +73,7 @@ MACHINE_BYTES_PER_THREAD = 256
 """Per-thread state of `isa.machine.Machine` besides registers (pc, barrier and call state,
 thread and CTA ids) and the per-step lane arrays of the semantics, rounded up."""
 TIMING_ONLY_SKIPPED_UNITS = frozenset({"tensor"})
+CLUSTER_TARGET = "sm_90"          # thread-block clusters are new in Hopper (CUDA guide)
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +196,14 @@ def check_launch(program: Program, grid, block, shared_bytes: int, cluster=None)
                           f"{MAX_SHARED_BYTES} per CTA")
     _check_block_directives(program, launch)
     return launch
+
+
+def check_cluster_target(launch: Launch, target: str) -> None:
+    """Thread-block clusters of several CTAs need sm_90 (a `LaunchError` below it)."""
+    if launch.cluster_ctas > 1 and not has_target(target, CLUSTER_TARGET):
+        raise LaunchError(f"cluster {launch.cluster} of {launch.cluster_ctas} CTAs needs "
+                          f"{CLUSTER_TARGET} or newer; the chip's target is {target} "
+                          "(accepted: a cluster of 1 CTA)")
 
 
 def _check_block_directives(program: Program, launch: Launch) -> None:
@@ -413,8 +423,8 @@ def run_kernel(ptx, entry: str, grid, block, args: list, shared_bytes: int = 0, 
                file: str = "<ptx>", observer=None, max_batch_threads: int = DEFAULT_BATCH_THREADS,
                max_steps: int | None = DEFAULT_MAX_STEPS, cta_range: tuple[int, int] | None = None,
                timing_only: bool = False, cluster=None, ctas=None,
-               memory_budget_bytes: int | None = DEFAULT_MEMORY_BUDGET_BYTES
-               ) -> FunctionalResult:
+               memory_budget_bytes: int | None = DEFAULT_MEMORY_BUDGET_BYTES,
+               target: str | None = None, extensions=frozenset()) -> FunctionalResult:
     """Run a kernel functionally. Pointer arguments (numpy arrays) the kernel writes are
     updated in place (aliasing, byte order and read-only arrays: the module docstring).
 
@@ -437,11 +447,20 @@ def run_kernel(ptx, entry: str, grid, block, args: list, shared_bytes: int = 0, 
 
     `cluster` (1 to 3 ints) launches thread-block clusters of that shape, as the entry's
     `.reqnctapercluster` does (`isa.cluster`); a `cta_range` must then hold whole clusters.
+
+    `target` (an ISA target of `isa.targets.TARGETS`, e.g. "sm_80") refuses, before anything
+    runs, a program that target lacks (`isa.targets.verify_target`, with `extensions` the
+    co-design units the chip has) and clusters of several CTAs below sm_90; None runs every
+    instruction the interpreter knows.
     """
     limit = _positive_or_none(max_steps, "max_steps")
     budget = _positive_or_none(memory_budget_bytes, "memory_budget_bytes")
     program = ptx if isinstance(ptx, Program) else compile_kernel(ptx, entry, file)
+    if target is not None:
+        verify_target(program, target, extensions)
     launch = check_launch(program, grid, block, shared_bytes, cluster)
+    if target is not None:
+        check_cluster_target(launch, target)
     layout = GlobalLayout()
     layout.buffers = list(program.global_layout.buffers)
     layout.top = program.global_layout.top

@@ -164,6 +164,7 @@ class _Parser(OperandParser):
                 self.mod.version = "".join(t.text for t in rest)
             elif text == ".target":
                 self.mod.target = tuple(t.text for t in rest if t.text != ",")
+                self.mod.target_loc = self.loc(tok)
             elif text == ".address_size":
                 self.mod.address_size = self.int_value(rest[0]) if rest else 64
             return

@@ -2,7 +2,7 @@
 
 What it models
 --------------
-`ChipSpec` (name, the one core clock a run uses), `SmSpec` (SM count and the per-SM limits that
+`ChipSpec` (name, the run's one clock, ISA target), `SmSpec` (SM count and the per-SM limits that
 decide occupancy), `UnitsSpec` (latency and throughput of each execution unit, tensor rates per
 precision), and the co-design units, each off unless a preset enables it: `VpcuSpec`
 (variable-precision tensor unit: FLOP/clk/SM and operand bytes per precision, switch cost),
@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from isa.targets import TARGETS
 from simulator.framework.config import Problem, SpecMixin, spec_field
 
 TENSOR_PRECISIONS = ("fp64", "tf32", "fp16", "bf16", "fp8", "int8")
@@ -48,6 +49,11 @@ class ChipSpec(SpecMixin):
     fp8_tensor_power_ratio: float = spec_field(
         "Power of an fp8 tensor-busy cycle relative to a bf16 one (the ratio above for fp8 "
         "launches; 1 for the other precisions).", default=1.0, above=0, maximum=100)
+    isa_target: Literal[TARGETS] = spec_field(
+        "PTX target the chip runs (`isa.targets.TARGETS`, oldest first): a program whose "
+        "`.target`, instructions, qualifiers or special registers need a newer one is refused "
+        "before it runs, as `ptxas -arch=<target>` refuses it (`isa.targets.verify_target`), "
+        "and ops pick their kernel templates by it.")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -327,3 +333,8 @@ class UnitsSpec(SpecMixin):
                                      default_factory=LutExpSpec)
     zce: ZceSpec = spec_field("Zero-compression engine (what-if; off by default).",
                               default_factory=ZceSpec)
+
+    def isa_extensions(self) -> frozenset[str]:
+        """The co-design units whose opcodes the chip runs (`isa.targets.EXTENSION_UNITS`
+        names them): those enabled."""
+        return frozenset(name for name in ("vpcu", "zce") if getattr(self, name).enabled)

@@ -1,7 +1,8 @@
 """`ptxsim models`: list the hardware presets and their key figures, or print one resolved.
 
 Figures are closed forms from each preset: BF16 dense TFLOPS = BF16 FMA/clk/SM x 2 x SMs x
-clock; HBM TB/s = channels x channel bandwidth; L2 in MiB. With a preset name, prints that
+clock; HBM TB/s = channels x channel bandwidth; L2 in MiB; the PTX target the chip runs
+(`chip.isa_target`). With a preset name, prints that
 preset's fully resolved config as TOML (or JSON with `--json`), overrides applied; with
 `--fields`, every config key with its type and help string.
 Also the flags other commands share: `--model` / `--set` (`add_config_arguments`,
@@ -22,7 +23,8 @@ from simulator.framework.config import field_docs
 NAME = "models"
 HELP = "list hardware presets and their key parameters (or print one resolved preset)"
 
-COLUMNS = ("preset", "name", "sms", "clock_ghz", "hbm_tbps", "l2_mib", "bf16_dense_tflops")
+COLUMNS = ("preset", "name", "isa_target", "sms", "clock_ghz", "hbm_tbps", "l2_mib",
+           "bf16_dense_tflops")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +43,7 @@ def summary(name: str, config: models.GpuConfig) -> dict:
     return {
         "preset": name,
         "name": config.chip.name,
+        "isa_target": config.chip.isa_target,
         "sms": config.sm.count,
         "clock_ghz": config.chip.clock_ghz,
         "hbm_tbps": round(config.hbm_peak_tbps, 3),
