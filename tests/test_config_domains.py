@@ -185,8 +185,9 @@ def test_tensor_instruction_of_a_precision_with_rate_zero_refuses_the_launch():
 
 
 def test_wgmma_on_a_part_without_wgmma_refuses_the_launch():
-    """a100_sxm says it has no wgmma (latency 0): the Hopper GEMM template is refused."""
-    config = models.load_preset("a100_sxm")
+    """A part whose wgmma latency is 0 says it has none: the Hopper GEMM launch is refused
+    (a100_sxm, which also has 0, is refused earlier by its ISA target: test_isa_target)."""
+    config = models.load_preset("h100_sxm", {"units.tensor.wgmma_latency_cycles": 0})
     plan = build_op("gemm", config, m=128, n=128, k=128)
     with pytest.raises(isa.LaunchError, match=r"wgmma_latency_cycles = 0"):
         simulate_op(plan, config)

@@ -1,5 +1,5 @@
-"""ISA targets: each preset names the PTX target its chip runs, and the verifier refuses what
-that target lacks.
+"""ISA targets: each preset names the PTX target its chip runs, the verifier refuses what that
+target lacks, and ops pick (or refuse) their templates by it.
 
 The rules were checked against ptxas of CUDA 13.0; every case with ptxas's message is listed
 in `tests/fixtures/ptxas_targets.md` (commands: `ptxas -arch=sm_80 case.ptx -o /dev/null`,
@@ -19,13 +19,26 @@ and `-arch=sm_90` / `-arch=sm_90a`). A few of them, as ptxas words them:
 These tests need no ptxas.
 """
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 import isa
 import models
+import simulator
+import workloads.ops as ops_pkg
 from isa.targets import TARGETS, verify_target
+from simulator.app.cli import main
+from workloads.graph import KernelGraph
+from workloads.kernels.case import load_ptx
+from workloads.kernels.templates.targets import pick_template
+from workloads.layers import ops as L
+from workloads.ops.registry import build_op, simulate_op
 
+ROOT = Path(__file__).resolve().parents[1]
+KERNELS = ROOT / "workloads" / "kernels"
 LINE = 15                     # the line of the case's instruction (as in the fixture note)
 
 BODY = """.version 8.7
@@ -275,3 +288,111 @@ def test_clusters_of_several_ctas_need_sm90():
                        "sm_80"):
         isa.run_kernel(case("ret;"), "k", 2, 32, [np.zeros(1, np.uint32)], cluster=2,
                        target="sm_80")
+
+
+def test_simulate_kernel_refuses_a_hopper_program_on_a100():
+    """simulate_kernel verifies against the config's chip.isa_target before it runs."""
+    text = case("wgmma.fence.sync.aligned;", "sm_80")
+    with pytest.raises(isa.PtxError, match=r"'wgmma.fence' requires \.target sm_90a"):
+        simulator.simulate_kernel(text, "k", 1, 32, [np.zeros(1, np.uint32)],
+                                  config=models.load_preset("a100_sxm"))
+
+
+def test_kernel_command_refuses_before_running(tmp_path, capsys):
+    """`ptxsim kernel --model a100_sxm` on a Hopper file: exit 2, file:line:col and target."""
+    path = tmp_path / "hopper.ptx"
+    path.write_text(case("setmaxnreg.inc.sync.aligned.u32 232;", "sm_80"))
+    assert main(["kernel", str(path), "--grid", "1", "--block", "32",
+                 "--model", "a100_sxm"]) == 2
+    err = capsys.readouterr().err
+    assert re.search(rf"hopper\.ptx:{LINE}:3: 'setmaxnreg' requires \.target sm_90a or "
+                     r"higher; the chip's target is sm_80", err)
+    assert main(["kernel", str(path), "--grid", "1", "--block", "32"]) == 0
+
+
+def test_catalog_and_templates_run_on_sm90a():
+    """No false refusal: every catalog kernel and the Hopper presets' templates verify on
+    sm_90a with the co-design units."""
+    units = frozenset({"vpcu", "zce"})
+    for path in sorted(KERNELS.rglob("*.ptx")):
+        text = path.read_text()
+        for entry in re.findall(r"^\.visible \.entry (\w+)\(", text, re.M):
+            verify_target(isa.compile_kernel(text, entry, str(path)), "sm_90a", units)
+    codesign = models.load_preset("deepseek_codesign")
+    for kind, sizes in (("gemm", {"m": 256, "n": 256, "k": 256}),
+                        ("gemm", {"m": 256, "n": 256, "k": 256, "dtype": "fp8",
+                                  "scaling": "deepseek"}),
+                        ("attention", {"batch": 1, "heads": 2, "seqlen": 256}),
+                        ("attention", {"batch": 1, "heads": 2, "seqlen": 256,
+                                       "backward": True}),
+                        ("mla-decode", {"batch": 2, "heads": 16, "kv_len": 256})):
+        build_op(kind, codesign, **sizes)       # checks every launch (check_plan_target)
+
+
+# -- ops pick their template by target --------------------------------------------------------
+@pytest.mark.parametrize("kind, sizes, template", [
+    ("gemm", {"m": 2048, "n": 4096, "k": 8192, "dtype": "bf16"}, "gemm_sm90a_tma_wgmma"),
+    ("attention", {"batch": 1, "heads": 16, "seqlen": 1024, "headdim": 128},
+     "attention_sm90a_tma_wgmma"),
+    ("attention", {"batch": 1, "heads": 2, "seqlen": 256, "backward": True},
+     "attention_bwd_sm90a_tma_wgmma"),
+    ("mla-decode", {"batch": 2, "heads": 16, "kv_len": 256}, "mla_decode_sm90a_tma_wgmma"),
+])
+def test_op_without_a_template_for_the_target_is_refused(kind, sizes, template):
+    """On a100_sxm (sm_80) the GEMM and attention ops refuse, naming the op, the chip's
+    target and the sm_90a template that exists; on h100_sxm that template is chosen."""
+    op = "attention-backward" if sizes.get("backward") else kind
+    with pytest.raises(isa.InputError) as err:
+        build_op(kind, models.load_preset("a100_sxm"), **sizes)
+    text = str(err.value)
+    assert f"op {op} has no kernel template for ISA target sm_80" in text
+    assert f"{template} for sm_90a" in text
+    plan = build_op(kind, models.load_preset("h100_sxm"), **sizes)
+    assert {launch.detail["template"] for launch in plan.launches} == {template}
+
+
+def test_pick_template_takes_the_newest_the_target_runs():
+    """sm_90a and the co-design chips get the Hopper GEMM; sm_90 (no wgmma) gets none."""
+    assert pick_template("gemm", "sm_90a").target == "sm_90a"
+    with pytest.raises(isa.InputError, match="ISA target sm_90"):
+        pick_template("gemm", "sm_90")
+
+
+def test_catalog_kernel_built_for_a_newer_target_is_refused_by_the_op():
+    """A catalog kernel compiled for sm_90 (softmax.ptx) is refused on a100_sxm by the op,
+    naming the op, the kernel and the .target line."""
+    with pytest.raises(isa.InputError, match=r"op softmax \(rows=64, cols=256\): kernel "
+                       r"softmax_rows cannot run on this chip: .*:\d+:\d+: the program's "
+                       r"\.target sm_90 is higher than the chip's target sm_80"):
+        build_op("softmax", models.load_preset("a100_sxm"), rows=64, cols=256)
+
+
+def test_op_result_says_which_template_ran():
+    """Each kernel entry of an op result names its template and its PTX's .target."""
+    h100 = models.load_preset("h100_sxm")
+    res = simulate_op(build_op("softmax", h100, rows=64, cols=256), h100, "full")
+    written = re.search(r"^\.target (\S+)", load_ptx("softmax.cu"), re.M).group(1)
+    assert (res["kernel"]["template"], res["kernel"]["ptx_target"]) == ("softmax_rows",
+                                                                        written)
+
+
+def test_layer_kernels_table_has_a_template_column_and_a100_refuses_before_running(
+        monkeypatch):
+    """The kernels table says which template ran (`name (target)`); on a100_sxm the layer is
+    refused while its plans are built, before any op is simulated."""
+    graph = KernelGraph("t", (
+        L.elementwise("norm", "rmsnorm", rows=64, cols=256, dtype="bf16"),
+        L.gemm("up", m=64, n=256, k=256, dtype="bf16", out_dtype="bf16", deps=("norm",))),
+        {"model": "llama3-8b", "phase": "prefill"})
+    res = simulator.simulate_workload(graph, config=models.load_preset("h800_sxm"),
+                                      fidelity="sampled")
+    templates = res.kernels.set_index("name")["template"]
+    assert templates["up"] == "gemm_sm90a_tma_wgmma (sm_90a)"
+    assert templates["norm"] == "rmsnorm_bf16_rows (sm_90)"
+    monkeypatch.setattr(ops_pkg, "simulate_op", lambda *a, **k: pytest.fail("simulated"))
+    with pytest.raises(isa.InputError, match=r"node 'up' \(gemm -> op gemm\): op gemm has no "
+                       "kernel template for ISA target sm_80"):
+        simulator.simulate_workload(
+            KernelGraph("g", (L.gemm("up", m=64, n=256, k=256, dtype="bf16",
+                                     out_dtype="bf16"),), graph.meta),
+            config=models.load_preset("a100_sxm"))

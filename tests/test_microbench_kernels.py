@@ -17,7 +17,8 @@ from workloads import microbench as mb
 from workloads.kernels.microbench import KERNEL_DIR, KERNEL_FILES, load_ptx
 
 SOURCES = sorted(KERNEL_DIR.glob("*.cu"))
-COMMAND = re.compile(r"^// ptx: (nvcc -ptx -O3 -arch=sm_90a? (\S+)\.cu -o (\S+)\.ptx)$", re.M)
+COMMAND = re.compile(r"^// ptx: (nvcc -ptx -O3 -arch=sm_(?:80|90a?) (\S+)\.cu -o (\S+)\.ptx)$",
+                     re.M)
 
 
 def _run(entry: str, grid, block, args: list) -> None:
@@ -129,7 +130,7 @@ def test_every_catalogued_entry_is_in_its_committed_ptx():
 
 def _header_command(source: Path) -> list[str]:
     match = COMMAND.search(source.read_text())
-    assert match, f"{source.name}: no '// ptx: nvcc -ptx -O3 -arch=sm_90 ...' header line"
+    assert match, f"{source.name}: no '// ptx: nvcc -ptx -O3 -arch=sm_80 ...' header line"
     assert match.group(2) == match.group(3) == source.stem, f"{source.name}: names differ"
     return match.group(1).split()
 

@@ -86,8 +86,8 @@ UNKNOWN_PLAN = {"fidelity_method": "", "fidelity_params": {}, "simulated_cta_sha
 KERNEL_COLUMNS = ("name", "op", "kind", "stream", "micro_batch", "role", "deps", "start_us",
                   "end_us",
                   "time_us", "flops", "tflops", "bytes", "gbps", "hbm_bytes", "l2_bytes",
-                  "link_bytes", "roofline_us", "bound", "gap", "model", "reused", "cached",
-                  "note",
+                  "link_bytes", "roofline_us", "bound", "gap", "model", "template", "reused",
+                  "cached", "note",
                   "macs", "macs_skipped", "precision", "operand_bytes", "operand_bytes_stored",
                   "output_bytes", "output_bytes_stored", "compress_cycles", "sm_clock_ghz",
                   "fidelity_method", "fidelity_params", "simulated_cta_share",
@@ -100,7 +100,10 @@ preset's, or the sustained clock under tensor load, `models.sustained_clock`; Na
 nodes timed by link bandwidth). `fidelity_method` to `extrapolated_time_share`: the op's
 fidelity plan as `simulate_op` carried it out (`simulator.runner.fidelity`: the method, its
 parameters as JSON text, the share of CTAs simulated, the share of time extrapolated;
-`link_model` with NaN shares for nodes timed by link bandwidth). `reused`: an earlier node
+`link_model` with NaN shares for nodes timed by link bandwidth). `template`: what ran, per
+distinct kernel of the op, `name (target)`: a generated template's name or a catalog kernel's
+entry, and the `.target` of its PTX (`simulate_op`'s `template` and `ptx_target`; empty for
+nodes timed by link bandwidth). `reused`: an earlier node
 of the graph has the same op (timed once); `cached`: the op's result was read from the
 on-disk op result cache (`workloads.op_result_cache`), not simulated by this process."""
 
@@ -206,7 +209,17 @@ def _time_op(plan, config, fidelity: str, timeline: bool) -> tuple[dict, pd.Data
             "l2_bytes": level_bytes(weighted, "l2"), "roofline_us": float(res["roofline_us"]),
             "bound": res["bound"], "link_bytes": link_bytes(weighted),
             "sm_clock_ghz": float(res.get("sm_clock_ghz", np.nan)), **op_counts(plan),
+            "template": _templates(res),
             **{key: res.get(key, UNKNOWN_PLAN[key]) for key in PLAN_KEYS}}, stats, timelines
+
+
+def _templates(res: dict) -> str:
+    """`name (target)` of each distinct kernel an op result says ran, joined by ' + '."""
+    entries = res.get("kernel") or []
+    entries = [entries] if isinstance(entries, dict) else entries
+    names = [f"{k['template']} ({k.get('ptx_target') or 'no .target'})"
+             for k in entries if k.get("template")]
+    return " + ".join(dict.fromkeys(names))
 
 
 class _DiskKeys:
@@ -475,6 +488,7 @@ def _table(graph, ops, timed, span, reused, lanes) -> pd.DataFrame:
             "bound": t.get("bound", "link" if op.kind == LINK else ""),
             "gap": time_us / roof if roof and np.isfinite(roof) else np.nan,
             "model": LINK_MODEL if op.kind == LINK else SIMULATED,
+            "template": t.get("template", ""),
             "reused": reused[node.name], "cached": bool(t.get("cached", False)),
             "note": _note(node, op, t, lanes[node.name]),
             "macs": t.get("macs", 0.0), "macs_skipped": t.get("macs_skipped", 0.0),

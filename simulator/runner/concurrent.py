@@ -57,6 +57,7 @@ from simulator.runner.simulate import (
     _kernel_stats,
     _resolve_config,
     check_cluster_launch,
+    check_isa_target,
     kernel_us,
     level_peaks_gbps,
 )
@@ -118,6 +119,7 @@ def _prepare(launch, index: int, config) -> _Prepared:
     launch's own address space."""
     program = (launch.ptx if isinstance(launch.ptx, isa.launch.Program)
                else isa.compile_kernel(launch.ptx, launch.entry))
+    check_isa_target(program, config)
     grid, block = dim3(launch.grid, "grid"), dim3(launch.block, "block")
     threads = block[0] * block[1] * block[2]
     regs = getattr(launch, "regs_per_thread", None) or estimate_registers(program)

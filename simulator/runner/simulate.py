@@ -36,6 +36,8 @@ SMs do not see: what ncu measures beyond it); `KernelResult.time_us` = `kernel_t
 outside the kernel). 0 leaves either out. Cycles and goldens are the span's; the stats'
 `time_us` row is `kernel_time_us`, with `front_end_us` and `launch_overhead_us` beside it.
 
+Programs the configured chip's ISA target (`chip.isa_target`) lacks are refused before
+anything runs (`check_isa_target`, an `isa.PtxError` at the line as ptxas would refuse them).
 Launches the configured part could not run are refused before anything runs
 (`check_launch_fits`, an `isa.LaunchError` naming the kernel and the config key): a CTA of
 more threads than `sm.max_threads_per_cta`, more shared memory than
@@ -58,6 +60,7 @@ import isa
 import models
 from isa.cluster import cluster_shape
 from isa.launch import dim3
+from isa.targets import verify_target
 from models.cached_memory import CachedMemoryTracer
 from models.cta_dispatch import CtaDispatcher, estimate_registers, occupancy
 from models.kernel_image import KernelImage
@@ -165,6 +168,7 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
     if sms == "comm" and config.sm.comm_count < 1:
         raise ValueError("sms='comm' needs sm.comm_count >= 1 (SMs reserved for communication)")
     program = ptx if isinstance(ptx, isa.launch.Program) else isa.compile_kernel(ptx, entry)
+    check_isa_target(program, config)
     if cta_work is not None and cta_work.k_loop is not None:   # on this launch's own text
         cta_work = dataclasses.replace(cta_work, k_loop=cta_work.k_loop.bound(ptx))
     launch = KernelLaunch(program, entry, dim3(grid, "grid"), dim3(block, "block"), list(args),
@@ -207,6 +211,13 @@ def launch_shape(ptx, entry: str, grid, block, config, shared_bytes: int = 0, *,
     n_sms = config.sm.comm_count if sms == "comm" else config.sm.compute_count
     return LaunchShape(dim3(grid, "grid"), occ.ctas_per_sm * n_sms, cta_work is not None,
                        timing_only)
+
+
+def check_isa_target(program, config) -> None:
+    """Refuse (`isa.PtxError` at the line, naming the feature and the target) a program the
+    configured chip's ISA target `chip.isa_target` lacks, or an extension opcode of a co-design
+    unit it does not enable (`isa.targets.verify_target`), before anything runs."""
+    verify_target(program, config.chip.isa_target, config.units.isa_extensions())
 
 
 def check_launch_fits(program, block: tuple[int, int, int], config) -> None:

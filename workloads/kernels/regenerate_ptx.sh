@@ -4,7 +4,9 @@
 #
 # Each X.cu names its exact command on one header line, the only place its flags live:
 #   // ptx: nvcc -ptx -O3 -arch=sm_90 X.cu -o X.ptx
-# (-arch=sm_90a only for a file that needs the Hopper-only instructions.) This script runs
+# (-arch=sm_90a only for a file that needs the Hopper-only instructions; -arch=sm_80 for the
+# microbenchmarks, whose PTX is the same for both generations and must run on a100_sxm too,
+# whose chip.isa_target refuses a higher .target.) This script runs
 # that command from the file's directory; tests/test_ptx_current.py and
 # tests/test_microbench_kernels.py parse the same line.
 # Usage: workloads/kernels/regenerate_ptx.sh [PATH/X.cu ...]   (default: every .cu in all four)
@@ -23,10 +25,10 @@ for path in "${sources[@]}"; do
     stem=${src%.cu}
     line=$(grep -m1 '^// ptx: ' "$dir/$src" || true)
     cmd=${line#// ptx: }
-    pattern="^nvcc -ptx -O3 -arch=sm_90a? ${stem}\.cu -o ${stem}\.ptx$"
+    pattern="^nvcc -ptx -O3 -arch=sm_(80|90a?) ${stem}\.cu -o ${stem}\.ptx$"
     if ! [[ $cmd =~ $pattern ]]; then
         echo "regenerate_ptx.sh: $src: header line must read" \
-             "'// ptx: nvcc -ptx -O3 -arch=sm_90[a] $stem.cu -o $stem.ptx', got '$line'" >&2
+             "'// ptx: nvcc -ptx -O3 -arch=sm_80|sm_90[a] $stem.cu -o $stem.ptx', got '$line'" >&2
         exit 1
     fi
     echo "($dir) $cmd"

@@ -51,6 +51,9 @@ the op runs with random data, above in timing mode (`isa.ShapeOnly`). `fidelity=
 "sampled"` uses `attention_sampling` (three reduced launches, fitted per CTA).
 `backward=True` (`--backward`) plans the backward instead (`attention_backward`: the
 FA2/FA3-style preprocess, main and postprocess kernels; flops 2.5 x the forward's).
+Template by ISA target (`workloads.kernels.templates.targets.pick_template`): the templates
+are `sm_90a` PTX; a chip with an older `chip.isa_target` (a100_sxm: sm_80) is refused with an
+`InputError` naming the op, its target and the templates that exist (no sm_80 attention yet).
 Units: elements, bytes, FLOP.
 """
 
@@ -67,6 +70,7 @@ from isa.errors import InputError
 from models.cta_dispatch import occupancy
 from workloads.codesign.codesign_ops import attention_hook
 from workloads.kernels.templates.attention import ELEM, MAX_SHARED, attention_kernel
+from workloads.kernels.templates.targets import Template, pick_template
 from workloads.ops import attention_backward
 from workloads.ops import attention_sampling as sampling
 from workloads.ops.registry import (
@@ -191,9 +195,10 @@ def _launches(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, shape_only, 
             kernel.counter_count(b, h, sq, h // hkv), np.int32)}
     args = kernel.args(t["q"], t["k"], t["v"], o, t["lse"], splits=splits,
                        blocks_per_split=bps, softmax_scale=scale, **inline, **paging)
+    template = _template(config, cfg.v_from_k).name
     detail = {"tiles": {k: choice[k] for k in ("m_tile", "kv_block", "stages", "pack",
                                                "splits", "ctas_per_sm", "page")},
-              "uses_wgmma": True}
+              "template": template, "uses_wgmma": True}
     out = [Launch(tag, kernel.ptx, kernel.entry, kernel.grid(b, h, sq, splits, h // hkv),
                   kernel.block, args, kernel.shared_bytes, timing_only=shape_only,
                   detail=detail,
@@ -202,8 +207,14 @@ def _launches(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, shape_only, 
         out.append(Launch(tag + "-combine", kernel.combine_ptx, cfg.combine_entry,
                           kernel.combine_grid(b, h, sq), (dv, 1, 1),
                           [t["part"], t["lse"], t["out"], splits, b * sq * h],
-                          timing_only=shape_only))
+                          timing_only=shape_only, detail={"template": template}))
     return out
+
+
+def _template(config, v_from_k: bool) -> Template:
+    """The forward template the chip's ISA target runs (MLA's absorbed decode when V is
+    K's leading columns), or the `InputError` of `pick_template`."""
+    return pick_template("mla-decode" if v_from_k else "attention", config.chip.isa_target)
 
 
 def _sample_sizes(cfg, choice, slots, group, sq, causal, waves, n, tail) -> dict:
@@ -286,6 +297,7 @@ def plan(config, kind: str, sizes: dict, *, batch, heads, kv_heads, seqlen_q, se
          headdim, headdim_v, causal, dtype, v_from_k, scale, seed, shape_only,
          flops, nbytes, kv_page=None) -> OpPlan:
     """The OpPlan of one attention forward (shared by `attention` and `mla-decode`)."""
+    _template(config, v_from_k)     # refuses a chip the template's target is above
     choice = choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_v,
                     causal, v_from_k, kv_page)
     kernel = attention_kernel(headdim, headdim_v, choice["m_tile"], choice["kv_block"],

@@ -44,6 +44,7 @@ from workloads.kernels.templates.attention_bwd import (
     attention_bwd_kernel,
     padded,
 )
+from workloads.kernels.templates.targets import pick_template
 from workloads.ops import attention as forward  # imports this module: names resolve at call time
 from workloads.ops import attention_sampling as sampling
 from workloads.ops.registry import HOST_BYTES_PER_CTA, Launch, OpPlan, check_op_size
@@ -99,22 +100,23 @@ def _launches(kernel, config, b, h, hkv, sq, sk, dt, shape_only, rng, scale, tag
     t = _tensors(b, h, hkv, sq, sk, cfg.headdim, cfg.headdim_v, dt, shape_only, rng)
     tiles = {"m_tile": Q_ROWS, "kv_block": cfg.kv_rows, "stages": cfg.stages, "pack": 0,
              "consumers": cfg.consumers}
+    template = pick_template("attention-backward", config.chip.isa_target).name
     main = Launch(tag, kernel.ptx, kernel.entry, kernel.grid(b, hkv, sk), kernel.block,
                   kernel.args(t["q"], t["k"], t["v"], t["do"], t["lse_pad"], t["dsum"],
                               t["dq_acc"], t["dk"], t["dv"], softmax_scale=scale),
                   kernel.shared_bytes, timing_only=shape_only,
-                  detail={"tiles": tiles, "uses_wgmma": True},
+                  detail={"tiles": tiles, "template": template, "uses_wgmma": True},
                   regs_per_thread=forward.launch_regs(config, kernel.block[0]))
     if main_only:
         return [main]
     pre = Launch(tag + "-pre", kernel.pre_ptx, kernel.pre_entry, kernel.pre_grid(b, h, sq),
                  kernel.row_block, kernel.pre_args(t["o"], t["do"], t["lse"], t["lse_pad"],
                                                    t["dsum"], t["dq_acc"]),
-                 timing_only=shape_only, detail={"tiles": tiles})
+                 timing_only=shape_only, detail={"tiles": tiles, "template": template})
     post = Launch(tag + "-post", kernel.post_ptx, kernel.post_entry,
                   kernel.post_grid(b, h, sq), kernel.row_block,
                   kernel.post_args(t["dq_acc"], t["dq"], softmax_scale=scale),
-                  timing_only=shape_only, detail={"tiles": tiles})
+                  timing_only=shape_only, detail={"tiles": tiles, "template": template})
     return [pre, main, post]
 
 
@@ -163,6 +165,7 @@ def plan(config, sizes: dict, *, batch, heads, kv_heads, seqlen_q, seqlen_k, hea
          headdim_v, causal, dtype, numpy_dtype, scale, seed, shape_only, forward_flops,
          forward_bytes) -> OpPlan:
     """The OpPlan of one attention backward (module docstring)."""
+    pick_template("attention-backward", config.chip.isa_target)   # refuses older targets
     choice = choose(headdim, headdim_v, dtype, causal)
     kernel = attention_bwd_kernel(headdim, headdim_v, choice["consumers"], choice["stages"],
                                   dtype, causal)

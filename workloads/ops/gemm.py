@@ -1,6 +1,11 @@
 """GEMM op: C[M, N] = A[M, K] · B[N, K]ᵀ through the warp-specialized Hopper template
 (`workloads.kernels.templates.gemm`), with a small tile heuristic.
 
+Template by ISA target (`workloads.kernels.templates.targets.pick_template`): the Hopper
+template is `sm_90a` PTX; a chip whose `chip.isa_target` is older (a100_sxm: sm_80) is refused
+with an `InputError` naming the op, its target and the templates that exist (no sm_80 GEMM
+template yet). Launches record the template in `detail["template"]`.
+
 Tile heuristic (`choose_tiles`), the same for every shape — no per-shape factors:
 
 * m_tile 128 with two cooperative consumer warpgroups (64 rows each); m_tile 64 with one
@@ -92,6 +97,7 @@ from workloads.kernels.templates.gemm import (
     sfa_rows,
 )
 from workloads.kernels.templates.gemm_groups import LAYOUTS, GroupedShape, grouped_shape
+from workloads.kernels.templates.targets import pick_template
 from workloads.ops.gemm_sampling import mean_k_tiles, plain_footprint, reduced_k, sample_points
 from workloads.ops.registry import (
     HOST_BYTES_PER_CTA,
@@ -344,6 +350,7 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
     fidelity, the reduced launches of `workloads.ops.gemm_sampling`; `tiles` override
     `choose_tiles` keys. Grouped sizes (`m_total`, `valid_m`, `k_total`) as in
     `templates.gemm_groups`."""
+    template = pick_template("gemm", config.chip.isa_target)   # refuses other generations
     dtype = _check(m, n, k, dtype, scaling, groups, out_dtype)
     asked = {"m": m, "n": n, "k": k, "dtype": dtype, "groups": groups}
     group_rows = max(m, -(-(m_total or valid_m or 0) // groups))
@@ -395,7 +402,7 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
             > FUNCTIONAL_ELEMENTS
     rng = np.random.default_rng(seed)
     regs = min(255, config.sm.registers_per_sm // kernel.block[0] // 8 * 8)
-    detail = {"tiles": choice, "rule": rule, "uses_wgmma": True}
+    detail = {"tiles": choice, "rule": rule, "template": template.name, "uses_wgmma": True}
 
     def launch(kern, cut: Operands, timing_only: bool, k_arg: int | None = None) -> Launch:
         """The launch of `kern` on operands `cut` (K argument `k_arg`, `_args`), with the

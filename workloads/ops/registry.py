@@ -43,6 +43,14 @@ the estimate by part and the budget `limits.host_memory_bytes`. Tensors larger t
 device memory (`hbm.capacity_bytes`) are refused the same way. `isa.ShapeOnly` tensors are
 counted by their shape, never materialized.
 
+ISA target: `build_op` and `simulate_op` refuse a plan with a launch whose program the chip's
+ISA target (`chip.isa_target`) lacks, before anything runs (`check_plan_target`: an
+`InputError` naming the op, the kernel and the line, as `isa.targets.verify_target` finds it).
+Builders of generated kernels pick their template by the target
+(`workloads.kernels.templates.targets.pick_template`); each `kernel` entry names what ran:
+`template` (a generated template's name, a catalog kernel's entry) and `ptx_target` (the
+`.target` of its PTX).
+
 Fidelity plan (`simulator.runner.fidelity`): each `kernel` entry and the op itself say how they
 were timed: `fidelity_method` (full, full+synthesized_ctas, chip_slice, row_slice,
 wave_extrapolation, op_model, mixed), `fidelity_params` (a dict), `simulated_cta_share`
@@ -72,15 +80,16 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from isa.errors import InputError
-from isa.launch import ShapeOnly
+from isa.errors import InputError, PtxError
+from isa.launch import ShapeOnly, compile_kernel
+from isa.targets import program_target
 from models.gpu_spec import HOST_MEMORY_BYTES
 from models.roofline import chip_peaks, roofline_bound, roofline_time_us
 from models.sustained_clock import sustained_clock_ghz, tensor_busy_fraction
 from simulator.framework.config import NULL_REASONS_KEY
 from simulator.runner.fidelity import FidelityPlan, aggregate
 from simulator.runner.fidelity import plan as fidelity_plan
-from simulator.runner.simulate import launch_shape, simulate_kernel
+from simulator.runner.simulate import check_isa_target, launch_shape, simulate_kernel
 
 FIDELITIES = ("sampled", "full")
 
@@ -176,7 +185,26 @@ def build_op(kind: str, config, /, **sizes) -> OpPlan:
         raise InputError(f"op {kind!r} is not known; accepted: {', '.join(sorted(OPS))}")
     plan = OPS[kind](config, **sizes)
     check_plan(plan, config)
+    check_plan_target(plan, config)
     return plan
+
+
+def check_plan_target(plan: OpPlan, config) -> None:
+    """Refuse, before anything runs, a plan with a launch (or reduced launch) whose program
+    the chip's ISA target `chip.isa_target` lacks (`isa.targets.verify_target`): an
+    `InputError` naming the op, its sizes, the kernel and the refusal (file:line:col)."""
+    for launch in (*plan.launches, *(lau for _, lau in plan.samples)):
+        try:
+            check_isa_target(compile_kernel(launch.ptx, launch.entry), config)
+        except PtxError as exc:
+            shape = ", ".join(f"{k}={v}" for k, v in plan.sizes.items())
+            raise InputError(f"op {plan.kind} ({shape}): kernel {launch.entry} cannot run on "
+                             f"this chip: {exc}") from None
+
+
+def ptx_target(launch: Launch) -> str:
+    """The `.target` of a launch's program (`sm_90a`, ...; "" without one)."""
+    return program_target(compile_kernel(launch.ptx, launch.entry)) or ""
 
 
 HOST_BYTES_PER_CTA = 512
@@ -341,6 +369,7 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
     A `stats` list receives (weight, launch, stats DataFrame) per simulated launch, a
     `timelines` list (weight, launch, `KernelResult.timeline`)."""
     check_plan(plan, config)
+    check_plan_target(plan, config)
     params = _supported()
     have = available_fidelities()
     fidelity = fidelity or have[0]
@@ -371,7 +400,8 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
         cycles += weight * float(res.cycles)
         hbm_bytes += byte_weight * float(hbm.value.sum())
         if not use_samples:
-            kernels.append({**launch.describe(), "cycles": int(res.cycles),
+            kernels.append({**launch.describe(), **_template_fields(launch),
+                            "cycles": int(res.cycles),
                             "fidelity": res.fidelity,
                             "waves_simulated": float(res.waves_simulated),
                             "extrapolated_fraction": float(res.extrapolated_fraction),
@@ -389,7 +419,8 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
             kernels[k].update(time_us=group_us, sm_clock_ghz=clock_ghz)
     if use_samples:
         op_plan = _op_model_plan(plan, plans, run_cycles, cycles)
-        kernels = [{**launch.describe(), "sampled_from": len(plan.samples),
+        kernels = [{**launch.describe(), **_template_fields(launch),
+                    "sampled_from": len(plan.samples),
                     "sample_note": plan.sample_note, **op_plan.fields()}
                    for launch in plan.launches]
     else:
@@ -419,6 +450,13 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
     if missing:    # what `simulator.framework.config.strict_json` writes beside the nulls
         result[NULL_REASONS_KEY] = missing
     return result
+
+
+def _template_fields(launch: Launch) -> dict:
+    """What ran: the template (`detail["template"]` of a generated kernel, else the entry of
+    a catalog kernel) and the `.target` of its PTX."""
+    return {"template": launch.detail.get("template") or launch.entry,
+            "ptx_target": ptx_target(launch)}
 
 
 def _work_share(plan: OpPlan) -> float:

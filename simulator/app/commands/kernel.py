@@ -5,8 +5,10 @@ The kernel runs functionally (`isa.run_kernel`) on inputs made from its paramete
 command prints warp- and thread-instruction totals, warp-instructions per unit class and
 per opcode (with modifiers), as text or as one JSON object. With `--model PRESET` the
 same inputs are also timed on that hardware preset (`simulator.simulate_kernel`) and
-the cycles and microseconds are printed too. Bad PTX, an impossible launch or a fault
-while running is an `InputError`, printed by the CLI as one line with exit status 2.
+the cycles and microseconds are printed too, after the program is checked against the
+preset's ISA target (`chip.isa_target`: an instruction the chip lacks is refused at its line
+before anything runs, as `ptxas -arch=<target>` refuses it). Bad PTX, an impossible launch
+or a fault while running is an `InputError`, printed by the CLI as one line with exit status 2.
 Units: counts of instructions, bytes, cycles, microseconds.
 """
 
@@ -29,6 +31,7 @@ from isa.types import TYPES
 from isa.verify import verify
 from simulator.app.commands.models import seed_value
 from simulator.app.progress import add_quiet_argument
+from simulator.runner.simulate import check_isa_target
 
 NAME = "kernel"
 HELP = "run a PTX kernel functionally on generated inputs and count its instructions"
@@ -91,12 +94,15 @@ def run(args: argparse.Namespace) -> int:
 
     if args.elements is not None and args.elements < 1:
         raise InputError(f"--elements must be >= 1, got {args.elements}")
+    config = models.load_preset(args.model) if args.model else None
     program = _compile(args.file, args.entry)
+    if config is not None:             # the chip's ISA target, before anything runs
+        check_isa_target(program, config)
     threads = int(np.prod(args.grid)) * int(np.prod(args.block))
     elements = args.elements if args.elements is not None else 4 * threads
     report = _functional(program, args, elements)
-    if args.model:
-        report["timing"] = _timing(program, args, elements)
+    if config is not None:
+        report["timing"] = _timing(program, args, elements, config)
     print(json.dumps(report, indent=1) if args.json else _text(report))
     return 0
 
@@ -166,9 +172,8 @@ def _functional(program, args, elements: int) -> dict:
     }
 
 
-def _timing(program, args, elements: int) -> dict:
+def _timing(program, args, elements: int, config) -> dict:
 
-    config = models.load_preset(args.model)
     kernel_args, _ = make_arguments(program, elements, args.seed)
     res = simulator.simulate_kernel(program, program.entry, args.grid, args.block, kernel_args,
                                     config=config, shared_bytes=args.shared)

@@ -3,7 +3,7 @@
 // i.e. B column-major) into fragments, then runs CHAINS independent accumulators, `iters`
 // mma per accumulator. Accumulator k starts at k in every element, so it ends at
 // k + iters * (A @ B). out holds, per global warp and chain, the 16 x 8 f32 tile row-major.
-// ptx: nvcc -ptx -O3 -arch=sm_90 mma_throughput.cu -o mma_throughput.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 mma_throughput.cu -o mma_throughput.ptx
 #include <cuda_bf16.h>
 
 #define CHAINS 8

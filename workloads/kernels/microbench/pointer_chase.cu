@@ -10,7 +10,7 @@
 // order[0..lines-1] (word indices of chain, the order the chase visits them; thread tid takes
 // order[tid], order[tid + blockDim], ...), so the lines' last uses before the chase follow the
 // chase's own order, as after one full lap of a cyclic chase. Outputs as pointer_chase.
-// ptx: nvcc -ptx -O3 -arch=sm_90 pointer_chase.cu -o pointer_chase.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 pointer_chase.cu -o pointer_chase.ptx
 
 extern "C" __global__ void pointer_chase(const unsigned long long* __restrict__ chain,
                                          long long warm_pairs, int hops,

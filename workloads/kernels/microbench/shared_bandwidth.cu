@@ -5,7 +5,7 @@
 // dependency chain competes with the loads for issue). stride 1: the 32 lanes of a warp hit
 // 32 different banks (one wavefront per warp load); stride 32: all lanes hit bank 0 at 32
 // different words (a 32-way conflict). out[global thread] = sum of the last UNROLL values.
-// ptx: nvcc -ptx -O3 -arch=sm_90 shared_bandwidth.cu -o shared_bandwidth.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 shared_bandwidth.cu -o shared_bandwidth.ptx
 
 #define WORDS 1024
 #define UNROLL 16

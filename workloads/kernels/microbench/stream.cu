@@ -3,7 +3,7 @@
 // accesses). stream_copy: dst[i] = src[i]. stream_read: counts the elements whose component
 // sum (x + y) + (z + w) is below `threshold` into *count (atomicAdd); with no element below
 // it, the launch only reads. stream_write: dst[i] = (v, v, v, v).
-// ptx: nvcc -ptx -O3 -arch=sm_90 stream.cu -o stream.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 stream.cu -o stream.ptx
 
 extern "C" __global__ void stream_copy(const float4* __restrict__ src, float4* __restrict__ dst,
                                        long long n) {
