@@ -308,9 +308,10 @@ class ZceSpec(SpecMixin):
                            maximum=2 ** 63 - 1)
     threshold: float = spec_field(
         "Operand magnitude below which the engine treats an activation as zero, in the "
-        "tensor's own value units (0 = exact zeros only, bit-exact; workloads.codesign."
-        "numerics measures the error and the zeros it makes).", default=0.0, minimum=0,
-        maximum=1e30)
+        "tensor's own value units (0 = exact zeros only, bit-exact). workloads.codesign."
+        "numerics measures the error and the zeros it makes, and the what-ifs "
+        "(workloads.codesign.whatif) time the GEMMs at that measured share; a plain run "
+        "times them at activation_sparsity.", default=0.0, minimum=0, maximum=1e30)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
