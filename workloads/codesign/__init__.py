@@ -2,6 +2,8 @@
 
 `vpcu_kernels` (PTX generators for the variable-precision tensor unit), `precision`
 (precision policies registered by name), `zce_format` (the zero-compression tensor format
-and sparsity sources), `zce_kernels` (PTX generators for zero-skipping MMA). The hardware
+and sparsity sources), `zce_kernels` (PTX generators for zero-skipping MMA), `numerics`
+(what each unit's shortcut costs in accuracy, on a reduced layer against FP64), `whatif`
+(the what-if tables: time beside error). The hardware
 side lives in `models/vpcu.py`, `models/units.py` and the `deepseek_codesign` preset.
 """
