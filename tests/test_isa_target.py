@@ -330,8 +330,16 @@ def test_catalog_and_templates_run_on_sm90a():
 
 
 # -- ops pick their template by target --------------------------------------------------------
+@pytest.mark.parametrize("preset, template", [("a100_sxm", "gemm_sm80_cpasync_mma"),
+                                              ("h100_sxm", "gemm_sm90a_tma_wgmma"),
+                                              ("deepseek_codesign", "gemm_sm90a_tma_wgmma")])
+def test_gemm_op_picks_its_template_by_target(preset, template):
+    """The GEMM runs the Ampere template on sm_80 and the Hopper one on sm_90a."""
+    plan = build_op("gemm", models.load_preset(preset), m=2048, n=4096, k=8192)
+    assert plan.launches[0].detail["template"] == template
+
+
 @pytest.mark.parametrize("kind, sizes, template", [
-    ("gemm", {"m": 2048, "n": 4096, "k": 8192, "dtype": "bf16"}, "gemm_sm90a_tma_wgmma"),
     ("attention", {"batch": 1, "heads": 16, "seqlen": 1024, "headdim": 128},
      "attention_sm90a_tma_wgmma"),
     ("attention", {"batch": 1, "heads": 2, "seqlen": 256, "backward": True},
@@ -339,8 +347,8 @@ def test_catalog_and_templates_run_on_sm90a():
     ("mla-decode", {"batch": 2, "heads": 16, "kv_len": 256}, "mla_decode_sm90a_tma_wgmma"),
 ])
 def test_op_without_a_template_for_the_target_is_refused(kind, sizes, template):
-    """On a100_sxm (sm_80) the GEMM and attention ops refuse, naming the op, the chip's
-    target and the sm_90a template that exists; on h100_sxm that template is chosen."""
+    """On a100_sxm (sm_80) the attention ops refuse, naming the op, the chip's target and
+    the sm_90a template that exists; on h100_sxm that template is chosen."""
     op = "attention-backward" if sizes.get("backward") else kind
     with pytest.raises(isa.InputError) as err:
         build_op(kind, models.load_preset("a100_sxm"), **sizes)
@@ -352,10 +360,13 @@ def test_op_without_a_template_for_the_target_is_refused(kind, sizes, template):
 
 
 def test_pick_template_takes_the_newest_the_target_runs():
-    """sm_90a and the co-design chips get the Hopper GEMM; sm_90 (no wgmma) gets none."""
+    """sm_90a gets the Hopper GEMM; sm_80, sm_89 and sm_90 (no wgmma) the Ampere one; no
+    attention template runs on sm_90."""
     assert pick_template("gemm", "sm_90a").target == "sm_90a"
-    with pytest.raises(isa.InputError, match="ISA target sm_90"):
-        pick_template("gemm", "sm_90")
+    for target in ("sm_80", "sm_89", "sm_90"):
+        assert pick_template("gemm", target).target == "sm_80"
+    with pytest.raises(isa.InputError, match="ISA target sm_90 "):
+        pick_template("attention", "sm_90")
 
 
 def test_catalog_kernel_built_for_a_newer_target_is_refused_by_the_op():
@@ -390,9 +401,6 @@ def test_layer_kernels_table_has_a_template_column_and_a100_refuses_before_runni
     assert templates["up"] == "gemm_sm90a_tma_wgmma (sm_90a)"
     assert templates["norm"] == "rmsnorm_bf16_rows (sm_90)"
     monkeypatch.setattr(ops_pkg, "simulate_op", lambda *a, **k: pytest.fail("simulated"))
-    with pytest.raises(isa.InputError, match=r"node 'up' \(gemm -> op gemm\): op gemm has no "
-                       "kernel template for ISA target sm_80"):
-        simulator.simulate_workload(
-            KernelGraph("g", (L.gemm("up", m=64, n=256, k=256, dtype="bf16",
-                                     out_dtype="bf16"),), graph.meta),
-            config=models.load_preset("a100_sxm"))
+    with pytest.raises(isa.InputError, match=r"node 'norm' \(rmsnorm -> op rmsnorm\): op "
+                       r"rmsnorm .* \.target sm_90 is higher than the chip's target sm_80"):
+        simulator.simulate_workload(graph, config=models.load_preset("a100_sxm"))

@@ -2,9 +2,9 @@
 (`workloads.kernels.templates.gemm`), with a small tile heuristic.
 
 Template by ISA target (`workloads.kernels.templates.targets.pick_template`): the Hopper
-template is `sm_90a` PTX; a chip whose `chip.isa_target` is older (a100_sxm: sm_80) is refused
-with an `InputError` naming the op, its target and the templates that exist (no sm_80 GEMM
-template yet). Launches record the template in `detail["template"]`.
+template is `sm_90a` PTX; an sm_80 chip (a100_sxm) runs the multistage Ampere template through
+`workloads.ops.gemm_sm80` (bf16/fp16, one GEMM; fp8, tf32 and grouped GEMMs are refused
+there, naming the op and the target). Launches record the template in `detail["template"]`.
 
 Tile heuristic (`choose_tiles`), the same for every shape — no per-shape factors:
 
@@ -98,6 +98,7 @@ from workloads.kernels.templates.gemm import (
 )
 from workloads.kernels.templates.gemm_groups import LAYOUTS, GroupedShape, grouped_shape
 from workloads.kernels.templates.targets import pick_template
+from workloads.ops import gemm_sm80
 from workloads.ops.gemm_sampling import mean_k_tiles, plain_footprint, reduced_k, sample_points
 from workloads.ops.registry import (
     HOST_BYTES_PER_CTA,
@@ -339,7 +340,8 @@ def _grouped(groups, layout, ragged, m, n, k, choice, m_total, valid_m, k_total)
                          m_total=m_total, valid_m=valid_m, k_total=k_total)
 
 
-@register("gemm", GEMM_FLAGS, "C[M,N] = A[M,K] B[N,K]^T (warp-specialized TMA+wgmma)")
+@register("gemm", GEMM_FLAGS, "C[M,N] = A[M,K] B[N,K]^T (sm_90a: warp-specialized TMA+wgmma; "
+          "sm_80: multistage cp.async+mma.sync)")
 @gemm_hook      # co-design units when the config enables them (workloads/codesign)
 def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = "none",
             groups: int = 1, layout: str = "contiguous", ragged: str = "m",
@@ -352,6 +354,11 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
     `templates.gemm_groups`."""
     template = pick_template("gemm", config.chip.isa_target)   # refuses other generations
     dtype = _check(m, n, k, dtype, scaling, groups, out_dtype)
+    if template.target == "sm_80":
+        grouped = (groups > 1 or (layout, ragged) != ("contiguous", "m")
+                   or bool(m_total or valid_m or k_total))
+        return gemm_sm80.plan(config, template, m, n, k, dtype, out_dtype, grouped, seed,
+                              shape_only, **tiles)
     asked = {"m": m, "n": n, "k": k, "dtype": dtype, "groups": groups}
     group_rows = max(m, -(-(m_total or valid_m or 0) // groups))
     fewest_tiles = groups * math.ceil(group_rows / 128) * math.ceil(n / 256)

@@ -10,7 +10,7 @@ chip of `target` runs, or raises an `InputError` naming the op, the chip's targe
 templates that exist, so an op never runs another generation's program. Ops record the
 template's name in their launches' `detail["template"]`, which the kernels tables show.
 
-Left out: Ampere (sm_80) templates of the GEMM and attention ops, which do not exist yet;
+Left out: Ampere (sm_80) templates of the attention ops, which do not exist yet;
 kernels the catalog compiles with nvcc (element-wise, norms) carry their own `.target` and are
 checked against the chip's by `isa.targets.verify_target` like any program.
 """
@@ -36,6 +36,9 @@ class Template:
 
 
 TEMPLATES: tuple[Template, ...] = (
+    Template("gemm", "gemm_sm80_cpasync_mma", "sm_80",
+             "workloads/kernels/templates/gemm_sm80.py",
+             "multistage cp.async + ldmatrix + mma.sync m16n8k16, 128x128x32 CTA tiles"),
     Template("gemm", "gemm_sm90a_tma_wgmma", "sm_90a", "workloads/kernels/templates/gemm.py",
              "warp-specialized TMA + wgmma, persistent, cluster multicast"),
     Template("attention", "attention_sm90a_tma_wgmma", "sm_90a",

@@ -1,0 +1,119 @@
+"""The multistage Ampere GEMM template: generated PTX has only sm_80 instructions, runs through
+`isa.run_kernel` and matches numpy at odd sizes, assembles with `ptxas -arch=sm_80` with no
+spill at the register counts the launch uses, and is what the gemm op runs on a100_sxm."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import isa
+import models
+from isa.errors import InputError
+from isa.targets import verify_target
+from workloads.kernels.templates.gemm_sm80 import PTXAS_REGISTERS, gemm_sm80_kernel
+from workloads.ops.registry import build_op, simulate_op
+
+IN = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}
+OUT = {"bf16": ml_dtypes.bfloat16, "f32": np.float32}
+UNIT = {"bf16": 2.0 ** -8, "f32": 2.0 ** -24}     # unit roundoff of the output type
+
+# (generator arguments, M, N, K): edge tiles in M and N, K tails that zero-fill a k-tile
+VARIANTS = {
+    "bf16-128x128-s4-edges": (dict(), 200, 136, 88),
+    "bf16-64x64-s3-f32-odd": (dict(m_tile=64, n_tile=64, stages=3, out_dtype="f32"),
+                              77, 45, 40),
+    "fp16-128x128-s5-odd-n": (dict(dtype="fp16", stages=5), 130, 131, 96),
+    "bf16-64x128-s2-one-ktile": (dict(m_tile=64, stages=2), 64, 257, 32),
+    "bf16-128x64-s8-more-stages-than-ktiles": (dict(n_tile=64, stages=8), 129, 64, 64),
+}
+
+
+def _check_product(a, b, c, out_dtype: str) -> None:
+    """C within its rounding plus f32 accumulation error of the exact product."""
+    exact = a.astype(np.float64) @ b.astype(np.float64).T
+    bound = np.abs(a.astype(np.float64)) @ np.abs(b.astype(np.float64)).T
+    k = a.shape[1]
+    err = np.abs(c.astype(np.float64) - exact)
+    assert np.all(err <= UNIT[out_dtype] * np.abs(exact) + k * 2.0 ** -24 * bound)
+
+
+@pytest.mark.parametrize("name", VARIANTS)
+def test_generated_kernel_matches_numpy_on_sm80(name):
+    """Every variant verifies on sm_80 and its C equals A B^T within rounding."""
+    kwargs, m, n, k = VARIANTS[name]
+    kernel = gemm_sm80_kernel(**kwargs)
+    cfg = kernel.config
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((m, k)).astype(IN[cfg.dtype])
+    b = rng.standard_normal((n, k)).astype(IN[cfg.dtype])
+    c = np.zeros((m, n), OUT[cfg.out_dtype])
+    isa.run_kernel(kernel.ptx, kernel.entry, kernel.grid(m, n), kernel.block,
+                   kernel.args(a, b, c), kernel.shared_bytes, target="sm_80")
+    _check_product(a, b, c, cfg.out_dtype)
+
+
+def test_instructions_are_the_ampere_ones():
+    """cp.async ring, ldmatrix, mma.sync m16n8k16 and nothing of Hopper (.target sm_80)."""
+    ptx = gemm_sm80_kernel().ptx
+    assert ".target sm_80" in ptx
+    for needed in ("cp.async.cg.shared.global", "cp.async.wait_group 2",
+                   "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+                   "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"):
+        assert needed in ptx
+    for hopper in ("wgmma", "mbarrier", "cp.async.bulk", "setmaxnreg", "elect"):
+        assert hopper not in ptx
+    verify_target(isa.compile_kernel(ptx, gemm_sm80_kernel().entry), "sm_80")
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on PATH")
+@pytest.mark.parametrize("tiles", sorted(PTXAS_REGISTERS))
+def test_ptxas_sm80_assembles_without_spills_at_the_listed_registers(tiles, tmp_path):
+    """ptxas -arch=sm_80 -v: no spill stores or loads, the register count PTXAS_REGISTERS
+    gives the launch."""
+    kernel = gemm_sm80_kernel(*tiles, stages=5)
+    path = tmp_path / "gemm.ptx"
+    path.write_text(kernel.ptx)
+    out = subprocess.run(["ptxas", "-arch=sm_80", "-v", str(path), "-o", "/dev/null"],
+                         capture_output=True, text=True, check=True, timeout=300).stderr
+    assert "0 bytes spill stores, 0 bytes spill loads" in out
+    assert int(re.search(r"Used (\d+) registers", out).group(1)) == kernel.registers
+
+
+@pytest.mark.parametrize("kwargs, accepted", [
+    (dict(dtype="fp8"), "bf16, fp16"), (dict(out_dtype="f16"), "bf16, f32"),
+    (dict(m_tile=256), "64, 128"), (dict(stages=1), "2 .. 8")])
+def test_bad_arguments_are_refused(kwargs, accepted):
+    """A choice the template does not have names what it has."""
+    with pytest.raises(InputError, match=accepted):
+        gemm_sm80_kernel(**kwargs)
+
+
+def test_gemm_op_on_a100_runs_the_ampere_template_and_computes_c():
+    """On a100_sxm the gemm op launches the sm_80 template, and the simulated launch writes
+    A B^T."""
+    a100 = models.load_preset("a100_sxm")
+    plan = build_op("gemm", a100, m=200, n=136, k=88)
+    launch = plan.launches[0]
+    assert launch.detail["template"] == "gemm_sm80_cpasync_mma"
+    assert launch.entry == "gemm_sm80_bf16_bf16_m128n128k32_s5"
+    res = simulate_op(plan, a100, "full")
+    assert res["kernel"]["ptx_target"] == "sm_80"
+    a, b, c = launch.args[:3]
+    _check_product(a, b, c, "bf16")
+
+
+@pytest.mark.parametrize("sizes, what", [
+    ({"dtype": "fp8"}, "--dtype fp8"), ({"dtype": "tf32"}, "--dtype tf32"),
+    ({"groups": 4}, "a grouped GEMM")])
+def test_what_the_sm80_template_lacks_is_refused_naming_it(sizes, what):
+    """fp8, tf32 and grouped GEMMs on a100_sxm: an InputError naming the op and target."""
+    with pytest.raises(InputError, match=rf"op gemm on ISA target sm_80: {what} has no "
+                       "kernel template there"):
+        build_op("gemm", models.load_preset("a100_sxm"),
+                 **{"m": 256, "n": 256, "k": 256, **sizes})

@@ -1,0 +1,77 @@
+"""The GEMM op on an sm_80 chip (`chip.isa_target` sm_80, a100_sxm): the multistage Ampere
+template (`workloads.kernels.templates.gemm_sm80`), with cuBLAS's tile choice.
+
+Tile choice, the same for every shape: CTA tiles 128x128x32 with 5 stages (cuBLAS's
+`ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_tn`, 80 KiB of shared memory and
+224 registers, so two CTAs share an A100 SM), 64 rows (columns) where M (N) is at most 64,
+as the smaller kernels cuBLAS picks for skinny GEMMs; the stages shrink to what
+`sm.max_shared_memory_per_cta_bytes` holds. The grid is one CTA per output tile (not
+persistent): the simulator's own sampling (wave extrapolation, chip slices) shortens it.
+
+Accepted: bf16 or fp16 operands (f32 accumulation), C in bf16 or f32, K a multiple of 8.
+Refused with an `InputError` naming the op, the target and what exists: fp8 (needs sm_89),
+tf32, and grouped GEMMs (no sm_80 template for them yet).
+Left out: split-K, the tile heuristics of cuBLAS beyond the two tile widths, op-level
+sampling. Units: elements, bytes, FLOP.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+import isa
+from isa.errors import InputError
+from workloads.kernels.templates.gemm_sm80 import DTYPES, MAX_STAGES, gemm_sm80_kernel
+from workloads.ops.registry import Launch, OpPlan
+
+STAGES = 5                     # cuBLAS's ..._128x128_ldg8_f2f_stages_32x5_tn
+SMALL = 64                     # M or N up to this: 64-row (column) tiles
+FUNCTIONAL_ELEMENTS = 1 << 20  # as the Hopper GEMM op: above, timing mode (ShapeOnly)
+NUMPY = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}
+NUMPY_OUT = {"bf16": ml_dtypes.bfloat16, "f32": np.float32}
+ELEM = 2
+OUT_BYTES = {"bf16": 2, "f32": 4}
+
+
+def choose_tiles(m: int, n: int, config) -> dict:
+    """m_tile, n_tile and stages (module docstring)."""
+    m_tile = SMALL if m <= SMALL else 128
+    n_tile = SMALL if n <= SMALL else 128
+    stage_bytes = (m_tile + n_tile) * 32 * ELEM
+    fits = config.sm.max_shared_memory_per_cta_bytes // stage_bytes
+    return {"m_tile": m_tile, "n_tile": n_tile, "stages": max(2, min(STAGES, MAX_STAGES, fits))}
+
+
+def plan(config, template, m: int, n: int, k: int, dtype: str, out_dtype: str | None,
+         grouped: bool, seed: int, shape_only: bool | None, **tiles) -> OpPlan:
+    """The plan of one GEMM through the sm_80 template (sizes already checked by the op)."""
+    if dtype not in DTYPES or grouped:
+        what = "a grouped GEMM" if grouped else f"--dtype {dtype}"
+        raise InputError(f"op gemm on ISA target {config.chip.isa_target}: {what} has no "
+                         f"kernel template there; {template.name} ({template.source}) takes "
+                         f"one GEMM of {' or '.join(DTYPES)}; accepted: those, or a preset "
+                         "whose chip.isa_target is sm_90a (ptxsim models lists them)")
+    out_dtype = out_dtype or "bf16"
+    choice = {**choose_tiles(m, n, config), **tiles}
+    kernel = gemm_sm80_kernel(choice["m_tile"], choice["n_tile"], choice["stages"], dtype,
+                              out_dtype)
+    if shape_only is None:
+        shape_only = m * k + n * k + m * n > FUNCTIONAL_ELEMENTS
+    if shape_only:
+        a = isa.ShapeOnly((m, k), NUMPY[dtype])
+        b = isa.ShapeOnly((n, k), NUMPY[dtype])
+        c = isa.ShapeOnly((m, n), NUMPY_OUT[out_dtype])
+    else:
+        rng = np.random.default_rng(seed)
+        a = rng.uniform(-1, 1, (m, k)).astype(NUMPY[dtype])
+        b = rng.uniform(-1, 1, (n, k)).astype(NUMPY[dtype])
+        c = np.zeros((m, n), NUMPY_OUT[out_dtype])
+    detail = {"tiles": choice, "template": template.name}
+    launch = Launch("gemm", kernel.ptx, kernel.entry, kernel.grid(m, n), kernel.block,
+                    kernel.args(a, b, c), kernel.shared_bytes, timing_only=shape_only,
+                    detail=detail, regs_per_thread=kernel.registers)
+    flops = 2.0 * m * n * k
+    nbytes = (m * k + n * k) * ELEM + m * n * OUT_BYTES[out_dtype]
+    return OpPlan("gemm", {"m": m, "n": n, "k": k, "dtype": dtype, "scaling": "none"},
+                  (launch,), flops, float(nbytes), f"tensor_{dtype}_tflops")
