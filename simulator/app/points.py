@@ -24,11 +24,12 @@ Kinds (`POINT_RUNNERS`):
 * `layer`: one transformer layer as `ptxsim run` builds it from its flags (`workload`,
   `phase`, `tokens`, `batch`, `seqlen`, `kv_len`, `ep`, `tp`, `layer_index`, `dtype` (the
   GEMM dtype), `fidelity`) through `workloads.layer`, timed by
-  `simulator.simulate_workload`; or one GPU of a deployment (`deployment` = a name of
-  `workloads/deployments` or a .toml path, its keys as `deployment.<table>.<key>`, e.g.
-  `deployment.batch.micro_batches`, applied with `Deployment.with_values`; its
-  `communication.comm_sms` sets `sm.comm_count` unless the sweep sets that key; the sweep's
-  `preset` is the hardware, not the deployment's).
+  `simulator.simulate_workload` (`chunk_bytes`, with or without a deployment: the
+  collectives' largest message in bytes, a multiple of 512; absent: the ops' default); or
+  one GPU of a deployment (`deployment` = a name of `workloads/deployments` or a .toml path,
+  its keys as `deployment.<table>.<key>`, e.g. `deployment.batch.micro_batches`, applied
+  with `Deployment.with_values`; its `communication.comm_sms` sets `sm.comm_count` unless
+  the sweep sets that key; the sweep's `preset` is the hardware, not the deployment's).
 * `step`: one training step (`phase` train): the forward and backward of a layer
   (`schedule` "sequential") or DualPipe's pair of micro-batch 1's forward beside
   micro-batch 0's backward (`schedule` "dualpipe", `workloads.layers.dualpipe`), of the
@@ -108,6 +109,7 @@ from workloads.codesign.codesign_ops import op_counts
 from workloads.execute import simulate_workload
 from workloads.kernels.case import load_ptx
 from workloads.kernels.catalog import KERNELS
+from workloads.kernels.comm.collectives import check_chunk_bytes
 from workloads.layers.dualpipe import dualpipe_pair, moe_block
 from workloads.models import MODELS
 from workloads.ops import OP_FLAGS, OPS, available_fidelities, build_op, simulate_op
@@ -399,9 +401,10 @@ def run_op_target(target: Mapping[str, Any], config, run_id: str) -> PointOutcom
 
 LAYER_SHAPE_KEYS = ("workload", "phase", "tokens", "batch", "seqlen", "kv_len", "ep", "tp",
                     "dtype")
-LAYER_KEYS = (*LAYER_SHAPE_KEYS, "layer_index", "fidelity", "deployment")
+LAYER_KEYS = (*LAYER_SHAPE_KEYS, "layer_index", "fidelity", "chunk_bytes", "deployment")
 STEP_SHAPE_KEYS = ("workload", "tokens", "batch", "seqlen", "ep", "tp", "dtype", "block")
-STEP_KEYS = (*STEP_SHAPE_KEYS, "layer_index", "fidelity", "schedule", "deployment")
+STEP_KEYS = (*STEP_SHAPE_KEYS, "layer_index", "fidelity", "chunk_bytes", "schedule",
+             "deployment")
 SCHEDULES = ("sequential", "dualpipe")
 BLOCKS = ("layer", "moe")
 DEPLOYMENT_KEY = "deployment"
@@ -504,6 +507,12 @@ def _check_graph_target(target: Mapping[str, Any], step: bool) -> dict[str, Any]
             raise TargetProblem("dtype", target["dtype"], "a GEMM dtype name (fp8, bf16, "
                                 "fp16, fp32)", "wrong type")
     _want_int(target, "layer_index")
+    if "chunk_bytes" in target:
+        try:
+            check_chunk_bytes(target["chunk_bytes"])
+        except InputError:
+            raise TargetProblem("chunk_bytes", target["chunk_bytes"], "a multiple of 512 "
+                                "bytes (32 lanes x 16 B), at least 512", "wrong value") from None
     try:
         graph = _layer_graph(target, step)
     except InputError as exc:
@@ -594,7 +603,7 @@ def _run_graph(target: Mapping[str, Any], config, run_id: str, step: bool) -> Po
 
     graph = _layer_graph(target, step)
     result = simulate_workload(graph, config=config, fidelity=target["fidelity"],
-                               timeline=False)
+                               timeline=False, chunk_bytes=target.get("chunk_bytes"))
     metrics = _graph_metrics(result.kernels, float(result.time_us), float(result.cycles),
                              result.fidelity)
     stats = result.stats.assign(run_id=run_id) if len(result.stats) else result.stats

@@ -78,7 +78,8 @@ varies) and an optional [sweep] table (name, description). Points are the grid o
   layer   ptxsim run's flags: workload, phase, tokens, batch, seqlen, kv_len, ep, tp,
           layer_index, dtype (the GEMM dtype), fidelity; or deployment = NAME|FILE.toml
           with its keys as "deployment.<table>.<key>" (e.g. "deployment.batch.micro_batches")
-          and layer_index, fidelity; a deployment's comm_sms sets sm.comm_count unless swept
+          and layer_index, fidelity; a deployment's comm_sms sets sm.comm_count unless swept;
+          with either, chunk_bytes (the collectives' largest message, a multiple of 512)
   step    a training step: workload, tokens, batch, seqlen, ep, tp, layer_index, dtype,
           fidelity, schedule (sequential: forward + backward; dualpipe: micro-batch 1's
           forward beside micro-batch 0's backward), block (layer | moe: the MoE block only);
@@ -193,7 +194,7 @@ def _path_text(path: tuple) -> str:
     return out
 
 
-class _Locator:
+class Locator:
     """Finds the line of a TOML key path by scanning the text (0 when not found)."""
 
     def __init__(self, file: str, text: str) -> None:
@@ -245,7 +246,7 @@ def _flatten(table: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def _check_known(where: _Locator, table: dict, allowed: tuple, path: tuple) -> None:
+def _check_known(where: Locator, table: dict, allowed: tuple, path: tuple) -> None:
     for key in table:
         if key not in allowed:
             raise where.bad((*path, key), table[key], "unknown key", "one of " + ", ".join(allowed))
@@ -261,7 +262,7 @@ def _is_scalar(v: Any) -> bool:
 
 def parse_sweep(text: str, file: str = "<sweep>") -> SweepSpec:
     """Validate the text of a sweep file (not its points: see `expand_points`)."""
-    where = _Locator(file, text)
+    where = Locator(file, text)
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -281,7 +282,7 @@ def parse_sweep(text: str, file: str = "<sweep>") -> SweepSpec:
     for key in SWEEP_KEYS:
         if not isinstance(head.get(key, ""), str):
             raise where.bad(("sweep", key), head[key], "wrong type", "text")
-    kind, preset, target, overrides = _parse_base(where, data.get("base"))
+    kind, preset, target, overrides = parse_base(where, data.get("base"))
     axes_data = data.get("axis", [])
     if not isinstance(axes_data, list):
         raise where.bad(("axis",), axes_data, "wrong type", "[[axis]] tables")
@@ -291,7 +292,9 @@ def parse_sweep(text: str, file: str = "<sweep>") -> SweepSpec:
                      head.get("description", ""), kind, preset, target, overrides, axes)
 
 
-def _parse_base(where: _Locator, base: Any) -> tuple[str, str, dict, dict]:
+def parse_base(where: Locator, base: Any) -> tuple[str, str, dict, dict]:
+    """Check a [base] table (also a space file's: `simulator.app.tune`); return its kind,
+    preset, target and overrides (flat dotted keys)."""
     if not isinstance(base, dict):
         raise where.bad(("base",), base, "missing or not a table", "a table [base]")
     try:
@@ -316,14 +319,14 @@ def _parse_base(where: _Locator, base: Any) -> tuple[str, str, dict, dict]:
     return base["kind"], base["preset"], target, _flatten(overrides)
 
 
-def _check_preset(where: _Locator, path: tuple, value: Any) -> None:
+def _check_preset(where: Locator, path: tuple, value: Any) -> None:
 
     names = models.list_presets()
     if value not in names:
         raise where.bad(path, value, "unknown preset", "one of " + ", ".join(names))
 
 
-def _parse_axis(where: _Locator, i: int, table: Any) -> Axis:
+def _parse_axis(where: Locator, i: int, table: Any) -> Axis:
     path = ("axis", i)
     if not isinstance(table, dict):
         raise where.bad(path, table, "wrong type", "an [[axis]] table")
@@ -337,7 +340,7 @@ def _parse_axis(where: _Locator, i: int, table: Any) -> Axis:
             raise where.bad(path, table, "not an axis", "key = \"a.b\" with values = [...] or "
                             "random = {...}, or one dotted.key = [values]")
         key, values = next(iter(rest.items()))
-        return Axis(i, key, _grid_values(where, (*path, key), values), group, "grid", key)
+        return Axis(i, key, grid_values(where, (*path, key), values), group, "grid", key)
     _check_known(where, table, AXIS_KEYS, path)
     key = table["key"]
     if not isinstance(key, str) or not all(re.fullmatch(r"\w+", s) for s in key.split(".")):
@@ -346,12 +349,14 @@ def _parse_axis(where: _Locator, i: int, table: Any) -> Axis:
         raise where.bad(path, None, "needs exactly one of values and random",
                         "values = [...] or random = {low, high, count, seed}")
     if "values" in table:
-        return Axis(i, key, _grid_values(where, (*path, "values"), table["values"]), group)
+        return Axis(i, key, grid_values(where, (*path, "values"), table["values"]), group)
     return Axis(i, key, _random_values(where, (*path, "random"), table["random"], key), group,
                 "random", "random")
 
 
-def _grid_values(where: _Locator, path: tuple, values: Any) -> tuple:
+def grid_values(where: Locator, path: tuple, values: Any) -> tuple:
+    """Check a list of axis (or tuner parameter) values: non-empty, scalars or lists of them,
+    each once."""
     accepted = "a non-empty list of numbers, text, booleans (or lists of them)"
     if not isinstance(values, list) or not values:
         raise where.bad(path, values, "empty or not a list", accepted)
@@ -374,7 +379,7 @@ _RANDOM_WANTS = {
 }
 
 
-def _random_values(where: _Locator, path: tuple, table: Any, key: str) -> tuple:
+def _random_values(where: Locator, path: tuple, table: Any, key: str) -> tuple:
     """Check a random table, then draw (only after the count is checked against the cap)."""
     if not isinstance(table, dict):
         raise where.bad(path, table, "wrong type", "{low, high, count, seed, log, integer}")
@@ -406,7 +411,7 @@ def _random_values(where: _Locator, path: tuple, table: Any, key: str) -> tuple:
     return tuple(sorted(float(v) for v in drawn))
 
 
-def _check_axes(where: _Locator, axes: tuple[Axis, ...], target_keys: str) -> None:
+def _check_axes(where: Locator, axes: tuple[Axis, ...], target_keys: str) -> None:
     keys: dict[str, int] = {}
     groups: dict[str, Axis] = {}
     for axis in axes:
@@ -462,7 +467,7 @@ def count_points(spec: SweepSpec) -> int:
 def expand_points(spec: SweepSpec) -> tuple[Point, ...]:
     """All points of the sweep, each target completed and checked against its resolved
     config (so a bad value is refused before anything runs)."""
-    where = _Locator(spec.file, spec.text)
+    where = Locator(spec.file, spec.text)
     total = count_points(spec)
     if total > MAX_POINTS:
         raise where.bad(("axis",), total, "too many points", f"at most {MAX_POINTS}")

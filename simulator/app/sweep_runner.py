@@ -105,14 +105,17 @@ def default_workers() -> int:
 def run_sweep(sweep: str | Path | SweepSpec, out_dir: str | Path, *, workers: int | None = None,
               dask: str | None = None, resume: bool = False, retry_errors: bool = False,
               point_timeout_s: float | None = None, progress: IO[str] | None = None,
-              execute: Callable[[Mapping[str, Any]], Any] = execute_point) -> SweepOutcome:
+              execute: Callable[[Mapping[str, Any]], Any] = execute_point,
+              points: Sequence[Point] | None = None) -> SweepOutcome:
     """Run every point of `sweep` that has no part in `out_dir/parts` yet (see module doc).
 
     `execute` is what a worker runs per point (a `Point.to_dict()` in, a part table out); it
-    must be a module-level function, so spawned processes and Dask workers can import it."""
+    must be a module-level function, so spawned processes and Dask workers can import it.
+    `points`, when given, are the points of the sweep to run and list in the manifest (some
+    of `expand_points(sweep)`, as the tuner picks them); default: all of them."""
     _check_backend(workers, dask, point_timeout_s)
     spec = sweep if isinstance(sweep, SweepSpec) else load_sweep_spec(sweep)
-    points = expand_points(spec)
+    points = expand_points(spec) if points is None else tuple(points)
     out = Path(out_dir)
     parts = out / PARTS_DIR
     existing = part_statuses(parts)
@@ -203,11 +206,16 @@ def _backend(todo: Sequence[Point], workers: int | None, dask: str | None,
 
 
 class SweepInterrupted(KeyboardInterrupt):
-    """The sweep was stopped by a signal (SIGTERM, SIGINT); finished parts are kept."""
+    """The sweep was stopped by a signal (SIGTERM, SIGINT); finished parts are kept. Its
+    `args` are `(signum,)`, so it can be raised again from them (SimPy does so when the
+    signal arrives inside a process of an in-process point)."""
 
     def __init__(self, signum: int) -> None:
         self.signum = signum
-        super().__init__(f"stopped by {signal.Signals(signum).name}")
+        super().__init__(signum)
+
+    def __str__(self) -> str:
+        return f"stopped by {signal.Signals(self.signum).name}"
 
 
 @contextmanager
