@@ -69,7 +69,13 @@ from workloads.codesign.codesign_ops import op_counts
 from workloads.graph import KernelGraph
 from workloads.layers.dualpipe import micro_batch
 from workloads.node_ops import LINK, check_available, node_op
-from workloads.op_result_cache import PAIR, WORKLOAD_OP, OpResultCache, Uncacheable
+from workloads.op_result_cache import (
+    PAIR,
+    WORKLOAD_OP,
+    OpResultCache,
+    Uncacheable,
+    workload_op_entry,
+)
 
 FIDELITIES = ("sampled", "full")
 NVLINK_DOMAIN_GPUS = 8   # source: HGX H100/H800 8-GPU baseboard (one NVLink/NVSwitch domain)
@@ -178,12 +184,14 @@ def _link_plan(params: dict) -> dict:
     return FidelityPlan("link_model", params, np.nan, np.nan).fields()
 
 
-def _plans(graph, ops, config) -> dict[tuple, Any]:
-    """Every distinct op's plan, built before anything runs; errors name the node."""
+def _plans(graph, ops, config, stored=()) -> dict[tuple, Any]:
+    """Every distinct op's plan, built before anything runs; errors name the node. Ops in
+    `stored` (read from the on-disk cache: built and timed before by this code on this
+    config) are left out."""
 
     plans: dict[tuple, Any] = {}
     for node, op in zip(graph.nodes, ops, strict=True):
-        if op.kind == LINK or op.key in plans:
+        if op.kind == LINK or op.key in plans or op.key in stored:
             continue
         try:
             plans[op.key] = op_registry.build_op(op.kind, config, **op.kwargs)
@@ -242,8 +250,8 @@ class _DiskKeys:
         except Uncacheable:
             return None
 
-    def load(self, key: dict | None):
-        return None if key is None else self.cache.load(key)
+    def load(self, key: dict | None, check=None):
+        return None if key is None else self.cache.load(key, check)
 
     def save(self, key: dict | None, value) -> None:
         if key is not None:
@@ -253,22 +261,47 @@ class _DiskKeys:
         return None if self.cache is None else self.cache.summary()
 
 
+def _pair_entry(value) -> bool:
+    """Whether a loaded value has a measured pair's fields."""
+    return isinstance(value, dict) and set(value) == set(PairEffect.__dataclass_fields__)
+
+
 def _op_data(op) -> dict:
     """An op's parameters as a cache key part: its kind and builder keywords."""
     return {"kind": op.kind, "kwargs": dict(op.kwargs)}
 
 
-def _cached_time_op(disk: _DiskKeys, op, plan, config, fidelity: str,
-                    timeline: bool) -> tuple[dict, pd.DataFrame, pd.DataFrame | None]:
-    """`_time_op` of `op`, read from the on-disk cache when it holds it (its timing dict
-    then says `cached`), saved there when simulated."""
-    key = disk.key(WORKLOAD_OP, op=_op_data(op))
-    found = disk.load(key)
-    if found is not None:
-        return {**found["timed"], "cached": True}, found["stats"], found["series"]
+def _stored(ops, shared: dict, disk: _DiskKeys) -> dict[tuple, tuple]:
+    """Op key -> (timing dict, stats, series) of every distinct op the on-disk cache holds
+    (and the caller's `op_cache` does not); its timing dict says `cached`."""
+    found: dict[tuple, tuple] = {}
+    tried: set[tuple] = set()
+    for op in ops:
+        if op.kind == LINK or op.key in shared or op.key in tried:
+            continue
+        tried.add(op.key)
+        entry = disk.load(disk.key(WORKLOAD_OP, op=_op_data(op)), workload_op_entry)
+        if entry is not None:
+            found[op.key] = ({**entry["timed"], "cached": True}, entry["stats"],
+                             entry["series"])
+    return found
+
+
+def _time_and_save(disk: _DiskKeys, op, plan, config, fidelity: str,
+                   timeline: bool) -> tuple[dict, pd.DataFrame, pd.DataFrame | None]:
+    """`_time_op` of `op`, saved to the on-disk cache."""
     timed, stats, series = _time_op(plan, config, fidelity, timeline)
-    disk.save(key, {"timed": timed, "stats": stats, "series": series})
+    disk.save(disk.key(WORKLOAD_OP, op=_op_data(op)),
+              {"timed": timed, "stats": stats, "series": series})
     return timed, stats, series
+
+
+def _plan(plans: dict, op, config):
+    """The plan of `op`, built now if `_plans` left it out (an op read from the cache
+    whose launch a contention measurement needs)."""
+    if op.key not in plans:
+        plans[op.key] = op_registry.build_op(op.kind, config, **op.kwargs)
+    return plans[op.key]
 
 
 def _schedule(order, durations: dict[str, float],
@@ -376,11 +409,11 @@ def _contention(graph, ops, plans, config, span, lanes, measured: dict,
         c, m = op_of[compute_node.name], op_of[comm_node.name]
         if (c.key, m.key) not in measured:
             key = disk.key(PAIR, compute_op=_op_data(c), comm_op=_op_data(m))
-            found = disk.load(key)
+            found = disk.load(key, _pair_entry)
             if found is None:
-                found = measure_pair(representative_launch(plans[c.key]),
-                                     representative_launch(plans[m.key]), config, c.kind,
-                                     m.kind)
+                found = measure_pair(representative_launch(_plan(plans, c, config)),
+                                     representative_launch(_plan(plans, m, config)), config,
+                                     c.kind, m.kind)
                 disk.save(key, asdict(found))
             else:
                 found = PairEffect(**found)
@@ -406,7 +439,9 @@ def simulate_workload(graph, config=None, fidelity: str = "sampled",
     `workloads.op_result_cache.OpResultCache`; None: none) reads op results and measured
     pairs from disk and saves those it simulates: the kernels table's `cached` says which
     nodes were read, `meta["op_cache"]` the folder and the entries read and written (None
-    without a cache). `progress`, when given, is
+    without a cache); an op read from it is not built again (the same code built and timed
+    it on the same config), unless a contention measurement needs its launch. `progress`,
+    when given, is
     called before each node is timed as `progress(index, total, node name)` (index 0-based,
     total the graph's node count; `simulator.app.progress.progress_bar` draws it); it does not
     change the results."""
@@ -419,10 +454,11 @@ def simulate_workload(graph, config=None, fidelity: str = "sampled",
     config = models.load_preset("h800_sxm") if config is None else config
     config, meta = _comm_setup(config, graph, comm_sms, chunk_bytes)
     ops = _ops(graph, meta)
-    plans = _plans(graph, ops, config)
-    cache: dict[tuple, tuple[dict, pd.DataFrame, pd.DataFrame | None]] = {}
     shared = _shared_cache(op_cache, config, fidelity, timeline)
     disk = _DiskKeys(result_cache, config, fidelity, timeline)
+    stored = _stored(ops, shared, disk)
+    plans = _plans(graph, ops, config, stored)
+    cache: dict[tuple, tuple[dict, pd.DataFrame, pd.DataFrame | None]] = {}
     timed, reused, frames, series = {}, {}, [], {}
     for index, (node, op) in enumerate(zip(graph.nodes, ops, strict=True)):
         if progress is not None:
@@ -434,8 +470,8 @@ def simulate_workload(graph, config=None, fidelity: str = "sampled",
             elif op.key in shared:
                 cache[op.key] = shared[op.key]
             else:
-                cache[op.key] = _cached_time_op(disk, op, plans[op.key], config, fidelity,
-                                                timeline)
+                cache[op.key] = stored.get(op.key) or _time_and_save(
+                    disk, op, plans[op.key], config, fidelity, timeline)
                 shared[op.key] = cache[op.key]
         timed[node.name], stats, node_series = cache[op.key]
         if len(stats):

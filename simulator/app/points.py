@@ -67,7 +67,10 @@ columns (`PART_POINT_COLUMNS`) and metrics on every row, then rows of the long s
 columns prefixed `KERNEL_PREFIX`); `status = "ok"` or `"error"` with the error text. A point
 whose process died or ran past its time limit never returns; the driver records it with
 `failed_part` (`status = "failed"` or `"timeout"`, the reason in `error`). Writing the part
-is the driver's job.
+is the driver's job. A point's `op_cache` (a folder, set by the driver: `<out>/op-cache`) is
+the on-disk op result cache its op, layer or step reads and saves op results in
+(`workloads.op_result_cache`; none when empty); its per-kernel table's `cached` says which
+kernels were read from it. Kernel points are not cached.
 Left out: GPU-side batching; validating a layer's ops against the config before it runs (a
 layer whose op the config refuses is an error part); micro-batches without a deployment.
 Units: `elapsed_s` in seconds of host time; metrics carry their unit in their name.
@@ -112,7 +115,8 @@ from workloads.kernels.catalog import KERNELS
 from workloads.kernels.comm.collectives import check_chunk_bytes
 from workloads.layers.dualpipe import dualpipe_pair, moe_block
 from workloads.models import MODELS
-from workloads.ops import OP_FLAGS, OPS, available_fidelities, build_op, simulate_op
+from workloads.op_result_cache import OpResultCache, open_cache, simulate_op_cached
+from workloads.ops import OP_FLAGS, OPS, available_fidelities, build_op
 from workloads.traces.overlap import merged_intervals
 
 POINT_STATUSES = ("ok", "error", "failed", "timeout")
@@ -140,6 +144,8 @@ class Point:
     preset: str
     target: dict[str, Any] = field(default_factory=dict)
     overrides: dict[str, Any] = field(default_factory=dict)
+    op_cache: str = ""
+    """The op result cache folder the point runs with ("" none); not part of its id."""
 
     def params(self) -> dict[str, Any]:
         """Every parameter of the point, flat: preset, target keys, config overrides."""
@@ -148,12 +154,13 @@ class Point:
     def to_dict(self) -> dict[str, Any]:
         return {"point_id": self.point_id, "index": self.index, "kind": self.kind,
                 "preset": self.preset, "target": dict(self.target),
-                "overrides": dict(self.overrides)}
+                "overrides": dict(self.overrides),
+                **({"op_cache": self.op_cache} if self.op_cache else {})}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Point:
         return cls(data["point_id"], data["index"], data["kind"], data["preset"],
-                   dict(data["target"]), dict(data["overrides"]))
+                   dict(data["target"]), dict(data["overrides"]), data.get("op_cache", ""))
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,16 +182,17 @@ class PointRunner:
     (without a config); `inputs(target, config)` checks the target against the point's
     resolved config (raising `TargetProblem`) and returns a fingerprint of the inputs outside
     the parameters that decide the result; `defaults(target)` the config overrides the
-    target implies (the sweep's own overrides win); `run(target, config, run_id)` returns a
-    `PointOutcome` with the metrics named in `metrics` (name -> pandas dtype, so every part
-    of a kind has one schema, error parts included). A target key is one of `target_keys`,
+    target implies (the sweep's own overrides win); `run(target, config, run_id,
+    result_cache)` (an `OpResultCache` or None) returns a `PointOutcome` with the metrics
+    named in `metrics` (name -> pandas dtype, so every part of a kind has one schema, error
+    parts included). A target key is one of `target_keys`,
     or `<table>.<name>` for a table of `tables` (`owns`)."""
 
     kind: str
     target_keys: tuple[str, ...]
     metrics: Mapping[str, str]
     check: Callable[[Mapping[str, Any]], dict[str, Any]]
-    run: Callable[[Mapping[str, Any], Any, str], PointOutcome]
+    run: Callable[[Mapping[str, Any], Any, str, OpResultCache | None], PointOutcome]
     inputs: Callable[[Mapping[str, Any], Any], str]
     tables: tuple[str, ...] = ()
     defaults: Callable[[Mapping[str, Any]], dict[str, Any]] = _no_defaults
@@ -260,8 +268,10 @@ def check_kernel_target(target: Mapping[str, Any]) -> dict[str, Any]:
     return {"kernel": name, "seed": seed, **{f"size.{k}": size[k] for k in wanted}}
 
 
-def run_kernel_target(target: Mapping[str, Any], config, run_id: str) -> PointOutcome:
-    """Build the catalogued case from its seed and size and time it on `config`."""
+def run_kernel_target(target: Mapping[str, Any], config, run_id: str,
+                      result_cache: OpResultCache | None = None) -> PointOutcome:
+    """Build the catalogued case from its seed and size and time it on `config` (kernels are
+    not cached: `result_cache` is not read)."""
 
     spec = KERNELS[target["kernel"]]
     size = {k[len("size."):]: v for k, v in target.items() if k.startswith("size.")}
@@ -368,12 +378,15 @@ def op_fingerprint(target: Mapping[str, Any], config) -> str:
                    for x in (*plan.launches, *(s for _, s in plan.samples))])
 
 
-def run_op_target(target: Mapping[str, Any], config, run_id: str) -> PointOutcome:
-    """Build the op on `config`, time it with `simulate_op`, sum its figures."""
+def run_op_target(target: Mapping[str, Any], config, run_id: str,
+                  result_cache: OpResultCache | None = None) -> PointOutcome:
+    """Build the op on `config`, time it with `simulate_op` (or read it from
+    `result_cache`), sum its figures."""
 
     plan = _build_op(target, config)
     runs: list = []
-    res = simulate_op(plan, config, target["fidelity"], stats=runs)
+    res = simulate_op_cached(target["op"], {"seed": target["seed"], **_op_sizes(target)},
+                             plan, config, target["fidelity"], result_cache, stats=runs)
     weighted = [(weight, frame) for weight, _, frame in runs]
     launches = res["kernel"] if isinstance(res["kernel"], list) else [res["kernel"]]
     methods = sorted({str(k["fidelity"]) if "fidelity" in k else "op-sampled"
@@ -386,8 +399,9 @@ def run_op_target(target: Mapping[str, Any], config, run_id: str) -> PointOutcom
            "hbm_bytes": float(res["hbm_bytes"]), "l2_bytes": level_bytes(weighted, "l2"),
            "link_bytes": link_bytes(weighted), "roofline_us": float(res["roofline_us"]),
            "bound": str(res["bound"]), "gap": float(res["gap"]), "model": "simulated",
-           "reused": False, "note": plan.sample_note if launches and "sampled_from"
-           in launches[0] else "", **op_counts(plan),
+           "reused": False, "cached": bool(res["cached"]),
+           "note": plan.sample_note if launches and "sampled_from" in launches[0] else "",
+           **op_counts(plan),
            "sm_clock_ghz": float(res["sm_clock_ghz"]), "cycles": int(res["cycles"]),
            "launches": len(plan.launches), "fidelity_method": ",".join(methods)}
     kernels = pd.DataFrame([row])
@@ -599,25 +613,29 @@ def step_defaults(target: Mapping[str, Any]) -> dict[str, Any]:
     return _comm_sms(target, step=True)
 
 
-def _run_graph(target: Mapping[str, Any], config, run_id: str, step: bool) -> PointOutcome:
+def _run_graph(target: Mapping[str, Any], config, run_id: str, step: bool,
+               result_cache: OpResultCache | None) -> PointOutcome:
 
     graph = _layer_graph(target, step)
     result = simulate_workload(graph, config=config, fidelity=target["fidelity"],
-                               timeline=False, chunk_bytes=target.get("chunk_bytes"))
+                               timeline=False, chunk_bytes=target.get("chunk_bytes"),
+                               result_cache=result_cache)
     metrics = _graph_metrics(result.kernels, float(result.time_us), float(result.cycles),
                              result.fidelity)
     stats = result.stats.assign(run_id=run_id) if len(result.stats) else result.stats
     return PointOutcome(metrics, stats, result.kernels)
 
 
-def run_layer_target(target: Mapping[str, Any], config, run_id: str) -> PointOutcome:
+def run_layer_target(target: Mapping[str, Any], config, run_id: str,
+                     result_cache: OpResultCache | None = None) -> PointOutcome:
     """Build the layer graph and time it with `simulate_workload`."""
-    return _run_graph(target, config, run_id, step=False)
+    return _run_graph(target, config, run_id, False, result_cache)
 
 
-def run_step_target(target: Mapping[str, Any], config, run_id: str) -> PointOutcome:
+def run_step_target(target: Mapping[str, Any], config, run_id: str,
+                    result_cache: OpResultCache | None = None) -> PointOutcome:
     """Build the training-step graph and time it with `simulate_workload`."""
-    return _run_graph(target, config, run_id, step=True)
+    return _run_graph(target, config, run_id, True, result_cache)
 
 
 # ---- metrics of op, layer and step points ---------------------------------------------------
@@ -748,7 +766,8 @@ def execute_point(point_data: Mapping[str, Any]) -> pd.DataFrame:
         config = resolve_config(point)
         config_json = json.dumps(config.to_dict(), sort_keys=True)
         runner = point_runner(point.kind)
-        outcome = runner.run(point.target, config, point.point_id)
+        outcome = runner.run(point.target, config, point.point_id,
+                             open_cache(point.op_cache or None))
     except Exception as exc:  # noqa: BLE001 - a failing point is recorded, the sweep goes on
         error = f"{type(exc).__name__}: {exc}"
         trace = traceback.format_exc()

@@ -13,8 +13,15 @@ What it does, in order (`run_sweep`):
    distributed (`dask="tcp://host:8786"`, or `dask="local:N"` for a `LocalCluster` of N
    worker processes on loopback);
 4. as each point finishes, the driver writes its part `DIR/parts/<point_id>.parquet`
-   atomically. Workers return the part table and never touch the folder, so a Dask cluster
+   atomically. Workers return the part table and never touch the parts, so a Dask cluster
    needs no shared file system, and a killed run loses only the points in flight.
+
+Op, layer and step points share the on-disk op result cache `DIR/op-cache/`
+(`workloads.op_result_cache`, `op_cache=False` / `--no-cache` for none): each worker reads
+the op results other points saved (keyed by the op, the resolved config and the code
+version) and saves those it simulates, one file per entry written atomically, so
+concurrent workers and `--resume` share them. On Dask each worker uses that folder's path
+on its own machine: shared where the file system is.
 
 A point that raises is a part with `status = "error"` (see `simulator.app.points`). A point whose
 child process dies (the out-of-memory killer's SIGKILL, a crash) is a part with status
@@ -56,7 +63,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing import connection
 from pathlib import Path
 from typing import IO, Any
@@ -67,10 +74,12 @@ import pyarrow.parquet as pq
 from isa.errors import InputError
 from simulator.app.points import Point, execute_point, failed_part
 from simulator.app.sweep import SweepSpec, expand_points, load_sweep_spec
+from workloads.op_result_cache import CACHE_SUBDIR
 
 MANIFEST_NAME = "sweep.json"
 PARTS_DIR = "parts"
 MANIFEST_FORMAT = "ptxsim-sweep/1"
+OP_CACHE_DIR = CACHE_SUBDIR
 
 Finished = tuple[str, Any, str]
 """(point_id, part table or None when the point is lost, why it is lost)."""
@@ -106,13 +115,14 @@ def run_sweep(sweep: str | Path | SweepSpec, out_dir: str | Path, *, workers: in
               dask: str | None = None, resume: bool = False, retry_errors: bool = False,
               point_timeout_s: float | None = None, progress: IO[str] | None = None,
               execute: Callable[[Mapping[str, Any]], Any] = execute_point,
-              points: Sequence[Point] | None = None) -> SweepOutcome:
+              points: Sequence[Point] | None = None, op_cache: bool = True) -> SweepOutcome:
     """Run every point of `sweep` that has no part in `out_dir/parts` yet (see module doc).
 
     `execute` is what a worker runs per point (a `Point.to_dict()` in, a part table out); it
     must be a module-level function, so spawned processes and Dask workers can import it.
     `points`, when given, are the points of the sweep to run and list in the manifest (some
-    of `expand_points(sweep)`, as the tuner picks them); default: all of them."""
+    of `expand_points(sweep)`, as the tuner picks them); default: all of them. `op_cache`:
+    whether points share the op result cache `out_dir/op-cache` (see module doc)."""
     _check_backend(workers, dask, point_timeout_s)
     spec = sweep if isinstance(sweep, SweepSpec) else load_sweep_spec(sweep)
     points = expand_points(spec) if points is None else tuple(points)
@@ -131,6 +141,9 @@ def run_sweep(sweep: str | Path | SweepSpec, out_dir: str | Path, *, workers: in
     todo = [p for p in points if p.point_id not in statuses
             or (retry_errors and statuses[p.point_id] != "ok")]
     rerun = {p.point_id for p in todo}
+    if op_cache:
+        folder = str((out / OP_CACHE_DIR).resolve())
+        todo = [replace(p, op_cache=folder) for p in todo]
     old_errors = sum(1 for i, s in statuses.items() if s != "ok" and i not in rerun)
     bar = SweepProgress(len(points), len(points) - len(todo), old_errors,
                         progress if progress is not None else sys.stderr)

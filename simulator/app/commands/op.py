@@ -13,7 +13,11 @@ launch, tiles), `fidelity` and the fidelity plan carried out (`simulator.runner.
 `fidelity_method` (full, full+synthesized_ctas, chip_slice, row_slice, wave_extrapolation,
 op_model, mixed), `fidelity_params`, `simulated_cta_share` and `extrapolated_time_share`,
 for the op and for each kernel entry. `--explain` prints the plan in words before
-running it (`workloads.ops.registry.explain_op`; on stderr with `--json`). Bad flags
+running it (`workloads.ops.registry.explain_op`; on stderr with `--json`). The result is
+read from the on-disk op result cache when an equal op (kind, flags, seed, resolved config,
+fidelity, code version) was timed before, and saved there when simulated
+(`workloads.op_result_cache`; `--cache-dir DIR`, `--no-cache`); `cached` and `op_cache` (the
+folder, null with `--no-cache`) say which. Bad flags
 (dtype, non-positive sizes, unknown `--set` key) are an `InputError` naming the flag: one
 line, exit status 2.
 Units: microseconds, cycles, TFLOP/s, GB/s, bytes.
@@ -26,9 +30,11 @@ import json
 import sys
 
 from simulator.app.commands.models import add_config_arguments, config_from_args, seed_value
+from simulator.app.op_cache_options import add_cache_arguments, cache_from_args
 from simulator.app.progress import add_quiet_argument
 from simulator.framework.config import strict_json
-from workloads.ops import OP_FLAGS, OP_HELP, OPS, build_op, simulate_op
+from workloads.op_result_cache import simulate_op_cached
+from workloads.ops import OP_FLAGS, OP_HELP, OPS, build_op
 from workloads.ops.registry import explain_op
 
 NAME = "op"
@@ -46,6 +52,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--explain", action="store_true",
                         help="print how the op will be timed (its fidelity plan) in words "
                         "before running it (to stderr with --json)")
+    add_cache_arguments(parser)
     add_quiet_argument(parser)
 
 
@@ -85,7 +92,9 @@ def run(args: argparse.Namespace) -> int:
     if getattr(args, "explain", False):
         print(explain_op(plan, config, args.fidelity), file=sys.stderr if args.json else
               sys.stdout, flush=True)
-    result = {"model": args.model, **simulate_op(plan, config, args.fidelity)}
+    result = {"model": args.model,
+              **simulate_op_cached(args.op, {"seed": args.seed, **sizes}, plan, config,
+                                   args.fidelity, cache_from_args(args))}
     print(strict_json(result, indent=1) if args.json else _text(result, plan.sizes))
     return 0
 
@@ -107,6 +116,9 @@ def _text(r: dict, op_sizes: dict) -> str:
         f"fidelity    {r['fidelity_method']}: {_pct(r['simulated_cta_share'])} of the CTAs "
         f"simulated, {_pct(r['extrapolated_time_share'])} of the time extrapolated "
         f"{json.dumps(r['fidelity_params'], sort_keys=True)}",
+        "op cache    " + (f"result read from {r['op_cache']}" if r["cached"] else
+                          f"simulated (cache {r['op_cache']})" if r["op_cache"] else
+                          "off (--no-cache)"),
     ])
 
 

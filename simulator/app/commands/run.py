@@ -35,6 +35,12 @@ on the reserved communication SMs (with 0 they run on the compute stream), an al
 across nodes and an all-to-all that holds no SMs are timed by link bandwidth; overlapping
 streams are slowed by a measured pair per collective (see `workloads.execute`). Single
 kernels: `ptxsim kernel FILE.ptx`; single ops: `ptxsim op KIND`.
+Op results are read from and saved to the on-disk op result cache
+(`workloads.op_result_cache`: keyed by the op, the resolved config and the code version;
+`--cache-dir DIR`, default `~/.cache/ptxsim/op-cache` or under `$XDG_CACHE_HOME`), so a
+re-run of a finished run simulates nothing; `--no-cache` simulates every op afresh. run.json
+says which kernels were read (`kernels[].cached`) and from where (`op_cache`: folder, code
+version, entries read, missed and written; null with `--no-cache`).
 Bad flags (unknown model, preset, deployment or `--set` key, impossible sizes) are an
 `InputError` naming the flag: one line, exit status 2.
 Units: microseconds, TFLOP/s, fractions.
@@ -50,6 +56,7 @@ import simulator
 from isa.errors import InputError
 from reports.output_dir import check_output_dir
 from simulator.app.commands.models import add_config_arguments, config_from_args, parse_overrides
+from simulator.app.op_cache_options import add_cache_arguments, cache_from_args
 from simulator.app.progress import add_quiet_argument, progress_bar
 from simulator.framework.config import strict_json
 from workloads.codesign.codesign_ops import totals
@@ -117,6 +124,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write into a folder that holds other files too (only "
                         "ptxsim's own files are replaced)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_cache_arguments(parser)
     add_quiet_argument(parser)
 
 
@@ -278,6 +286,7 @@ def run(args: argparse.Namespace) -> int:
     check_output_dir(out, force=args.force)   # refused before minutes of simulation
     with progress_bar(len(graph.nodes), "simulating kernels", args.quiet) as progress:
         result = simulator.simulate_workload(graph, config=config, fidelity=args.fidelity,
+                                             result_cache=cache_from_args(args),
                                              progress=progress)
     precision = REPORT_PRECISION.get(meta.get("gemm_dtype", "bf16"), "bf16")
     report = _report(args, result, out)
@@ -310,14 +319,17 @@ def _report(args, result, out: Path) -> dict:
                 "macs_skipped": r.macs_skipped, "fidelity_method": p.fidelity_method,
                 "fidelity_params": json.loads(p.fidelity_params or "{}"),
                 "simulated_cta_share": p.simulated_cta_share,
-                "extrapolated_time_share": p.extrapolated_time_share}
-               for r, p in zip(summary.itertuples(), plans.itertuples(), strict=True)]
+                "extrapolated_time_share": p.extrapolated_time_share, "cached": bool(cached)}
+               for r, p, cached in zip(summary.itertuples(), plans.itertuples(),
+                                       result.kernels["cached"], strict=True)]
+    layer = {k: v for k, v in result.meta.items() if k != "op_cache"}
     return {"model": args.model, "workload": result.meta.get("model"),
-            "graph": result.graph, "layer": result.meta, "fidelity": result.fidelity,
+            "graph": result.graph, "layer": layer, "fidelity": result.fidelity,
             "time_us": result.time_us, "kernel_time_us": float(summary["time_us"].sum()),
             "by_op": {op: float(t) for op, t in result.by_op()["time_us"].items()},
             "kernels": kernels, "units": totals(result.kernels),
             "sm_clock": _clock(result), "out": str(out),
+            "op_cache": result.meta.get("op_cache"),
             "left_out": "all-reduce across nodes timed by link bandwidth alone; contention "
                         "measured for collectives only (compute streams do not slow "
                         "each other)"}
@@ -400,6 +412,18 @@ def _overlap_lines(rows: list[dict]) -> list[str]:
     return lines
 
 
+def _cache_lines(c: dict | None) -> list[str]:
+    """Where the op results came from: the cache's folder and its entries read and
+    simulated (op results and contention pairs), or that it was off."""
+    if c is None:
+        return ["op cache off (--no-cache): every op simulated"]
+    if not c:
+        return []
+    total = c["read"] + c["missed"]
+    return [f"op cache {c['dir']}: {c['read']} of {total} results read, {c['missed']} "
+            "simulated (--no-cache to simulate all)"]
+
+
 def _text(r: dict) -> str:
     layer = r["layer"]
     lines = [*_deployment_lines(r.get("deployment"), layer),
@@ -419,6 +443,7 @@ def _text(r: dict) -> str:
               f"largest: {top})",
               *_overlap_lines(r.get("micro_batches", [])),
               *_units_lines(r["units"]), *_clock_lines(r["sm_clock"]),
+              *_cache_lines(r.get("op_cache", {})),
               f"note: {r['left_out']}",
               f"wrote {r['out']}/ (report.html, kernels.csv, stats.csv, config.json, "
               "trace.json)"]

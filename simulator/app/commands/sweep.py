@@ -36,7 +36,7 @@ HELP = "run a sweep (TOML) of kernels, ops, layers or training steps into DIR/pa
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments: sweep file, --out, --workers | --dask, --point-timeout, --resume,
-    --retry-errors, --dry-run, --json; the file format as the help's epilog."""
+    --retry-errors, --no-cache, --dry-run, --json; the file format as the help's epilog."""
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = SWEEP_FORMAT
@@ -59,6 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retry-errors", action="store_true",
                         help="with --resume, run points recorded as error, failed or timeout "
                         "again")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="simulate every op afresh: no op result cache (default: points "
+                        "share DIR/op-cache, keyed by op, resolved config and code version)")
     parser.add_argument("--dry-run", action="store_true",
                         help="validate the sweep and list its points; run nothing")
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
@@ -96,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         outcome = run_sweep(args.file, args.out, workers=args.workers, dask=args.dask,
                             resume=args.resume, retry_errors=args.retry_errors,
-                            point_timeout_s=args.point_timeout)
+                            point_timeout_s=args.point_timeout,
+                            op_cache=not args.no_cache)
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, SweepInterrupted) else signal.SIGINT
         print(f"\nptxsim sweep: interrupted ({signal.Signals(signum).name}); finished points "
