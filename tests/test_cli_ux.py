@@ -81,7 +81,10 @@ def test_ctrl_c_while_the_parser_is_built_exits_130(capsys, monkeypatch):
 
 def test_sigint_to_a_running_simulation_exits_130_without_a_traceback():
     """A real SIGINT while `ptxsim op` simulates: status 130, one line on stderr."""
-    script = ("import sys; from simulator.app.cli import main; print('ready', flush=True); "
+    # The parser is built once before "ready" (importing every command takes a second or
+    # more on a loaded machine), so the signal lands in the simulation, not in the imports.
+    script = ("import sys; from simulator.app.cli import build_parser, main; build_parser(); "
+              "print('ready', flush=True); "
               "sys.exit(main(['op', 'softmax', '--rows', '8192', '--cols', '8192', "
               "'--fidelity', 'full', '--quiet']))")
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,

@@ -21,7 +21,7 @@ import simulator
 from workloads.kernels.case import load_ptx
 from workloads.kernels.catalog import KERNELS
 
-GOLDEN_FILE = Path(__file__).resolve().parents[1] / "tests" / "golden" / "kernels.json"
+GOLDEN_FILE = Path(__file__).resolve().parents[2] / "tests" / "golden" / "kernels.json"
 PRESET = "h100_sxm"
 TOLERANCE = 0.02
 EXACT_PREFIXES = ("warp_instructions", "thread_instructions", "issued.")
