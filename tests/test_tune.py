@@ -182,6 +182,17 @@ def test_cli_prints_json_and_writes_tune_json(tmp_path, capsys):
     assert printed["sampler"] == "random" and printed["evaluated"] == 2
 
 
+def test_op_points_share_the_op_cache_in_the_out_folder_unless_no_cache(tmp_path):
+    """An op search keeps its op results in DIR/op-cache; --no-cache writes none."""
+    space = tmp_path / "rmsnorm.toml"
+    space.write_text('[base]\nkind = "op"\npreset = "h800_sxm"\nop = "rmsnorm"\n'
+                     'params = { rows = 256, cols = 1024 }\n[[param]]\n"sm.count" = [132]\n')
+    for flags, cached in (([], True), (["--no-cache"], False)):
+        out = tmp_path / f"out{len(flags)}"
+        assert main(["tune", str(space), "--out", str(out), "--workers", "1", *flags]) == 0
+        assert (out / "op-cache").is_dir() == cached
+
+
 def test_help_shows_the_space_format(capsys):
     """`ptxsim tune --help` documents [[param]], ranges and the metrics."""
     with pytest.raises(SystemExit):

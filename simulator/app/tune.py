@@ -14,7 +14,9 @@ settings gives it.
 The search (`run_tune`) picks points of that grid and runs them on the sweep machinery
 (`simulator.app.sweep_runner.run_sweep`: in-process, a pool of worker processes or Dask, each
 point a Parquet part written atomically), so the output folder is a sweep folder
-(`reports.load_sweep(DIR)` reads it) plus `tune.json` (the summary, written through
+(`reports.load_sweep(DIR)` reads it), its op result cache `DIR/op-cache` (points that meet
+the same op on the same config read its result: the compute ops of points that differ only
+in the chunk size, or a resumed search) and `tune.json` (the summary, written through
 `reports.output_dir`):
 
 * `grid`: every point of the space (one sweep);
@@ -488,11 +490,13 @@ def run_tune(space: str | Path | TuneSpace, out_dir: str | Path, *,
              settings: TuneSettings | None = None, workers: int | None = None,
              dask: str | None = None, resume: bool = False,
              point_timeout_s: float | None = None, progress: IO[str] | None = None,
-             execute: Callable[[Mapping[str, Any]], Any] = execute_point) -> TuneOutcome:
+             execute: Callable[[Mapping[str, Any]], Any] = execute_point,
+             op_cache: bool = True) -> TuneOutcome:
     """Search `space` (see the module docstring) into `out_dir`; write and return the summary.
 
-    `settings` default to `resolve_settings(space)`; `workers`, `dask`, `point_timeout_s` and
-    `execute` are `run_sweep`'s. Without `resume` the folder must be new or empty (a folder
+    `settings` default to `resolve_settings(space)`; `workers`, `dask`, `point_timeout_s`,
+    `execute` and `op_cache` (whether points share the op result cache `out_dir/op-cache`)
+    are `run_sweep`'s. Without `resume` the folder must be new or empty (a folder
     holding a search is refused: resume it); with `resume`, points with a part are read, not
     run. Progress (one line per point for random and tpe, the sweep's bar for grid) goes to
     `progress` (default: stderr)."""
@@ -502,7 +506,7 @@ def run_tune(space: str | Path | TuneSpace, out_dir: str | Path, *,
     out = _check_out(out_dir, resume)
     stream = progress if progress is not None else sys.stderr
     backend = {"workers": workers, "dask": dask, "point_timeout_s": point_timeout_s,
-               "execute": execute}
+               "execute": execute, "op_cache": op_cache}
     if settings.sampler == "grid":
         outcome = run_sweep(space.sweep, out, resume=True, progress=stream, points=points,
                             **backend)

@@ -42,8 +42,8 @@ HELP = ("search a space of settings (TOML: comm SMs, chunk size, ...) for the be
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments: space file, --out, --metric, --direction, --sampler, --trials, --seed,
-    --batch, --workers | --dask, --point-timeout, --resume, --dry-run, --json; the file
-    format as the help's epilog."""
+    --batch, --workers | --dask, --point-timeout, --no-cache, --resume, --dry-run, --json;
+    the file format as the help's epilog."""
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = TUNE_FORMAT
@@ -74,6 +74,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="run on Dask distributed: tcp://host:8786 or local:N")
     parser.add_argument("--point-timeout", type=float, metavar="SECONDS",
                         help="kill a point's worker after this many seconds (status 'timeout')")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="simulate every op afresh: no op result cache (default: points "
+                        "share DIR/op-cache, keyed by op, resolved config and code version)")
     parser.add_argument("--resume", action="store_true",
                         help="continue a search in DIR: the same proposals are made again, "
                         "points with a part are read instead of run")
@@ -108,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         outcome = run_tune(space, args.out, settings=settings, workers=args.workers,
                            dask=args.dask, resume=args.resume,
-                           point_timeout_s=args.point_timeout)
+                           point_timeout_s=args.point_timeout, op_cache=not args.no_cache)
     except KeyboardInterrupt as exc:
         signum = exc.signum if isinstance(exc, SweepInterrupted) else signal.SIGINT
         print(f"\nptxsim tune: interrupted ({signal.Signals(signum).name}); finished points "
