@@ -246,7 +246,8 @@ def test_documented_format_example_and_example_files_are_valid_sweeps():
     assert len(expand_points(spec)) == 2 * 2 * len(spec.axes[2].values)
     folder = Path(__file__).resolve().parents[1] / "workloads" / "sweeps"
     counts = {path.name: len(expand_points(load_sweep_spec(path)))
-              for path in sorted(folder.glob("*.toml"))}
+              for path in sorted(folder.glob("*.toml"))
+              if not path.name.startswith("tune_")}   # ptxsim tune's spaces: test_tune.py
     assert counts == {"layer_bert_l2.toml": 2, "layer_llama_decode_hbm.toml": 2,
                       "op_gemm_sm_count.toml": 2, "op_rmsnorm_presets.toml": 4,
                       "saxpy_sm_count.toml": 8, "sgemm_l2_random.toml": 6,
