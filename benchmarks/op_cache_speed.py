@@ -72,7 +72,7 @@ def main() -> None:
             out = Path(tmp) / label.split()[0].strip("-")
             wall, cpu, text = timed([*layer, *flags, "--out", str(out)])
             report = json.loads(text)
-            c = report.get("op_cache") or {"read": 0, "missed": len(report["kernels"])}
+            c = report.get("op_cache") or {"read": "-", "missed": "all"}
             print(f"{label:<22} {wall:7.2f} {cpu:7.2f} {report['time_us']:10.1f} "
                   f"{c['read']:>5} {c['missed']:>9}", flush=True)
         start = time.perf_counter()
