@@ -19,15 +19,15 @@ attention ops' hooks (`codesign_ops`) and the timing model (LUT `ex2`, L3), exac
   layer's GEMM activations at `units.zce.threshold`, applied to every GEMM of the graph),
   not at a typed ratio; a typed `sparsity` what-if prunes that share of each GEMM's
   smallest activations (and weights) on the error side.
-* `layer_row(model, tokens, config)`: one prefill layer; time (makespan), achieved TFLOPS
-  (the graph's flops over the makespan), GEMM time and TFLOPS (dense-equivalent: every
-  product counted) and `gemm_tflops_issued` (only the products the units do, so a ZCE run
-  cannot pass the peak), MACs and MACs skipped
-  (GEMM MACs x (1 - share of non-zero products) of each GEMM's ZCE sample, half of them
-  under the 2:4 baseline; the time
-  reflects the issued share, floored at `units.zce.min_issue_fraction`), HBM and L2 bytes (the
-  workload table's, weighted like its times), L1/L3 bytes and the L3 hit rate (summed over
-  the simulated launches' stats: for sampled ops those are the reduced launches, unweighted).
+* `layer_row(model, tokens, config)`: one prefill layer (or the nodes `keep` selects); time
+  (makespan), achieved TFLOPS (the graph's flops over the makespan), GEMM time and TFLOPS
+  (dense-equivalent: every product counted) and `gemm_tflops_issued` (only the products the
+  units do, so a ZCE run cannot pass the peak), MACs and MACs skipped (GEMM MACs x (1 -
+  share of non-zero products) of each GEMM's ZCE sample, half of them under the 2:4
+  baseline; the time reflects the issued share, floored at `units.zce.min_issue_fraction`),
+  HBM and L2 bytes (the workload table's, weighted like its times), L1/L3 bytes and the L3
+  hit rate (summed over the simulated launches' stats: for sampled ops those are the reduced
+  launches, unweighted).
 * `train_row(model, tokens, config, norms)`: the `train` graph of every layer at the
   precision the config's policy gives it (policy `gradient_norm`: the layer's norm from
   `norms`, by default measured by the backward pass of a seeded numpy MLP with one hidden
@@ -52,17 +52,19 @@ Units: microseconds, bytes, FLOP, TFLOP/s, tokens per second; errors as `numeric
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
 import models
 import workloads
+from isa.errors import InputError
 from workloads.codesign import codesign_ops as co
 from workloads.codesign import numerics as N
 from workloads.codesign.precision import GEMM_OPS, GradientNorms
 from workloads.execute import simulate_workload
-from workloads.graph import KernelGraph
+from workloads.graph import KernelGraph, KernelNode
 from workloads.node_ops import GEMM_DTYPES
 from workloads.ops import build_op, simulate_op
 
@@ -148,8 +150,9 @@ def _row(result, graph, cfg) -> dict:
     return {"time_us": result.time_us, "flops": float(k["flops"].sum()),
             "tflops": float(k["flops"].sum()) / result.time_us / 1e6,
             "gemm_us": gemm_us,
-            "gemm_tflops": float(gemm["flops"].sum()) / gemm_us / 1e6,
-            "gemm_tflops_issued": (float(gemm["flops"].sum()) - 2 * skipped) / gemm_us / 1e6,
+            "gemm_tflops": float(gemm["flops"].sum()) / gemm_us / 1e6 if gemm_us else np.nan,
+            "gemm_tflops_issued": (float(gemm["flops"].sum()) - 2 * skipped) / gemm_us / 1e6
+            if gemm_us else np.nan,
             "attention_us": float(k.loc[k["op"] == "attention", "time_us"].sum()),
             "macs": macs, "macs_skipped": skipped,
             "activation_sparsity": float(cfg.units.zce.activation_sparsity)
@@ -165,17 +168,28 @@ def _row(result, graph, cfg) -> dict:
 
 
 def layer_row(model: str, tokens: int, cfg, fidelity: str = "sampled",
-              gemms_only: bool = False, sparsity: float | None = None, seed: int = 0) -> dict:
+              gemms_only: bool = False, sparsity: float | None = None, seed: int = 0,
+              keep: Callable[[KernelNode], bool] | None = None) -> dict:
     """One prefill layer of `model` at `tokens` on `cfg`, time and error (module docstring);
     `gemms_only` simulates only its GEMM nodes (what the ZCE changes), in their dependency
-    order; `sparsity` marks a typed ZCE sparsity what-if (`cfg` carries it)."""
+    order; `keep(node)`, when given, selects the nodes simulated (named in `nodes`); the
+    error is the whole reduced layer's either way; `sparsity` marks a typed ZCE sparsity
+    what-if (`cfg` carries it)."""
 
+    graph = workloads.layer(model, "prefill", tokens=tokens)
+    nodes = "all"
+    if gemms_only:
+        graph, nodes = without(graph, lambda n: n.op not in GEMM_OPS)[0], "gemms"
+    if keep is not None:
+        names = [n.name for n in graph.nodes]
+        graph = without(graph, lambda n: not keep(n))[0]
+        if not graph.nodes:
+            raise InputError(f"layer_row keep: selects none of the {model} layer's nodes "
+                             f"(accepted: a predicate true for some of {', '.join(names)})")
+        nodes = ", ".join(n.name for n in graph.nodes)
     errors = error_row(cfg, N.reduced_layer(model, tokens), seed, sparsity or 0.0)
     timed = timed_config(cfg, errors, sparsity is not None)
-    graph = workloads.layer(model, "prefill", tokens=tokens)
-    if gemms_only:
-        graph = without(graph, lambda n: n.op not in GEMM_OPS)[0]
-    return {"model": model, "tokens": tokens, "nodes": "gemms" if gemms_only else "all",
+    return {"model": model, "tokens": tokens, "nodes": nodes,
             **_row(simulate_workload(graph, timed, fidelity), graph, timed), **errors}
 
 
