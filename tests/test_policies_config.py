@@ -34,8 +34,9 @@ FORMER_SWITCHES = {
                  "snapshot_lead_waves", "steady_l2_preconditioning"),
     "kernels": ("attention_split_combine", "attention_packed_decode_ctas_per_sm",
                 "attention_packed_decode_whole_pages", "attention_kv_page_keys",
-                "gemm_tile_rule"),
+                "gemm_tile_rule", "comm_cache_hints"),
 }
+"""Every key of the two tables: the former module switches, and the keys added since."""
 
 
 def test_no_module_global_is_a_behaviour_switch():
