@@ -199,12 +199,12 @@ def test_signal_to_a_sweep_leaves_no_process_behind_and_keeps_finished_parts(tmp
 
 def test_sigterm_during_a_sweep_exits_143_with_a_resume_hint(tmp_path, monkeypatch, capsys):
     """`ptxsim sweep` stopped by SIGTERM prints one line naming the signal and --resume."""
-    import simulator.app.sweep_runner as runner
+    import simulator.app.commands.sweep as command
 
     def stopped(*args, **kw):
-        raise runner.SweepInterrupted(signal.SIGTERM)
+        raise command.SweepInterrupted(signal.SIGTERM)
 
-    monkeypatch.setattr(runner, "run_sweep", stopped)
+    monkeypatch.setattr(command, "run_sweep", stopped)
     assert main(["sweep", str(_sweep(tmp_path, SEEDS_4)), "--out", str(tmp_path / "o")]) == 143
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert last == (f"ptxsim sweep: interrupted (SIGTERM); finished points are in "
