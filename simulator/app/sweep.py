@@ -260,20 +260,43 @@ def _is_scalar(v: Any) -> bool:
     return isinstance(v, str | bool) or _is_number(v)
 
 
-def parse_sweep(text: str, file: str = "<sweep>") -> SweepSpec:
-    """Validate the text of a sweep file (not its points: see `expand_points`)."""
-    where = Locator(file, text)
+def read_toml(text: str, file: str, error: type[SweepError] = SweepError) -> dict:
+    """The TOML document `text` of `file`; `error` (file, line, "", message) when it is not
+    TOML (the line of the parser's message; the last line for an unexpected end)."""
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         found = re.search(r"at line (\d+)", str(exc))
         line = int(found[1]) if found else 0
         if "end of document" in str(exc):
             line = len(text.splitlines())
-        raise SweepError(file, line, "", f"not valid TOML: {exc}") from None
+        raise error(file, line, "", f"not valid TOML: {exc}") from None
     except RecursionError:
-        raise SweepError(file, 0, "", "not valid TOML: arrays or tables nested too deeply "
-                         "for the parser (a sweep needs two levels)") from None
+        raise error(file, 0, "", "not valid TOML: arrays or tables nested too deeply "
+                    "for the parser (the format needs two levels)") from None
+
+
+def read_toml_text(path: str | Path, error: type[SweepError] = SweepError) -> str:
+    """The text of a UTF-8 TOML file (an optional byte-order mark dropped); `error` naming the
+    file (and the line and column of a byte that is not UTF-8) when it cannot be read."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise error(str(path), 0, "", f"cannot read: {exc.strerror}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        before = data[:exc.start]
+        line, column = before.count(b"\n") + 1, exc.start - (before.rfind(b"\n") + 1) + 1
+        raise error(str(path), line, "", f"column {column}: byte 0x{data[exc.start]:02x} "
+                    "is not UTF-8 text (TOML files are UTF-8)") from None
+
+
+def parse_sweep(text: str, file: str = "<sweep>") -> SweepSpec:
+    """Validate the text of a sweep file (not its points: see `expand_points`)."""
+    where = Locator(file, text)
+    data = read_toml(text, file)
     _check_known(where, data, TOP_KEYS, ())
     head = data.get("sweep", {})
     if not isinstance(head, dict):
@@ -436,19 +459,7 @@ def _check_axes(where: Locator, axes: tuple[Axis, ...], target_keys: str) -> Non
 
 def load_sweep_spec(path: str | Path) -> SweepSpec:
     """Read (UTF-8, an optional byte-order mark) and validate a sweep file."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise SweepError(str(path), 0, "", f"cannot read: {exc.strerror}") from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        before = data[:exc.start]
-        line, column = before.count(b"\n") + 1, exc.start - (before.rfind(b"\n") + 1) + 1
-        raise SweepError(str(path), line, "", f"column {column}: byte 0x{data[exc.start]:02x} "
-                         "is not UTF-8 text (TOML files are UTF-8)") from None
-    return parse_sweep(text, str(path))
+    return parse_sweep(read_toml_text(path), str(path))
 
 
 def _dimensions(axes: tuple[Axis, ...]) -> list[list[tuple[tuple[Axis, int], ...]]]:

@@ -59,7 +59,6 @@ import logging
 import math
 import re
 import sys
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -82,6 +81,8 @@ from simulator.app.sweep import (
     expand_points,
     grid_values,
     parse_base,
+    read_toml,
+    read_toml_text,
 )
 from simulator.app.sweep_runner import MANIFEST_NAME, PARTS_DIR, part_statuses, run_sweep
 
@@ -229,14 +230,7 @@ def _is_int(v: Any) -> bool:
 def parse_space(text: str, file: str = "<space>") -> TuneSpace:
     """Validate the text of a space file (its points: `space_points`)."""
     where = Locator(file, text)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        found = re.search(r"at line (\d+)", str(exc))
-        line = int(found[1]) if found else 0
-        raise TuneError(file, line, "", f"not valid TOML: {exc}") from None
-    except RecursionError:
-        raise TuneError(file, 0, "", "not valid TOML: nested too deeply") from None
+    data = read_toml(text, file, TuneError)
     _known(where, data, TOP_KEYS, ())
     head = data.get("tune", {})
     if not isinstance(head, dict):
@@ -262,18 +256,7 @@ def parse_space(text: str, file: str = "<space>") -> TuneSpace:
 
 def load_space(path: str | Path) -> TuneSpace:
     """Read (UTF-8, an optional byte-order mark) and validate a space file."""
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise TuneError(str(path), 0, "", f"cannot read: {exc.strerror}") from None
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise TuneError(str(path), line, "", f"byte 0x{data[exc.start]:02x} is not UTF-8 "
-                        "text (TOML files are UTF-8)") from None
-    return parse_space(text, str(path))
+    return parse_space(read_toml_text(path, TuneError), str(path))
 
 
 def _path_text(path: tuple) -> str:
