@@ -42,6 +42,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.epilog = SWEEP_FORMAT
     parser.add_argument("file", metavar="FILE", help="sweep file (TOML)")
     parser.add_argument("--out", metavar="DIR", help="output folder (required unless --dry-run)")
+    add_execution_arguments(parser)
+    parser.add_argument("--resume", action="store_true",
+                        help="skip points whose part exists in DIR/parts (matched by point id, "
+                        "so an edited sweep file reuses the parts of the points it kept)")
+    parser.add_argument("--retry-errors", action="store_true",
+                        help="with --resume, run points recorded as error, failed or timeout "
+                        "again")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="validate the sweep and list its points; run nothing")
+    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def add_execution_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where a sweep's points run and what they share (`ptxsim sweep`, `ptxsim tune`):
+    --workers | --dask, --point-timeout, --no-cache."""
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--workers", type=int, metavar="N",
                        help="local worker processes, one point each at a time (default: the "
@@ -53,18 +68,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="kill a point's worker after this many seconds and record the "
                         "point as status 'timeout' (counted from when a started worker takes "
                         "the point; local workers only, not --dask)")
-    parser.add_argument("--resume", action="store_true",
-                        help="skip points whose part exists in DIR/parts (matched by point id, "
-                        "so an edited sweep file reuses the parts of the points it kept)")
-    parser.add_argument("--retry-errors", action="store_true",
-                        help="with --resume, run points recorded as error, failed or timeout "
-                        "again")
     parser.add_argument("--no-cache", action="store_true",
                         help="simulate every op afresh: no op result cache (default: points "
                         "share DIR/op-cache, keyed by op, resolved config and code version)")
-    parser.add_argument("--dry-run", action="store_true",
-                        help="validate the sweep and list its points; run nothing")
-    parser.add_argument("--json", action="store_true", help="print the summary as JSON")
 
 
 def _varying(points) -> list[str]:

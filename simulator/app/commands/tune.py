@@ -22,6 +22,7 @@ import signal
 import sys
 
 from isa.errors import InputError
+from simulator.app.commands.sweep import add_execution_arguments
 from simulator.app.sweep_runner import SweepInterrupted
 from simulator.app.tune import (
     DIRECTIONS,
@@ -66,17 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", type=int, metavar="N",
                         help="points proposed and run at a time by random and tpe (default 1; "
                         "more keeps more workers busy; tpe's proposals depend on it)")
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=int, metavar="N",
-                       help="local worker processes, as ptxsim sweep (default: the CPUs; 1 "
-                       "runs in-process unless --point-timeout is given)")
-    where.add_argument("--dask", metavar="ADDRESS",
-                       help="run on Dask distributed: tcp://host:8786 or local:N")
-    parser.add_argument("--point-timeout", type=float, metavar="SECONDS",
-                        help="kill a point's worker after this many seconds (status 'timeout')")
-    parser.add_argument("--no-cache", action="store_true",
-                        help="simulate every op afresh: no op result cache (default: points "
-                        "share DIR/op-cache, keyed by op, resolved config and code version)")
+    add_execution_arguments(parser)
     parser.add_argument("--resume", action="store_true",
                         help="continue a search in DIR: the same proposals are made again, "
                         "points with a part are read instead of run")
