@@ -238,11 +238,12 @@ class Locator:
         return self.error(path, f"{shown}: {problem} (accepted: {accepted})")
 
 
-def _flatten(table: dict, prefix: str = "") -> dict[str, Any]:
+def flatten_table(table: dict, prefix: str = "") -> dict[str, Any]:
+    """A nested TOML table as {dotted key: value}."""
     out: dict[str, Any] = {}
     for key, value in table.items():
         dotted = f"{prefix}.{key}" if prefix else str(key)
-        out.update(_flatten(value, dotted) if isinstance(value, dict) else {dotted: value})
+        out.update(flatten_table(value, dotted) if isinstance(value, dict) else {dotted: value})
     return out
 
 
@@ -334,12 +335,12 @@ def parse_base(where: Locator, base: Any) -> tuple[str, str, dict, dict]:
     if not isinstance(overrides, dict):
         raise where.bad(("base", "overrides"), overrides, "wrong type",
                         "a table of dotted preset keys")
-    target = _flatten({k: v for k, v in base.items() if k not in own})
+    target = flatten_table({k: v for k, v in base.items() if k not in own})
     for key, value in target.items():
         if not runner.owns(key):
             raise where.bad(("base", *key.split(".")), value, "not a parameter",
                             runner.accepted())
-    return base["kind"], base["preset"], target, _flatten(overrides)
+    return base["kind"], base["preset"], target, flatten_table(overrides)
 
 
 def _check_preset(where: Locator, path: tuple, value: Any) -> None:
@@ -358,7 +359,7 @@ def _parse_axis(where: Locator, i: int, table: Any) -> Axis:
         raise where.bad((*path, "zip"), group, "wrong type", "true, false or a group name")
     group = "zip" if group is True else (group or "")
     if "key" not in table:
-        rest = _flatten({k: v for k, v in table.items() if k != "zip"})
+        rest = flatten_table({k: v for k, v in table.items() if k != "zip"})
         if len(rest) != 1 or not isinstance(next(iter(rest.values())), list):
             raise where.bad(path, table, "not an axis", "key = \"a.b\" with values = [...] or "
                             "random = {...}, or one dotted.key = [values]")

@@ -79,6 +79,7 @@ from simulator.app.sweep import (
     SweepError,
     SweepSpec,
     expand_points,
+    flatten_table,
     grid_values,
     parse_base,
     read_toml,
@@ -284,7 +285,7 @@ def _parse_param(where: Locator, i: int, table: Any) -> Param:
     if not isinstance(table, dict):
         raise _bad(where, path, table, "wrong type", "a [[param]] table")
     if "key" not in table:
-        flat = _flatten(table)
+        flat = flatten_table(table)
         if len(flat) != 1 or not isinstance(next(iter(flat.values())), list):
             raise _bad(where, path, table, "not a parameter", "key = \"a.b\" with values = "
                        "[...] or range = {low, high, step | factor}, or one dotted.key = "
@@ -302,14 +303,6 @@ def _parse_param(where: Locator, i: int, table: Any) -> Param:
     if "values" in table:
         return Param(i, key, grid_values(where, (*path, "values"), table["values"]))
     return Param(i, key, _range_values(where, (*path, "range"), table["range"]), "range")
-
-
-def _flatten(table: dict, prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in table.items():
-        dotted = f"{prefix}.{key}" if prefix else str(key)
-        out.update(_flatten(value, dotted) if isinstance(value, dict) else {dotted: value})
-    return out
 
 
 def range_values(low: float, high: float, step: float | None = None,

@@ -57,6 +57,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from workloads.ops.pointwise import contiguous
+
 KINETO_DTYPES = {"c10::BFloat16": "bf16", "c10::Half": "f16", "float": "f32",
                  "double": "f64", "long int": "i64", "int": "i32", "bool": "bool",
                  "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8e5"}
@@ -64,15 +66,6 @@ FLOAT_RANK = {"bf16": 1, "f16": 1, "f32": 2, "f64": 3}
 GEMM_DTYPES = {"bf16": "bf16", "f16": "fp16", "fp8": "fp8"}
 ITEMSIZE_DTYPES = {2: "bf16", 4: "f32", 8: "f64"}
 SPLITK_INPUTS = (2, 3)
-
-
-def contiguous(shape: tuple[int, ...]) -> tuple[int, ...]:
-    """Row-major strides (elements) of `shape`."""
-    strides, step = [], 1
-    for n in reversed(shape):
-        strides.append(step)
-        step *= n
-    return tuple(reversed(strides))
 
 
 class Unmappable(Exception):
