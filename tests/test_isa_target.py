@@ -339,16 +339,23 @@ def test_gemm_op_picks_its_template_by_target(preset, template):
     assert plan.launches[0].detail["template"] == template
 
 
+@pytest.mark.parametrize("preset, template", [("a100_sxm", "attention_sm80_cpasync_mma"),
+                                              ("h100_sxm", "attention_sm90a_tma_wgmma")])
+def test_attention_op_picks_its_template_by_target(preset, template):
+    """The attention forward runs the Ampere template on sm_80 and the Hopper one on sm_90a."""
+    plan = build_op("attention", models.load_preset(preset), batch=1, heads=16, seqlen=1024,
+                    headdim=128)
+    assert {launch.detail["template"] for launch in plan.launches} == {template}
+
+
 @pytest.mark.parametrize("kind, sizes, template", [
-    ("attention", {"batch": 1, "heads": 16, "seqlen": 1024, "headdim": 128},
-     "attention_sm90a_tma_wgmma"),
     ("attention", {"batch": 1, "heads": 2, "seqlen": 256, "backward": True},
      "attention_bwd_sm90a_tma_wgmma"),
     ("mla-decode", {"batch": 2, "heads": 16, "kv_len": 256}, "mla_decode_sm90a_tma_wgmma"),
 ])
 def test_op_without_a_template_for_the_target_is_refused(kind, sizes, template):
-    """On a100_sxm (sm_80) the attention ops refuse, naming the op, the chip's target and
-    the sm_90a template that exists; on h100_sxm that template is chosen."""
+    """On a100_sxm (sm_80) the attention backward and MLA decode refuse, naming the op, the
+    chip's target and the sm_90a template that exists; on h100_sxm that template is chosen."""
     op = "attention-backward" if sizes.get("backward") else kind
     with pytest.raises(isa.InputError) as err:
         build_op(kind, models.load_preset("a100_sxm"), **sizes)
@@ -360,13 +367,14 @@ def test_op_without_a_template_for_the_target_is_refused(kind, sizes, template):
 
 
 def test_pick_template_takes_the_newest_the_target_runs():
-    """sm_90a gets the Hopper GEMM; sm_80, sm_89 and sm_90 (no wgmma) the Ampere one; no
-    attention template runs on sm_90."""
-    assert pick_template("gemm", "sm_90a").target == "sm_90a"
-    for target in ("sm_80", "sm_89", "sm_90"):
-        assert pick_template("gemm", target).target == "sm_80"
+    """sm_90a gets the Hopper GEMM and attention; sm_80, sm_89 and sm_90 (no wgmma) the
+    Ampere ones; no MLA decode template runs on sm_90."""
+    for op in ("gemm", "attention"):
+        assert pick_template(op, "sm_90a").target == "sm_90a"
+        for target in ("sm_80", "sm_89", "sm_90"):
+            assert pick_template(op, target).target == "sm_80"
     with pytest.raises(isa.InputError, match="ISA target sm_90 "):
-        pick_template("attention", "sm_90")
+        pick_template("mla-decode", "sm_90")
 
 
 def test_catalog_kernel_built_for_a_newer_target_is_refused_by_the_op():

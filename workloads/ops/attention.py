@@ -51,9 +51,11 @@ the op runs with random data, above in timing mode (`isa.ShapeOnly`). `fidelity=
 "sampled"` uses `attention_sampling` (three reduced launches, fitted per CTA).
 `backward=True` (`--backward`) plans the backward instead (`attention_backward`: the
 FA2/FA3-style preprocess, main and postprocess kernels; flops 2.5 x the forward's).
-Template by ISA target (`workloads.kernels.templates.targets.pick_template`): the templates
-are `sm_90a` PTX; a chip with an older `chip.isa_target` (a100_sxm: sm_80) is refused with an
-`InputError` naming the op, its target and the templates that exist (no sm_80 attention yet).
+Template by ISA target (`workloads.kernels.templates.targets.pick_template`): the choices
+above are the `sm_90a` templates'; an sm_80 chip (a100_sxm) runs the forward through
+`attention_sm80` (FlashAttention-2 style, its own choices); the backward and MLA decode have
+no sm_80 template and refuse it with an `InputError` naming the op, the target and the
+templates that exist.
 Units: elements, bytes, FLOP.
 """
 
@@ -71,7 +73,7 @@ from models.cta_dispatch import occupancy
 from workloads.codesign.codesign_ops import attention_hook
 from workloads.kernels.templates.attention import ELEM, MAX_SHARED, attention_kernel
 from workloads.kernels.templates.targets import Template, pick_template
-from workloads.ops import attention_backward
+from workloads.ops import attention_backward, attention_sm80
 from workloads.ops import attention_sampling as sampling
 from workloads.ops.registry import (
     HOST_BYTES_PER_CTA,
@@ -296,8 +298,15 @@ def _sibling(kernel, **changes):
 def plan(config, kind: str, sizes: dict, *, batch, heads, kv_heads, seqlen_q, seqlen_k,
          headdim, headdim_v, causal, dtype, v_from_k, scale, seed, shape_only,
          flops, nbytes, kv_page=None) -> OpPlan:
-    """The OpPlan of one attention forward (shared by `attention` and `mla-decode`)."""
-    _template(config, v_from_k)     # refuses a chip the template's target is above
+    """The OpPlan of one attention forward (shared by `attention` and `mla-decode`); on an
+    sm_80 chip `attention_sm80`'s."""
+    template = _template(config, v_from_k)   # refuses a chip the template's target is above
+    if template.target == "sm_80":
+        return attention_sm80.plan(
+            config, template, kind, sizes, batch=batch, heads=heads, kv_heads=kv_heads,
+            seqlen_q=seqlen_q, seqlen_k=seqlen_k, headdim=headdim, headdim_v=headdim_v,
+            causal=causal, dtype=dtype, scale=scale, seed=seed, shape_only=shape_only,
+            flops=flops, nbytes=nbytes, kv_page=kv_page)
     choice = choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_v,
                     causal, v_from_k, kv_page)
     kernel = attention_kernel(headdim, headdim_v, choice["m_tile"], choice["kv_block"],
@@ -342,7 +351,8 @@ ATTENTION_FLAGS = (
 
 
 @register("attention", ATTENTION_FLAGS,
-          "fused attention forward (or --backward), FlashAttention-3 style (TMA + wgmma)")
+          "fused attention forward (or --backward), FlashAttention-3 style (TMA + wgmma; "
+          "sm_80: FlashAttention-2 style forward, cp.async + mma.sync)")
 @attention_hook      # co-design units when the config enables them (workloads/codesign)
 def attention_op(config, batch, heads, seqlen=None, headdim=128, kv_heads=None, seqlen_k=None,
                  headdim_v=None, causal=False, dtype="bf16", seed=0, shape_only=None,

@@ -10,8 +10,9 @@ chip of `target` runs, or raises an `InputError` naming the op, the chip's targe
 templates that exist, so an op never runs another generation's program. Ops record the
 template's name in their launches' `detail["template"]`, which the kernels tables show.
 
-Left out: Ampere (sm_80) templates of the attention ops, which do not exist yet;
-kernels the catalog compiles with nvcc (element-wise, norms) carry their own `.target` and are
+Left out: sm_80 templates of the attention backward (`attention-backward`) and of MLA
+decode (`mla-decode`): on an sm_80 chip those ops are refused by `pick_template`; kernels the
+catalog compiles with nvcc (element-wise, norms) carry their own `.target` and are
 checked against the chip's by `isa.targets.verify_target` like any program.
 """
 
@@ -41,6 +42,10 @@ TEMPLATES: tuple[Template, ...] = (
              "multistage cp.async + ldmatrix + mma.sync m16n8k16, 128x128x32 CTA tiles"),
     Template("gemm", "gemm_sm90a_tma_wgmma", "sm_90a", "workloads/kernels/templates/gemm.py",
              "warp-specialized TMA + wgmma, persistent, cluster multicast"),
+    Template("attention", "attention_sm80_cpasync_mma", "sm_80",
+             "workloads/kernels/templates/attention_sm80.py",
+             "FlashAttention-2 style forward and split-KV decode, cp.async + ldmatrix + "
+             "mma.sync m16n8k16"),
     Template("attention", "attention_sm90a_tma_wgmma", "sm_90a",
              "workloads/kernels/templates/attention.py",
              "FlashAttention-3 style forward and split-KV decode, TMA + wgmma"),
@@ -51,7 +56,9 @@ TEMPLATES: tuple[Template, ...] = (
              "workloads/kernels/templates/mla.py",
              "DeepSeek-V3 MLA decode (absorbed), FlashMLA style, TMA + wgmma"),
 )
-"""Every generated template, by op (`pick_template` takes the newest a target runs)."""
+"""Every generated template, by op (`pick_template` takes the newest a target runs).
+`attention-backward` and `mla-decode` have sm_90a templates only, so an sm_80 chip (a100_sxm)
+is refused there."""
 
 
 def templates_of(op: str) -> tuple[Template, ...]:
