@@ -43,6 +43,16 @@ VARIANTS = {
     "bf16-cluster-multicast-b": (dict(m_tile=128, n_tile=64, consumers=2, persistent=True,
                                       sm_count=4, multicast="b", out_dtype="f32"),
                                  300, 200, 192),
+    # the TMA-store epilogue (C staged in shared memory): edges clipped by the map; atoms
+    # of 128 B (swizzle 128), 32 B (n_tile 16: swizzle 32) and 16 B (n_tile 56: none)
+    "bf16-tma-edges": (dict(epilogue="tma"), 200, 136, 256),
+    "bf16-tma-n16-swizzle32": (dict(m_tile=64, n_tile=16, stages=3, epilogue="tma"),
+                               72, 40, 128),
+    "bf16-tma-n56-persistent": (dict(m_tile=64, n_tile=56, persistent=True, sm_count=4,
+                                     epilogue="tma"), 200, 120, 128),
+    "f32-tma-cluster-multicast-b": (dict(m_tile=128, n_tile=64, consumers=2, persistent=True,
+                                         sm_count=4, multicast="b", out_dtype="f32",
+                                         epilogue="tma"), 300, 200, 192),
 }
 DEEPSEEK = dict(m_tile=128, n_tile=128, k_tile=128, stages=3, dtype="fp8", consumers=2,
                 fp8_scaling="deepseek", out_dtype="f32")
@@ -209,6 +219,10 @@ ALL_VARIANTS = [p for p, *_ in VARIANTS.values()] + [
     dict(n_tile=256, k_tile=128, stages=4, dtype="fp8", consumers=2, persistent=True),
     {**DEEPSEEK, "consumers": 2, "persistent": True, "multicast": "a"},
     dict(m_tile=64, n_tile=32, stages=6, persistent=True, multicast="a"),
+    {**DEEPSEEK, "consumers": 2, "persistent": True, "multicast": "a", "epilogue": "tma",
+     "out_dtype": "bf16"},
+    dict(n_tile=256, k_tile=128, stages=3, dtype="fp8", consumers=2, persistent=True,
+         epilogue="tma"),
 ]
 
 
@@ -244,6 +258,9 @@ def test_generated_kernel_assembles_with_ptxas(params, tmp_path):
     (dict(multicast="c", persistent=True), ["multicast", "'a' or 'b'"]),
     (dict(multicast="a"), ["multicast", "persistent=True"]),
     (dict(multicast="b", n_tile=24, persistent=True), ["n_tile", "multiple of 16"]),
+    (dict(epilogue="smem"), ["epilogue", "'registers' or 'tma'"]),
+    (dict(epilogue="tma", grouped=True, persistent=True), ["epilogue", "grouped=True"]),
+    (dict(epilogue="tma", stages=7), ["stages", "C staging 32768 B"]),
 ])
 def test_generator_rejects_bad_arguments_naming_accepted_values(params, names):
     with pytest.raises(InputError) as err:
@@ -263,3 +280,21 @@ def test_args_rejects_mismatched_arrays():
     qa, qb, *_ = scaled_fp8(64, 64, 128)
     with pytest.raises(InputError, match="scale_a"):
         ds.args(qa, qb, np.zeros((64, 64), np.float32))
+
+
+def test_tma_store_epilogue_writes_what_the_register_epilogue_writes():
+    """DeepSeek scaling, persistent 2-CTA clusters: C through shared memory and TMA stores is
+    bit for bit C from the fragments, and the kernel's last map argument covers C."""
+    qa, qb, sa, sb, *_ = scaled_fp8(200, 136, 384)
+    params = {**DEEPSEEK, "persistent": True, "sm_count": 4, "multicast": "a"}
+    base = run(gemm_kernel(**params), qa, qb, sa, sb)
+    tma = run(gemm_kernel(**params, epilogue="tma"), qa, qb, sa, sb)
+    assert np.array_equal(base, tma)
+
+
+def test_tma_store_epilogue_refuses_rows_of_c_that_tma_cannot_stride():
+    """C rows must be 16-byte multiples for a tensor map: N = 36 bf16 is refused by name."""
+    k = gemm_kernel(m_tile=64, n_tile=64, epilogue="tma")
+    a, b = inputs("bf16", 64, 36, 128)
+    with pytest.raises(InputError, match="16 bytes"):
+        k.args(a, b, np.zeros((64, 36), ml_dtypes.bfloat16))

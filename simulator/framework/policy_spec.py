@@ -32,10 +32,13 @@ from simulator.framework.config import COUNT_MAXIMUM, Problem, SpecMixin, spec_f
 GemmTileRule = Literal["n128", "n256", "waves", "fill", "last_wave", "last_wave_pairs"]
 SplitCombine = Literal["kernel", "inline"]
 CommCacheHints = Literal["plain", "deepep", "deepep_evict_first"]
+GemmEpilogue = Literal["tma", "registers"]
 GEMM_TILE_RULES: tuple[str, ...] = typing.get_args(GemmTileRule)
 """The GEMM tile rules `workloads.ops.gemm.choose_tiles` knows (its module docstring)."""
 SPLIT_COMBINES: tuple[str, ...] = typing.get_args(SplitCombine)
 COMM_CACHE_HINTS: tuple[str, ...] = typing.get_args(CommCacheHints)
+GEMM_EPILOGUES: tuple[str, ...] = typing.get_args(GemmEpilogue)
+"""How the Hopper GEMM template writes C (`KernelsSpec.gemm_epilogue`)."""
 """Cache qualifiers of the collectives' chunk accesses (`KernelsSpec.comm_cache_hints`)."""
 """How split-KV attention partials are merged (`KernelsSpec.attention_split_combine`)."""
 MAX_WAVES = float(COUNT_MAXIMUM)
@@ -199,6 +202,17 @@ class KernelsSpec(SpecMixin):
         default="last_wave_pairs",
         source="lowest MAPE on the 42 GEMM FIT rows (gemm_accuracy --fit): 15.9 % "
                "against 17.1-30.8 % for the others")
+    gemm_epilogue: GemmEpilogue = spec_field(
+        "How the Hopper GEMM template writes C (`workloads.kernels.templates.gemm`): "
+        "\"tma\" stages the tile in shared memory and stores it with TMA "
+        "(cp.async.bulk.tensor ... bulk_group); \"registers\" stores the accumulator "
+        "fragments with 4-byte st.global (the program measured in "
+        "workloads/reference/h100/template_ops.csv). Grouped GEMMs and C rows that are no "
+        "16-byte multiple always take \"registers\".",
+        default="tma",
+        source="CUTLASS 3 sm90 collective epilogues (Sm90TmaWarpSpecialized*: smem staging "
+               "+ SM90_TMA_STORE) and DeepGEMM's sm90 FP8 GEMM (../shared/notes/"
+               "deepgemm-fp8.md, Epilogue: STSM into smem_D, tma_store_fence, TMA store)")
 
     def problems(self) -> tuple[Problem, ...]:
         """A KV page must hold whole 16-key blocks."""

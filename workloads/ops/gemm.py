@@ -41,7 +41,14 @@ Tile heuristic (`choose_tiles`), the same for every shape — no per-shape facto
   else B, as cuBLAS's and DeepGEMM's Hopper kernels run clusters of 2; grouped GEMMs keep
   plain CTAs (the grouped template has no cluster variant).
 * k_tile = one 128-byte swizzle row (64 bf16/fp16, 128 fp8, 32 tf32 elements).
-* stages: as many as fit in 227 KiB of shared memory, at most `MAX_STAGES`.
+* stages: as many as fit in 227 KiB of shared memory beside the epilogue's C staging buffer,
+  at most `MAX_STAGES`.
+* epilogue (`epilogue`, default the config's `kernels.gemm_epilogue`, "tma"): C staged in
+  shared memory and written with TMA stores, as CUTLASS 3's sm90 kernels and DeepGEMM do;
+  "registers" stores the accumulator fragments with 4-byte `st.global` (the program our H100
+  run measured, `workloads/reference/h100/template_ops.csv`). Grouped GEMMs and a C whose
+  rows are no 16-byte multiple take "registers" (`templates.gemm`). Recorded in
+  `detail["epilogue"]`.
 * accumulators within the consumers' registers (above: `fits_registers`; an n_tile that
   does not fit falls back to 128).
 * registers: the launch count is what one CTA per SM leaves (registers per SM / threads,
@@ -81,13 +88,14 @@ import isa
 import models
 from isa.errors import InputError
 from isa.tensor_map import make_tensor_map
-from simulator.framework.policy_spec import GEMM_TILE_RULES, KernelsSpec
+from simulator.framework.policy_spec import GEMM_EPILOGUES, GEMM_TILE_RULES, KernelsSpec
 from simulator.runner.work_synthesis import CtaWork
 from workloads.codesign.codesign_ops import gemm_hook
 from workloads.kernels.templates.gemm import (
     ELEM,
     MAX_SHARED,
     OUT_BYTES,
+    c_map,
     fits_registers,
     fits_scale_blocks,
     gemm_kernel,
@@ -95,6 +103,7 @@ from workloads.kernels.templates.gemm import (
     scale_bytes,
     sfa_map,
     sfa_rows,
+    tma_store_fits,
 )
 from workloads.kernels.templates.gemm_groups import LAYOUTS, GroupedShape, grouped_shape
 from workloads.kernels.templates.targets import pick_template
@@ -205,13 +214,16 @@ def _last_wave(m_tile: int, consumers: int, n: int, sm_count: int, blocks,
 def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
                  rule: str | None = None, row_blocks=None,
                  rates: TileRates | None = None, scaling: str = "none",
-                 k_max: int | None = None) -> dict:
+                 k_max: int | None = None, epilogue: str = "registers",
+                 out_bytes: int = 2) -> dict:
     """Template arguments for an M x N x K GEMM by the heuristic of the module docstring;
     `row_blocks(m_tile)` counts the m-blocks when they are not ceil(M / m_tile) (grouped
     GEMMs: M is then the rows per group). Rule "fill" weighs tiles with `rates` (default:
     the h100_sxm preset's, `tile_rates`). `scaling="deepseek"` leaves room in each stage
     for its scale_a chunk and for a tile's scale_b up to `k_max` (default K,
-    `templates.gemm`). `rule` None: the default of `kernels.gemm_tile_rule`."""
+    `templates.gemm`). `rule` None: the default of `kernels.gemm_tile_rule`.
+    `epilogue` "tma" leaves room for the tile's C staging buffer (`out_bytes` per
+    element)."""
     blocks = row_blocks or (lambda mt: math.ceil(m / mt))
     rule = KernelsSpec().gemm_tile_rule if rule is None else rule
     if rule not in TILE_RULES:
@@ -242,6 +254,8 @@ def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
         per_stage, per_tile = scale_bytes(m_tile, n_tile, k_tile, k_max or k)
         stage_bytes += per_stage
         room -= per_tile
+    if epilogue == "tma":
+        room -= m_tile * n_tile * out_bytes
     stages = max(2, min(MAX_STAGES, room // (stage_bytes + 16)))
     tiles_m, tiles_n = blocks(m_tile), math.ceil(n / n_tile)
     multicast = None
@@ -305,15 +319,16 @@ def _args(kernel, ops: Operands, dtype, out_dtype, scaling, shape_only, rng,
                          shape=(ops.a_rows, ops.k), dtype=NUMPY[dtype])
     tb = make_tensor_map(0, (cfg.b_box_rows, cfg.atom), swizzle=128, arg=3,
                          shape=(ops.b_rows, ops.k), dtype=NUMPY[dtype])
+    c = isa.ShapeOnly((ops.c_rows, ops.n), NUMPY_OUT[out_dtype])
     out = [ta, tb, isa.ShapeOnly((ops.a_rows, ops.k), NUMPY[dtype]),
-           isa.ShapeOnly((ops.b_rows, ops.k), NUMPY[dtype]),
-           isa.ShapeOnly((ops.c_rows, ops.n), NUMPY_OUT[out_dtype])]
+           isa.ShapeOnly((ops.b_rows, ops.k), NUMPY[dtype]), c]
     if scale_shapes:       # the kernel reads scale_a MN-major (templates.gemm, DeepGEMM's)
         sfa = isa.ShapeOnly((ks, sfa_rows(ops.a_rows)), np.float32)
         out += [sfa, isa.ShapeOnly(scale_shapes[1], np.float32), sfa_map(cfg, sfa)]
     out += extra
     out += [ops.a_rows, ops.n, ops.k if k_arg is None else k_arg]
-    return out + ([len(ops.schedule)] if ops.schedule is not None else [])
+    out += [len(ops.schedule)] if ops.schedule is not None else []
+    return out + ([c_map(cfg, c)] if cfg.epilogue == "tma" else [])
 
 
 GEMM_FLAGS = (
@@ -332,6 +347,9 @@ GEMM_FLAGS = (
     Flag("--rule", "GEMM tile rule: n128, n256, waves, fill, last_wave or last_wave_pairs "
          "(default: the config's kernels.gemm_tile_rule, chosen on the calibration fit "
          "subset)", kind="str"),
+    Flag("--epilogue", "how C is written: tma (staged in shared memory, TMA stores) or "
+         "registers (4-byte st.global of the fragments); default: the config's "
+         "kernels.gemm_epilogue", kind="str", choices=GEMM_EPILOGUES),
 )
 
 
@@ -347,7 +365,8 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
             groups: int = 1, layout: str = "contiguous", ragged: str = "m",
             out_dtype: str | None = None, rule: str | None = None, seed: int = 0,
             shape_only: bool | None = None, m_total: int | None = None,
-            valid_m: int | None = None, k_total: int | None = None, **tiles) -> OpPlan:
+            valid_m: int | None = None, k_total: int | None = None,
+            epilogue: str | None = None, **tiles) -> OpPlan:
     """The plan of one GEMM (or grouped GEMM): one template launch plus, for sampled
     fidelity, the reduced launches of `workloads.ops.gemm_sampling`; `tiles` override
     `choose_tiles` keys. Grouped sizes (`m_total`, `valid_m`, `k_total`) as in
@@ -367,27 +386,35 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
         "grouped tile schedules": float(groups * math.ceil(group_rows / 64)
                                         * SCHEDULE_ROW_HOST_BYTES if groups > 1 else 0)})
     rule = rule or config.kernels.gemm_tile_rule
+    epilogue = epilogue or config.kernels.gemm_epilogue
+    if epilogue not in GEMM_EPILOGUES:
+        raise InputError(f"--epilogue {epilogue!r}: accepted {', '.join(GEMM_EPILOGUES)}")
     sms = compute_sms(config)
     rates = tile_rates(config, dtype)
     out_dtype = out_dtype or ("f32" if dtype == "tf32" else "bf16")
     shape: GroupedShape | None = None
     row_blocks = None
     k_max = max(k, k_total or 0)           # the largest K a group's tiles walk
-    if groups > 1 or (layout, ragged) != ("contiguous", "m") or m_total or valid_m or k_total:
+    grouped = groups > 1 or (layout, ragged) != ("contiguous", "m") or bool(
+        m_total or valid_m or k_total)
+    if grouped or not tma_store_fits(n, OUT_BYTES[out_dtype]):
+        epilogue = "registers"               # the template's TMA store: plain, 16-B rows
+    fit = {"epilogue": epilogue, "out_bytes": OUT_BYTES[out_dtype]}
+    if grouped:
         probe = {**choose_tiles(m, n, k, dtype, sms, rule, rates=rates, scaling=scaling,
-                                k_max=k_max), **tiles}
+                                k_max=k_max, **fit), **tiles}
         _grouped(groups, layout, ragged, m, n, k, probe, m_total, valid_m, k_total)
 
         def row_blocks(mt: int) -> int:
             return len(_grouped(groups, layout, ragged, m, n, k, {**probe, "m_tile": mt},
                                 m_total, valid_m, k_total).schedule(probe["k_tile"]))
     choice = {**choose_tiles(m, n, k, dtype, sms, rule, row_blocks, rates, scaling,
-                             k_max), **tiles}
+                             k_max, **fit), **tiles}
     if row_blocks is not None and choice["multicast"]:    # grouped: no clusters (template)
         tiles_all = row_blocks(choice["m_tile"]) * math.ceil(n / choice["n_tile"])
         choice.update(multicast=None, persistent=tiles_all > sms)
     make = dict(dtype=dtype, out_dtype=out_dtype, sm_count=sms, grouped=row_blocks is not None,
-                fp8_scaling=_fp8_scaling(scaling),
+                fp8_scaling=_fp8_scaling(scaling), epilogue=epilogue,
                 k_max=k_max, **choice)
     kernel = gemm_kernel(**make)
     if row_blocks is not None:
@@ -409,7 +436,8 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
             > FUNCTIONAL_ELEMENTS
     rng = np.random.default_rng(seed)
     regs = min(255, config.sm.registers_per_sm // kernel.block[0] // 8 * 8)
-    detail = {"tiles": choice, "rule": rule, "template": template.name, "uses_wgmma": True}
+    detail = {"tiles": choice, "rule": rule, "template": template.name, "uses_wgmma": True,
+              "epilogue": epilogue}
 
     def launch(kern, cut: Operands, timing_only: bool, k_arg: int | None = None) -> Launch:
         """The launch of `kern` on operands `cut` (K argument `k_arg`, `_args`), with the

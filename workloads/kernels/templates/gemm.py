@@ -27,7 +27,20 @@ Kernel structure (`block` = 128 x (consumers + 1) threads):
   warpgroup with 128 rows issues two m64 wgmmas per k step. Epilogue: a thread whose
   fragment lies inside C (and N even) stores each pair of neighbouring columns with one
   `cvt.rn.bf16x2.f32` + `st.global.b32` (f32: `st.global.v2.f32`); at the M and N edges
-  each element goes alone (`cvt.rn.bf16`, `st.global`) predicated off outside M x N.
+  each element goes alone (`cvt.rn.bf16`, `st.global`) predicated off outside M x N
+  (`epilogue="registers"`).
+* `epilogue="tma"` (plain GEMMs; CUTLASS 3's sm90 `TmaWarpSpecialized` epilogues and
+  DeepGEMM store C this way): the consumers write the tile, converted, into a staging
+  buffer in shared memory laid out as C's tensor map wants it (`c_atom_bytes`-wide
+  column atoms [atoms][m_tile rows][atom bytes], swizzled by the atom width, 32-128 B,
+  so that a warp's fragment stores are free of bank conflicts), `fence.proxy.async.
+  shared::cta`, a named barrier over the consumers (`bar.sync 2`), then consumer thread
+  0 issues one `cp.async.bulk.tensor.2d.global.shared::cta.bulk_group` per atom (box
+  atom columns x m_tile rows) and `cp.async.bulk.commit_group`; before the next tile
+  writes the buffer it waits `cp.async.bulk.wait_group.read 0` (then `bar.sync 2`), and
+  before exit `wait_group 0`. TMA clips the box at M and N, so edge tiles need no masks;
+  C's rows must be 16-byte multiples (N a multiple of 8 for bf16, 4 for f32: TMA's
+  stride rule). The tensor map over C is the last kernel argument (`tmap_c`).
   Descriptors: the stage-0 pair is built once, stage s adds s * stage_bytes / 16.
 * `persistent=True`: grid = min(#tiles, sm_count); producer and consumers walk tiles
   t = ctaid.x, ctaid.x + nctaid.x, ... (tile_m = t % tiles_m) keeping the stage ring
@@ -68,8 +81,12 @@ Kernel structure (`block` = 128 x (consumers + 1) threads):
 
 Left out (simplifications, named so timing studies know): the DeepSeek variant waits
 each chunk's wgmmas to zero before promoting (as DeepGEMM); no ping-pong consumer
-schedule, no TMA-store epilogue through shared memory, clusters of 2 only and only for
-persistent plain GEMMs, no split-K or stream-K, no tile rasterization swizzle.
+schedule, no TMA-store epilogue for grouped GEMMs (a tile's box may reach into the next
+group's rows; they keep the register epilogue), the staging buffer holds the whole tile
+(CUTLASS stages subtiles, so a 128 x 256 tile keeps its fourth stage there) and is written
+with `st.shared`, not `stmatrix`,
+clusters of 2 only and only for persistent plain GEMMs, no split-K or stream-K, no tile
+rasterization swizzle.
 """
 
 from __future__ import annotations
@@ -85,6 +102,8 @@ from simulator.runner.loop_synthesis import KLoop
 from workloads.kernels.templates import gemm_ptx
 
 SFA_ARG = 5                    # kernel argument index of the MN-major scale_a copy
+C_ARG = 4                      # kernel argument index of C (the TMA-store map's base)
+EPILOGUES = ("registers", "tma")
 MAX_SHARED = 232448            # 227 KiB opt-in shared memory per CTA (sm_90)
 SM_COUNT = 132                 # H100 SXM / H800 SXM
 ELEM = {"bf16": 2, "fp16": 2, "fp8": 1, "tf32": 4}
@@ -113,6 +132,7 @@ class Config:
     k_max: int = 0             # DeepSeek scaling: the largest K (per group) it accepts
     multicast: str | None = None   # "a" / "b": 2-CTA clusters sharing that operand's box
     k_start: int = 0           # the k-tile every k-loop starts at (work synthesis's evidence)
+    epilogue: str = "registers"    # "registers" (st.global) / "tma" (shared + TMA store)
 
     ptx_type = property(lambda s: PTX_TYPE[s.dtype])
     kshape = property(lambda s: KSHAPE[s.dtype])
@@ -130,8 +150,18 @@ class Config:
     sfb_bytes = property(lambda s: s._scale_bytes[1])
     _scale_bytes = property(lambda s: scale_bytes(s.m_tile, s.n_tile, s.k_tile, s.k_max)
                             if s.fp8_scaling else (0, 0))
-    sfa_offset = property(lambda s: s.stages * s.stage_bytes)
-    sfb_offset = property(lambda s: s.stages * (s.stage_bytes + s.sfa_bytes))
+    # TMA-store epilogue: C's staging buffer right after the stage ring (1024-aligned),
+    # column atoms of `c_atom_bytes` (the widest of 128/64/32/16 dividing a tile row)
+    c_atom_bytes = property(lambda s: next(w for w in (128, 64, 32, 16)
+                                           if s.n_tile * s.out_bytes % w == 0))
+    c_atom_cols = property(lambda s: s.c_atom_bytes // s.out_bytes)
+    c_atoms = property(lambda s: s.n_tile * s.out_bytes // s.c_atom_bytes)
+    c_swizzle = property(lambda s: s.c_atom_bytes if s.c_atom_bytes >= 32 else 0)
+    c_offset = property(lambda s: s.stages * s.stage_bytes)
+    c_bytes = property(lambda s: s.m_tile * s.n_tile * s.out_bytes
+                       if s.epilogue == "tma" else 0)
+    sfa_offset = property(lambda s: s.stages * s.stage_bytes + s.c_bytes)
+    sfb_offset = property(lambda s: s.stages * (s.stage_bytes + s.sfa_bytes) + s.c_bytes)
     barrier_offset = property(lambda s: s.sfb_offset + s.sfb_bytes)
     shared_bytes = property(lambda s: s.barrier_offset + 16 * s.stages)
     threads = property(lambda s: 128 * (s.consumers + 1))
@@ -155,7 +185,8 @@ class Config:
             (f"_deepseek{self.sfb_chunks}" if self.fp8_scaling else "") + \
             ("_grouped" if self.grouped else "") + \
             (f"_t{self.tile_limit}" if self.tile_limit else "") + \
-            (f"_mc{self.multicast}" if self.multicast else "")
+            (f"_mc{self.multicast}" if self.multicast else "") + \
+            ("_tmastore" if self.epilogue == "tma" else "")
 
 
 @dataclass(frozen=True)
@@ -274,11 +305,11 @@ class GemmKernel:
 
     def args(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, scale_a=None,
              scale_b=None, schedule: np.ndarray | None = None) -> list:
-        """[tmap_a, tmap_b, a, b, c, (scale_a, scale_b,) (schedule,) M, N, K (, blocks)]
-        for `isa.run_kernel`; a [M, K], b [N, K] (K-major), c [M, N], all row-major numpy
-        arrays. A grouped kernel takes a, b, c of any row counts (the `schedule` table,
-        int32 [blocks, 8] from `templates.gemm_groups`, says which rows a tile uses); its
-        M is a's rows and N is c's columns."""
+        """[tmap_a, tmap_b, a, b, c, (scale_a, scale_b,) (schedule,) M, N, K (, blocks)
+        (, tmap_c)] for `isa.run_kernel`; a [M, K], b [N, K] (K-major), c [M, N], all
+        row-major numpy arrays. A grouped kernel takes a, b, c of any row counts (the
+        `schedule` table, int32 [blocks, 8] from `templates.gemm_groups`, says which rows a
+        tile uses); its M is a's rows and N is c's columns."""
         cfg = self.config
         m, k = _shape2(a, "a")
         n, kb = _shape2(b, "b")
@@ -325,7 +356,7 @@ class GemmKernel:
         if not cfg.grouped:
             if schedule is not None:
                 raise InputError("schedule given to a kernel without groups; accepted: None")
-            return out + [m, n, k]
+            return out + [m, n, k] + ([c_map(cfg, c)] if cfg.epilogue == "tma" else [])
         if (not isinstance(schedule, np.ndarray) or schedule.dtype != np.int32
                 or schedule.ndim != 2 or schedule.shape[1] != 8 or not len(schedule)):
             raise InputError("schedule: accepted an int32 array [blocks >= 1, 8] "
@@ -397,6 +428,29 @@ def sfa_map(cfg: Config, sfa) -> np.ndarray:
     return make_tensor_map(0, box, arg=SFA_ARG, shape=sfa.shape, dtype=np.float32)
 
 
+def tma_store_fits(n: int, out_bytes: int) -> bool:
+    """Whether C with N columns of `out_bytes` can be written by TMA: its row stride must
+    be a multiple of 16 bytes (`cuTensorMapEncodeTiled`'s stride rule)."""
+    return n * out_bytes % 16 == 0
+
+
+def c_map(cfg: Config, c) -> np.ndarray:
+    """Tensor map over C (kernel argument 4) for the TMA-store epilogue: box m_tile rows x
+    `c_atom_cols`, swizzled by the atom width (`Config.c_swizzle`). `c` is the [M, N] array
+    or an `isa.ShapeOnly` of it."""
+    m, n = c.shape
+    if not tma_store_fits(n, cfg.out_bytes):
+        raise InputError(f"N = {n}: the TMA-store epilogue needs rows of C that are a "
+                         f"multiple of 16 bytes (N a multiple of {16 // cfg.out_bytes} for "
+                         f"out_dtype={cfg.out_dtype!r}); accepted: such an N, or "
+                         "epilogue='registers'")
+    box = (cfg.m_tile, cfg.c_atom_cols)
+    if isinstance(c, np.ndarray):
+        return make_tensor_map(c, box, swizzle=cfg.c_swizzle, arg=C_ARG)
+    return make_tensor_map(0, box, swizzle=cfg.c_swizzle, arg=C_ARG, shape=c.shape,
+                           dtype=c.dtype)
+
+
 def _shape2(arr, name) -> tuple[int, int]:
     if not isinstance(arr, np.ndarray) or arr.ndim != 2:
         raise InputError(f"{name}: accepted a 2-D numpy array")
@@ -412,10 +466,12 @@ def gemm_kernel(m_tile: int = 128, n_tile: int = 128, k_tile: int = 64, stages: 
                 persistent: bool = False, fp8_scaling: str | None = None,
                 sm_count: int = SM_COUNT, grouped: bool = False,
                 tile_limit: int = 0, k_max: int = 8192,
-                multicast: str | None = None) -> GemmKernel:
+                multicast: str | None = None, epilogue: str = "registers") -> GemmKernel:
     """Generate a warp-specialized TMA + wgmma GEMM kernel (see the module docstring);
     `k_max` (DeepSeek scaling only) bounds the K (per group) it accepts; `multicast`
-    ("a" or "b", persistent only) runs 2-CTA clusters that share that operand's box."""
+    ("a" or "b", persistent only) runs 2-CTA clusters that share that operand's box;
+    `epilogue` "registers" (fragments stored with st.global) or "tma" (staged in shared
+    memory, TMA stores; plain GEMMs only)."""
     if dtype not in ELEM:
         raise _bad("dtype", dtype, ", ".join(ELEM))
     if out_dtype not in OUT_BYTES:
@@ -468,13 +524,21 @@ def gemm_kernel(m_tile: int = 128, n_tile: int = 128, k_tile: int = 64, stages: 
     if multicast == "b" and n_tile % 16:
         raise _bad("n_tile", n_tile, "a multiple of 16 with multicast='b' (each CTA loads "
                    "half the B box)")
+    if epilogue not in EPILOGUES:
+        raise _bad("epilogue", epilogue, "'registers' or 'tma'")
+    if epilogue == "tma" and grouped:
+        raise _bad("epilogue", epilogue, "'registers' for grouped=True (a tile's TMA box "
+                   "could reach into the next group's rows)")
     cfg = Config(m_tile, n_tile, k_tile, stages, dtype, out_dtype, consumers,
                  bool(persistent), fp8_scaling, sm_count, bool(grouped), tile_limit,
-                 k_max if fp8_scaling else 0, multicast)
+                 k_max if fp8_scaling else 0, multicast, epilogue=epilogue)
     if cfg.shared_bytes > MAX_SHARED:
+        fixed = cfg.shared_bytes - stages * (cfg.stage_bytes + cfg.sfa_bytes + 16)
         raise _bad("stages", stages, f"a ring within {MAX_SHARED} bytes of shared memory "
-                   f"(227 KiB): {stages} stages x {cfg.stage_bytes} B + barriers = "
-                   f"{cfg.shared_bytes} B; at most "
-                   f"{(MAX_SHARED) // (cfg.stage_bytes + 16)} stages for these tiles")
+                   f"(227 KiB): {stages} stages x {cfg.stage_bytes} B + barriers"
+                   + (f" + C staging {cfg.c_bytes} B" if cfg.c_bytes else "") +
+                   f" = {cfg.shared_bytes} B; at most "
+                   f"{(MAX_SHARED - fixed) // (cfg.stage_bytes + cfg.sfa_bytes + 16)} "
+                   "stages for these tiles")
     return GemmKernel(gemm_ptx.emit(cfg), cfg.entry, (cfg.threads, 1, 1), cfg.shared_bytes,
                       cfg)

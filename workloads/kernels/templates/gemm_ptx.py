@@ -9,7 +9,9 @@ functions returning lists of lines; the layout they share is the `Config` proper
             after the stages, with DeepSeek scaling, each stage's scale_a chunks
             (`sfa_bytes`: [chunks][m_tile] f32, at sfa_offset + s * sfa_bytes) and the
             tile's scale_b ([n_blocks][sfb_chunks] f32 at sfb_offset); then
-            full[stages] and empty[stages] mbarriers (8 B each).
+            full[stages] and empty[stages] mbarriers (8 B each). With the TMA-store
+            epilogue C's staging buffer sits between the stages and the scales
+            (c_offset: [c_atoms][m_tile rows][c_atom_bytes], swizzled as C's map).
     registers: %d<acc> the f32 accumulators, flat index sub * (n_tile / 2) + i for the
             64-row wgmma block `sub` of this warpgroup and fragment element i; %t<acc>
             the per-128-K chunk accumulators of the DeepSeek FP8 recipe.
@@ -53,6 +55,8 @@ def _head(cfg) -> list[str]:
     ]
     if cfg.multicast:
         regs += ["    .reg .b32 %rank, %peer, %remote;", "    .reg .b16 %mask;"]
+    if cfg.epilogue == "tma":
+        regs += ["    .reg .b32 %e<6>;", "    .reg .b64 %rdc;", "    .reg .pred %pst;"]
     if cfg.grouped:
         regs += ["    .reg .b32 %ent, %brow, %crow, %mrows, %k0, %sbrow, %kc0;",
                  "    .reg .b64 %rdsch, %rdent;"]
@@ -70,7 +74,8 @@ def _head(cfg) -> list[str]:
         "    .param .align 64 .b8 tmap_a[128],", "    .param .align 64 .b8 tmap_b[128],",
         "    .param .u64 a,", "    .param .u64 b,", "    .param .u64 c,",
         scale_params + "    .param .u32 m,", "    .param .u32 n,",
-        "    .param .u32 k" + (",\n    .param .u32 blocks" if cfg.grouped else ""), ")",
+        "    .param .u32 k" + (",\n    .param .u32 blocks" if cfg.grouped else "")
+        + (",\n    .param .align 64 .b8 tmap_c[128]" if cfg.epilogue == "tma" else ""), ")",
         f".maxntid {cfg.threads}, 1, 1", ".minnctapersm 1",
         *([".reqnctapercluster 2, 1, 1"] if cfg.multicast else []), "{", *regs,
         "    mov.u32 %thr, %tid.x;",
@@ -272,6 +277,8 @@ def _consumer(cfg) -> list[str]:
              *smem_desc("%desc_a0", "%r6", DESC_SWIZZLE128),
              *smem_desc("%desc_b0", "%r7", DESC_SWIZZLE128),
              "    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;",
+             *(["    setp.eq.u32 %pst, %thr, 0;   // issues the C tile's TMA stores"]
+               if cfg.epilogue == "tma" else []),
              _first_tile(cfg), *_tile_start(cfg, "C")]
     if cfg.fp8_scaling:
         lines += [f"    mov.f32 %d{i}, 0f00000000;" for i in range(cfg.acc_regs)]
@@ -316,7 +323,13 @@ def _consumer(cfg) -> list[str]:
     if not cfg.fp8_scaling:
         lines += ["    wgmma.wait_group.sync.aligned 0;   // release the last stage",
                   *_release(cfg, "%prev_empty")]
-    lines += [*_epilogue(cfg), *_tile_end(cfg, "C"), "    bra.uni DONE;"]
+    if cfg.epilogue == "tma":
+        lines += [*_epilogue_tma(cfg), *_tile_end(cfg, "C"),
+                  "    @!%pst bra DONE;",
+                  "    cp.async.bulk.wait_group 0;   // the last tile's store is complete",
+                  "    bra.uni DONE;"]
+    else:
+        lines += [*_epilogue(cfg), *_tile_end(cfg, "C"), "    bra.uni DONE;"]
     return lines
 
 
@@ -438,3 +451,50 @@ def _epilogue_packed(cfg) -> list[str]:
                 else:
                     lines.append(f"    st.global.v2.f32 [%rd15+{off}], {{%d{x}, %d{x + 1}}};")
     return lines + ["    bra.uni C_EPI_DONE;", "C_EPI_EDGE:"]
+
+
+def _epilogue_tma(cfg) -> list[str]:
+    """The accumulator fragments, converted, into C's staging buffer (swizzled column
+    atoms), then one TMA store per atom by consumer thread 0 (CUTLASS's and DeepGEMM's
+    sm90 epilogue). Element (row r, column c) of the tile sits at atom c * out_bytes /
+    W, byte r * W + (c * out_bytes) % W of it (W = `c_atom_bytes`), with the 16-byte
+    chunk bits XORed by the map's swizzle (`isa.tensor_map.swizzle_offsets`): each
+    thread's row address gives the XOR key, every column pair adds its constant."""
+    ob, w = cfg.out_bytes, cfg.c_atom_bytes
+    threads = 128 * cfg.consumers
+    half = cfg.n_tile // 2
+    mask = cfg.c_swizzle // 16 - 1 if cfg.c_swizzle else 0
+    lines = ["    // ---- epilogue: fragment -> shared (C map's layout) -> TMA store ----",
+             "    @!%pst bra C_EPI_FREE;",
+             "    cp.async.bulk.wait_group.read 0;   // the last store has read the buffer",
+             "C_EPI_FREE:", f"    bar.sync 2, {threads};",
+             "    mov.u32 %e0, smem;", f"    add.u32 %e0, %e0, {cfg.c_offset};   // C buffer",
+             f"    mad.lo.u32 %e1, %r14, {w}, %e0;        // row of element 0, atom 0",
+             f"    mad.lo.u32 %e1, %r15, {ob}, %e1;       // + its column's bytes"]
+    for sub in range(cfg.m_sub):
+        for h in range(2):
+            lines.append(f"    add.u32 %e3, %e1, {(64 * sub + 8 * h) * w};")
+            if mask:
+                lines += ["    shr.u32 %e4, %e3, 7;", f"    and.b32 %e4, %e4, {mask};",
+                          "    shl.b32 %e4, %e4, 4;              // swizzle key of the row"]
+            for jj in range(cfg.n_tile // 8):
+                cb = 8 * jj * ob
+                const = cb // w * cfg.m_tile * w + cb % w
+                x = sub * half + 4 * jj + 2 * h
+                lines.append(f"    add.u32 %e5, %e3, {const};")
+                if mask:
+                    lines.append("    xor.b32 %e5, %e5, %e4;")
+                if cfg.out_dtype == "bf16":
+                    lines += [f"    cvt.rn.bf16x2.f32 %r22, %d{x + 1}, %d{x};",
+                              "    st.shared.b32 [%e5], %r22;"]
+                else:
+                    lines.append(f"    st.shared.v2.f32 [%e5], {{%d{x}, %d{x + 1}}};")
+    lines += ["    fence.proxy.async.shared::cta;   // visible to the TMA (async proxy)",
+              f"    bar.sync 2, {threads};", "    @!%pst bra C_EPI_DONE;",
+              *param_addresses({"%rdc": "tmap_c"})]
+    for a in range(cfg.c_atoms):
+        lines += [f"    add.u32 %e1, %n0, {a * cfg.c_atom_cols};",
+                  f"    add.u32 %e2, %e0, {a * cfg.m_tile * w};",
+                  "    cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group "
+                  "[%rdc, {%e1, %m0}], [%e2];"]
+    return lines + ["    cp.async.bulk.commit_group;", "C_EPI_DONE:"]
