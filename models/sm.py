@@ -265,7 +265,9 @@ class StreamingMultiprocessor:
                                          self.inline(max(n, kernel.max_sectors)), lp, self.log,
                                          ops, policy)
         if tma:
-            return self.tma.issue(cycle, kind == KIND_BULK_STORE, trace.sectors[s:s + n])
+            done = self.tma.issue(cycle, kind == KIND_BULK_STORE, trace.sectors[s:s + n])
+            lp[st.L_TMA_FREE] = self.tma.free_cycle    # a store's source read (`sm_core.post`)
+            return done
         return self.lsu.issue(cycle, kind, trace.sectors[s:s + n], ops)
 
     def _drain_log(self) -> None:

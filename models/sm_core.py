@@ -60,7 +60,7 @@ from isa.trace_format import (
     KIND_STORE,
 )
 from models.cached_memory_layout import inline_step, step
-from models.sm_memory import serve_event, shared_access
+from models.sm_memory import serve_event, shared_access, source_read_cycle
 from models.sm_state import (
     BARRIERS,
     C_BAR_N,
@@ -98,6 +98,7 @@ from models.sm_state import (
     L_SHARED_LAT,
     L_STALL_N,
     L_STATE,
+    L_TMA_FREE,
     L_WAKE,
     L_WINDOW,
     NEVER,
@@ -366,14 +367,20 @@ def wake_waiters(slot, done, cycle, ev_pc, pcs, regs, wi, wr, wm, si, lp):
 @inline_step
 def post(w, e, action, cycle, done, mem, hold, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci,
           ca, lp):
-    """The rest of an issue once its result cycle `done` is known."""
+    """The rest of an issue once its result cycle `done` is known. A TMA store's second
+    destination (`models.units`: its source read, for `wait_group.read`) gets the cycle
+    the engine has read the source out of shared memory (`source_read_cycle`)."""
     p = ev_pc[e]
     if action != ACTION_COPY_COMMIT and action != ACTION_COPY_WAIT:   # those set their own
-        for i in range(pcs[p, P_DST_LO], pcs[p, P_DST_HI]):
+        lo = pcs[p, P_DST_LO]
+        for i in range(lo, pcs[p, P_DST_HI]):
             d = regs[i]
-            if (action != ACTION_MEMORY and action != ACTION_TMA) or done >= wr[w, d]:
+            at = done
+            if action == ACTION_TMA and i > lo:
+                at = source_read_cycle(lp[L_TMA_FREE], lp[L_SHARED_LAT])
+            if (action != ACTION_MEMORY and action != ACTION_TMA) or at >= wr[w, d]:
                 # asynchronous copies in flight together: the register holds the latest
-                wr[w, d] = done
+                wr[w, d] = at
                 wm[w, d] = mem
     if done > wi[w, W_DONE]:
         wi[w, W_DONE] = done

@@ -15,7 +15,9 @@ How each traced memory warp-instruction of an SM is timed after the LSU unit iss
   it `ceil(s / that)` cycles, `lsu_window`), then the sectors go to the memory system through
   the `MemoryInterface` contract (`models.flat_memory`), which returns the completion time;
 * TMA messages: the engine's pacing (`tma_window`; `models.tma` documents the constants,
-  which live here so that the compiled loop can use them).
+  which live here so that the compiled loop can use them); a store's source has been read
+  out of shared memory when the engine's window ends plus the shared-memory latency
+  (`source_read_cycle`, what `cp.async.bulk.wait_group.read` waits for).
 
 Shared and constant accesses are timed inside the compiled issue loop (`models.sm_core`),
 and so are global kinds that touch no sector. One `LoadStoreUnit` per SM times the global
@@ -122,6 +124,14 @@ def tma_window(cycle, free, n_sectors, bytes_per_clk):
     `cycle`."""
     start = max(cycle + TMA_ISSUE_CYCLES, free)
     return start, start + max(-(-n_sectors * SECTOR_BYTES // bytes_per_clk), 1)
+
+
+@nb.njit(cache=True)
+def source_read_cycle(window_end, shared_latency):
+    """Cycle a TMA store's shared-memory source has been read: the engine reads it at its
+    rate over its window (`tma_window`, ending at `window_end`), the last bytes arriving
+    `shared_latency` cycles (`shared_memory.latency_cycles`) after their read started."""
+    return window_end + shared_latency
 
 
 @nb.njit(cache=True)

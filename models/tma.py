@@ -11,7 +11,11 @@ system in chunks of at most `CHUNK_SECTORS` (one `access` call each), chunk k at
 engine's pace (start + k * chunk bytes / bandwidth), so the caches and HBM see the box as a
 few requests spread over its transfer rather than one burst. The message completes when
 the last chunk's data is back plus `TMA_EXTRA_LATENCY_CYCLES`; for a load the replay then
-performs the `complete_tx` of its bytes on the mbarrier (`models.sm`).
+performs the `complete_tx` of its bytes on the mbarrier (`models.sm`). For a store the
+engine's window is its read of the source out of shared memory at the same rate: the
+source is free for reuse (`cp.async.bulk.wait_group.read`) at the window's end plus
+`shared_memory.latency_cycles` (`models.sm_memory.source_read_cycle`), while its writes
+are still on their way; plain `wait_group` waits for the completion.
 
 Numbers: `TMA_BYTES_PER_CLK = 128` is an ESTIMATE (one 128-byte line per SM cycle, the
 L1/shared fill width of `l1.bandwidth_bytes_per_clk` on h100_sxm; no per-SM TMA bandwidth

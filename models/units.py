@@ -36,9 +36,12 @@ Hopper tile ops get their own actions, timed by the SM (`models.sm`) and the TMA
   `wgmma.wait_group N` (`ACTION_WGMMA_WAIT`, `count` = N) holds the warp until all but the
   N newest groups completed; `wgmma.fence` is a one-cycle branch-unit op.
 * `cp.async.bulk{.tensor}` (`ACTION_TMA`): one LSU issue slot, then the SM's TMA engine.
-  Stores write a per-warp pseudo register that `cp.async.bulk.wait_group` reads (it waits
-  for all of the warp's bulk stores, whatever N); like `cp.async`, a store does not wait for
-  the warp's earlier ones.
+  A store (`.bulk_group`) writes two per-warp pseudo registers: the cycle its writes to
+  global memory completed, which `cp.async.bulk.wait_group` reads, and the cycle the TMA
+  engine finished reading its shared-memory source, which `cp.async.bulk.wait_group.read`
+  reads (the source may be reused then, the writes still in flight; `models.sm_core.post`,
+  `models.tma`). Either waits for all of the warp's bulk stores, whatever N; like
+  `cp.async`, a store does not wait for the warp's earlier ones.
 * `mbarrier.arrive*`, `expect_tx`, `complete_tx` (`ACTION_MBARRIER`): a shared-memory
   access that contributes to a barrier phase (an arrival that releases at cluster scope
   holds its warp until its wgmma groups in flight completed plus
@@ -107,6 +110,7 @@ _SHAPE = re.compile(r"m(\d+)n(\d+)k(\d+)")
 BRANCH_LATENCY_CYCLES = 1
 ASYNC_COPY_REGISTER = "async-copy"
 BULK_COPY_REGISTER = "bulk-copy"
+BULK_READ_REGISTER = "bulk-copy-read"
 _TILE_ACTIONS = {"cp.async.bulk.tensor": ACTION_TMA, "cp.async.bulk": ACTION_TMA,
                  "mbarrier.arrive": ACTION_MBARRIER, "mbarrier.arrive_drop": ACTION_MBARRIER,
                  "mbarrier.expect_tx": ACTION_MBARRIER, "mbarrier.complete_tx": ACTION_MBARRIER,
@@ -234,9 +238,12 @@ def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
                 numbering.of((ASYNC_COPY_REGISTER, g)) for g in range(COPY_GROUPS))
         elif ins.opname in ("cp.async.bulk", "cp.async.bulk.tensor") and \
                 "bulk_group" in ins.flags:
-            destinations = unchecked = (numbering.of((BULK_COPY_REGISTER,)),)
+            # completion, then the source's read (the second destination, `sm_core.post`)
+            destinations = unchecked = (numbering.of((BULK_COPY_REGISTER,)),
+                                        numbering.of((BULK_READ_REGISTER,)))
         elif ins.opname == "cp.async.bulk.wait_group":
-            sources = sources + (numbering.of((BULK_COPY_REGISTER,)),)
+            waited = BULK_READ_REGISTER if "read" in ins.flags else BULK_COPY_REGISTER
+            sources = sources + (numbering.of((waited,)),)
         if ins.opname in _TILE_ACTIONS:
             action = _TILE_ACTIONS[ins.opname]
             if ins.opname.startswith("mbarrier.arrive") and "cluster" in ins.flags \

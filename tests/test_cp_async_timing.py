@@ -1,6 +1,6 @@
 """`cp.async` copies and `cp.async.bulk` stores of one warp are in flight together; the
-waits (`cp.async.wait_*`, `cp.async.bulk.wait_group`) wait for the last of them
-(`models.units`)."""
+waits (`cp.async.wait_*`, `cp.async.bulk.wait_group`) wait for the last of them, and
+`cp.async.bulk.wait_group.read` only until their sources were read (`models.units`)."""
 
 from __future__ import annotations
 
@@ -152,3 +152,65 @@ def test_more_groups_than_the_ring_merge_the_oldest():
     nine, zero, none = (ring_cycles(w) for w in
                         ("cp.async.wait_group 9;", "cp.async.wait_group 0;", ""))
     assert none < nine <= zero
+
+
+def reuse_kernel(wait: str) -> str:
+    """One thread fills a 512-byte shared buffer with 1s, bulk-stores it to out[0:128],
+    waits with `wait`, refills it with 2s and bulk-stores it to out[1024:1152] (4 KiB on),
+    then waits for the source read (`wait_group.read 0`, as CUTLASS's epilogue does at
+    exit)."""
+    fill = "\n".join(f"  st.shared.u32 [%r1+{4 * i}], %r2;" for i in range(128))
+    store = ("  fence.proxy.async.shared::cta;\n"
+             "  cp.async.bulk.global.shared::cta.bulk_group [{dst}], [%r1], 512;\n"
+             "  cp.async.bulk.commit_group;")
+    return HEADER.replace("sm_90", "sm_90a") + f""".visible .entry reuse(.param .u64 out)
+{{
+  .shared .align 128 .b8 buf[512];
+  .reg .b32 %r<4>;
+  .reg .b64 %rd<4>;
+  ld.param.u64 %rd1, [out];
+  cvta.to.global.u64 %rd1, %rd1;
+  add.s64 %rd2, %rd1, 4096;
+  mov.u32 %r1, buf;
+  mov.u32 %r2, 1;
+{fill}
+{store.format(dst="%rd1")}
+  {wait}
+  mov.u32 %r2, 2;
+{fill}
+{store.format(dst="%rd2")}
+  cp.async.bulk.wait_group.read 0;
+  ret;
+}}
+"""
+
+
+def reuse_cycles(wait: str, overrides: dict | None = None) -> tuple[int, np.ndarray]:
+    out = np.zeros(4096 * 2 // 4, np.uint32)
+    res = simulate_kernel(reuse_kernel(wait), "reuse", 1, 1, [out],
+                          config=models.load_preset("h100_sxm", overrides))
+    return res.cycles, out
+
+
+SLOW_WRITES = {"l2.near_hit_latency_cycles": 2000, "l2.far_hit_latency_cycles": 2000,
+               "hbm.latency_cycles": 3000}
+
+
+def test_wait_group_read_releases_the_source_before_the_writes_complete():
+    """`cp.async.bulk.wait_group.read 0` holds the thread until the TMA engine has read the
+    source out of shared memory, not until its writes to global memory completed: reusing
+    the buffer after it, the kernel ends sooner than after `wait_group 0` (1599 against 1932
+    cycles on h100_sxm, 3179 against 5247 with 2000-cycle L2 hits when written: the gap
+    grows with the writes' latency); the data written is the same."""
+    expect = np.zeros(2048, np.uint32)
+    expect[:128], expect[1024:1152] = 1, 2
+    timed = {}
+    for name, overrides in (("h100", None), ("slow", SLOW_WRITES)):
+        for wait in ("read", "full"):
+            ptx_wait = "cp.async.bulk.wait_group" + (".read" if wait == "read" else "") + " 0;"
+            timed[name, wait], out = reuse_cycles(ptx_wait, overrides)
+            assert np.array_equal(out, expect), (name, wait)
+    read, full = timed["h100", "read"], timed["h100", "full"]
+    slow_read, slow_full = timed["slow", "read"], timed["slow", "full"]
+    assert read < full and slow_read < slow_full, timed
+    assert slow_full - slow_read > full - read, timed
