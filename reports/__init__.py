@@ -6,6 +6,9 @@ table; `reports.sweep_plots` draws sweep line plots, heatmaps and per-category t
 matplotlib figures (Agg).
 `write_report(result, DIR)` writes a run's tables, plots, HTML page and Chrome trace;
 `reports.compare` (`write_compare`) holds simulated times against a reference trace.
+`load_run(DIR)` reads a `ptxsim run` folder back (`reports.run_loading.RunOutput`: run.json,
+the kernels table with its error columns, the config; `.numerics` and `.errors()` the
+run's error beside time).
 Importing starts nothing and writes nothing; matplotlib loads when the first figure is
 drawn (`reports.plot_kernels.new_figure`), so a simulation that reads only the roofline
 helpers does not pay its import (~1.4 s of CPU).
@@ -19,7 +22,8 @@ from models.roofline import chip_peaks, roofline_time_us  # noqa: E402
 from reports.chrome_trace import chrome_trace  # noqa: E402
 from reports.compare import write_compare  # noqa: E402
 from reports.kernel_table import KERNEL_COLUMNS, kernel_table  # noqa: E402
+from reports.run_loading import RunOutput, load_run  # noqa: E402
 from reports.writer import write_report  # noqa: E402
 
-__all__ += ["KERNEL_COLUMNS", "chip_peaks", "chrome_trace", "kernel_table",
-            "roofline_time_us", "write_compare", "write_report"]
+__all__ += ["KERNEL_COLUMNS", "RunOutput", "chip_peaks", "chrome_trace", "kernel_table",
+            "load_run", "roofline_time_us", "write_compare", "write_report"]

@@ -39,17 +39,18 @@ flops count the products the co-design units skip (a GEMM's dense 2·M·N·K und
 the ZCE skips are not in them; `workloads.codesign.codesign_ops.op_counts`).
 `achieved_tflops` = issued_flops / time_us.
 
-Roofline (`models.roofline`, one definition): roofline_us = max(flops / peak_tflops,
-roofline_bytes / peak_hbm_gbps), roofline_bytes the op's minimum bytes where given, else
-the HBM bytes simulated; a workload's own `roofline_us` and `bound` (from
-`workloads.ops.simulate_op`, the same definition) win. The compute peak is the tensor peak
-of the kernel's MMA `precision` column where given (e4m3/e5m2: fp8), else of `precision`
-for kernels that issued tensor-core instructions (or, without stats, whose op names a GEMM,
-attention or MMA), else the FP64 or FP32 vector peak. roofline_gap = time_us / roofline_us;
-`intensity_flops_per_byte` = flops / roofline_bytes, so a kernel sits on the side of the
-ridge its bound names.
-A workload's own `gap` and `tflops` columns (the same figures under older names, tflops
-from un-issued FLOPs) are not carried.
+Roofline (`models.roofline`, one definition): roofline_us = max(issued_flops /
+peak_tflops, roofline_bytes / peak_hbm_gbps), roofline_bytes a workload's own (the op's
+minimum bytes with a GEMM's operands as stored, `workloads.ops.registry.issued_work`), else
+the op's minimum bytes where given, else the HBM bytes simulated; a workload's own
+`roofline_us` and `bound` (from `workloads.ops.simulate_op`, the same definition) win. The
+compute peak is the tensor peak of the kernel's MMA `precision` column where given
+(e4m3/e5m2: fp8), else of `precision` for kernels that issued tensor-core instructions (or,
+without stats, whose op names a GEMM, attention or MMA), else the FP64 or FP32 vector peak.
+roofline_gap = time_us / roofline_us; `intensity_flops_per_byte` = issued_flops /
+roofline_bytes, so a kernel sits on the side of the ridge its bound names.
+A workload's own `gap` and `tflops` columns (the same figures under other names) are not
+carried.
 
 Utilization of a unit is its busy cycles (summed over SMs and sub-partitions) / (cycles x
 compute SMs x sub-partitions), over the launches the stats hold. Stall fractions divide
@@ -131,10 +132,11 @@ KERNEL_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("peak_tflops", "TFLOP/s", "compute peak used by the roofline"),
     ("peak_hbm_gbps", "GB/s", "HBM peak used by the roofline"),
     ("roofline_bytes", "B", "bytes of the roofline's memory term: the op's minimum bytes "
-     "(inputs once, outputs once) where given, else the HBM bytes simulated"),
-    ("intensity_flops_per_byte", "FLOP/B", "flops / roofline_bytes (the side of the ridge "
-     "the bound is on)"),
-    ("roofline_us", "us", "max(flops / peak_tflops, roofline_bytes / peak_hbm_gbps)"),
+     "(inputs once, outputs once; GEMM operands as stored) where given, else the HBM bytes "
+     "simulated"),
+    ("intensity_flops_per_byte", "FLOP/B", "issued_flops / roofline_bytes (the side of the "
+     "ridge the bound is on)"),
+    ("roofline_us", "us", "max(issued_flops / peak_tflops, roofline_bytes / peak_hbm_gbps)"),
     ("bound", "", "compute or memory: the larger roofline term (none: no FLOPs, no bytes)"),
     ("roofline_gap", "x", "time_us / roofline_us"),
 )
@@ -143,9 +145,13 @@ KERNEL_COLUMNS: tuple[tuple[str, str, str], ...] = (
 WORKLOAD_UNITS = {"macs": "MAC", "macs_skipped": "MAC", "operand_bytes": "B",
                   "operand_bytes_stored": "B", "output_bytes": "B", "output_bytes_stored": "B",
                   "compress_cycles": "cycles", "bytes": "B", "gbps": "GB/s",
-                  "link_bytes": "B"}
+                  "link_bytes": "B", "rel_error": "fraction", "max_abs_error": "",
+                  "argmax_change": "fraction", "rel_error_vs_stock": "fraction"}
 """Units of the workload columns the table carries (`workloads.execute`): co-design
-counts, the op's minimum `bytes` (a collective's bus bytes) and `gbps` = bytes / time_us."""
+counts, the op's minimum `bytes` (a collective's bus bytes) and `gbps` = bytes / time_us;
+a run's error beside the time (`ptxsim run`, `workloads.codesign.run_numerics`): the
+relative error, max absolute error (in the data's own units) and argmax change of its
+error category against FP64, and the relative error against the stock precision."""
 
 
 def column_units() -> dict[str, str]:
@@ -347,10 +353,11 @@ def _derive(table: pd.DataFrame, chip: dict, precision: str) -> pd.DataFrame:
 def _roofline(table: pd.DataFrame, hbm: pd.Series) -> pd.DataFrame:
     """roofline_bytes, roofline_us, bound and roofline_gap (module docstring); a workload's
     own roofline_us and bound win."""
-    nbytes = _numeric(table, "bytes").fillna(hbm)
+    nbytes = _numeric(table, "roofline_bytes").fillna(_numeric(table, "bytes")).fillna(hbm)
     table["roofline_bytes"] = nbytes
-    table["intensity_flops_per_byte"] = table["flops"] / nbytes.where(nbytes > 0)
-    flops = table["flops"].fillna(0.0)
+    issued = _numeric(table, "issued_flops")
+    table["intensity_flops_per_byte"] = issued / nbytes.where(nbytes > 0)
+    flops = issued.fillna(0.0)
     roof = pd.Series(roofline_time_us(flops, nbytes, table["peak_tflops"],
                                       table["peak_hbm_gbps"]), index=table.index)
     bound = pd.Series(roofline_bound(flops, nbytes, table["peak_tflops"],

@@ -14,13 +14,20 @@ axis). The folder gets:
     config.json                   the resolved config
     roofline.png, stalls.png, utilization.png, and when their data exist
     sm_utilization.png, bandwidth.png, gantt.png
-    report.html                   self-contained: tables + plots as data URIs
+    report.html                   self-contained: tables + plots as data URIs (with a
+                                  Numerics section when `numerics` is given)
     trace.json                    Chrome/Perfetto trace (`reports.chrome_trace`)
 
 Everything, `extra_files` included, is staged and committed by `reports.output_dir`: a new
 folder appears whole or not at all, an earlier ptxsim output is replaced only after the new
 one is complete, and files ptxsim did not write are never removed or replaced (a folder
 holding them is refused unless `force`). `.ptxsim-manifest.json` lists the files written.
+`numerics` (a run's error beside its time, the `numerics` section of `ptxsim run`'s
+run.json: `workloads.codesign.run_numerics`) adds a "Numerics" section to report.html: how
+and on what the error was measured (reduction, seed, FP64 reference, stock precision) and
+one row per error category (relative and max error, argmax change, against FP64 and the
+stock precision), or why it was not computed; the per-kernel columns come in the kernels
+table itself.
 Left out: TOML for the config (JSON carries the same dict), plots of sweeps (see
 `reports.sweep_plots`). Units: as in the tables (microseconds, B, GB/s, TFLOP/s, fractions).
 """
@@ -47,7 +54,7 @@ from simulator.framework.config import strict_json
 
 SUMMARY_COLUMNS = ("kernel", "cycles", "kernel_time_us", "time_us", "achieved_tflops",
                    "hbm_gbps", "bound", "roofline_us", "roofline_gap", "achieved_occupancy",
-                   "precision", "macs", "macs_skipped")
+                   "precision", "macs", "macs_skipped", "rel_error")
 
 
 def _read(result: Any, name: str) -> Any:
@@ -141,8 +148,39 @@ def _summary_notes(tables: dict, table: pd.DataFrame) -> list[str]:
     return notes
 
 
+NUMERICS_COLUMNS = ("category", "shortcuts", "rel_error", "max_abs_error", "argmax_change",
+                    "rel_error_vs_stock", "max_abs_error_vs_stock", "argmax_change_vs_stock")
+NUMERICS_UNITS = {"rel_error": "fraction", "argmax_change": "fraction",
+                  "rel_error_vs_stock": "fraction", "argmax_change_vs_stock": "fraction"}
+
+
+def numerics_section(numerics: Mapping[str, Any]) -> Section:
+    """report.html's Numerics section from a run.json `numerics` dict (module docstring)."""
+    if not numerics.get("computed"):
+        return Section("Numerics (error beside time)",
+                       (f"Not computed: {numerics.get('reason', '')}.",))
+    layer = next(c for c in numerics["categories"] if c["category"] == "layer")
+    notes = (f"Measured on the {numerics['reduction']}, seed {numerics['seed']}; data: "
+             f"{numerics['data']}.",
+             f"Reference: {numerics['reference_text']}; stock precision: "
+             f"{numerics['stock']} (the *_vs_stock columns: the extra error of the "
+             "co-design units).",
+             "A category's error is the layer output's with only its ops' shortcuts on "
+             f"(the rest in FP64); why computed: {numerics['reason']}.",
+             f"Layer: GEMM precision {layer['precision']}, softmax error of the exp "
+             f"{layer['softmax_rel_error']:.3g}, GEMM activations zero "
+             f"{layer['activation_zeros']:.1%}, MACs skipped on the data "
+             f"{layer['macs_skipped_share']:.1%} (ZCE threshold {layer['zce_threshold']:g}; "
+             f"the time ran at activation sparsity {layer['activation_sparsity']:g}).",
+             f"Left out: {numerics['left_out']}.")
+    frame = pd.DataFrame([{c: row.get(c) for c in NUMERICS_COLUMNS}
+                          for row in numerics["categories"]])
+    return Section("Numerics (error beside time)", notes, {"numerics": frame},
+                   units=NUMERICS_UNITS)
+
+
 def _write_files(folder: Path, tables: dict, table: pd.DataFrame, title: str,
-                 peaks: Mapping[str, float]) -> None:
+                 peaks: Mapping[str, float], numerics: Mapping[str, Any] | None) -> None:
     stats = tables["stats"] if tables["stats"] is not None else pd.DataFrame(
         columns=["run_id", "kernel", "component", "stat", "value", "unit"])
     stats.to_csv(folder / "stats.csv", index=False)
@@ -165,6 +203,7 @@ def _write_files(folder: Path, tables: dict, table: pd.DataFrame, title: str,
     sections = [
         Section("Summary", tuple(_summary_notes(tables, table)), {"summary": summary},
                 units=units),
+        *([numerics_section(numerics)] if numerics is not None else []),
         Section("Per-kernel table", (), {"kernels": table}, units=units, transpose=True),
         Section("Plots", (), figures=pngs),
         Section("Not drawn", tuple(notes)),
@@ -177,10 +216,11 @@ def _write_files(folder: Path, tables: dict, table: pd.DataFrame, title: str,
 def write_report(result: Any, out_dir: str | Path, *, title: str | None = None,
                  precision: str = "bf16", peaks: Mapping[str, float] | None = None,
                  extra_files: Mapping[str, str] | None = None, force: bool = False,
-                 flag: str = "--out") -> Path:
+                 flag: str = "--out", numerics: Mapping[str, Any] | None = None) -> Path:
     """Write the report folder (see the module docstring) through
     `reports.output_dir.write_output_dir`; `extra_files` (file name -> text) are written
-    with it, before the folder is committed. Returns its path."""
+    with it, before the folder is committed; `numerics` adds report.html's Numerics
+    section. Returns its path."""
     tables = result_tables(result)
     table = kernel_table(tables["stats"], tables["config"], tables["kernels"],
                          precision=precision, peaks=peaks)
@@ -188,7 +228,7 @@ def write_report(result: Any, out_dir: str | Path, *, title: str | None = None,
     title = title or "ptxsim report: " + ", ".join(map(str, table["kernel"].head(3)))
 
     def write(folder: Path) -> None:
-        _write_files(folder, tables, table, title, chip)
+        _write_files(folder, tables, table, title, chip, numerics)
         for name, text in (extra_files or {}).items():
             (folder / name).write_text(text, encoding="utf-8")
     return write_output_dir(out_dir, write, force=force, flag=flag)

@@ -91,14 +91,19 @@ UNKNOWN_PLAN = {"fidelity_method": "", "fidelity_params": {}, "simulated_cta_sha
 """Those fields of an op result that carries none."""
 KERNEL_COLUMNS = ("name", "op", "kind", "stream", "micro_batch", "role", "deps", "start_us",
                   "end_us",
-                  "time_us", "flops", "tflops", "bytes", "gbps", "hbm_bytes", "l2_bytes",
+                  "time_us", "flops", "issued_flops", "tflops", "bytes", "roofline_bytes",
+                  "gbps", "hbm_bytes", "l2_bytes",
                   "link_bytes", "roofline_us", "bound", "gap", "model", "template", "reused",
                   "cached", "note",
                   "macs", "macs_skipped", "precision", "operand_bytes", "operand_bytes_stored",
                   "output_bytes", "output_bytes_stored", "compress_cycles", "sm_clock_ghz",
                   "fidelity_method", "fidelity_params", "simulated_cta_share",
                   "extrapolated_time_share")
-"""`macs` to `compress_cycles`: `workloads.codesign.codesign_ops.op_counts` (tensor-core
+"""`issued_flops` (the FLOPs the tensor cores issue: flops less 2 x the products the
+co-design units skip in a GEMM) and `roofline_bytes` (bytes with a GEMM's operands as
+stored): `workloads.ops.registry.issued_work`, as `simulate_op` gives them (= flops and
+bytes otherwise); `tflops` = issued_flops / time_us, and the op's `roofline_us` counts them.
+`macs` to `compress_cycles`: `workloads.codesign.codesign_ops.op_counts` (tensor-core
 MACs, MACs the co-design units skip, MMA precision, GEMM operand bytes dense and as stored,
 an output stored ZCE-compressed dense and as stored and the compressor's cycles; 0
 otherwise). `sm_clock_ghz`: the SM clock the op's launches ran at (`simulate_op`: the
@@ -213,7 +218,10 @@ def _time_op(plan, config, fidelity: str, timeline: bool) -> tuple[dict, pd.Data
              for k, (weight, _, frame) in enumerate(series or []) if frame is not None]
     timelines = pd.concat(parts, ignore_index=True) if parts else None
     return {"time_us": float(res["time_us"]), "flops": float(plan.flops),
-            "bytes": float(plan.bytes), "hbm_bytes": float(res["hbm_bytes"]),
+            "issued_flops": float(res.get("issued_flops", plan.flops)),
+            "bytes": float(plan.bytes),
+            "roofline_bytes": float(res.get("roofline_bytes", plan.bytes)),
+            "hbm_bytes": float(res["hbm_bytes"]),
             "l2_bytes": level_bytes(weighted, "l2"), "roofline_us": float(res["roofline_us"]),
             "bound": res["bound"], "link_bytes": link_bytes(weighted),
             "sm_clock_ghz": float(res.get("sm_clock_ghz", np.nan)), **op_counts(plan),
@@ -403,6 +411,7 @@ def _contention(graph, ops, plans, config, span, lanes, measured: dict,
     each pair measured once, or read from the on-disk cache (`disk`)."""
 
     op_of = {node.name: op for node, op in zip(graph.nodes, ops, strict=True)}
+    launches: dict = {}        # traced images and alone runs shared between the pairs
     comm = {name for name, op in op_of.items() if op.kind in COLLECTIVES
             and lanes[name] == "comm" and span[name][1] > span[name][0]}
     def measure(compute_node, comm_node):
@@ -413,7 +422,9 @@ def _contention(graph, ops, plans, config, span, lanes, measured: dict,
             if found is None:
                 found = measure_pair(representative_launch(_plan(plans, c, config)),
                                      representative_launch(_plan(plans, m, config)), config,
-                                     c.kind, m.kind)
+                                     c.kind, m.kind,
+                                     window_us=config.fidelity.contention_window_us,
+                                     memo=launches)
                 disk.save(key, asdict(found))
             else:
                 found = PairEffect(**found)
@@ -513,12 +524,15 @@ def _table(graph, ops, timed, span, reused, lanes) -> pd.DataFrame:
         flops = t.get("flops", float(node.flops))
         nbytes = t.get("bytes", float(node.bytes_min))
         roof = t.get("roofline_us", np.nan)
+        issued = t.get("issued_flops", flops)
         rows.append({
             "name": node.name, "op": node.op, "kind": op.kind, "stream": lanes[node.name],
             "micro_batch": micro_batch(node.name), "role": node.role, "deps": ",".join(node.deps),
             "start_us": span[node.name][0], "end_us": span[node.name][1], "time_us": time_us,
-            "flops": flops, "tflops": flops / (time_us * 1e6) if time_us else np.nan,
-            "bytes": nbytes, "gbps": nbytes / (time_us * 1e3) if time_us else np.nan,
+            "flops": flops, "issued_flops": issued,
+            "tflops": issued / (time_us * 1e6) if time_us else np.nan,
+            "bytes": nbytes, "roofline_bytes": t.get("roofline_bytes", nbytes),
+            "gbps": nbytes / (time_us * 1e3) if time_us else np.nan,
             "hbm_bytes": t["hbm_bytes"], "l2_bytes": t.get("l2_bytes", np.nan),
             "link_bytes": t["link_bytes"], "roofline_us": roof,
             "bound": t.get("bound", "link" if op.kind == LINK else ""),

@@ -14,7 +14,11 @@ arrays for small shapes, `isa.ShapeOnly` tensors in timing mode for large ones).
 
 `simulate_op(plan, config, fidelity)` runs each launch through `simulate_kernel`
 (passing `fidelity=` and `timing_only=` where this simulator build accepts them), sums
-time, cycles and simulated HBM bytes, and puts the roofline beside them. With
+time, cycles and simulated HBM bytes, and puts the roofline beside them. TFLOP/s and the
+roofline count the work issued (`issued_work`): a GEMM the co-design units run sparse (ZCE
+zeros, 2:4) counts the products done, not its dense 2·M·N·K (`flops`, kept as the op's
+useful work), so no op passes the peak, and its roofline bytes count the operands as stored
+(`roofline_bytes`; `bytes` and `gbps` stay the dense inputs and outputs). With
 `fidelity="sampled"` and a plan that carries `samples` (reduced launches with weights,
 and `sample_byte_weights` where HBM bytes extrapolate otherwise than time), those are
 simulated instead and the figures are their weighted sums (op-level sampling
@@ -90,6 +94,7 @@ from simulator.framework.config import NULL_REASONS_KEY
 from simulator.runner.fidelity import FidelityPlan, aggregate
 from simulator.runner.fidelity import plan as fidelity_plan
 from simulator.runner.simulate import check_isa_target, launch_shape, simulate_kernel
+from workloads.codesign.codesign_ops import op_counts
 
 FIDELITIES = ("sampled", "full")
 
@@ -429,17 +434,19 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
     peaks = chip_peaks(config.to_dict())
     peak_tflops = peaks[plan.peak]
     hbm_gbps = peaks["hbm_gbps"]
-    roof = float(roofline_time_us(plan.flops, plan.bytes, peak_tflops, hbm_gbps))
+    issued, roof_bytes = issued_work(plan)
+    roof = float(roofline_time_us(issued, roof_bytes, peak_tflops, hbm_gbps))
     result = {
         "op": plan.kind, **plan.sizes, "fidelity": fidelity,
         "time_us": time_us, "cycles": int(cycles),
         "sm_clock_ghz": (preset_ghz * kernel_us_at_preset / kernel_us
                          if kernel_us > kernel_us_at_preset else preset_ghz),
-        "tflops": plan.flops / (time_us * 1e6) if time_us else float("nan"),
+        "tflops": issued / (time_us * 1e6) if time_us else float("nan"),
         "gbps": plan.bytes / (time_us * 1e3) if time_us else float("nan"),
-        "flops": plan.flops, "bytes": plan.bytes, "hbm_bytes": hbm_bytes,
+        "flops": plan.flops, "issued_flops": issued, "bytes": plan.bytes,
+        "roofline_bytes": roof_bytes, "hbm_bytes": hbm_bytes,
         "roofline_us": roof,
-        "bound": str(roofline_bound(plan.flops, plan.bytes, peak_tflops, hbm_gbps)),
+        "bound": str(roofline_bound(issued, roof_bytes, peak_tflops, hbm_gbps)),
         "gap": time_us / roof if roof else float("nan"),
         "peak_tflops": peak_tflops, "hbm_peak_gbps": hbm_gbps, "peak": plan.peak,
         **op_plan.fields(),
@@ -450,6 +457,23 @@ def simulate_op(plan: OpPlan, config, fidelity: str | None = None,
     if missing:    # what `simulator.framework.config.strict_json` writes beside the nulls
         result[NULL_REASONS_KEY] = missing
     return result
+
+
+SKIPS_INSIDE_FLOPS = ("gemm", "grouped_gemm")
+"""Op kinds whose flops count the products the co-design units skip (a GEMM's dense
+2·M·N·K); causal attention's flops count the visible products only, so the zeros the ZCE
+skips there are not in them (`codesign_ops.op_counts`)."""
+
+
+def issued_work(plan: OpPlan) -> tuple[float, float]:
+    """(FLOPs the tensor cores issue, the roofline's bytes) of `plan`: flops - 2 x the MACs
+    the co-design units skip (ZCE zeros, 2:4's half) for `SKIPS_INSIDE_FLOPS`, else flops;
+    the op's bytes with its GEMM operands as stored (ZCE-compressed, 2:4 weights halved plus
+    metadata) instead of dense. A stock plan: (flops, bytes) unchanged."""
+    counts = op_counts(plan)
+    skipped = counts["macs_skipped"] if plan.kind in SKIPS_INSIDE_FLOPS else 0.0
+    saved = counts["operand_bytes"] - counts["operand_bytes_stored"]
+    return plan.flops - 2 * skipped, plan.bytes - saved
 
 
 def _template_fields(launch: Launch) -> dict:

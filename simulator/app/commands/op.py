@@ -6,9 +6,12 @@
 The op is built by `workloads.ops` (kernel launch(es) from the GEMM template or the
 catalog's CUDA kernels, tile heuristic in `workloads.ops.gemm`), timed by
 `simulator.simulate_kernel` and printed as text or as one JSON object with `time_us`,
-`cycles`, `tflops` (2·M·N·K / time for a GEMM), `gbps` (bytes of the inputs and outputs,
-each once, / time), `hbm_bytes` (simulated), `roofline_us` (max(FLOP / peak, bytes / HBM
-peak)), `bound` ("compute" or "memory", the larger roofline term), `kernel` (name,
+`cycles`, `tflops` (issued FLOP / time: 2·M·N·K for a GEMM, less 2 x the products the
+co-design units skip, ZCE zeros or 2:4's half, `issued_flops`; `flops` stays the dense
+2·M·N·K), `gbps` (bytes of the inputs and outputs, each once, / time), `hbm_bytes`
+(simulated), `roofline_us` (max(issued FLOP / peak, roofline_bytes / HBM peak), the
+roofline bytes with a GEMM's operands as stored: `workloads.ops.registry.issued_work`),
+`bound` ("compute" or "memory", the larger roofline term), `kernel` (name,
 launch, tiles), `fidelity` and the fidelity plan carried out (`simulator.runner.fidelity`):
 `fidelity_method` (full, full+synthesized_ctas, chip_slice, row_slice, wave_extrapolation,
 op_model, mixed), `fidelity_params`, `simulated_cta_share` and `extrapolated_time_share`,
@@ -108,7 +111,7 @@ def _text(r: dict, op_sizes: dict) -> str:
         f"{'x'.join(map(str, k['block']))} shared {k['shared_bytes']} B ({k['mode']} mode)",
         f"time_us     {r['time_us']:12.3f} us   (with launch overhead; cycles {r['cycles']}, "
         "the SM span)",
-        f"throughput  {r['tflops']:12.2f} TFLOP/s  {r['gbps']:10.1f} GB/s",
+        f"throughput  {r['tflops']:12.2f} TFLOP/s  {r['gbps']:10.1f} GB/s{_issued_note(r)}",
         f"hbm bytes   {r['hbm_bytes']:12.0f} B simulated (op bytes {r['bytes']:.0f} B: inputs "
         "and outputs once, bus bytes for collectives)",
         f"roofline    {r['roofline_us']:12.3f} us   {r['bound']}-bound, "
@@ -120,6 +123,17 @@ def _text(r: dict, op_sizes: dict) -> str:
                           f"simulated (cache {r['op_cache']})" if r["op_cache"] else
                           "off (--no-cache)"),
     ])
+
+
+def _issued_note(r: dict) -> str:
+    """Where the co-design units skip products: the dense-equivalent figure beside the
+    issued one."""
+    issued = r.get("issued_flops", r["flops"])
+    if issued == r["flops"] or not r["time_us"]:
+        return ""
+    return (f"   (issued FLOPs, {100 * issued / r['flops']:.1f}% of the dense "
+            f"{r['flops']:.4g}; dense-equivalent {r['flops'] / r['time_us'] / 1e6:.2f} "
+            "TFLOP/s)")
 
 
 def _pct(share) -> str:

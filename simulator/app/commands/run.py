@@ -29,8 +29,18 @@ report.html, trace.json, plots, plus run.json (strict JSON: the workload, the de
 (name, file, values, sources, overrides), the per-micro-batch overlap and the printed
 summary, with the tensor-core MACs, the MACs the co-design units skip, the MMA
 precision mix and the GEMM operand bytes dense / as stored, summed from the kernels table's
-columns of `workloads.codesign.codesign_ops.op_counts`, and the kernels the sustained clock
-under tensor load slowed, with their clocks). Collectives are simulated kernels
+columns of `workloads.codesign.codesign_ops.op_counts`, the kernels the sustained clock
+under tensor load slowed, with their clocks, and `numerics`).
+
+Error beside time (`workloads.codesign.run_numerics`, `--numerics auto|on|off`, default
+auto: computed when a co-design unit that changes numerics is on, i.e. the VPCU, the ZCE,
+2:4 or the LUT exp; `--numerics-seed`): the model's reduced-width layer on seeded data
+under the config's units against FP64 and against the stock precision, per op category
+(gemm, attention, the whole layer with its head's argmax change); the kernels table gets
+`error_category`, `rel_error`, `max_abs_error`, `argmax_change`, `rel_error_vs_stock` (a
+`rel_err` column in the printed table), run.json a `numerics` section (reduction, seed,
+reference, settings) and report.html a Numerics section. A stock run says "stock
+precision, error not computed". Collectives are simulated kernels
 on the reserved communication SMs (with 0 they run on the compute stream), an all-reduce
 across nodes and an all-to-all that holds no SMs are timed by link bandwidth; overlapping
 streams are slowed by a measured pair per collective (see `workloads.execute`). Single
@@ -49,6 +59,7 @@ Units: microseconds, TFLOP/s, fractions.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 import reports
@@ -60,6 +71,14 @@ from simulator.app.op_cache_options import add_cache_arguments, cache_from_args
 from simulator.app.progress import add_quiet_argument, progress_bar
 from simulator.framework.config import strict_json
 from workloads.codesign.codesign_ops import totals
+from workloads.codesign.run_numerics import (
+    KERNEL_ERROR_COLUMNS,
+    NUMERICS_MODES,
+    NumericsSettings,
+    kernel_error_columns,
+    run_numerics,
+)
+from workloads.codesign.whatif import TWO_FOUR_MEASURED
 from workloads.deployments import (
     PHASE_DEPLOYMENTS,
     SINGLE_GPU,
@@ -124,6 +143,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write into a folder that holds other files too (only "
                         "ptxsim's own files are replaced)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--numerics", choices=NUMERICS_MODES, default="auto",
+                        help="error of the layer's co-design units against FP64 (on a "
+                        "seeded reduced-width layer, workloads.codesign.run_numerics): auto "
+                        "(default) when a co-design unit changing numerics is on, on "
+                        "(also the stock precision's error), off")
+    parser.add_argument("--numerics-seed", type=int, default=0, metavar="S",
+                        help="seed of the reduced layer's data (default 0)")
     add_cache_arguments(parser)
     add_quiet_argument(parser)
 
@@ -288,13 +314,17 @@ def run(args: argparse.Namespace) -> int:
         result = simulator.simulate_workload(graph, config=config, fidelity=args.fidelity,
                                              result_cache=cache_from_args(args),
                                              progress=progress)
+    numerics = run_numerics(config, meta["model"], meta["tokens"],
+                            NumericsSettings(args.numerics, args.numerics_seed))
+    result = dataclasses.replace(result, kernels=kernel_error_columns(result.kernels,
+                                                                      numerics))
     precision = REPORT_PRECISION.get(meta.get("gemm_dtype", "bf16"), "bf16")
     report = _report(args, result, out)
-    report.update(_deployment_report(deployment, result))
+    report.update(_deployment_report(deployment, result), numerics=numerics)
     text = strict_json(report, indent=1)
     reports.write_report(result, out, title=f"ptxsim run: {graph.name} on {args.model}",
                          precision=precision, extra_files={"run.json": text},
-                         force=args.force)
+                         force=args.force, numerics=numerics)
     print(text if args.json else _text(report))
     return 0
 
@@ -313,22 +343,27 @@ def _report(args, result, out: Path) -> dict:
     summary = result.summary()
     plans = result.kernels[["fidelity_method", "fidelity_params", "simulated_cta_share",
                             "extrapolated_time_share"]]
+    errors = result.kernels[list(KERNEL_ERROR_COLUMNS)]
     kernels = [{"name": r.name, "op": r.op, "stream": r.stream, "start_us": r.start_us,
                 "time_us": r.time_us, "tflops": r.tflops, "bound": r.bound,
                 "share": r.share, "model": r.model, "macs": r.macs,
-                "macs_skipped": r.macs_skipped, "fidelity_method": p.fidelity_method,
+                "macs_skipped": r.macs_skipped,
+                **{c: getattr(e, c) for c in KERNEL_ERROR_COLUMNS},
+                "fidelity_method": p.fidelity_method,
                 "fidelity_params": json.loads(p.fidelity_params or "{}"),
                 "simulated_cta_share": p.simulated_cta_share,
                 "extrapolated_time_share": p.extrapolated_time_share, "cached": bool(cached)}
-               for r, p, cached in zip(summary.itertuples(), plans.itertuples(),
-                                       result.kernels["cached"], strict=True)]
+               for r, p, e, cached in zip(summary.itertuples(), plans.itertuples(),
+                                          errors.itertuples(), result.kernels["cached"],
+                                          strict=True)]
     layer = {k: v for k, v in result.meta.items() if k != "op_cache"}
     return {"model": args.model, "workload": result.meta.get("model"),
             "graph": result.graph, "layer": layer, "fidelity": result.fidelity,
             "time_us": result.time_us, "kernel_time_us": float(summary["time_us"].sum()),
             "by_op": {op: float(t) for op, t in result.by_op()["time_us"].items()},
             "kernels": kernels, "units": totals(result.kernels),
-            "sm_clock": _clock(result), "out": str(out),
+            "sm_clock": _clock(result), "two_four": _two_four(result.config),
+            "out": str(out),
             "op_cache": result.meta.get("op_cache"),
             "left_out": "all-reduce across nodes timed by link bandwidth alone; contention "
                         "measured for collectives only (compute streams do not slow "
@@ -341,6 +376,54 @@ def _fidelity_cell(k: dict) -> str:
         return "-" if v is None or v != v else f"{100 * v:.0f}%"
     return (f"{k['fidelity_method'] or '-'} ({pct(k['simulated_cta_share'])}, "
             f"{pct(k['extrapolated_time_share'])})")
+
+
+def _two_four(config) -> dict | None:
+    """With 2:4 on: the rate it was timed at and the rate an H100 measured (None when off)."""
+    tensor = config.units.tensor
+    if not tensor.sparse_2_4:
+        return None
+    return {"rate_multiplier": float(tensor.sparse_rate_multiplier),
+            "measured_h100_multiplier": TWO_FOUR_MEASURED,
+            "measured_by": "workloads/codesign/mma_sp_probe.py (mma.sp over mma.sync, "
+                           "16 warps/SM)"}
+
+
+def _two_four_lines(t: dict | None) -> list[str]:
+    if t is None:
+        return []
+    return [f"2:4 timed at units.tensor.sparse_rate_multiplier {t['rate_multiplier']:.3g}x "
+            f"(an H100 measured {t['measured_h100_multiplier']:.2f}x, {t['measured_by']}; "
+            "the preset's 2x is the datasheet's)"]
+
+
+def _error_cell(value) -> str:
+    """A kernel's relative error against FP64 (`-` outside the error categories or when
+    the numerics were not computed)."""
+    return f"{'-':>8}" if value is None or value != value else f"{value:8.1e}"
+
+
+def _numerics_lines(n: dict) -> list[str]:
+    """The layer's error against FP64 and against the stock precision, per category, with
+    the reduced layer it was measured on (or why it was not computed)."""
+    if not n["computed"]:
+        return [f"numerics: {n['reason']}"]
+    rows = {c["category"]: c for c in n["categories"]}
+    layer = rows["layer"]
+    parts = ", ".join(f"{c} {rows[c]['rel_error']:.2g} ({rows[c]['rel_error_vs_stock']:.2g})"
+                      for c in rows if c != "layer")
+    lines = [f"numerics vs FP64 (and vs the stock precision: {n['stock']}): layer rel. "
+             f"error {layer['rel_error']:.2g} ({layer['rel_error_vs_stock']:.2g}), max "
+             f"{layer['max_abs_error']:.2g}, argmax change {100 * layer['argmax_change']:.1f}% "
+             f"({100 * layer['argmax_change_vs_stock']:.1f}%); {parts}",
+             f"  measured on the {n['reduction']}, seed {n['seed']}: {layer['shortcuts']}"]
+    if layer["zce_threshold"] > 0 and layer["activation_zeros"] != layer["activation_sparsity"]:
+        lines.append(f"  ZCE threshold {layer['zce_threshold']:g} zeroes "
+                     f"{100 * layer['activation_zeros']:.1f}% of the GEMM activations; the "
+                     f"time ran at units.zce.activation_sparsity "
+                     f"{layer['activation_sparsity']:g} (python -m workloads.codesign.whatif "
+                     "layers times at the measured share)")
+    return lines
 
 
 def _clock(result) -> dict:
@@ -430,19 +513,22 @@ def _text(r: dict) -> str:
              f"{r['graph']} ({layer['layer_kind']} layer, {layer['tokens']} tokens, "
              f"ep {layer['ep']}, tp {layer['tp']}) on {r['model']}, fidelity {r['fidelity']}",
              f"{'kernel':<36} {'op':<18} {'stream':<8} {'start_us':>10} {'time_us':>10} "
-             f"{'TFLOP/s':>8} {'bound':<7} {'share':>6}  {'fidelity (CTAs sim., time extr.)'}"]
+             f"{'TFLOP/s':>8} {'bound':<7} {'share':>6} {'rel_err':>8}  "
+             f"{'fidelity (CTAs sim., time extr.)'}"]
     for k in r["kernels"]:
         tflops = f"{k['tflops']:8.1f}" if k["tflops"] == k["tflops"] else f"{'-':>8}"
         bound = "link" if k["model"] == "link bandwidth" else k["bound"]
         lines.append(f"{k['name']:<36} {k['op']:<18} {k['stream']:<8} {k['start_us']:10.1f} "
-                     f"{k['time_us']:10.1f} {tflops} {bound:<7} {100 * k['share']:5.1f}%  "
-                     f"{_fidelity_cell(k)}")
+                     f"{k['time_us']:10.1f} {tflops} {bound:<7} {100 * k['share']:5.1f}% "
+                     f"{_error_cell(k['rel_error'])}  {_fidelity_cell(k)}")
     top = ", ".join(f"{op} {100 * t / r['kernel_time_us']:.0f}%"
                     for op, t in list(r["by_op"].items())[:4]) if r["kernel_time_us"] else ""
     lines += [f"layer time {r['time_us']:.1f} us (kernels summed {r['kernel_time_us']:.1f} us; "
               f"largest: {top})",
               *_overlap_lines(r.get("micro_batches", [])),
-              *_units_lines(r["units"]), *_clock_lines(r["sm_clock"]),
+              *_units_lines(r["units"]), *_two_four_lines(r["two_four"]),
+              *_numerics_lines(r["numerics"]),
+              *_clock_lines(r["sm_clock"]),
               *_cache_lines(r.get("op_cache", {})),
               f"note: {r['left_out']}",
               f"wrote {r['out']}/ (report.html, kernels.csv, stats.csv, config.json, "
