@@ -223,6 +223,10 @@ ALL_VARIANTS = [p for p, *_ in VARIANTS.values()] + [
      "out_dtype": "bf16"},
     dict(n_tile=256, k_tile=128, stages=3, dtype="fp8", consumers=2, persistent=True,
          epilogue="tma"),
+    dict(m_tile=128, n_tile=256, k_tile=64, stages=4, consumers=2, persistent=True,
+         epilogue="tma"),
+    dict(m_tile=128, n_tile=256, k_tile=64, stages=3, consumers=2, persistent=True,
+         epilogue="tma", c_buffers=3),
 ]
 
 
@@ -260,7 +264,8 @@ def test_generated_kernel_assembles_with_ptxas(params, tmp_path):
     (dict(multicast="b", n_tile=24, persistent=True), ["n_tile", "multiple of 16"]),
     (dict(epilogue="smem"), ["epilogue", "'registers' or 'tma'"]),
     (dict(epilogue="tma", grouped=True, persistent=True), ["epilogue", "grouped=True"]),
-    (dict(epilogue="tma", stages=7), ["stages", "C staging 32768 B"]),
+    (dict(epilogue="tma", stages=7), ["stages", "C staging 16384 B"]),
+    (dict(epilogue="tma", c_buffers=-1), ["c_buffers", ">= 1"]),
 ])
 def test_generator_rejects_bad_arguments_naming_accepted_values(params, names):
     with pytest.raises(InputError) as err:
@@ -290,6 +295,24 @@ def test_tma_store_epilogue_writes_what_the_register_epilogue_writes():
     base = run(gemm_kernel(**params), qa, qb, sa, sb)
     tma = run(gemm_kernel(**params, epilogue="tma"), qa, qb, sa, sb)
     assert np.array_equal(base, tma)
+
+
+@pytest.mark.parametrize("params", [
+    dict(m_tile=64, n_tile=128, persistent=True, sm_count=4, c_buffers=2),
+    dict(m_tile=64, n_tile=128, persistent=True, sm_count=4, c_buffers=3),
+    dict(m_tile=64, n_tile=128, persistent=True, sm_count=4, c_buffers=0),
+    dict(m_tile=128, n_tile=256, consumers=2, stages=4),
+], ids=["4-atoms-2-slots", "4-atoms-3-slots", "whole-tile", "n256-4-stages"])
+def test_tma_store_sub_tiles_write_what_the_register_epilogue_writes(params):
+    """C staged in sub-tiles (one-atom slots reused round-robin, across a persistent CTA's
+    tiles too; with slots that the atoms do not fill evenly) or whole is bit for bit C from
+    the fragments; a 128 x 256 bf16 tile keeps 4 stages beside two 32-column slots."""
+    a, b = inputs("bf16", 200, 136, 192)
+    regs = {k: v for k, v in params.items() if k != "c_buffers"}
+    tma = gemm_kernel(**params, epilogue="tma")
+    assert np.array_equal(run(gemm_kernel(**regs), a, b), run(tma, a, b))
+    if "c_buffers" not in params:
+        assert tma.config.c_bytes == 2 * 128 * 64 and "_sub2x32" in tma.entry
 
 
 def test_tma_store_epilogue_refuses_rows_of_c_that_tma_cannot_stride():

@@ -41,7 +41,8 @@ Tile heuristic (`choose_tiles`), the same for every shape — no per-shape facto
   else B, as cuBLAS's and DeepGEMM's Hopper kernels run clusters of 2; grouped GEMMs keep
   plain CTAs (the grouped template has no cluster variant).
 * k_tile = one 128-byte swizzle row (64 bf16/fp16, 128 fp8, 32 tf32 elements).
-* stages: as many as fit in 227 KiB of shared memory beside the epilogue's C staging buffer,
+* stages: as many as fit in 227 KiB of shared memory beside the epilogue's C staging buffer
+  (two 32-column sub-tiles, CUTLASS's; with DeepSeek scaling the whole tile, DeepGEMM's),
   at most `MAX_STAGES`.
 * epilogue (`epilogue`, default the config's `kernels.gemm_epilogue`, "tma"): C staged in
   shared memory and written with TMA stores, as CUTLASS 3's sm90 kernels and DeepGEMM do;
@@ -96,6 +97,8 @@ from workloads.kernels.templates.gemm import (
     MAX_SHARED,
     OUT_BYTES,
     c_map,
+    c_staging_bytes,
+    default_c_buffers,
     fits_registers,
     fits_scale_blocks,
     gemm_kernel,
@@ -222,8 +225,8 @@ def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
     the h100_sxm preset's, `tile_rates`). `scaling="deepseek"` leaves room in each stage
     for its scale_a chunk and for a tile's scale_b up to `k_max` (default K,
     `templates.gemm`). `rule` None: the default of `kernels.gemm_tile_rule`.
-    `epilogue` "tma" leaves room for the tile's C staging buffer (`out_bytes` per
-    element)."""
+    `epilogue` "tma" leaves room for C's staging buffer (`out_bytes` per element; the
+    template's default staging, `templates.gemm.default_c_buffers`)."""
     blocks = row_blocks or (lambda mt: math.ceil(m / mt))
     rule = KernelsSpec().gemm_tile_rule if rule is None else rule
     if rule not in TILE_RULES:
@@ -255,7 +258,8 @@ def choose_tiles(m: int, n: int, k: int, dtype: str, sm_count: int,
         stage_bytes += per_stage
         room -= per_tile
     if epilogue == "tma":
-        room -= m_tile * n_tile * out_bytes
+        room -= c_staging_bytes(m_tile, n_tile, out_bytes,
+                                default_c_buffers(_fp8_scaling(scaling)))
     stages = max(2, min(MAX_STAGES, room // (stage_bytes + 16)))
     tiles_m, tiles_n = blocks(m_tile), math.ceil(n / n_tile)
     multicast = None

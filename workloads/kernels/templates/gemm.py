@@ -32,13 +32,22 @@ Kernel structure (`block` = 128 x (consumers + 1) threads):
 * `epilogue="tma"` (plain GEMMs; CUTLASS 3's sm90 `TmaWarpSpecialized` epilogues and
   DeepGEMM store C this way): the consumers write the tile, converted, into a staging
   buffer in shared memory laid out as C's tensor map wants it (`c_atom_bytes`-wide
-  column atoms [atoms][m_tile rows][atom bytes], swizzled by the atom width, 32-128 B,
+  column atoms [slots][m_tile rows][atom bytes], swizzled by the atom width, 32-128 B,
   so that a warp's fragment stores are free of bank conflicts), `fence.proxy.async.
   shared::cta`, a named barrier over the consumers (`bar.sync 2`), then consumer thread
   0 issues one `cp.async.bulk.tensor.2d.global.shared::cta.bulk_group` per atom (box
-  atom columns x m_tile rows) and `cp.async.bulk.commit_group`; before the next tile
-  writes the buffer it waits `cp.async.bulk.wait_group.read 0` (then `bar.sync 2`), and
-  before exit `wait_group 0`. TMA clips the box at M and N, so edge tiles need no masks;
+  atom columns x m_tile rows) and `cp.async.bulk.commit_group`; before the buffer is
+  written again it waits `cp.async.bulk.wait_group.read` (then `bar.sync 2`), and before
+  exit `wait_group.read 0` (the source must outlive the CTA; the writes need not: CUTLASS's
+  `store_tail`, DeepGEMM's `tma_store_wait<0>`). Two ways to stage (`c_buffers`):
+  0, DeepGEMM's: the whole tile (atoms of up to 128 B) in one buffer, one wait, one
+  commit per tile; n > 0, CUTLASS's sub-tiles: atoms of at most 64 B (32 bf16 columns,
+  CUTLASS's 128 x 32 epilogue tile of a cooperative kernel) through n one-atom slots
+  reused round-robin, each atom written, fenced, stored and committed on its own, and
+  `wait_group.read n - 1` before a slot is written again, so that the staging costs n
+  atoms of shared memory, not the tile (a 128 x 256 bf16 tile keeps 4 stages). `gemm_kernel`
+  takes 0 with DeepSeek scaling (DeepGEMM) and `C_BUFFERS` otherwise (CUTLASS's `StagesD`).
+  TMA clips the box at M and N, so edge tiles need no masks;
   C's rows must be 16-byte multiples (N a multiple of 8 for bf16, 4 for f32: TMA's
   stride rule). The tensor map over C is the last kernel argument (`tmap_c`).
   Descriptors: the stage-0 pair is built once, stage s adds s * stage_bytes / 16.
@@ -82,9 +91,9 @@ Kernel structure (`block` = 128 x (consumers + 1) threads):
 Left out (simplifications, named so timing studies know): the DeepSeek variant waits
 each chunk's wgmmas to zero before promoting (as DeepGEMM); no ping-pong consumer
 schedule, no TMA-store epilogue for grouped GEMMs (a tile's box may reach into the next
-group's rows; they keep the register epilogue), the staging buffer holds the whole tile
-(CUTLASS stages subtiles, so a 128 x 256 tile keeps its fourth stage there) and is written
-with `st.shared`, not `stmatrix`,
+group's rows; they keep the register epilogue), the staging buffer is written with
+`st.shared`, not `stmatrix`, and a sub-tile is one column atom (CUTLASS's 64-row
+ping-pong epilogue tile and its C-source loads are not built),
 clusters of 2 only and only for persistent plain GEMMs, no split-K or stream-K, no tile
 rasterization swizzle.
 """
@@ -104,6 +113,7 @@ from workloads.kernels.templates import gemm_ptx
 SFA_ARG = 5                    # kernel argument index of the MN-major scale_a copy
 C_ARG = 4                      # kernel argument index of C (the TMA-store map's base)
 EPILOGUES = ("registers", "tma")
+C_BUFFERS = 2                  # CUTLASS's sm90 epilogue: 2 sub-tile buffers (`StagesD`)
 MAX_SHARED = 232448            # 227 KiB opt-in shared memory per CTA (sm_90)
 SM_COUNT = 132                 # H100 SXM / H800 SXM
 ELEM = {"bf16": 2, "fp16": 2, "fp8": 1, "tf32": 4}
@@ -133,6 +143,7 @@ class Config:
     multicast: str | None = None   # "a" / "b": 2-CTA clusters sharing that operand's box
     k_start: int = 0           # the k-tile every k-loop starts at (work synthesis's evidence)
     epilogue: str = "registers"    # "registers" (st.global) / "tma" (shared + TMA store)
+    c_buffers: int = 0         # TMA store: 0 the whole tile staged, n: n one-atom sub-tiles
 
     ptx_type = property(lambda s: PTX_TYPE[s.dtype])
     kshape = property(lambda s: KSHAPE[s.dtype])
@@ -151,14 +162,14 @@ class Config:
     _scale_bytes = property(lambda s: scale_bytes(s.m_tile, s.n_tile, s.k_tile, s.k_max)
                             if s.fp8_scaling else (0, 0))
     # TMA-store epilogue: C's staging buffer right after the stage ring (1024-aligned),
-    # column atoms of `c_atom_bytes` (the widest of 128/64/32/16 dividing a tile row)
-    c_atom_bytes = property(lambda s: next(w for w in (128, 64, 32, 16)
-                                           if s.n_tile * s.out_bytes % w == 0))
+    # column atoms of `c_atom_bytes` (`c_atom_width`), `c_slots` of them
+    c_atom_bytes = property(lambda s: c_atom_width(s.n_tile * s.out_bytes, s.c_buffers))
     c_atom_cols = property(lambda s: s.c_atom_bytes // s.out_bytes)
     c_atoms = property(lambda s: s.n_tile * s.out_bytes // s.c_atom_bytes)
+    c_slots = property(lambda s: min(s.c_buffers, s.c_atoms) if s.c_buffers else s.c_atoms)
     c_swizzle = property(lambda s: s.c_atom_bytes if s.c_atom_bytes >= 32 else 0)
     c_offset = property(lambda s: s.stages * s.stage_bytes)
-    c_bytes = property(lambda s: s.m_tile * s.n_tile * s.out_bytes
+    c_bytes = property(lambda s: c_staging_bytes(s.m_tile, s.n_tile, s.out_bytes, s.c_buffers)
                        if s.epilogue == "tma" else 0)
     sfa_offset = property(lambda s: s.stages * s.stage_bytes + s.c_bytes)
     sfb_offset = property(lambda s: s.stages * (s.stage_bytes + s.sfa_bytes) + s.c_bytes)
@@ -186,7 +197,9 @@ class Config:
             ("_grouped" if self.grouped else "") + \
             (f"_t{self.tile_limit}" if self.tile_limit else "") + \
             (f"_mc{self.multicast}" if self.multicast else "") + \
-            ("_tmastore" if self.epilogue == "tma" else "")
+            ("_tmastore" if self.epilogue == "tma" else "") + \
+            (f"_sub{self.c_slots}x{self.c_atom_cols}" if self.epilogue == "tma" and
+             self.c_buffers else "")
 
 
 @dataclass(frozen=True)
@@ -428,6 +441,28 @@ def sfa_map(cfg: Config, sfa) -> np.ndarray:
     return make_tensor_map(0, box, arg=SFA_ARG, shape=sfa.shape, dtype=np.float32)
 
 
+def c_atom_width(row_bytes: int, c_buffers: int) -> int:
+    """Bytes of a column atom of C's staging buffer for a tile row of `row_bytes`: the
+    widest of 128/64/32/16 dividing it, at most 64 when staged in sub-tiles (`c_buffers` >
+    0, CUTLASS's 32-column bf16 epilogue tile)."""
+    return next(w for w in ((64, 32, 16) if c_buffers else (128, 64, 32, 16))
+                if row_bytes % w == 0)
+
+
+def c_staging_bytes(m_tile: int, n_tile: int, out_bytes: int, c_buffers: int) -> int:
+    """Shared bytes of the TMA-store epilogue's staging buffer: the whole tile, or
+    `c_buffers` one-atom sub-tiles (`Config.c_slots`)."""
+    width = c_atom_width(n_tile * out_bytes, c_buffers)
+    atoms = n_tile * out_bytes // width
+    return m_tile * width * (min(c_buffers, atoms) if c_buffers else atoms)
+
+
+def default_c_buffers(fp8_scaling: str | None) -> int:
+    """How the TMA-store epilogue stages C by default: the whole tile with DeepSeek scaling
+    (DeepGEMM's `smem_d`), `C_BUFFERS` sub-tiles otherwise (CUTLASS)."""
+    return 0 if fp8_scaling else C_BUFFERS
+
+
 def tma_store_fits(n: int, out_bytes: int) -> bool:
     """Whether C with N columns of `out_bytes` can be written by TMA: its row stride must
     be a multiple of 16 bytes (`cuTensorMapEncodeTiled`'s stride rule)."""
@@ -466,12 +501,14 @@ def gemm_kernel(m_tile: int = 128, n_tile: int = 128, k_tile: int = 64, stages: 
                 persistent: bool = False, fp8_scaling: str | None = None,
                 sm_count: int = SM_COUNT, grouped: bool = False,
                 tile_limit: int = 0, k_max: int = 8192,
-                multicast: str | None = None, epilogue: str = "registers") -> GemmKernel:
+                multicast: str | None = None, epilogue: str = "registers",
+                c_buffers: int | None = None) -> GemmKernel:
     """Generate a warp-specialized TMA + wgmma GEMM kernel (see the module docstring);
     `k_max` (DeepSeek scaling only) bounds the K (per group) it accepts; `multicast`
     ("a" or "b", persistent only) runs 2-CTA clusters that share that operand's box;
     `epilogue` "registers" (fragments stored with st.global) or "tma" (staged in shared
-    memory, TMA stores; plain GEMMs only)."""
+    memory, TMA stores; plain GEMMs only); `c_buffers` how the TMA store stages C (0: the
+    whole tile, n: n one-atom sub-tiles; None: `default_c_buffers`)."""
     if dtype not in ELEM:
         raise _bad("dtype", dtype, ", ".join(ELEM))
     if out_dtype not in OUT_BYTES:
@@ -529,9 +566,15 @@ def gemm_kernel(m_tile: int = 128, n_tile: int = 128, k_tile: int = 64, stages: 
     if epilogue == "tma" and grouped:
         raise _bad("epilogue", epilogue, "'registers' for grouped=True (a tile's TMA box "
                    "could reach into the next group's rows)")
+    if c_buffers is None:
+        c_buffers = default_c_buffers(fp8_scaling)
+    if not isinstance(c_buffers, int) or c_buffers < 0:
+        raise _bad("c_buffers", c_buffers, "0 (the whole tile) or a count of sub-tile "
+                   "buffers >= 1")
     cfg = Config(m_tile, n_tile, k_tile, stages, dtype, out_dtype, consumers,
                  bool(persistent), fp8_scaling, sm_count, bool(grouped), tile_limit,
-                 k_max if fp8_scaling else 0, multicast, epilogue=epilogue)
+                 k_max if fp8_scaling else 0, multicast, epilogue=epilogue,
+                 c_buffers=c_buffers if epilogue == "tma" else 0)
     if cfg.shared_bytes > MAX_SHARED:
         fixed = cfg.shared_bytes - stages * (cfg.stage_bytes + cfg.sfa_bytes + 16)
         raise _bad("stages", stages, f"a ring within {MAX_SHARED} bytes of shared memory "

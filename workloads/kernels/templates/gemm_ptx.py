@@ -11,7 +11,7 @@ functions returning lists of lines; the layout they share is the `Config` proper
             tile's scale_b ([n_blocks][sfb_chunks] f32 at sfb_offset); then
             full[stages] and empty[stages] mbarriers (8 B each). With the TMA-store
             epilogue C's staging buffer sits between the stages and the scales
-            (c_offset: [c_atoms][m_tile rows][c_atom_bytes], swizzled as C's map).
+            (c_offset: [c_slots][m_tile rows][c_atom_bytes], swizzled as C's map).
     registers: %d<acc> the f32 accumulators, flat index sub * (n_tile / 2) + i for the
             64-row wgmma block `sub` of this warpgroup and fragment element i; %t<acc>
             the per-128-K chunk accumulators of the DeepSeek FP8 recipe.
@@ -56,7 +56,7 @@ def _head(cfg) -> list[str]:
     if cfg.multicast:
         regs += ["    .reg .b32 %rank, %peer, %remote;", "    .reg .b16 %mask;"]
     if cfg.epilogue == "tma":
-        regs += ["    .reg .b32 %e<6>;", "    .reg .b64 %rdc;", "    .reg .pred %pst;"]
+        regs += ["    .reg .b32 %e<7>;", "    .reg .b64 %rdc;", "    .reg .pred %pst;"]
     if cfg.grouped:
         regs += ["    .reg .b32 %ent, %brow, %crow, %mrows, %k0, %sbrow, %kc0;",
                  "    .reg .b64 %rdsch, %rdent;"]
@@ -326,7 +326,7 @@ def _consumer(cfg) -> list[str]:
     if cfg.epilogue == "tma":
         lines += [*_epilogue_tma(cfg), *_tile_end(cfg, "C"),
                   "    @!%pst bra DONE;",
-                  "    cp.async.bulk.wait_group 0;   // the last tile's store is complete",
+                  "    cp.async.bulk.wait_group.read 0;   // the stores have read the buffer",
                   "    bra.uni DONE;"]
     else:
         lines += [*_epilogue(cfg), *_tile_end(cfg, "C"), "    bra.uni DONE;"]
@@ -456,45 +456,79 @@ def _epilogue_packed(cfg) -> list[str]:
 def _epilogue_tma(cfg) -> list[str]:
     """The accumulator fragments, converted, into C's staging buffer (swizzled column
     atoms), then one TMA store per atom by consumer thread 0 (CUTLASS's and DeepGEMM's
-    sm90 epilogue). Element (row r, column c) of the tile sits at atom c * out_bytes /
-    W, byte r * W + (c * out_bytes) % W of it (W = `c_atom_bytes`), with the 16-byte
-    chunk bits XORed by the map's swizzle (`isa.tensor_map.swizzle_offsets`): each
-    thread's row address gives the XOR key, every column pair adds its constant."""
+    sm90 epilogue). Element (row r, column c) of the tile belongs to atom a = c * out_bytes
+    / W and sits in slot a (whole tile) or a % c_slots (sub-tiles), byte r * W + (c *
+    out_bytes) % W of it (W = `c_atom_bytes`), with the 16-byte chunk bits XORed by the
+    map's swizzle (`isa.tensor_map.swizzle_offsets`): each thread's row address gives the
+    XOR key, every column pair adds its constant. Staged whole, the tile is one group
+    (wait, write, fence, store every atom, commit); in sub-tiles each atom is one."""
     ob, w = cfg.out_bytes, cfg.c_atom_bytes
     threads = 128 * cfg.consumers
-    half = cfg.n_tile // 2
     mask = cfg.c_swizzle // 16 - 1 if cfg.c_swizzle else 0
+    atoms = range(cfg.c_atoms)
+    groups = [[a] for a in atoms] if cfg.c_buffers else [list(atoms)]
     lines = ["    // ---- epilogue: fragment -> shared (C map's layout) -> TMA store ----",
-             "    @!%pst bra C_EPI_FREE;",
-             "    cp.async.bulk.wait_group.read 0;   // the last store has read the buffer",
-             "C_EPI_FREE:", f"    bar.sync 2, {threads};",
              "    mov.u32 %e0, smem;", f"    add.u32 %e0, %e0, {cfg.c_offset};   // C buffer",
-             f"    mad.lo.u32 %e1, %r14, {w}, %e0;        // row of element 0, atom 0",
+             f"    mad.lo.u32 %e1, %r14, {w}, %e0;        // row of element 0, slot 0",
              f"    mad.lo.u32 %e1, %r15, {ob}, %e1;       // + its column's bytes"]
+    for g, group in enumerate(groups):
+        wait = _slot_wait(cfg, g)
+        if wait is not None:
+            lines += [f"    @!%pst bra C_EPI_FREE{g};",
+                      f"    cp.async.bulk.wait_group.read {wait};   // the slot has been read",
+                      f"C_EPI_FREE{g}:", f"    bar.sync 2, {threads};"]
+        lines += _stage_atoms(cfg, group, mask)
+        lines += ["    fence.proxy.async.shared::cta;   // visible to the TMA (async proxy)",
+                  f"    bar.sync 2, {threads};", f"    @!%pst bra C_EPI_STORED{g};",
+                  *param_addresses({"%rdc": "tmap_c"})]
+        for a in group:
+            lines += [f"    add.u32 %e6, %n0, {a * cfg.c_atom_cols};",
+                      f"    add.u32 %e2, %e0, {a % cfg.c_slots * cfg.m_tile * w};",
+                      "    cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group "
+                      "[%rdc, {%e6, %m0}], [%e2];"]
+        lines += ["    cp.async.bulk.commit_group;", f"C_EPI_STORED{g}:"]
+    return lines
+
+
+def _slot_wait(cfg, g: int) -> int | None:
+    """N of the `wait_group.read N` before group g writes its slots, None for no wait.
+    Whole tile: 0 (the previous tile's stores). Sub-tiles (one group per atom, slot g %
+    c_slots): the group that last used the slot is c_slots groups back, across tiles too
+    when the atoms fill the slots evenly; otherwise the tile's first group waits for all
+    and its next c_slots - 1 groups find their slots free."""
+    slots = cfg.c_slots
+    if not cfg.c_buffers:
+        return 0
+    if cfg.c_atoms % slots == 0:
+        return slots - 1
+    if g == 0:
+        return 0
+    return slots - 1 if g >= slots else None
+
+
+def _stage_atoms(cfg, group: list[int], mask: int) -> list[str]:
+    """`st.shared` of the fragment columns of atoms `group` into their slots."""
+    ob, w = cfg.out_bytes, cfg.c_atom_bytes
+    half = cfg.n_tile // 2
+    per_atom = cfg.c_atom_cols // 8                  # 8-column fragment groups per atom
+    lines = []
     for sub in range(cfg.m_sub):
         for h in range(2):
             lines.append(f"    add.u32 %e3, %e1, {(64 * sub + 8 * h) * w};")
             if mask:
                 lines += ["    shr.u32 %e4, %e3, 7;", f"    and.b32 %e4, %e4, {mask};",
                           "    shl.b32 %e4, %e4, 4;              // swizzle key of the row"]
-            for jj in range(cfg.n_tile // 8):
-                cb = 8 * jj * ob
-                const = cb // w * cfg.m_tile * w + cb % w
-                x = sub * half + 4 * jj + 2 * h
-                lines.append(f"    add.u32 %e5, %e3, {const};")
-                if mask:
-                    lines.append("    xor.b32 %e5, %e5, %e4;")
-                if cfg.out_dtype == "bf16":
-                    lines += [f"    cvt.rn.bf16x2.f32 %r22, %d{x + 1}, %d{x};",
-                              "    st.shared.b32 [%e5], %r22;"]
-                else:
-                    lines.append(f"    st.shared.v2.f32 [%e5], {{%d{x}, %d{x + 1}}};")
-    lines += ["    fence.proxy.async.shared::cta;   // visible to the TMA (async proxy)",
-              f"    bar.sync 2, {threads};", "    @!%pst bra C_EPI_DONE;",
-              *param_addresses({"%rdc": "tmap_c"})]
-    for a in range(cfg.c_atoms):
-        lines += [f"    add.u32 %e1, %n0, {a * cfg.c_atom_cols};",
-                  f"    add.u32 %e2, %e0, {a * cfg.m_tile * w};",
-                  "    cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group "
-                  "[%rdc, {%e1, %m0}], [%e2];"]
-    return lines + ["    cp.async.bulk.commit_group;", "C_EPI_DONE:"]
+            for a in group:
+                for jj in range(a * per_atom, (a + 1) * per_atom):
+                    cb = 8 * jj * ob
+                    const = a % cfg.c_slots * cfg.m_tile * w + cb % w
+                    x = sub * half + 4 * jj + 2 * h
+                    lines.append(f"    add.u32 %e5, %e3, {const};")
+                    if mask:
+                        lines.append("    xor.b32 %e5, %e5, %e4;")
+                    if cfg.out_dtype == "bf16":
+                        lines += [f"    cvt.rn.bf16x2.f32 %r22, %d{x + 1}, %d{x};",
+                                  "    st.shared.b32 [%e5], %r22;"]
+                    else:
+                        lines.append(f"    st.shared.v2.f32 [%e5], {{%d{x}, %d{x + 1}}};")
+    return lines
