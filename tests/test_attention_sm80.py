@@ -129,15 +129,15 @@ def test_bad_arguments_are_refused(kwargs, accepted):
 
 
 def test_attention_op_on_a100_runs_the_ampere_template_and_computes_o():
-    """On a100_sxm the attention op launches the sm_80 template (128 rows in 8 warps), and
+    """On a100_sxm the attention op launches the sm_80 template (64 rows in 4 warps), and
     the simulated launch writes numpy's attention (causal, GQA, odd sizes)."""
     a100 = models.load_preset("a100_sxm")
     plan = build_op("attention", a100, batch=1, heads=4, kv_heads=2, seqlen=77, seqlen_k=200,
                     causal=True)
     launch = plan.launches[0]
     assert launch.detail["template"] == "attention_sm80_cpasync_mma"
-    assert launch.entry == "attn_fwd_sm80_bf16_d128v128_m128n64_w8_causal"
-    assert launch.regs_per_thread == PTXAS_REGISTERS[(128, 128, 128, 64, 8)]
+    assert launch.entry == "attn_fwd_sm80_bf16_d128v128_m64n64_w4_causal"
+    assert launch.regs_per_thread == PTXAS_REGISTERS[(128, 128, 64, 64, 4)]
     res = simulate_op(plan, a100, "full")
     assert res["kernel"]["ptx_target"] == "sm_80"
     q, k, v, o = launch.args[:4]

@@ -7,11 +7,13 @@ Choices, the same for every shape (no per-shape factors):
 * decode with GQA (one query, heads > kv_heads): the kernel runs over the group's q heads as
   its queries and the kv heads as its heads (FlashAttention-2's `seqlenq_ngroups_swapped`),
   so a kv head's q heads share one CTA and its K/V reads;
-* rows of one CTA: 64 in 4 warps (FlashAttention-2's split-KV kernel, kBlockM 64) when the
-  kernel's queries are at most `SMALL_ROWS`, else 128 in 8 warps (16 rows a warp; the
-  template's `PTXAS_REGISTERS` says why not FlashAttention-2's 4 warps of 32 rows);
-* kv_block: FlashAttention-2's tile table for sm_80, 128 keys for head dim 64 and 64 above
-  (64-row CTAs: 256, 128 and 64 keys for head dims 64, 128 and above, its split-KV table);
+* rows of one CTA: 128 in 8 warps of 16 rows for head dims above 128 (FlashAttention-2's
+  tile on sm_80), else 64 in 4 warps (FlashAttention-2 runs 128 in 4 warps of 32 rows,
+  which spill here: the template's `PTXAS_REGISTERS`; three 64-row CTAs share an A100 SM
+  where two of its fit);
+* kv_block: FlashAttention-2's tile table for sm_80, 128 keys for head dim 64 and 64 above;
+  when the kernel's queries are at most `SMALL_ROWS` (decode) its split-KV kernel's, 256,
+  128 and 64 keys for head dims 64, 128 and above;
 * split-KV when not causal (or one query) and the CTAs fill less than 80 % of the CTA slots
   (compute SMs x CTAs per SM by registers and shared memory): splits = slots / CTAs, at most
   the KV blocks and 128, evened so that no split is empty (as the sm_90a op; FlashAttention-2
@@ -49,7 +51,8 @@ from workloads.ops.registry import HOST_BYTES_PER_CTA, Launch, OpPlan, check_op_
 
 NUMPY = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}
 FUNCTIONAL_ELEMENTS = 1 << 20     # as the sm_90a op: above, timing mode (ShapeOnly)
-SMALL_ROWS = 64                   # kernel queries up to this: 64-row CTAs of 4 warps
+SMALL_ROWS = 64                   # kernel queries up to this: the split-KV kernel's tiles
+WIDE_HEADDIM = 128                # head dims above: 128-row CTAs of 8 warps
 SPLIT_FILL = 0.8
 MAX_SPLITS = 128
 KV_BLOCK = {64: 128, 128: 64, 192: 64, 256: 64}          # 128-row CTAs, by head dim
@@ -76,7 +79,7 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
     """Template arguments and launch split for one attention (module docstring)."""
     view = kernel_view(batch, heads, kv_heads, seqlen_q)
     small = view["rows"] <= SMALL_ROWS
-    m_tile, warps = (64, 4) if small else (128, 8)
+    m_tile, warps = (64, 4) if small or headdim <= WIDE_HEADDIM else (128, 8)
     kv_block = (KV_BLOCK_SMALL if small else KV_BLOCK)[headdim]
     regs = PTXAS_REGISTERS[(headdim, headdim_v, m_tile, kv_block, warps)]
     smem = (m_tile + kv_block) * headdim * ELEM_BYTES + kv_block * headdim_v * ELEM_BYTES

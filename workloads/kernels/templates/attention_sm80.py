@@ -71,7 +71,7 @@ NEG_INF = "0fFF800000"
 ZERO = "0f00000000"
 ENTRY_LOOP = "KV_LOOP"           # the main loop's head label
 PTXAS_REGISTERS = {     # (headdim, headdim_v, m_tile, kv_block, warps): registers per thread
-    (64, 64, 128, 128, 8): 168, (128, 128, 128, 64, 8): 161, (192, 128, 128, 64, 8): 167,
+    (64, 64, 64, 128, 4): 168, (128, 128, 64, 64, 4): 161, (192, 128, 128, 64, 8): 167,
     (192, 192, 128, 64, 8): 205, (256, 256, 128, 64, 8): 237,
     (64, 64, 64, 256, 4): 240, (128, 128, 64, 128, 4): 214, (192, 128, 64, 64, 4): 167,
     (192, 192, 64, 64, 4): 205, (256, 256, 64, 64, 4): 237,
@@ -79,8 +79,10 @@ PTXAS_REGISTERS = {     # (headdim, headdim_v, m_tile, kv_block, warps): registe
 """Registers per thread ptxas allocates, with no spill (`ptxas -arch=sm_80 -v`, CUDA 13.0, the
 most over the causal and split variants, bf16 or fp16), for the configurations the op
 chooses: the launch count the occupancy uses. 128 rows in 4 warps (32 rows a warp, as
-FlashAttention-2's 128 x 64 tile for head dim 128) spill 24-40 bytes at 255 registers here
-(the S and O fragments alone take 192), so the op runs 128 rows in 8 warps of 16."""
+FlashAttention-2's 128 x 64 tile for head dims 64 and 128) spill 24-40 bytes at 255 registers
+here (the S and O fragments alone take 192), and 128 rows in 8 warps take 158-168 registers,
+one CTA per A100 SM; so the op runs head dims up to 128 in 64-row CTAs of 4 warps (three per
+SM, 192 rows in flight against FlashAttention-2's 256)."""
 
 
 @dataclass(frozen=True)
