@@ -121,3 +121,82 @@ def test_pair_effect_compares_the_sms_spans_without_the_front_end():
     assert a.compute_stretch == pytest.approx(b.compute_stretch, rel=1e-12)
     assert a.comm_stretch == pytest.approx(b.comm_stretch, rel=1e-12)
     assert a.compute_alone_us == pytest.approx(b.compute_alone_us, abs=1e-9)
+
+
+@pytest.fixture(scope="module")
+def small_pair():
+    cfg = models.load_preset("h800_sxm", SMALL_L2)
+    gemm = build_op("gemm", cfg, m=512, n=1024, k=1024, dtype="bf16").launches[0]
+    dispatch = build_op("alltoall", cfg, ranks=8, tokens=64, hidden=2048).launches[0]
+    return cfg, gemm, dispatch
+
+
+def test_a_run_stopped_at_the_first_end_reports_progress(small_pair):
+    """stop_at="first" ends the run with the shorter launch: it shows progress 1.0 and its
+    own end, the other less than 1.0 and the stop; to the end, both reach 1.0."""
+    cfg, gemm, dispatch = small_pair
+    whole = simulate_concurrent([gemm, dispatch], cfg)
+    first = simulate_concurrent([gemm, dispatch], cfg, stop_at="first")
+    assert set(whole.progress.values()) == {1.0}
+    ends = {name: r.cycles for name, r in whole.kernels.items()}
+    shorter = min(ends, key=ends.get)
+    longer = max(ends, key=ends.get)
+    assert ends[shorter] < ends[longer]
+    assert first.progress[shorter] == 1.0
+    assert 0.0 < first.progress[longer] < 1.0
+    assert first.kernels[shorter].cycles == ends[shorter]
+    assert first.cycles < whole.cycles
+
+
+def test_a_run_stopped_at_a_time_stops_there(small_pair):
+    """until_us stops both launches at that time (to within the SMs' quantum), partway."""
+    cfg, gemm, dispatch = small_pair
+    whole = simulate_concurrent([gemm, dispatch], cfg)
+    until = whole.time_us / 4
+    part = simulate_concurrent([gemm, dispatch], cfg, until_us=until)
+    assert part.time_us == pytest.approx(until, abs=0.01)
+    assert all(0.0 < p < 1.0 for p in part.progress.values())
+    with pytest.raises(ValueError, match="until_us"):
+        simulate_concurrent([gemm], cfg, until_us=0)
+    with pytest.raises(ValueError, match="stop_at"):
+        simulate_concurrent([gemm], cfg, stop_at="middle")
+
+
+def test_a_prepared_launch_replays_as_the_launch(small_pair):
+    """A launch traced once (`prepare_launch`) and replayed gives the launch's own run; one
+    traced under another config is refused."""
+    from simulator.runner.concurrent import prepare_launch
+
+    cfg, gemm, _ = small_pair
+    prepared = prepare_launch(gemm, 0, cfg)
+    a = simulate_concurrent([gemm], cfg).kernels[gemm.name]
+    b = simulate_concurrent([prepared], cfg).kernels[gemm.name]
+    c = simulate_concurrent([prepared], cfg).kernels[gemm.name]
+    assert a.cycles == b.cycles == c.cycles
+    pd.testing.assert_frame_equal(a.stats, c.stats)
+    with pytest.raises(ValueError, match="another config"):
+        simulate_concurrent([prepared], cfg.with_overrides({"l2.size_bytes": 8192000}))
+
+
+def test_measure_pair_reuses_what_it_measured_and_windows_shorten_it(small_pair):
+    """The memo keeps each launch's image and whole run alone (a second pair sharing the
+    GEMM traces and times it alone no more: same figures); a window stops the measurement
+    there and compares each alone at the same progress."""
+    from simulator.runner.contention import measure_pair
+
+    cfg, gemm, dispatch = small_pair
+    memo: dict = {}
+    first = measure_pair(gemm, dispatch, cfg, memo=memo)
+    kept = len(memo)
+    again = measure_pair(gemm, dispatch, cfg, memo=memo)
+    assert len(memo) == kept
+    assert again == first
+    assert first == measure_pair(gemm, dispatch, cfg)
+    assert first.overlap_us == pytest.approx(min(first.compute_beside_us,
+                                                 first.comm_beside_us))
+    window = first.overlap_us / 2
+    part = measure_pair(gemm, dispatch, cfg, window_us=window)
+    assert part.compute_beside_us == pytest.approx(window, abs=0.01)
+    assert part.comm_beside_us == pytest.approx(window, abs=0.01)
+    assert 0 < part.compute_alone_us <= part.compute_beside_us + 1e-9
+    assert part.compute_stretch >= 1.0 and part.comm_stretch >= 1.0

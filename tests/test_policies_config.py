@@ -31,7 +31,7 @@ FORMER_SWITCHES = {
                  "work_synthesis_max_traced_fraction", "wave_sampling_min_waves",
                  "wave_sampling_start_waves", "wave_sampling_max_waves",
                  "wave_sampling_steady_tolerance_fraction", "snapshot_growth",
-                 "snapshot_lead_waves", "steady_l2_preconditioning"),
+                 "snapshot_lead_waves", "steady_l2_preconditioning", "contention_window_us"),
     "kernels": ("attention_split_combine", "attention_packed_decode_ctas_per_sm",
                 "attention_packed_decode_whole_pages", "attention_kv_page_keys",
                 "gemm_tile_rule", "comm_cache_hints", "gemm_epilogue"),

@@ -144,6 +144,15 @@ class FidelitySpec(SpecMixin):
         "dispatched.", default=0.5, minimum=0, maximum=MAX_WAVES,
         source="before the k-wave replay's last CTAs run out, after most of its work")
 
+    # -- contention between overlapping kernels (`simulator.runner.contention`) --------
+    contention_window_us: float = spec_field(
+        "Microseconds a compute launch and a collective are run together to measure how "
+        "much each slows the other (the run ends sooner when either launch ends); each "
+        "alone is then compared at the same progress (share of its warp instructions "
+        "issued). 0: no limit, until the first of the two ends.",
+        default=0.0, minimum=0,
+        source="placeholder until measured against no limit (docs/fidelity.md)")
+
     def problems(self) -> tuple[Problem, ...]:
         """Thresholds of wave sampling that could not replay the waves they name."""
         found: list[Problem] = []

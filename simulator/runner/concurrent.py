@@ -28,6 +28,12 @@ when its last SM finished (all start at cycle 0), its stats table (kernel = the 
 (split by `sm_id`), plus the link counters for the launch that owns link windows.
 A single launch gives exactly `simulate_kernel`'s figures (tested).
 
+Ending early: `stop_at="first"` ends the run when the first launch ends, `until_us` at a
+time; `ConcurrentResult.progress` gives each launch's share of its trace's warp
+instructions issued by then (CTAs not handed out and the resident warps' remaining events
+are outstanding; the SMs run ahead of the stop by at most their quantum). A launch traced
+once (`prepare_launch`) replays in any number of runs under the same resolved config.
+
 Left out: launch skew (all kernels start at cycle 0), wave sampling (every CTA is timed:
 pass reduced launches, e.g. an op's `samples`), two kernels on the same SMs, and the L1
 carve-out per kernel (the memory is built with the carve-out of the first compute launch;
@@ -36,6 +42,7 @@ comm kernels use no shared memory). Units: SM cycles, microseconds, bytes.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -46,7 +53,7 @@ from models.cta_dispatch import CtaDispatcher, estimate_registers, occupancy
 from models.kernel_image import KernelImage
 from models.link_memory import LinkMemory
 from models.sm import DEFAULT_QUANTUM_CYCLES, StreamingMultiprocessor
-from models.sm_state import PhaseTable
+from models.sm_state import W_END, W_POS, W_USED, PhaseTable
 from models.sm_tracer import MemoryTracer, SmTracer
 from models.timeline_tracer import TimelineTracer
 from models.units import event_timings, instruction_timings
@@ -55,11 +62,11 @@ from simulator.framework.stats import StatSheet
 from simulator.runner.simulate import (
     KernelResult,
     _kernel_stats,
-    _resolve_config,
     check_cluster_launch,
     check_isa_target,
     kernel_us,
     level_peaks_gbps,
+    resolve_config,
 )
 from simulator.runner.system import DEFAULT_MEMORY, MEMORY_MODELS, SM_ROLES, build_system
 from simulator.runner.trace import SECTOR_SHIFT, TraceRecorder
@@ -75,8 +82,11 @@ class ConcurrentResult:
 
     kernels: dict[str, KernelResult]
     cycles: int
-    time_us: float          # when the last kernel ended (kernel time, no launch overhead)
+    time_us: float          # when the last kernel ended, or the run stopped (no launch overhead)
     config: dict[str, Any] = field(repr=False)
+    progress: dict[str, float] = field(default_factory=dict)
+    """Per launch, the share of its trace's warp instructions issued when the run ended
+    (1.0: it finished; below 1 only in a run stopped early, `stop_at` / `until_us`)."""
 
 
 @dataclass
@@ -91,6 +101,8 @@ class _Prepared:
     warp_instructions: int
     thread_instructions: int
     windows: tuple
+    overrides: dict = field(default_factory=dict)
+    config_key: str = ""      # the resolved config it was traced and timed under
 
 
 def _role(launch) -> str:
@@ -101,7 +113,7 @@ def _role(launch) -> str:
     return role
 
 
-def _shared_config(launches, config):
+def shared_config(launches, config):
     """`config` with the launches' overrides (they must agree)."""
     merged: dict[str, Any] = {}
     for launch in launches:
@@ -114,9 +126,10 @@ def _shared_config(launches, config):
     return config.with_overrides(merged) if merged else config
 
 
-def _prepare(launch, index: int, config) -> _Prepared:
+def prepare_launch(launch, index: int, config) -> _Prepared:
     """Functional run with a trace, timings, occupancy; sectors and windows moved to the
-    launch's own address space."""
+    launch's own address space (that of position `index`). Reusable: `simulate_concurrent`
+    takes it in place of the launch and does not change it."""
     program = (launch.ptx if isinstance(launch.ptx, isa.launch.Program)
                else isa.compile_kernel(launch.ptx, launch.entry))
     check_isa_target(program, config)
@@ -139,7 +152,13 @@ def _prepare(launch, index: int, config) -> _Prepared:
     windows = tuple(_moved(w, offset) for w in getattr(memory, "windows", ()))
     return _Prepared(launch.name, launch.entry, _role(launch),
                      KernelImage(trace, timings, n_regs), occ, functional.warp_instructions,
-                     functional.thread_instructions, windows)
+                     functional.thread_instructions, windows,
+                     dict(getattr(launch, "overrides", {})), config_key(config))
+
+
+def config_key(config) -> str:
+    """The resolved config as a key (sorted JSON)."""
+    return json.dumps(config.to_dict(), sort_keys=True, default=str)
 
 
 def _moved(window, offset: int):
@@ -177,14 +196,32 @@ def _split_hooks(hooks: Hooks, owner_of: dict[int, str], roles) -> dict[str, Hoo
 
 def simulate_concurrent(launches, config=None, *, memory=None, policy: str | None = None,
                         quantum_cycles: int = DEFAULT_QUANTUM_CYCLES,
-                        run_id: str = "run") -> ConcurrentResult:
-    """Run `launches` together on one system of `config` (default `h100_sxm`); see the
-    module docstring."""
+                        run_id: str = "run", stop_at: str = "last",
+                        until_us: float | None = None) -> ConcurrentResult:
+    """Run `launches` (or their `prepare_launch` images, traced under the same resolved
+    config) together on one system of `config` (default `h100_sxm`); see the module
+    docstring. The run ends when the last launch ends (`stop_at="last"`) or the first
+    (`"first"`), or at `until_us` if that comes sooner; `ConcurrentResult.progress` says how
+    far each launch got, and a launch stopped early has its SMs' counters up to then."""
     launches = list(launches)
     if not launches:
         raise ValueError("simulate_concurrent: no launches given")
-    config = _shared_config(launches, _resolve_config(config))
-    prepared = [_prepare(launch, i, config) for i, launch in enumerate(launches)]
+    if stop_at not in STOP_AT:
+        raise ValueError(f"stop_at={stop_at!r}; accepted: one of {', '.join(STOP_AT)}")
+    if until_us is not None and not until_us > 0:
+        raise ValueError(f"until_us={until_us!r}; accepted: a positive number of "
+                         "microseconds, or None (no limit)")
+    config = shared_config(launches, resolve_config(config))
+    key = config_key(config)
+    prepared = []
+    for i, launch in enumerate(launches):
+        if isinstance(launch, _Prepared):
+            if launch.config_key != key:
+                raise ValueError(f"launch {launch.name!r} was prepared under another config "
+                                 "than this run's; prepare it with the run's resolved config")
+            prepared.append(launch)
+        else:
+            prepared.append(prepare_launch(launch, i, config))
     _check_roles(prepared, config)
     carveout = next((p.occ.shared_carveout_bytes for p in prepared if p.role == "compute"),
                     prepared[0].occ.shared_carveout_bytes)
@@ -199,14 +236,43 @@ def simulate_concurrent(launches, config=None, *, memory=None, policy: str | Non
             system.memory.attach_tracers(run.sheet)
     for run in runs:
         run.start()
-    system.env.run()
+    _run_until(system, runs, stop_at, until_us)
+    stop_cycle = system.clock.ps_to_cycles(system.env.now)
+    progress = {run.prepared.name: run.progress() for run in runs}
     for run in runs:
-        for sm in run.sms:
-            sm.check_not_parked()
-    results = {run.prepared.name: run.result(system, config, run_id) for run in runs}
+        if progress[run.prepared.name] >= 1.0:
+            for sm in run.sms:
+                sm.check_not_parked()
+    results = {run.prepared.name: run.result(system, config, run_id,
+                                             None if progress[run.prepared.name] >= 1.0
+                                             else stop_cycle)
+               for run in runs}
     cycles = max(r.cycles for r in results.values())
     return ConcurrentResult(results, cycles, system.clock.cycles_to_ps(cycles) / 1e6,
-                            config.to_dict())
+                            config.to_dict(), progress)
+
+
+STOP_AT = ("last", "first")
+"""When a concurrent run ends: once every launch has ended, or once the first has."""
+
+
+def _run_until(system, runs: list[_Run], stop_at: str, until_us: float | None) -> None:
+    """Advance the shared environment until the run's end (`simulate_concurrent`)."""
+    env = system.env
+    if stop_at == "last" and until_us is None:
+        env.run()
+        return
+    ends = [env.all_of(run.procs) for run in runs]
+    stops = [env.any_of(ends) if stop_at == "first" else env.all_of(ends)]
+    if until_us is not None:
+        stops.append(env.timeout(round(until_us * 1e6)))
+    stop = env.any_of(stops)
+    try:
+        env.run(until=stop)
+    except RuntimeError:
+        if stop.triggered:
+            raise
+        # no event left: every process ended or is parked; check_not_parked tells which
 
 
 def _check_roles(prepared: list[_Prepared], config) -> None:
@@ -247,16 +313,36 @@ class _Run:
             self.sm_tracer.attach(sm.hooks)
             self.timeline.attach_sm(sm.hooks, sm.sm_id)
         self.system = system
+        self.procs: list = []
 
     def start(self) -> None:
         self.dispatcher.initial_fill(self.sms, self.prepared.occ.ctas_per_sm)
-        for sm in self.sms:
-            if sm.resident:
-                self.system.env.process(sm.process())
+        self.procs = [self.system.env.process(sm.process()) for sm in self.sms
+                      if sm.resident]
 
-    def result(self, system, config, run_id: str) -> KernelResult:
+    def progress(self) -> float:
+        """Share of the trace's warp instructions issued: those of CTAs not yet handed out
+        and those left to the resident warps are outstanding."""
+        image = self.prepared.image
+        offsets = image.offsets
+        total = int(offsets[-1])
+        if total == 0:
+            return 1.0
+        undispatched = self.dispatcher.next_cta * image.trace.warps_per_cta
+        left = total - int(offsets[min(undispatched, offsets.size - 1)])
+        for sm in self.sms:
+            wi = sm.state.wi
+            used = wi[:, W_USED] != 0
+            left += int((wi[used, W_END] - wi[used, W_POS]).sum())
+        return 1.0 - left / total
+
+    def result(self, system, config, run_id: str, stop_cycle: int | None = None) \
+            -> KernelResult:
+        """The launch's result; `stop_cycle` for a launch the run stopped before it ended
+        (its cycles are then the stop's, its counters those up to it)."""
         p = self.prepared
-        cycles = max(sm.finish_cycle for sm in self.sms)
+        cycles = (max(sm.finish_cycle for sm in self.sms) if stop_cycle is None
+                  else stop_cycle)
         time_us = kernel_us(config, cycles)
         self.sm_tracer.flush()
         self.cache_tracer.flush()

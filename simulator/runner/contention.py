@@ -6,10 +6,17 @@ What it models
 collective on the communication SMs then overlaps compute kernels on the other SMs. Both
 share the L2 and HBM, so both run slower while they overlap. `measure_pair` runs one
 compute launch and one collective launch together on one chip
-(`simulator.runner.concurrent.simulate_concurrent`) and each alone, and turns the difference into
-stretch factors: while the two overlap, the compute kernel needs `compute_stretch` times
-its alone time per unit of progress (1 + extra time / overlap), the collective
-`comm_stretch`. `stretch_schedule` applies them (the documented approximation):
+(`simulator.runner.concurrent.simulate_concurrent`) until the first of them ends, or until
+`fidelity.contention_window_us` has passed (0: no limit), and each alone: a launch that
+ended in the window is timed alone to its end; one that did not is run alone for the same
+time and compared at the same progress (the share of its warp instructions issued), its
+alone time for the progress it made beside taken as the alone run's time x progress beside /
+progress alone (a constant rate within the window). The difference gives stretch factors:
+while the two overlap, the compute kernel needs `compute_stretch` times its alone time per
+unit of progress (1 + extra time / overlap), the collective `comm_stretch`; the overlap is
+the measured window (`PairEffect.overlap_us`). A launch measured beside several partners is
+traced and timed alone once (`measure_pair(memo=...)`). `stretch_schedule` applies the
+factors (the documented approximation):
 
 1. For every communication node, the compute-SM nodes (streams compute and wgrad) that
    overlap it in the alone schedule; the one of them with the most FLOPs (else the
@@ -24,7 +31,8 @@ its alone time per unit of progress (1 + extra time / overlap), the collective
 Left out: contention between two compute streams (compute and wgrad share the compute
 SMs without slowing each other), partner choice per compute node (one measured partner
 stands for all nodes beside a collective), and a second fixed-point pass. The L2 miss
-sectors of the compute launch alone and beside the collective are kept with each pair.
+sectors of the compute launch alone (for the same progress) and beside the collective are
+kept with each pair.
 Times are the SMs' spans (`KernelResult.kernel_time_us` less `launch.kernel_front_end_us`:
 the launch's fixed costs, paid once whatever runs beside it, are not stretched). Units:
 microseconds, sectors.
@@ -36,8 +44,14 @@ from dataclasses import asdict, dataclass
 
 import pandas as pd
 
-from simulator.runner.concurrent import simulate_concurrent
+from simulator.runner.concurrent import (
+    config_key,
+    prepare_launch,
+    shared_config,
+    simulate_concurrent,
+)
 from simulator.runner.launch_time import front_end_us
+from simulator.runner.simulate import resolve_config
 
 COMPUTE_LANES = ("compute", "wgrad")
 
@@ -86,17 +100,50 @@ def _l2_misses(result) -> float:
 
 
 def measure_pair(compute_launch, comm_launch, config, compute_op: str = "",
-                 comm_op: str = "") -> PairEffect:
-    """Both launches alone and together on `config` (see the module docstring)."""
-    alone_c = simulate_concurrent([compute_launch], config).kernels[compute_launch.name]
-    alone_m = simulate_concurrent([comm_launch], config).kernels[comm_launch.name]
-    both = simulate_concurrent([compute_launch, comm_launch], config).kernels
-    c, m = both[compute_launch.name], both[comm_launch.name]
+                 comm_op: str = "", *, window_us: float | None = None,
+                 memo: dict | None = None) -> PairEffect:
+    """Both launches together on `config`, until the first ends or `window_us` passes, and
+    each alone for the same progress (see the module docstring). `memo` (a dict the caller
+    keeps across pairs) holds each launch's traced image and its whole run alone, so a
+    launch measured beside several partners is traced and timed alone once."""
+    memo = {} if memo is None else memo
+    config = shared_config([compute_launch, comm_launch], resolve_config(config))
+    c = _prepared(memo, compute_launch, 0, config)
+    m = _prepared(memo, comm_launch, 1, config)
+    both = simulate_concurrent([c, m], config, stop_at="first", until_us=window_us or None)
+    stop_us = both.time_us
     front = front_end_us(config)
+    spans = []
+    for prep, launch in ((c, compute_launch), (m, comm_launch)):
+        beside = both.kernels[prep.name]
+        done = both.progress[prep.name]
+        if done >= 1.0:
+            alone = _alone(memo, launch, prep, config)
+            spans.append((alone.kernel_time_us - front, beside.kernel_time_us - front,
+                          _l2_misses(alone), _l2_misses(beside)))
+            continue
+        part = simulate_concurrent([prep], config, until_us=stop_us)
+        alone_done = part.progress[prep.name]
+        share = done / alone_done if alone_done > 0 else 1.0
+        spans.append((part.time_us * share, stop_us,
+                      _l2_misses(part.kernels[prep.name]) * share, _l2_misses(beside)))
+    (c_alone, c_beside, c_miss_alone, c_miss_beside), (m_alone, m_beside, _, _) = spans
     return PairEffect(compute_op or compute_launch.name, comm_op or comm_launch.name,
-                      alone_c.kernel_time_us - front, c.kernel_time_us - front,
-                      alone_m.kernel_time_us - front, m.kernel_time_us - front,
-                      _l2_misses(alone_c), _l2_misses(c))
+                      c_alone, c_beside, m_alone, m_beside, c_miss_alone, c_miss_beside)
+
+
+def _prepared(memo: dict, launch, index: int, config):
+    key = ("prepared", id(launch), index, config_key(config))
+    if key not in memo:
+        memo[key] = (launch, prepare_launch(launch, index, config))
+    return memo[key][1]
+
+
+def _alone(memo: dict, launch, prepared, config):
+    key = ("alone", id(launch), config_key(config))
+    if key not in memo:
+        memo[key] = (launch, simulate_concurrent([prepared], config).kernels[prepared.name])
+    return memo[key][1]
 
 
 def _overlap(a: tuple[float, float], b: tuple[float, float]) -> float:

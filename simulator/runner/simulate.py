@@ -136,7 +136,8 @@ class KernelResult:
         return self.kernel_time_us + self.launch_overhead_us
 
 
-def _resolve_config(config):
+def resolve_config(config):
+    """`config`, or the h100_sxm preset when None."""
     if config is None:
         return models.load_preset("h100_sxm")
     return config
@@ -162,7 +163,7 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
     """
     if fidelity not in FIDELITIES:
         raise ValueError(f"fidelity={fidelity!r}; accepted: {', '.join(FIDELITIES)}")
-    config = _resolve_config(config)
+    config = resolve_config(config)
     if sms not in SM_ROLES:
         raise ValueError(f"sms={sms!r}; accepted: {', '.join(SM_ROLES)}")
     if sms == "comm" and config.sm.comm_count < 1:
