@@ -107,6 +107,14 @@ class SmSpec(SpecMixin):
         "SM cycles a cluster-scope release (`mbarrier.arrive.release.cluster`, to the "
         "CTA's own barrier or a cluster partner's) adds before the arrival counts toward "
         "its phase (0: none, as at CTA scope).", default=0, minimum=0)
+    param_read_cycles: int = spec_field(
+        "SM cycles from a parameter-space access (`ld.param`, `st.param`) to its value being "
+        "usable: ptxas makes a kernel parameter a constant-bank-0 operand or a uniform "
+        "register load (ULDC), a call-sequence parameter a register, never an L1 access; "
+        "it takes an issue slot and no LSU slot (`models.units`).", default=1, above=0)
+    const_cache_hit_cycles: int = spec_field(
+        "SM cycles of a `.const` load (LDC) that hits the SM's constant cache.",
+        default=1, above=0)
 
     @property
     def compute_count(self) -> int:

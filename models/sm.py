@@ -173,7 +173,7 @@ class StreamingMultiprocessor:
                                   kernel.trace.warps_per_cta,
                                   policy_code(policy or config.sm.scheduler_policy),
                                   config.shared_memory.latency_cycles,
-                                  config.l1.hit_latency_cycles)
+                                  config.sm.const_cache_hit_cycles)
         self.quantum_ps = self.clock.cycles_to_ps(quantum_cycles)
         self.memory = memory
         self.inline = getattr(memory, "inline_state", None)

@@ -9,7 +9,8 @@ How each traced memory warp-instruction of an SM is timed after the LSU unit iss
 * shared memory: the banked array serves one conflict-free wavefront per cycle; a warp
   instruction with bank-conflict degree `d` holds it `d` cycles and its data is usable
   `shared_memory.latency_cycles + d - 1` cycles after it started (`shared_access`);
-* param/const loads: served by the constant cache at the L1 hit latency, no traffic;
+* `.const` loads: served by the constant cache, `sm.const_cache_hit_cycles`, no traffic
+  (`.param` accesses are no memory instructions: `models.units`);
 * global/local loads, stores and atomics: the L1 data path moves
   `l1.bandwidth_bytes_per_clk / 32` sectors per cycle (a warp instruction of `s` sectors holds
   it `ceil(s / that)` cycles, `lsu_window`), then the sectors go to the memory system through

@@ -53,6 +53,14 @@ Hopper tile ops get their own actions, timed by the SM (`models.sm`) and the TMA
   count (the re-partitioning between warpgroups inside a CTA does not change how many CTAs
   fit).
 
+Parameter-space accesses (`ld.param`, `st.param`: `reads_parameter`) are not loads: ptxas
+makes a kernel parameter a constant-bank-0 read (an operand `c[0x0][offset]` of its consumer
+on sm_80; a ULDC into a uniform register, or an LDC, on sm_90a) and a call sequence's
+arguments registers. Each takes one issue slot on the one-cycle branch unit (standing for the
+uniform datapath; no LSU slot, no L1 access) and its value is usable `sm.param_read_cycles`
+later. `.const` loads stay memory instructions, served by the constant cache
+(`models.sm_memory`).
+
 Co-design units (each off unless the config enables it): `vpcu.setprec` and `vmma` are timed
 by `models.vpcu`, `zmma` (zero-skipping MMA) by `models.zce`, all on the tensor unit. `vmma`
 and `zmma` (the ops in `DATA_TIMED`) depend on data the trace records per event (`detail`:
@@ -69,7 +77,9 @@ the stats are the same bit for bit with fewer events (4096x4096x7168 fp8 on h800
 15.8 -> 12.2 s CPU). Only under greedy-then-oldest (`simulator.runner.simulate.Replay.recorder`).
 
 Left out: dual issue, register-bank conflicts, operand collectors, per-opcode latencies
-inside a unit (all FP32 ops share the FP32 latency). Units: SM cycles.
+inside a unit (all FP32 ops share the FP32 latency); which parameter reads ptxas makes LDCs
+(scoreboarded constant-cache reads, mostly hoisted to the kernel start) and which it folds
+into an operand or a ULDC: all are timed alike. Units: SM cycles.
 """
 
 from __future__ import annotations
@@ -190,6 +200,8 @@ def _unit_timing(ins, config) -> tuple[str, int, int]:
         return ("tensor", *DATA_TIMED[ins.opname](ins, config, 0))
     if ins.opname == "ex2" and units.lut_exp.enabled:
         return "sfu", units.lut_exp.latency_cycles, _interval(units.lut_exp, subs, warp)
+    if reads_parameter(ins):
+        return "branch", config.sm.param_read_cycles, 1
     name = _ISA_UNIT.get(ins.unit, "branch")
     latency_class = ins.spec.latency
     if ins.opname == "shfl":
@@ -253,7 +265,7 @@ def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
                 count = WAIT_ALL
             elif action in (ACTION_WGMMA_WAIT, ACTION_COPY_WAIT):
                 count = int(ins.ops[0].value)
-        elif ins.unit == "lsu" and latency_class_is_memory(ins):
+        elif ins.unit == "lsu" and latency_class_is_memory(ins) and not reads_parameter(ins):
             action = ACTION_MEMORY
         elif ins.opname in ("bar", "barrier") and not ins.has("arrive"):
             action, count = ACTION_BARRIER, barrier_count(ins)
@@ -286,8 +298,8 @@ def fusable_run_ends(program, timings: list[InstrTiming]) -> np.ndarray:
     as one event (`simulator.runner.trace.TraceRecorder`; `models.sm_core` issues its pcs as
     greedy-then-oldest issues them traced one by one, `models.sm_core.issue_run`): plain unit ops
     (`ACTION_UNIT`) of one unit and latency with a one-cycle initiation interval,
-    unguarded, without data-timed or per-event details. pc + 1 where no run of two
-    starts."""
+    unguarded, no parameter accesses, without data-timed or per-event details. pc + 1 where
+    no run of two starts."""
     instrs = program.instrs
     n = len(instrs)
     ends = np.arange(1, n + 1, dtype=np.int64)
@@ -295,7 +307,7 @@ def fusable_run_ends(program, timings: list[InstrTiming]) -> np.ndarray:
     def plain(pc: int) -> bool:
         t, ins = timings[pc], instrs[pc]
         return (t.action == ACTION_UNIT and t.interval_cycles == 1 and ins.guard is None
-                and not ins.control and ins.opname not in DATA_TIMED
+                and not ins.control and not reads_parameter(ins) and ins.opname not in DATA_TIMED
                 and ins.opname not in EVENT_DETAILS)
 
     pc = 0
@@ -352,6 +364,15 @@ def event_timings(trace, timings: list[InstrTiming], program, config):
             timings.append(dataclasses.replace(timings[at], latency_cycles=latency,
                                                interval_cycles=interval))
     return dataclasses.replace(trace, pc=pc), timings
+
+
+PARAM_ACCESS_OPS = frozenset({"ld", "ldu", "st"})
+
+
+def reads_parameter(ins) -> bool:
+    """Whether the instruction is an access to the `.param` space (a kernel parameter, or
+    a call sequence's argument or return value), timed as an operand read, not a load."""
+    return ins.space == "param" and ins.opname in PARAM_ACCESS_OPS
 
 
 def latency_class_is_memory(ins) -> bool:
