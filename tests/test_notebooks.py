@@ -9,6 +9,7 @@ Only the notebooks named in `NOTEBOOKS` are run here.
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 
 import nbformat
@@ -70,13 +71,53 @@ def test_quickstart_op_report_and_timeline():
     assert numbers["stats_hbm_bytes"] > 0
 
 
-def test_whatif_sweep_runs_every_point_and_fewer_sms_are_not_faster():
-    """All six points finish; at the large size, reserving SMs never makes saxpy faster."""
-    numbers = run_notebook("whatif_sweep")
+@pytest.fixture(scope="module")
+def whatif_sweep() -> nbformat.NotebookNode:
+    return execute_notebook("whatif_sweep")
+
+
+def test_whatif_sweep_finds_where_the_decode_layer_stops_being_memory_bound(whatif_sweep):
+    """LLaMA-3-8B decode over SM count x HBM bandwidth: all six points finish, no point beats
+    its roofline, more bandwidth or more SMs never slow the layer, the bound changes inside
+    the grid and only toward fewer SMs and more bandwidth, and doubling HBM saves the full
+    chip (memory-bound) at least 5 % and more than it saves any SM count compute-bound at
+    both bandwidths."""
+    numbers = key_numbers(whatif_sweep)
     assert numbers["points"] == numbers["ok"] == 6
-    times = [numbers["time_us_big_by_comm_sms"][k] for k in ("0", "20", "66")]
-    assert times[0] <= times[1] <= times[2]
-    assert times[0] < times[2]
+    assert numbers["kernel_rows"] == numbers["kernel_count"] > 0
+    sms, (low, high) = numbers["sm_counts"], numbers["hbm_tbps"]
+    time = {(s, b): numbers["time_us"][str(s)][b] for s in sms for b in (low, high)}
+    bound = {(s, b): numbers["bound"][str(s)][b] for s in sms for b in (low, high)}
+    assert all(time[p] >= numbers["roofline_us"][str(p[0])][p[1]] > 0 for p in time)
+    for s in sms:
+        assert time[s, high] <= time[s, low]
+    for b in (low, high):
+        assert all(time[few, b] >= time[more, b] for few, more in pairwise(sms))
+    assert set(bound.values()) == {"memory", "compute"}
+    for (s, b), kind in bound.items():
+        if kind == "compute":   # the compute roof only drops with fewer SMs, more bandwidth
+            assert all(bound[s2, b2] == "compute" for s2 in sms if s2 <= s
+                       for b2 in (low, high) if b2 >= b)
+    full = max(sms)
+    assert bound[full, low] == "memory"
+    saved = {s: 1 - time[s, high] / time[s, low] for s in sms}
+    assert saved[full] >= 0.05
+    assert all(saved[full] > saved[s] for s in sms
+               if bound[s, low] == bound[s, high] == "compute")
+
+
+def test_whatif_sweep_shows_its_plots_and_a_computed_conclusion(whatif_sweep):
+    """The line plot, heatmap and category bars show inline as PNGs, and the conclusion is
+    Markdown the notebook printed from the table (the full chip's row among it)."""
+    code = [c for c in whatif_sweep.cells if c.cell_type == "code"]
+    plots = [c for c in code if "plot_sweep_" in c.source and "show(" in c.source]
+    assert len(plots) == 3 and all(shows_png(c) for c in plots)
+    shown = ["".join(o["data"]["text/markdown"]) for c in code for o in c.outputs
+             if "text/markdown" in o.get("data", {})]
+    numbers = key_numbers(whatif_sweep)
+    full = str(max(numbers["sm_counts"]))
+    row = f"| {full} | {numbers['time_us'][full][numbers['hbm_tbps'][0]]:.1f} |"
+    assert len(shown) == 1 and row in shown[0] and "-bound" in shown[0]
 
 
 def test_reference_compare_accounts_for_every_kernel():

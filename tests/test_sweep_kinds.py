@@ -4,6 +4,7 @@ values are refused before anything runs, and a killed layer sweep resumes exactl
 
 import io
 import re
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -34,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted(p for p in (ROOT / "workloads" / "sweeps").glob("*.toml")
                   if not p.name.startswith("tune_"))   # ptxsim tune's spaces: test_tune.py
 CATEGORY_TIMES = [f"{c}_time_us" for c in (*CATEGORIES, "other")]
+EXAMPLE_OUT: dict[str, Path] = {}   # example file name -> the folder the fixture ran it into
 
 
 def _run(sweep, out, **kw):
@@ -52,6 +54,7 @@ def example(tmp_path_factory):
             points = load_sweep(out)
             assert outcome.errors == 0 and outcome.lost == (), list(points["error"])
             done[name] = (points, load_sweep_kernels(out))
+            EXAMPLE_OUT[name] = out
         return done[name]
 
     return get
@@ -356,11 +359,53 @@ def test_category_bars_stack_to_each_points_kernel_time(example, tmp_path):
     fig.savefig(tmp_path / "bars.png")
 
 
-def test_docs_sweeps_example_runs(tmp_path, monkeypatch):
-    """The python example of docs/sweeps.md runs from a checkout and its asserts hold."""
+def test_docs_sweeps_example_runs(example, tmp_path, monkeypatch):
+    """The python example of docs/sweeps.md runs from a checkout and its asserts hold; its op
+    results are read from the example run's op cache (the same ops on the same configs)."""
+    example("layer_llama_decode_hbm_sms.toml")
     text = (ROOT / "docs" / "sweeps.md").read_text()
     (block,) = re.findall(r"```python\n(.*?)```", text, re.S)
     (tmp_path / "workloads").symlink_to(ROOT / "workloads")
+    out = tmp_path / "out" / "llama_hbm_sms"
+    shutil.copytree(EXAMPLE_OUT["layer_llama_decode_hbm_sms.toml"] / "op-cache",
+                    out / "op-cache")
     monkeypatch.chdir(tmp_path)
     exec(compile(block, "docs/sweeps.md", "exec"), {})
-    assert (tmp_path / "out" / "bert_l2" / "categories.png").stat().st_size > 0
+    for plot in ("lines.png", "heatmap.png", "categories.png"):
+        assert (out / plot).stat().st_size > 0
+    assert load_sweep_kernels(out)["cached"].all()
+
+
+def _shown_table(text: str, header: str) -> list[list[str]]:
+    """The rows a ```pycon or ```text block of `text` shows under the line starting with
+    `header`."""
+    for block in re.findall(r"```(?:pycon|text)\n(.*?)```", text, re.S):
+        lines = block.splitlines()
+        starts = [i for i, line in enumerate(lines) if line.strip().startswith(header)]
+        if starts:
+            rows = lines[starts[0] + 1:]
+            return [r.split() for r in rows[:next((i for i, r in enumerate(rows)
+                                                   if r.startswith(">>>")), len(rows))]]
+    raise AssertionError(f"no ```pycon or ```text table headed {header!r}")
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/sweeps.md"])
+def test_documented_layer_sweep_table_is_what_the_example_loads(doc, example):
+    """The LLaMA-3-8B decode sweep of the README and docs/sweeps.md is the example file: its
+    TOML block has the file's points, and its table is the one `load_sweep` gives for them
+    (every point, its axis values and bound, its times to 5 %)."""
+    points, _ = example("layer_llama_decode_hbm_sms.toml")
+    text = (ROOT / doc).read_text()
+    (block,) = [b for b in re.findall(r"```toml\n(.*?)```", text, re.S)
+                if '"sm.count" = [33, 66, 132]' in b]
+    assert [p.point_id for p in expand_points(parse_sweep(block, doc))] == list(
+        points["point_id"])
+    rows = _shown_table(text, "sm.count  hbm.channel_bandwidth_gbps")
+    assert len(rows) == len(points)
+    for row, (_, point) in zip(rows, points.iterrows(), strict=True):
+        index, sms, hbm, time_us, gemm_us, bound = row
+        assert (int(index), int(sms), bound) == (point["index"], point["sm.count"],
+                                                 point["bound"])
+        assert float(hbm) == pytest.approx(point["hbm.channel_bandwidth_gbps"], abs=0.05)
+        assert float(time_us) == pytest.approx(point["time_us"], rel=0.05)
+        assert float(gemm_us) == pytest.approx(point["gemm_time_us"], rel=0.05)
