@@ -378,12 +378,13 @@ def test_pick_template_takes_the_newest_the_target_runs():
 
 
 def test_catalog_kernel_built_for_a_newer_target_is_refused_by_the_op():
-    """A catalog kernel compiled for sm_90 (softmax.ptx) is refused on a100_sxm by the op,
-    naming the op, the kernel and the .target line."""
-    with pytest.raises(isa.InputError, match=r"op softmax \(rows=64, cols=256\): kernel "
-                       r"softmax_rows cannot run on this chip: .*:\d+:\d+: the program's "
-                       r"\.target sm_90 is higher than the chip's target sm_80"):
-        build_op("softmax", models.load_preset("a100_sxm"), rows=64, cols=256)
+    """A catalog kernel with no sm_80 build (FP8 quantize, quantize_block.ptx for sm_90) is
+    refused on a100_sxm by the op, naming the op, the kernel and the .target line."""
+    with pytest.raises(isa.InputError, match=r"op quantize \(rows=64, cols=256, "
+                       r"transpose=False\): kernel quantize_e4m3_1x128 cannot run on this "
+                       r"chip: .*:\d+:\d+: the program's \.target sm_90 is higher than the "
+                       r"chip's target sm_80"):
+        build_op("quantize", models.load_preset("a100_sxm"), rows=64, cols=256)
 
 
 def test_op_result_says_which_template_ran():
@@ -397,18 +398,26 @@ def test_op_result_says_which_template_ran():
 
 def test_layer_kernels_table_has_a_template_column_and_a100_refuses_before_running(
         monkeypatch):
-    """The kernels table says which template ran (`name (target)`); on a100_sxm the layer is
-    refused while its plans are built, before any op is simulated."""
+    """The kernels table says which template ran (`name (target)`): the Hopper GEMM and the
+    sm_90 norm build on h800_sxm, their sm_80 programs on a100_sxm; a node with no sm_80
+    program (FP8 quantize) is refused while the plans are built, before any op is simulated."""
     graph = KernelGraph("t", (
         L.elementwise("norm", "rmsnorm", rows=64, cols=256, dtype="bf16"),
         L.gemm("up", m=64, n=256, k=256, dtype="bf16", out_dtype="bf16", deps=("norm",))),
         {"model": "llama3-8b", "phase": "prefill"})
-    res = simulator.simulate_workload(graph, config=models.load_preset("h800_sxm"),
-                                      fidelity="sampled")
-    templates = res.kernels.set_index("name")["template"]
-    assert templates["up"] == "gemm_sm90a_tma_wgmma (sm_90a)"
-    assert templates["norm"] == "rmsnorm_bf16_rows (sm_90)"
+    for preset, up, norm in (("h800_sxm", "gemm_sm90a_tma_wgmma (sm_90a)",
+                              "rmsnorm_bf16_rows (sm_90)"),
+                             ("a100_sxm", "gemm_sm80_cpasync_mma (sm_80)",
+                              "rmsnorm_bf16_rows (sm_80)")):
+        res = simulator.simulate_workload(graph, config=models.load_preset(preset),
+                                          fidelity="sampled")
+        templates = res.kernels.set_index("name")["template"]
+        assert (templates["up"], templates["norm"]) == (up, norm)
+    fp8 = KernelGraph("t", (
+        L.elementwise("norm", "rmsnorm", rows=64, cols=256, dtype="bf16"),
+        L.quantize("quant", rows=64, cols=256, dtype="bf16", out_dtype="fp8", deps=("norm",))),
+        {"model": "llama3-8b", "phase": "prefill"})
     monkeypatch.setattr(ops_pkg, "simulate_op", lambda *a, **k: pytest.fail("simulated"))
-    with pytest.raises(isa.InputError, match=r"node 'norm' \(rmsnorm -> op rmsnorm\): op "
-                       r"rmsnorm .* \.target sm_90 is higher than the chip's target sm_80"):
-        simulator.simulate_workload(graph, config=models.load_preset("a100_sxm"))
+    with pytest.raises(isa.InputError, match=r"node 'quant' \(quantize -> op quantize\): op "
+                       r"quantize .* \.target sm_90 is higher than the chip's target sm_80"):
+        simulator.simulate_workload(fp8, config=models.load_preset("a100_sxm"))

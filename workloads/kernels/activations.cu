@@ -1,5 +1,6 @@
 // Elementwise activations: GELU (tanh form, uses tanhf) and SiLU (uses __expf).
 // ptx: nvcc -ptx -O3 -arch=sm_90 activations.cu -o activations.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 activations.cu -o activations.sm_80.ptx
 
 extern "C" __global__ void gelu_tanh(const float* __restrict__ x, float* __restrict__ y, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -1,6 +1,7 @@
 // Global atomics: a float atomicAdd sum (every thread adds to one address) and an absolute
 // maximum built from an atomicCAS loop on the float's bit pattern.
 // ptx: nvcc -ptx -O3 -arch=sm_90 atomics.cu -o atomics.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 atomics.cu -o atomics.sm_80.ptx
 
 extern "C" __global__ void atomic_sum_f32(const float* __restrict__ x, float* total, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -1,6 +1,7 @@
 // Block sum reduction through a shared-memory tree: each block sums 2 * blockDim.x inputs
 // into partial[blockIdx.x]. Uses dynamic shared memory (blockDim.x floats).
 // ptx: nvcc -ptx -O3 -arch=sm_90 block_reduce.cu -o block_reduce.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 block_reduce.cu -o block_reduce.sm_80.ptx
 
 extern "C" __global__ void block_reduce_sum(const float* __restrict__ x,
                                             float* __restrict__ partial, int n) {

@@ -6,10 +6,19 @@ relative tolerance (scalars or arrays broadcast against the output). Every other
 argument is an input and must come back unchanged. Builders in the `cases_*` modules make
 Cases from a seeded `numpy.random.Generator` and a problem size; `catalog.py` lists them.
 `isa` is imported only when a case runs, so the catalog is usable without the interpreter.
+
+PTX builds per ISA target: `X.ptx` is nvcc's build for the `.target` it names (sm_90 or
+sm_90a); a file whose kernels mean something on an A100 also has `X.sm_80.ptx`, nvcc's
+`-arch=sm_80` build (both commands on the `// ptx:` header lines of `X.cu`). `load_ptx(file,
+target)` reads the newest build a chip of ISA `target` runs; the files using FP8 (which an
+A100 lacks) have no sm_80 build, so an sm_80 chip gets their sm_90 build and the ISA target
+check (`isa.targets.verify_target`, `workloads.ops.registry.check_plan_target`) refuses it,
+naming the op and the kernel.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -17,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 import isa
+from isa.targets import has_target, target_rank
 
 KERNEL_DIR = Path(__file__).resolve().parent
 
@@ -24,9 +34,32 @@ U32 = 2.0**-24  # unit roundoff of f32 (half an ulp of 1.0)
 U64 = 2.0**-53  # unit roundoff of f64
 
 
-def load_ptx(file: str) -> str:
-    """Text of the committed PTX beside `file` (a `.cu` or `.ptx` name in this folder)."""
-    return (KERNEL_DIR / file).with_suffix(".ptx").read_text()
+_TARGET_LINE = re.compile(r"^\.target\s+(sm_\w+)", re.M)
+
+
+def ptx_builds(file: str) -> dict[str, Path]:
+    """The committed PTX builds of `file` (a `.cu` or `.ptx` name in this folder) by target:
+    `X.ptx` under the `.target` it names, `X.<target>.ptx` under its name's target."""
+    base = (KERNEL_DIR / file).with_suffix(".ptx")
+    match = _TARGET_LINE.search(base.read_text())
+    builds = {match.group(1) if match else "": base}
+    for path in base.parent.glob(f"{base.stem}.sm_*.ptx"):
+        builds[path.name[len(base.stem) + 1:-len(".ptx")]] = path
+    return builds
+
+
+def load_ptx(file: str, target: str | None = None) -> str:
+    """Text of the committed PTX of `file` (a `.cu` or `.ptx` name in this folder): `X.ptx`
+    without a `target`; with one, the newest build a chip of ISA `target` runs, else `X.ptx`
+    (which the chip's ISA target check then refuses)."""
+    builds = ptx_builds(file)
+    base = (KERNEL_DIR / file).with_suffix(".ptx")
+    if target is None:
+        return base.read_text()
+    runnable = [t for t in builds if target_rank(t) is not None and has_target(target, t)]
+    if not runnable:
+        return base.read_text()
+    return builds[max(runnable, key=target_rank)].read_text()
 
 
 def ceil_div(a: int, b: int) -> int:
@@ -78,11 +111,11 @@ class Case:
     shared_bytes: int = 0
     inputs_before: dict[int, np.ndarray] = field(default_factory=dict)
 
-    def run(self):
-        """Run the kernel through `isa.run_kernel` (outputs change in place); return its result."""
-
-        return isa.run_kernel(load_ptx(self.file), self.entry, self.grid, self.block, self.args,
-                       shared_bytes=self.shared_bytes)
+    def run(self, target: str | None = None):
+        """Run the kernel through `isa.run_kernel` (outputs change in place) from its build for
+        ISA `target` (`load_ptx`; `X.ptx` without one); return its result."""
+        return isa.run_kernel(load_ptx(self.file, target), self.entry, self.grid, self.block,
+                              self.args, shared_bytes=self.shared_bytes)
 
     def check(self) -> None:
         """Raise AssertionError naming the first argument that is off, and by how much."""

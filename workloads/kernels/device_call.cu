@@ -2,6 +2,7 @@
 // each thread builds the derivative coefficients of a degree-7 polynomial in a local array,
 // then calls a __noinline__ Horner evaluator whose degree comes from the data.
 // ptx: nvcc -ptx -O3 -arch=sm_90 device_call.cu -o device_call.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 device_call.cu -o device_call.sm_80.ptx
 
 #define N_COEFFS 8
 

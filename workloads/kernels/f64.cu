@@ -1,6 +1,7 @@
 // Double precision: daxpy (y = a * x + y) and a dot product whose per-block partial sums
 // (shared-memory tree) are combined with atomicAdd on a double.
 // ptx: nvcc -ptx -O3 -arch=sm_90 f64.cu -o f64.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 f64.cu -o f64.sm_80.ptx
 
 extern "C" __global__ void daxpy(int n, double a, const double* __restrict__ x,
                                  double* __restrict__ y) {

@@ -2,6 +2,7 @@
 // thread moves 8 elements (16 bytes) per access, cols a multiple of 8. Grid: x = row,
 // y = chunk of blockDim.x vectors of that row.
 // ptx: nvcc -ptx -O3 -arch=sm_90 gelu_bf16.cu -o gelu_bf16.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 gelu_bf16.cu -o gelu_bf16.sm_80.ptx
 #include <cuda_bf16.h>
 
 union Pack8 {

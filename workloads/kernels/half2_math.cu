@@ -1,5 +1,6 @@
 // half2 math: out = relu(fma(x, w, b)) * x on packed fp16 pairs (__hfma2, __hmax2, __hmul2).
 // ptx: nvcc -ptx -O3 -arch=sm_90 half2_math.cu -o half2_math.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 half2_math.cu -o half2_math.sm_80.ptx
 #include <cuda_fp16.h>
 
 extern "C" __global__ void half2_fma_relu_mul(const __half2* __restrict__ x,

@@ -1,6 +1,7 @@
 // Histogram of uint32 values into `bins` bins (value % bins): per-block counts with
 // shared-memory atomics in dynamic shared memory, then one global atomicAdd per bin.
 // ptx: nvcc -ptx -O3 -arch=sm_90 histogram.cu -o histogram.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 histogram.cu -o histogram.sm_80.ptx
 
 extern "C" __global__ void histogram_shared(const unsigned* __restrict__ values,
                                             unsigned* __restrict__ counts, int n, unsigned bins) {

@@ -1,6 +1,7 @@
 // LayerNorm over the last axis, one block per row: two-pass mean and variance, each pass a
 // shfl.down warp reduction plus shared partials; rsqrtf; per-column gamma and beta.
 // ptx: nvcc -ptx -O3 -arch=sm_90 layernorm.cu -o layernorm.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 layernorm.cu -o layernorm.sm_80.ptx
 
 __device__ float block_sum(float v, float* partials) {
     int lane = threadIdx.x & 31;

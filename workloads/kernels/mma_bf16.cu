@@ -5,6 +5,7 @@
 // loads the fragments, mma.sync.m16n8k16.row.col.f32.bf16.bf16.f32 accumulates.
 // Block (32, W) with W <= 4 warps along M; grid (ceil(N/8), ceil(M/(16 W))); K % 16 == 0.
 // ptx: nvcc -ptx -O3 -arch=sm_90 mma_bf16.cu -o mma_bf16.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 mma_bf16.cu -o mma_bf16.sm_80.ptx
 #include <cuda_bf16.h>
 
 #define MAX_WARPS 4

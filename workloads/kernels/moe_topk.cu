@@ -5,6 +5,7 @@
 // ceil(tokens / 4)); each lane holds experts lane, lane + 32, ... (at most 256 experts)
 // in registers; each of the k rounds is a warp arg-max over shfl.bfly.
 // ptx: nvcc -ptx -O3 -arch=sm_90 moe_topk.cu -o moe_topk.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 moe_topk.cu -o moe_topk.sm_80.ptx
 #include <cuda_bf16.h>
 
 #define PER_LANE 8

@@ -7,6 +7,7 @@
 //              dx = rstd (g - mean(g) - xhat mean(g xhat))
 // The weight gradients (column sums over rows) are a separate reduction, not done here.
 // ptx: nvcc -ptx -O3 -arch=sm_90 norm_backward.cu -o norm_backward.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 norm_backward.cu -o norm_backward.sm_80.ptx
 #include <cuda_bf16.h>
 
 __device__ __forceinline__ float warp_sum(float v) {

@@ -4,6 +4,7 @@
 // (16 bytes) per access, four inputs at a time; cols a multiple of 8. Grid: x = row,
 // y = chunk of vectors.
 // ptx: nvcc -ptx -O3 -arch=sm_90 residual_add.cu -o residual_add.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 residual_add.cu -o residual_add.sm_80.ptx
 #include <cuda_bf16.h>
 
 union Pack8 {

@@ -1,6 +1,7 @@
 // RMSNorm with bf16 input, weight and output, f32 arithmetic; one warp per row
 // (threadIdx.y picks the row), sum of squares across the warp with shfl.bfly.
 // ptx: nvcc -ptx -O3 -arch=sm_90 rmsnorm.cu -o rmsnorm.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 rmsnorm.cu -o rmsnorm.sm_80.ptx
 #include <cuda_bf16.h>
 
 extern "C" __global__ void rmsnorm_bf16(const __nv_bfloat16* __restrict__ x,

@@ -4,6 +4,7 @@
 // (rows up to 4 x 8 x blockDim columns are read once), sum of squares by warp shuffles and
 // a shared-memory exchange between warps. Columns must be a multiple of 8; cols8 = cols / 8.
 // ptx: nvcc -ptx -O3 -arch=sm_90 rmsnorm_rows.cu -o rmsnorm_rows.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 rmsnorm_rows.cu -o rmsnorm_rows.sm_80.ptx
 #include <cuda_bf16.h>
 
 #define VECS 4

@@ -5,6 +5,7 @@
 // Each thread moves 8 elements (4 pairs, 16 bytes); rot_dim a multiple of 8 dividing cols.
 // Grid: x = row, y = chunk of blockDim.x vectors of that row.
 // ptx: nvcc -ptx -O3 -arch=sm_90 rope.cu -o rope.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 rope.cu -o rope.sm_80.ptx
 #include <cuda_bf16.h>
 
 union Pack8 {

@@ -2,6 +2,7 @@
 // inside each warp, warp totals scanned through shared memory, then added back.
 // block_totals[blockIdx.x] receives the block's sum.
 // ptx: nvcc -ptx -O3 -arch=sm_90 scan.cu -o scan.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 scan.cu -o scan.sm_80.ptx
 
 extern "C" __global__ void scan_inclusive_block(const int* __restrict__ x, int* __restrict__ y,
                                                 int* __restrict__ block_totals, int n) {

@@ -1,6 +1,7 @@
 // Tiled SGEMM, C = alpha * A @ B + beta * C (row-major, any M, N, K): 16x16 shared tiles of
 // A and B, zero-filled at the edges; block (16, 16), 2-D grid (ceil(N/16), ceil(M/16)).
 // ptx: nvcc -ptx -O3 -arch=sm_90 sgemm.cu -o sgemm.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 sgemm.cu -o sgemm.sm_80.ptx
 
 #define TILE 16
 

@@ -1,6 +1,7 @@
 // Row softmax, one warp per row (threadIdx.y picks the row inside a block): max and sum
 // across the warp with shfl.bfly (__shfl_xor_sync), exponentials with __expf.
 // ptx: nvcc -ptx -O3 -arch=sm_90 softmax.cu -o softmax.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 softmax.cu -o softmax.sm_80.ptx
 
 extern "C" __global__ void softmax_rows(const float* __restrict__ x, float* __restrict__ y,
                                         int rows, int cols) {

@@ -4,6 +4,7 @@
 // 8 elements (16 bytes) per access; cols must be a multiple of 8. Grid: x = row,
 // y = chunk of blockDim.x vectors of that row.
 // ptx: nvcc -ptx -O3 -arch=sm_90 swiglu.cu -o swiglu.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 swiglu.cu -o swiglu.sm_80.ptx
 #include <cuda_bf16.h>
 
 union Pack8 {

@@ -1,6 +1,7 @@
 // Matrix transpose through a padded 32x33 shared tile (no bank conflicts); block (32, 8),
 // each thread moves 4 elements; 2-D grid over 32x32 tiles with bounds checks.
 // ptx: nvcc -ptx -O3 -arch=sm_90 transpose.cu -o transpose.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 transpose.cu -o transpose.sm_80.ptx
 
 #define TILE 32
 #define ROWS_PER_PASS 8

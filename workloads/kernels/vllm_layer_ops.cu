@@ -13,6 +13,7 @@
 //   head_size] and k [tokens, kv_heads, head_size] rotated in place, cos | sin cache
 //   [max_position, rot_dim] in half, positions int32.
 // ptx: nvcc -ptx -O3 -arch=sm_90 vllm_layer_ops.cu -o vllm_layer_ops.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 vllm_layer_ops.cu -o vllm_layer_ops.sm_80.ptx
 #include <cuda_fp16.h>
 
 __device__ __forceinline__ float warp_sum(float v) {

@@ -1,6 +1,7 @@
 // Warp votes: per warp, the ballot of (x > threshold), its popcount, and __any / __all
 // flags. Lanes past n vote false; every lane of the warp takes part in the vote.
 // ptx: nvcc -ptx -O3 -arch=sm_90 vote.cu -o vote.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 vote.cu -o vote.sm_80.ptx
 
 extern "C" __global__ void ballot_popc(const float* __restrict__ x, float threshold,
                                        unsigned* __restrict__ masks, int* __restrict__ counts,

@@ -1,6 +1,7 @@
 // Warp-shuffle block reduction: shfl.down within each warp, warp sums through shared memory,
 // then shfl.bfly (xor) across the first warp. Each block writes one sum to out[blockIdx.x].
 // ptx: nvcc -ptx -O3 -arch=sm_90 warp_reduce.cu -o warp_reduce.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 warp_reduce.cu -o warp_reduce.sm_80.ptx
 
 extern "C" __global__ void warp_reduce_sum(const float* __restrict__ x, float* __restrict__ out,
                                            int n) {

@@ -2,6 +2,7 @@
 // 16x16x16 fragments with f32 accumulation. One warp per 16x16 tile of C; block (32, 2) holds
 // two warps stacked along M. M, N, K must be multiples of 16.
 // ptx: nvcc -ptx -O3 -arch=sm_90 wmma_gemm.cu -o wmma_gemm.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 wmma_gemm.cu -o wmma_gemm.sm_80.ptx
 #include <cuda_fp16.h>
 #include <mma.h>
 

@@ -21,6 +21,9 @@ FLOPs use the per-element counts of `workloads.layers.ops` (for the roofline onl
 are the inputs read once and the outputs written once (the cos/sin table and norm weights
 included). Below `FUNCTIONAL_ELEMENTS` the kernels run with real random data; above, in
 timing mode with `isa.ShapeOnly` tensors (no branch of these kernels depends on data).
+Each kernel runs from the catalog's PTX build for the chip's ISA target
+(`workloads.kernels.case.load_ptx`: nvcc's sm_80 build on a100_sxm); quantize has FP8 builds
+only, which an sm_80 chip refuses (`check_plan_target` names the op and the kernel).
 Left out: the weight gradients of the norms (a separate column reduction), f16 variants
 (the bf16 kernels stand for them: same bytes, same instruction count).
 Units: elements, bytes, FLOP.
@@ -81,9 +84,11 @@ def _multiple(flag: str, value: int, of: int, why: str) -> None:
         raise InputError(f"{flag} {value}: accepted a multiple of {of} ({why})")
 
 
-def _launch(name: str, file: str, entry: str, launch, args, t: Tensors) -> Launch:
+def _launch(config, name: str, file: str, entry: str, launch, args, t: Tensors) -> Launch:
+    """The launch of `entry` from `file`'s PTX build for the chip's ISA target."""
     grid, block = launch
-    return Launch(name, load_ptx(file), entry, grid, block, args, 0, timing_only=t.shape_only)
+    return Launch(name, load_ptx(file, config.chip.isa_target), entry, grid, block, args, 0,
+                  timing_only=t.shape_only)
 
 
 def _plan(kind, sizes, launches, flops, nbytes) -> OpPlan:
@@ -100,19 +105,19 @@ def swiglu_op(config, rows: int, cols: int, backward: bool = False, kernel: str 
     `kernel="vllm"` the fp16 CTA-per-token forward kernel."""
     t = _tensors(rows, cols, seed, shape_only)
     if check_kernel(kernel, backward) == "vllm":
-        return vllm_swiglu(rows, cols, t)
+        return vllm_swiglu(rows, cols, t, config.chip.isa_target)
     _multiple("--cols", cols, geo.VECTOR_ELEMS, "16-byte bf16 vectors")
     gu = t((rows, 2 * cols))
     launch = geo.row_vector_launch(rows, cols)
     flops = counts.SWIGLU_FLOPS_PER_OUT * rows * cols
     if backward:
         args = [gu, t((rows, cols)), t((rows, 2 * cols), zeros=True), rows, cols]
-        lau = _launch("swiglu_bwd", "swiglu.cu", "swiglu_bwd_bf16", launch, args, t)
+        lau = _launch(config, "swiglu_bwd", "swiglu.cu", "swiglu_bwd_bf16", launch, args, t)
         nbytes = BF16_BYTES * rows * cols * 5
         flops *= counts.BACKWARD_ELEMENTWISE_FACTOR
     else:
         args = [gu, t((rows, cols), zeros=True), rows, cols]
-        lau = _launch("swiglu", "swiglu.cu", "swiglu_bf16", launch, args, t)
+        lau = _launch(config, "swiglu", "swiglu.cu", "swiglu_bf16", launch, args, t)
         nbytes = BF16_BYTES * rows * cols * 3
     return _plan("swiglu", {"rows": rows, "cols": cols, "backward": backward}, [lau], flops,
                  nbytes)
@@ -129,11 +134,11 @@ def gelu_op(config, rows: int, cols: int, backward: bool = False, seed: int = 0,
     flops = counts.GELU_FLOPS_PER_ELEM * rows * cols
     if backward:
         args = [t((rows, cols)), t((rows, cols)), t((rows, cols), zeros=True), rows, cols]
-        lau = _launch("gelu_bwd", "gelu_bf16.cu", "gelu_bwd_bf16", launch, args, t)
+        lau = _launch(config, "gelu_bwd", "gelu_bf16.cu", "gelu_bwd_bf16", launch, args, t)
         nbytes, flops = BF16_BYTES * rows * cols * 3, flops * counts.BACKWARD_ELEMENTWISE_FACTOR
     else:
         args = [t((rows, cols)), t((rows, cols), zeros=True), rows, cols]
-        lau = _launch("gelu", "gelu_bf16.cu", "gelu_bf16", launch, args, t)
+        lau = _launch(config, "gelu", "gelu_bf16.cu", "gelu_bf16", launch, args, t)
         nbytes = BF16_BYTES * rows * cols * 2
     return _plan("gelu", {"rows": rows, "cols": cols, "backward": backward}, [lau], flops,
                  nbytes)
@@ -155,14 +160,14 @@ def rope_op(config, rows: int, cols: int, rot_dim: int = 64, seqlen: int | None 
     positive("--rot-dim", rot_dim)
     seqlen = rows if seqlen is None else positive("--seqlen", seqlen)
     if check_kernel(kernel, backward) == "vllm":
-        return vllm_rope(rows, cols, rot_dim, seqlen, t)
+        return vllm_rope(rows, cols, rot_dim, seqlen, t, config.chip.isa_target)
     _multiple("--rot-dim", rot_dim, geo.VECTOR_ELEMS, "16-byte bf16 vectors of pairs")
     _multiple("--cols", cols, rot_dim, "whole heads of --rot-dim columns")
     table = (isa.ShapeOnly((seqlen, rot_dim // 2, 2), np.float32) if t.shape_only
              else geo.rope_table(seqlen, rot_dim))
     args = [t((rows, cols)), table, t((rows, cols), zeros=True), rows, cols, rot_dim, seqlen,
             np.float32(-1.0 if backward else 1.0)]
-    lau = _launch("rope_bwd" if backward else "rope", "rope.cu", "rope_bf16",
+    lau = _launch(config, "rope_bwd" if backward else "rope", "rope.cu", "rope_bf16",
                   geo.row_vector_launch(rows, cols), args, t)
     nbytes = BF16_BYTES * 2 * rows * cols + 4 * seqlen * rot_dim
     return _plan("rope", {"rows": rows, "cols": cols, "rot_dim": rot_dim, "seqlen": seqlen,
@@ -181,7 +186,7 @@ def residual_add_op(config, rows: int, cols: int, inputs: int = 2, seed: int = 0
     _multiple("--cols", cols, geo.VECTOR_ELEMS, "16-byte bf16 vectors")
     args = [t((inputs, rows, cols)), inputs, rows * cols, t((rows, cols), zeros=True), rows,
             cols]
-    lau = _launch("residual_add", "residual_add.cu", "add_n_bf16",
+    lau = _launch(config, "residual_add", "residual_add.cu", "add_n_bf16",
                   geo.row_vector_launch(rows, cols), args, t)
     return _plan("residual-add", {"rows": rows, "cols": cols, "inputs": inputs}, [lau],
                  max(inputs - 1, 1) * rows * cols, BF16_BYTES * (inputs + 1) * rows * cols)
@@ -219,7 +224,7 @@ def quantize_op(config, rows: int, cols: int, block: int = QUANT_BLOCK,
         scale = (t((1,), np.float32) if t.shape_only     # normal data: |x| < 3 in range
                  else np.full(1, 3.0 / float(E4M3(448)), np.float32))
         args = [x, t((rows, cols), E4M3, zeros=True), scale, n]
-        launch = _launch("quantize", "quantize_block.cu", "quantize_e4m3_tensor",
+        launch = _launch(config, "quantize", "quantize_block.cu", "quantize_e4m3_tensor",
                          geo.quantize_tensor_launch(n), args, t)
         return _plan("quantize", {"rows": rows, "cols": cols, "scaling": scaling}, [launch],
                      counts.QUANTIZE_FLOPS_PER_ELEM * n, BF16_BYTES * n + n + SCALE_BYTES)
@@ -228,7 +233,7 @@ def quantize_op(config, rows: int, cols: int, block: int = QUANT_BLOCK,
     strips = geo.ceil_div(cols, QUANT_BLOCK)
     row_args = [x, t((rows, cols), E4M3, zeros=True), t((rows, strips), np.float32, True),
                 rows, cols]
-    launches = [_launch("quantize", "quantize_block.cu", "quantize_e4m3_1x128",
+    launches = [_launch(config, "quantize", "quantize_block.cu", "quantize_e4m3_1x128",
                         geo.quantize_rows_launch(rows, cols), row_args, t)]
     out = rows * cols + SCALE_BYTES * rows * strips
     if transpose:
@@ -237,8 +242,9 @@ def quantize_op(config, rows: int, cols: int, block: int = QUANT_BLOCK,
         col_strips = geo.ceil_div(rows, QUANT_BLOCK)
         col_args = [x, t((cols, rows), E4M3, zeros=True),
                     t((cols, col_strips), np.float32, True), rows, cols]
-        launches.append(_launch("quantize_t", "quantize_block.cu", "quantize_e4m3_128x1_t",
-                                geo.quantize_cols_launch(rows, cols), col_args, t))
+        launches.append(_launch(config, "quantize_t", "quantize_block.cu",
+                                "quantize_e4m3_128x1_t", geo.quantize_cols_launch(rows, cols),
+                                col_args, t))
         out += rows * cols + SCALE_BYTES * cols * col_strips
     copies = 2 if transpose else 1
     return _plan("quantize", {"rows": rows, "cols": cols, "transpose": transpose}, launches,
@@ -246,13 +252,13 @@ def quantize_op(config, rows: int, cols: int, block: int = QUANT_BLOCK,
                  BF16_BYTES * rows * cols + out)
 
 
-def _norm_bwd(kind: str, entry: str, flops_per_elem: int, rows, cols, seed, shape_only):
+def _norm_bwd(config, kind: str, entry: str, flops_per_elem: int, rows, cols, seed, shape_only):
     t = _tensors(rows, cols, seed, shape_only)
     _multiple("--cols", cols, 2, "bf16x2 accesses")
     eps = np.float32(1e-6 if kind == "rmsnorm-bwd" else 1e-5)
     args = [t((rows, cols)), t((cols,)), t((rows, cols)), t((rows, cols), zeros=True), rows,
             cols, eps]
-    lau = _launch(kind, "norm_backward.cu", entry, geo.rows_launch(rows), args, t)
+    lau = _launch(config, kind, "norm_backward.cu", entry, geo.rows_launch(rows), args, t)
     return _plan(kind, {"rows": rows, "cols": cols}, [lau],
                  flops_per_elem * counts.BACKWARD_ELEMENTWISE_FACTOR * rows * cols,
                  BF16_BYTES * (3 * rows * cols + cols))
@@ -262,7 +268,7 @@ def _norm_bwd(kind: str, entry: str, flops_per_elem: int, rows, cols, seed, shap
 def rmsnorm_bwd_op(config, rows: int, cols: int, seed: int = 0,
                    shape_only: bool | None = None) -> OpPlan:
     """dx of RMSNorm over bf16 [rows, cols] (x, w and dy read; dx written)."""
-    return _norm_bwd("rmsnorm-bwd", "rmsnorm_bwd_bf16", counts.RMSNORM_FLOPS_PER_ELEM, rows,
+    return _norm_bwd(config, "rmsnorm-bwd", "rmsnorm_bwd_bf16", counts.RMSNORM_FLOPS_PER_ELEM, rows,
                      cols, seed, shape_only)
 
 
@@ -271,5 +277,5 @@ def rmsnorm_bwd_op(config, rows: int, cols: int, seed: int = 0,
 def layernorm_bwd_op(config, rows: int, cols: int, seed: int = 0,
                      shape_only: bool | None = None) -> OpPlan:
     """dx of LayerNorm over bf16 [rows, cols] (x, gamma and dy read; dx written)."""
-    return _norm_bwd("layernorm-bwd", "layernorm_bwd_bf16", counts.LAYERNORM_FLOPS_PER_ELEM,
+    return _norm_bwd(config, "layernorm-bwd", "layernorm_bwd_bf16", counts.LAYERNORM_FLOPS_PER_ELEM,
                      rows, cols, seed, shape_only)

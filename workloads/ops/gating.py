@@ -56,7 +56,7 @@ def _check(tokens, hidden, experts, topk) -> None:
 
 
 def _topk_launch(tokens: int, experts: int, topk: int, seed: int,
-                 shape_only: bool) -> Launch:
+                 shape_only: bool, target: str) -> Launch:
     rng = np.random.default_rng(seed)
     if shape_only:
         args = [isa.ShapeOnly((tokens, experts), BF16), isa.ShapeOnly((experts,), np.float32),
@@ -67,7 +67,7 @@ def _topk_launch(tokens: int, experts: int, topk: int, seed: int,
                 (rng.standard_normal(experts) * 0.01).astype(np.float32),
                 np.zeros((tokens, topk), np.int32), np.zeros((tokens, topk), np.float32)]
     grid, block = geo.rows_launch(tokens, geo.TOKENS_PER_CTA)
-    return Launch("moe_topk", load_ptx("moe_topk.cu"), "moe_topk_sigmoid", grid, block,
+    return Launch("moe_topk", load_ptx("moe_topk.cu", target), "moe_topk_sigmoid", grid, block,
                   args + [tokens, experts, topk, ROUTE_SCALE], 0, timing_only=shape_only)
 
 
@@ -105,7 +105,8 @@ def moe_gating_op(config, tokens: int, hidden: int, experts: int, topk: int,
     if shape_only is None:
         shape_only = tokens * experts > FUNCTIONAL_ELEMENTS
     logits = build_op("gemm", config, m=tokens, n=experts, k=hidden, dtype="bf16", seed=seed)
-    topk_launch = _topk_launch(tokens, experts, topk, seed, bool(shape_only))
+    topk_launch = _topk_launch(tokens, experts, topk, seed, bool(shape_only),
+                               config.chip.isa_target)
     nbytes = logits.bytes + BF16_BYTES * tokens * experts + 4 * experts + 8 * tokens * topk
     flops = gemm_flops + GATING_FLOPS_PER_SCORE * tokens * experts
     return _combine("moe-gating", sizes, (logits,), (topk_launch,), flops, nbytes)

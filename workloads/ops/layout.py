@@ -119,7 +119,7 @@ def cat_op(config, shapes, dim: int = 0, dtype: str = "bf16", seed: int = 0,
     geometry["size"][:len(out_shape)] = out_shape
     geometry["stride"][:len(out_shape)] = strides
     launches, offset = [], 0
-    ptx = load_ptx(KERNEL_FILE)
+    ptx = load_ptx(KERNEL_FILE, config.chip.isa_target)
     entry = f"cat_aligned{itemsize}_d{len(out_shape)}"
     for first in range(0, len(inputs), CAT_BATCH):
         batch = list(range(first, min(first + CAT_BATCH, len(inputs))))
@@ -168,7 +168,8 @@ def index_select_op(config, rows: int, cols: int, table_rows: int | None = None,
         _buffer(total, itemsize, False, rng)
     index = rng.integers(0, table_rows, rows).astype(np.int64)   # its values decide addresses
     grid = max(1, min(ceil_div(total, THREADS), GATHER_BLOCKS_PER_SM * config.sm.count))
-    launch = Launch("index-select", load_ptx(KERNEL_FILE), f"index_select_rows{itemsize}",
+    launch = Launch("index-select", load_ptx(KERNEL_FILE, config.chip.isa_target),
+                    f"index_select_rows{itemsize}",
                     (grid, 1, 1), (THREADS, 1, 1), [out, table, index, total, cols, cols, cols],
                     0, timing_only=not functional)
     return OpPlan("index-select", {"rows": rows, "cols": cols, "table_rows": table_rows,

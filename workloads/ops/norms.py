@@ -53,8 +53,10 @@ def _sizes(rows, cols, shape_only):
     return shape_only
 
 
-def _plan(kind, file, entry, grid, block, args, rows, cols, nbytes, shape_only) -> OpPlan:
-    launch = Launch(kind, load_ptx(file), entry, grid, block, args, 0, timing_only=shape_only)
+def _plan(config, kind, file, entry, grid, block, args, rows, cols, nbytes,
+          shape_only) -> OpPlan:
+    launch = Launch(kind, load_ptx(file, config.chip.isa_target), entry, grid, block, args, 0,
+                    timing_only=shape_only)
     return OpPlan(kind, {"rows": rows, "cols": cols}, (launch,),
                   float(FLOPS_PER_ELEMENT[kind] * rows * cols), float(nbytes),
                   "vector_fp32_tflops")
@@ -69,7 +71,7 @@ def softmax_op(config, rows: int, cols: int, seed: int = 0,
     x = _tensor((rows, cols), np.float32, shape_only, rng)
     y = _tensor((rows, cols), np.float32, shape_only, rng)
     grid = (-(-rows // ROWS_PER_BLOCK), 1, 1)
-    return _plan("softmax", "softmax.cu", "softmax_rows", grid, (32, ROWS_PER_BLOCK, 1),
+    return _plan(config, "softmax", "softmax.cu", "softmax_rows", grid, (32, ROWS_PER_BLOCK, 1),
                  [x, y, rows, cols], rows, cols, 8 * rows * cols, shape_only)
 
 
@@ -81,7 +83,8 @@ def rmsnorm_op(config, rows: int, cols: int, kernel: str = "vector", seed: int =
     `kernel="vllm"` the fp16 CTA-per-token kernel (`workloads.ops.vllm_kernels`)."""
     shape_only = _sizes(rows, cols, shape_only)
     if check_kernel(kernel) == "vllm":
-        return vllm_rmsnorm(rows, cols, Tensors(shape_only, seed))
+        return vllm_rmsnorm(rows, cols, Tensors(shape_only, seed),
+                            config.chip.isa_target)
     rng = np.random.default_rng(seed)
     bf16 = ml_dtypes.bfloat16
     x = _tensor((rows, cols), bf16, shape_only, rng)
@@ -89,12 +92,12 @@ def rmsnorm_op(config, rows: int, cols: int, kernel: str = "vector", seed: int =
     y = _tensor((rows, cols), bf16, shape_only, rng)
     nbytes = 2 * (2 * rows * cols + cols)
     if cols % RMSNORM_VECTOR == 0:
-        return _plan("rmsnorm", "rmsnorm_rows.cu", "rmsnorm_bf16_rows", (rows, 1, 1),
+        return _plan(config, "rmsnorm", "rmsnorm_rows.cu", "rmsnorm_bf16_rows", (rows, 1, 1),
                      (rmsnorm_block_threads(cols), 1, 1),
                      [x, w, y, cols // RMSNORM_VECTOR, np.float32(1e-6)], rows, cols, nbytes,
                      shape_only)
     grid = (-(-rows // ROWS_PER_BLOCK), 1, 1)
-    return _plan("rmsnorm", "rmsnorm.cu", "rmsnorm_bf16", grid, (32, ROWS_PER_BLOCK, 1),
+    return _plan(config, "rmsnorm", "rmsnorm.cu", "rmsnorm_bf16", grid, (32, ROWS_PER_BLOCK, 1),
                  [x, w, y, rows, cols, np.float32(1e-6)], rows, cols, nbytes, shape_only)
 
 
@@ -117,6 +120,6 @@ def layernorm_op(config, rows: int, cols: int, seed: int = 0,
     beta = _tensor((cols,), np.float32, shape_only, rng)
     y = _tensor((rows, cols), np.float32, shape_only, rng)
     block = 128 if cols <= 2048 else 256
-    return _plan("layernorm", "layernorm.cu", "layernorm_rows", (rows, 1, 1), (block, 1, 1),
+    return _plan(config, "layernorm", "layernorm.cu", "layernorm_rows", (rows, 1, 1), (block, 1, 1),
                  [x, gamma, beta, y, cols, np.float32(1e-5)], rows, cols,
                  4 * (2 * rows * cols + 2 * cols), shape_only)

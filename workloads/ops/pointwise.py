@@ -347,7 +347,8 @@ def pointwise_plan(config, kind: str, functor: str, shape, inputs: int | None = 
     else:
         grid, block = ceil_div(n, THREADS * per_thread), THREADS
         args.append(geometry(launch_shape, operands))
-    launch = Launch(kind, load_ptx(KERNEL_FILE), entry, (max(grid, 1), 1, 1), (block, 1, 1),
+    launch = Launch(kind, load_ptx(KERNEL_FILE, config.chip.isa_target), entry,
+                    (max(grid, 1), 1, 1), (block, 1, 1),
                     args, 0, timing_only=not functional,
                     detail={"path": chosen, "launch_shape": list(launch_shape),
                             **({"per_thread": per_thread} if per_thread else {})})

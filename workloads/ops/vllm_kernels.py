@@ -43,9 +43,10 @@ def check_kernel(kernel: str, backward: bool = False) -> str:
     return kernel
 
 
-def _launch(name, entry, launch, args, shape_only) -> Launch:
+def _launch(name, entry, launch, args, shape_only, target: str) -> Launch:
     grid, block = launch
-    return Launch(name, load_ptx(FILE), entry, grid, block, args, 0, timing_only=shape_only)
+    return Launch(name, load_ptx(FILE, target), entry, grid, block, args, 0,
+                  timing_only=shape_only)
 
 
 def _plan(kind, sizes, launch, flops, nbytes) -> OpPlan:
@@ -53,25 +54,27 @@ def _plan(kind, sizes, launch, flops, nbytes) -> OpPlan:
                   "vector_fp32_tflops")
 
 
-def vllm_rmsnorm(rows: int, cols: int, t) -> OpPlan:
-    """`t`: the op's tensor maker (`workloads.ops.elementwise.Tensors`)."""
+def vllm_rmsnorm(rows: int, cols: int, t, target: str) -> OpPlan:
+    """`t`: the op's tensor maker (`workloads.ops.elementwise.Tensors`); `target`: the chip's
+    ISA target, whose build of the kernels' PTX runs."""
     args = [t((rows, cols), F16, zeros=True), t((rows, cols), F16), t((cols,), F16), RMS_EPS,
             rows, cols]
     launch = _launch("rmsnorm", "rms_norm_f16", geo.vllm_launch("rmsnorm", rows, cols), args,
-                     t.shape_only)
+                     t.shape_only, target)
     return _plan("rmsnorm", {"rows": rows, "cols": cols}, launch, 4 * rows * cols,
                  F16_BYTES * (2 * rows * cols + cols))
 
 
-def vllm_swiglu(rows: int, cols: int, t) -> OpPlan:
+def vllm_swiglu(rows: int, cols: int, t, target: str) -> OpPlan:
     args = [t((rows, cols), F16, zeros=True), t((rows, 2 * cols), F16), cols]
     launch = _launch("swiglu", "silu_and_mul_f16", geo.vllm_launch("swiglu", rows, cols), args,
-                     t.shape_only)
+                     t.shape_only, target)
     return _plan("swiglu", {"rows": rows, "cols": cols, "backward": False}, launch,
                  counts.SWIGLU_FLOPS_PER_OUT * rows * cols, F16_BYTES * 3 * rows * cols)
 
 
-def vllm_rope(rows: int, cols: int, rot_dim: int, seqlen: int, t) -> OpPlan:
+def vllm_rope(rows: int, cols: int, rot_dim: int, seqlen: int, t,
+              target: str) -> OpPlan:
     if rot_dim % 2 or cols % rot_dim:
         raise InputError(f"--cols {cols} --rot-dim {rot_dim}: accepted an even --rot-dim "
                          "dividing --cols (whole heads)")
@@ -82,7 +85,8 @@ def vllm_rope(rows: int, cols: int, rot_dim: int, seqlen: int, t) -> OpPlan:
     args = [positions, t((rows, cols), F16), t((1, rot_dim), F16), cache, rot_dim, cols, 0,
             heads, 0, rot_dim]
     launch = _launch("rope", "rotary_neox_f16",
-                     geo.vllm_launch("rope", rows, heads * rot_dim // 2), args, t.shape_only)
+                     geo.vllm_launch("rope", rows, heads * rot_dim // 2), args, t.shape_only,
+                     target)
     return _plan("rope", {"rows": rows, "cols": cols, "rot_dim": rot_dim, "seqlen": seqlen,
                           "backward": False}, launch, counts.ROPE_FLOPS_PER_ELEM * rows * cols,
                  F16_BYTES * (2 * rows * cols + seqlen * rot_dim) + 4 * rows)

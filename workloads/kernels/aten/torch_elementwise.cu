@@ -22,6 +22,7 @@
 // Arguments: n, alpha, beta, out, in0, in1, in2 (unused inputs 0), and for gen the
 // Geometry struct by value.
 // ptx: nvcc -ptx -O3 -arch=sm_90 torch_elementwise.cu -o torch_elementwise.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 torch_elementwise.cu -o torch_elementwise.sm_80.ptx
 #include <cuda_bf16.h>
 
 #define THREADS 128

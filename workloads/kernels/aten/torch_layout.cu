@@ -17,6 +17,7 @@
 // passes their pointers in the kernel's parameters, this kernel their offsets from one
 // pointer. Values are moved as opaque B-byte words. Sizes and strides are in elements.
 // ptx: nvcc -ptx -O3 -arch=sm_90 torch_layout.cu -o torch_layout.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 torch_layout.cu -o torch_layout.sm_80.ptx
 #include <stdint.h>
 
 #define CAT_MAX_INPUTS 8

@@ -12,8 +12,9 @@ template's name in their launches' `detail["template"]`, which the kernels table
 
 Left out: sm_80 templates of the attention backward (`attention-backward`) and of MLA
 decode (`mla-decode`): on an sm_80 chip those ops are refused by `pick_template`; kernels the
-catalog compiles with nvcc (element-wise, norms) carry their own `.target` and are
-checked against the chip's by `isa.targets.verify_target` like any program.
+catalog compiles with nvcc (element-wise, norms) carry their own `.target` (an sm_80 build
+beside the sm_90 one, chosen by `workloads.kernels.case.load_ptx`; none for the FP8 kernels)
+and are checked against the chip's by `isa.targets.verify_target` like any program.
 """
 
 from __future__ import annotations
