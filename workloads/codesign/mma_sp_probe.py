@@ -14,8 +14,9 @@ which `tests/test_mma_sp.py` checks the interpreter against; it fixed the metada
 documented in `isa.semantics.tensor_mma_sp`. Measured on an H100 SXM (80 GB HBM3, clock
 attribute 1980 MHz, 2026-11-22): mma.sync 1217 and mma.sp 1770 dense-equivalent
 FMA/clk/SM at 16 warps/SM (1.45x; 1.39x at 4 warps/SM), in line with the 1.42x average
-the L24 microbenchmarks report for mma.sp (notes/hopper-params.md); the 2x of the
-datasheet (`units.tensor.sparse_rate_multiplier`) is what the model times mma.sp at.
+the L24 microbenchmarks report for mma.sp (notes/hopper-params.md). The Hopper presets time
+mma.sp at this measured rate (`units.tensor.sparse_rate_multiplier` 1.4544); the datasheet's
+2x is a what-if.
 Units: 32-bit words, FMAs per clock per SM.
 """
 
