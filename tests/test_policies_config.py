@@ -34,7 +34,8 @@ FORMER_SWITCHES = {
                  "snapshot_lead_waves", "steady_l2_preconditioning", "contention_window_us"),
     "kernels": ("attention_split_combine", "attention_packed_decode_ctas_per_sm",
                 "attention_packed_decode_whole_pages", "attention_kv_page_keys",
-                "gemm_tile_rule", "comm_cache_hints", "gemm_epilogue"),
+                "gemm_tile_rule", "comm_cache_hints", "gemm_epilogue",
+                "gemm_l2_policy"),
 }
 """Every key of the two tables: the former module switches, and the keys added since."""
 

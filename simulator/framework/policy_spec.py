@@ -33,6 +33,7 @@ GemmTileRule = Literal["n128", "n256", "waves", "fill", "last_wave", "last_wave_
 SplitCombine = Literal["kernel", "inline"]
 CommCacheHints = Literal["plain", "deepep", "deepep_evict_first"]
 GemmEpilogue = Literal["tma", "registers"]
+GemmL2Policy = Literal["normal", "stream_weights"]
 GEMM_TILE_RULES: tuple[str, ...] = typing.get_args(GemmTileRule)
 """The GEMM tile rules `workloads.ops.gemm.choose_tiles` knows (its module docstring)."""
 SPLIT_COMBINES: tuple[str, ...] = typing.get_args(SplitCombine)
@@ -41,6 +42,8 @@ GEMM_EPILOGUES: tuple[str, ...] = typing.get_args(GemmEpilogue)
 """How the Hopper GEMM template writes C (`KernelsSpec.gemm_epilogue`)."""
 """Cache qualifiers of the collectives' chunk accesses (`KernelsSpec.comm_cache_hints`)."""
 """How split-KV attention partials are merged (`KernelsSpec.attention_split_combine`)."""
+GEMM_L2_POLICIES: tuple[str, ...] = typing.get_args(GemmL2Policy)
+"""The L2 cache policies of the Hopper GEMM's TMA loads (`KernelsSpec.gemm_l2_policy`)."""
 MAX_WAVES = float(COUNT_MAXIMUM)
 """The ceiling of a wave count: far beyond any grid worth sampling."""
 
@@ -222,6 +225,18 @@ class KernelsSpec(SpecMixin):
         source="CUTLASS 3 sm90 collective epilogues (Sm90TmaWarpSpecialized*: smem staging "
                "+ SM90_TMA_STORE) and DeepGEMM's sm90 FP8 GEMM (../shared/notes/"
                "deepgemm-fp8.md, Epilogue: STSM into smem_D, tma_store_fence, TMA store)")
+    gemm_l2_policy: GemmL2Policy = spec_field(
+        "L2 cache policy of the Hopper GEMM template's operand TMA loads "
+        "(`workloads.kernels.templates.gemm`): \"normal\" no .L2::cache_hint (lines take "
+        "the normal eviction class); \"stream_weights\" B (the weights) under "
+        "createpolicy.fractional.L2::evict_first 1.0 and A (the activations, and the "
+        "DeepSeek scale_a chunks) under L2::evict_last 1.0, each TMA load carrying "
+        ".L2::cache_hint (a what-if, as CUTLASS's and DeepGEMM's TMA cache-hint argument "
+        "offer). Grouped and DeepSeek-scaled GEMMs take it too.",
+        default="normal",
+        source="DeepGEMM's sm90 FP8 GEMM issues its TMA loads with EVICT_NORMAL "
+               "(../shared/notes/deepgemm-fp8.md, Pipeline); in a GEMM's own lines that is "
+               "the normal class no hint gives (models.cached_memory)")
 
     def problems(self) -> tuple[Problem, ...]:
         """A KV page must hold whole 16-key blocks."""

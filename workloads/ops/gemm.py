@@ -50,6 +50,12 @@ Tile heuristic (`choose_tiles`), the same for every shape — no per-shape facto
   run measured, `workloads/reference/h100/template_ops.csv`). Grouped GEMMs and a C whose
   rows are no 16-byte multiple take "registers" (`templates.gemm`). Recorded in
   `detail["epilogue"]`.
+* L2 cache policy of the operand TMA loads (`l2_policy`, `--l2-policy`, default the
+  config's `kernels.gemm_l2_policy`, "normal": no hint, as DeepGEMM's EVICT_NORMAL loads):
+  "stream_weights" puts B (the weights) under an evict_first and A (the activations) under
+  an evict_last policy (`templates.gemm`), grouped and DeepSeek-scaled GEMMs too. Recorded
+  in `detail["l2_policy"]`; the kernel name ends in `_l2sw` under "stream_weights". The
+  sm_80 template issues no hint (the option is not read there).
 * accumulators within the consumers' registers (above: `fits_registers`; an n_tile that
   does not fit falls back to 128).
 * registers: the launch count is what one CTA per SM leaves (registers per SM / threads,
@@ -89,7 +95,12 @@ import isa
 import models
 from isa.errors import InputError
 from isa.tensor_map import make_tensor_map
-from simulator.framework.policy_spec import GEMM_EPILOGUES, GEMM_TILE_RULES, KernelsSpec
+from simulator.framework.policy_spec import (
+    GEMM_EPILOGUES,
+    GEMM_L2_POLICIES,
+    GEMM_TILE_RULES,
+    KernelsSpec,
+)
 from simulator.runner.work_synthesis import CtaWork
 from workloads.codesign.codesign_ops import gemm_hook
 from workloads.kernels.templates.gemm import (
@@ -354,6 +365,9 @@ GEMM_FLAGS = (
     Flag("--epilogue", "how C is written: tma (staged in shared memory, TMA stores) or "
          "registers (4-byte st.global of the fragments); default: the config's "
          "kernels.gemm_epilogue", kind="str", choices=GEMM_EPILOGUES),
+    Flag("--l2-policy", "L2 cache policy of the A/B TMA loads: normal (no hint) or "
+         "stream_weights (B evict_first, A evict_last); default: the config's "
+         "kernels.gemm_l2_policy", kind="str", choices=GEMM_L2_POLICIES),
 )
 
 
@@ -370,7 +384,8 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
             out_dtype: str | None = None, rule: str | None = None, seed: int = 0,
             shape_only: bool | None = None, m_total: int | None = None,
             valid_m: int | None = None, k_total: int | None = None,
-            epilogue: str | None = None, **tiles) -> OpPlan:
+            epilogue: str | None = None, l2_policy: str | None = None,
+            **tiles) -> OpPlan:
     """The plan of one GEMM (or grouped GEMM): one template launch plus, for sampled
     fidelity, the reduced launches of `workloads.ops.gemm_sampling`; `tiles` override
     `choose_tiles` keys. Grouped sizes (`m_total`, `valid_m`, `k_total`) as in
@@ -393,6 +408,10 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
     epilogue = epilogue or config.kernels.gemm_epilogue
     if epilogue not in GEMM_EPILOGUES:
         raise InputError(f"--epilogue {epilogue!r}: accepted {', '.join(GEMM_EPILOGUES)}")
+    l2_policy = l2_policy or config.kernels.gemm_l2_policy
+    if l2_policy not in GEMM_L2_POLICIES:
+        raise InputError(f"--l2-policy {l2_policy!r}: accepted "
+                         f"{', '.join(GEMM_L2_POLICIES)}")
     sms = compute_sms(config)
     rates = tile_rates(config, dtype)
     out_dtype = out_dtype or ("f32" if dtype == "tf32" else "bf16")
@@ -419,7 +438,7 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
         choice.update(multicast=None, persistent=tiles_all > sms)
     make = dict(dtype=dtype, out_dtype=out_dtype, sm_count=sms, grouped=row_blocks is not None,
                 fp8_scaling=_fp8_scaling(scaling), epilogue=epilogue,
-                k_max=k_max, **choice)
+                l2_policy=l2_policy, k_max=k_max, **choice)
     kernel = gemm_kernel(**make)
     if row_blocks is not None:
         shape = _grouped(groups, layout, ragged, m, n, k, choice, m_total, valid_m, k_total)
@@ -441,7 +460,7 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
     rng = np.random.default_rng(seed)
     regs = min(255, config.sm.registers_per_sm // kernel.block[0] // 8 * 8)
     detail = {"tiles": choice, "rule": rule, "template": template.name, "uses_wgmma": True,
-              "epilogue": epilogue}
+              "epilogue": epilogue, "l2_policy": l2_policy}
 
     def launch(kern, cut: Operands, timing_only: bool, k_arg: int | None = None) -> Launch:
         """The launch of `kern` on operands `cut` (K argument `k_arg`, `_args`), with the

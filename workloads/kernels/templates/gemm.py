@@ -88,6 +88,17 @@ Kernel structure (`block` = 128 x (consumers + 1) threads):
   `mapa` (CUTLASS's multicast pipeline). A cluster barrier after the mbarrier inits and
   one before exit keep remote arrivals and boxes within both CTAs' lifetimes.
 
+* `l2_policy="stream_weights"` (every variant): the producer's elected lane builds two L2
+  cache policies once, `createpolicy.fractional.L2::evict_first.b64 %polb, 1.0` for B (the
+  weights, read once per m-block) and `...L2::evict_last.b64 %pola, 1.0` for A (the
+  activations, read again by every n-block's tile), and every A and B TMA load (and, with
+  DeepSeek scaling, the scale_a chunks, A's side) carries `.L2::cache_hint` with its
+  policy as the last operand (PTX ISA order: `...complete_tx::bytes{.multicast::cluster}
+  .L2::cache_hint [dst], [map, {c0, c1}], [mbar]{, ctaMask}, policy`), as CUTLASS's and
+  DeepGEMM's TMA copies take a cache-hint argument. "normal" (the default) issues no hint,
+  which is how DeepGEMM's EVICT_NORMAL loads leave a GEMM's own lines (normal class,
+  `models.cached_memory`). The scale_b loads and C's stores carry no policy.
+
 Left out (simplifications, named so timing studies know): the DeepSeek variant waits
 each chunk's wgmmas to zero before promoting (as DeepGEMM); no ping-pong consumer
 schedule, no TMA-store epilogue for grouped GEMMs (a tile's box may reach into the next
@@ -107,6 +118,7 @@ import numpy as np
 
 from isa.errors import InputError
 from isa.tensor_map import make_tensor_map
+from simulator.framework.policy_spec import GEMM_L2_POLICIES
 from simulator.runner.loop_synthesis import KLoop
 from workloads.kernels.templates import gemm_ptx
 
@@ -144,6 +156,7 @@ class Config:
     k_start: int = 0           # the k-tile every k-loop starts at (work synthesis's evidence)
     epilogue: str = "registers"    # "registers" (st.global) / "tma" (shared + TMA store)
     c_buffers: int = 0         # TMA store: 0 the whole tile staged, n: n one-atom sub-tiles
+    l2_policy: str = "normal"  # "normal" (no hint) / "stream_weights" (B first, A last)
 
     ptx_type = property(lambda s: PTX_TYPE[s.dtype])
     kshape = property(lambda s: KSHAPE[s.dtype])
@@ -199,7 +212,8 @@ class Config:
             (f"_mc{self.multicast}" if self.multicast else "") + \
             ("_tmastore" if self.epilogue == "tma" else "") + \
             (f"_sub{self.c_slots}x{self.c_atom_cols}" if self.epilogue == "tma" and
-             self.c_buffers else "")
+             self.c_buffers else "") + \
+            ("_l2sw" if self.l2_policy == "stream_weights" else "")
 
 
 @dataclass(frozen=True)
@@ -502,13 +516,15 @@ def gemm_kernel(m_tile: int = 128, n_tile: int = 128, k_tile: int = 64, stages: 
                 sm_count: int = SM_COUNT, grouped: bool = False,
                 tile_limit: int = 0, k_max: int = 8192,
                 multicast: str | None = None, epilogue: str = "registers",
-                c_buffers: int | None = None) -> GemmKernel:
+                c_buffers: int | None = None, l2_policy: str = "normal") -> GemmKernel:
     """Generate a warp-specialized TMA + wgmma GEMM kernel (see the module docstring);
     `k_max` (DeepSeek scaling only) bounds the K (per group) it accepts; `multicast`
     ("a" or "b", persistent only) runs 2-CTA clusters that share that operand's box;
     `epilogue` "registers" (fragments stored with st.global) or "tma" (staged in shared
     memory, TMA stores; plain GEMMs only); `c_buffers` how the TMA store stages C (0: the
-    whole tile, n: n one-atom sub-tiles; None: `default_c_buffers`)."""
+    whole tile, n: n one-atom sub-tiles; None: `default_c_buffers`); `l2_policy` the L2
+    cache policy of the operand TMA loads ("normal": none; "stream_weights": B evict_first,
+    A evict_last; `GEMM_L2_POLICIES`)."""
     if dtype not in ELEM:
         raise _bad("dtype", dtype, ", ".join(ELEM))
     if out_dtype not in OUT_BYTES:
@@ -566,6 +582,8 @@ def gemm_kernel(m_tile: int = 128, n_tile: int = 128, k_tile: int = 64, stages: 
     if epilogue == "tma" and grouped:
         raise _bad("epilogue", epilogue, "'registers' for grouped=True (a tile's TMA box "
                    "could reach into the next group's rows)")
+    if l2_policy not in GEMM_L2_POLICIES:
+        raise _bad("l2_policy", l2_policy, ", ".join(repr(p) for p in GEMM_L2_POLICIES))
     if c_buffers is None:
         c_buffers = default_c_buffers(fp8_scaling)
     if not isinstance(c_buffers, int) or c_buffers < 0:
@@ -574,7 +592,7 @@ def gemm_kernel(m_tile: int = 128, n_tile: int = 128, k_tile: int = 64, stages: 
     cfg = Config(m_tile, n_tile, k_tile, stages, dtype, out_dtype, consumers,
                  bool(persistent), fp8_scaling, sm_count, bool(grouped), tile_limit,
                  k_max if fp8_scaling else 0, multicast, epilogue=epilogue,
-                 c_buffers=c_buffers if epilogue == "tma" else 0)
+                 c_buffers=c_buffers if epilogue == "tma" else 0, l2_policy=l2_policy)
     if cfg.shared_bytes > MAX_SHARED:
         fixed = cfg.shared_bytes - stages * (cfg.stage_bytes + cfg.sfa_bytes + 16)
         raise _bad("stages", stages, f"a ring within {MAX_SHARED} bytes of shared memory "

@@ -55,6 +55,8 @@ def _head(cfg) -> list[str]:
     ]
     if cfg.multicast:
         regs += ["    .reg .b32 %rank, %peer, %remote;", "    .reg .b16 %mask;"]
+    if cfg.l2_policy != "normal":
+        regs += ["    .reg .b64 %pola, %polb;"]
     if cfg.epilogue == "tma":
         regs += ["    .reg .b32 %e<7>;", "    .reg .b64 %rdc;", "    .reg .pred %pst;"]
     if cfg.grouped:
@@ -191,13 +193,35 @@ def _release(cfg, empty: str, pred: str = "") -> list[str]:
     return lines
 
 
+POLICY_REGS = {"a": "%pola", "b": "%polb"}
+"""The .b64 registers holding each operand's L2 cache policy (`l2_policy` not "normal")."""
+OPERAND_PRIORITY = {"stream_weights": {"a": "L2::evict_last", "b": "L2::evict_first"}}
+"""Per `l2_policy`, the primary eviction priority of each operand's loads."""
+
+
+def _policies(cfg) -> list[str]:
+    """The producer's `createpolicy` per operand (fraction 1.0: every line), once."""
+    priority = OPERAND_PRIORITY.get(cfg.l2_policy, {})
+    return [f"    createpolicy.fractional.{priority[op]}.b64 {POLICY_REGS[op]}, 1.0;"
+            for op in sorted(priority)]
+
+
+def _hinted(cfg, copy: str, operand: str) -> str:
+    """A TMA load line `copy` (ending in `;`) with `operand`'s `.L2::cache_hint` policy,
+    or unchanged under "normal"."""
+    if cfg.l2_policy == "normal":
+        return copy
+    head, tail = copy.split(" [", 1)
+    return f"{head}.L2::cache_hint [{tail[:-1]}, {POLICY_REGS[operand]};"
+
+
 def _producer(cfg) -> list[str]:
     lines = ["", "    // ---- producer warpgroup: warp 0, one elected lane, issues TMA ----",
              "PRODUCER:", "    setmaxnreg.dec.sync.aligned.u32 40;",
              f"    sub.u32 %r0, %thr, {128 * cfg.consumers};",
              "    setp.ge.u32 %p0, %r0, 32;", "    @%p0 bra DONE;",
              "    elect.sync %r1|%p0, 0xffffffff;", "    @!%p0 bra DONE;",
-             *param_addresses({"%rd0": "tmap_a", "%rd1": "tmap_b"}),
+             *param_addresses({"%rd0": "tmap_a", "%rd1": "tmap_b"}), *_policies(cfg),
              "    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;", "    mov.u32 %it, 0;",
              _first_tile(cfg), *_tile_start(cfg, "P"),
              f"    mov.u32 %kt, {cfg.k_start};", "P_K:",
@@ -229,17 +253,19 @@ def _producer(cfg) -> list[str]:
                  "%brow" if cfg.grouped else "%n0")):
             lines.append(f"    add.u32 %r8, %r6, {off};")
             if cfg.multicast == operand:
-                lines += ["    add.u32 %r8, %r8, %r11;", mtma.format(map=mp, row="%r10")]
+                lines += ["    add.u32 %r8, %r8, %r11;",
+                          _hinted(cfg, mtma.format(map=mp, row="%r10"), operand)]
             else:
-                lines.append(tma.format(map=mp, row=row))
+                lines.append(_hinted(cfg, tma.format(map=mp, row=row), operand))
     if cfg.fp8_scaling:      # the stage's scale_a chunks: rows m0.., chunks kt * cpt (+ kc0)
         lines += [*param_addresses({"%rdsfa": "tmap_sfa"}),
                   "    mov.u32 %r8, smem;", f"    add.u32 %r8, %r8, {cfg.sfa_offset};",
                   f"    mad.lo.u32 %r8, %stage, {cfg.sfa_bytes}, %r8;",
                   f"    mul.lo.u32 %r9, %kt, {cfg.chunks_per_tile};",
                   *(["    add.u32 %r9, %r9, %kc0;"] if cfg.grouped else []),
-                  "    cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::"
-                  "complete_tx::bytes [%r8], [%rdsfa, {%m0, %r9}], [%r3];"]
+                  _hinted(cfg, "    cp.async.bulk.tensor.2d.shared::cluster.global.tile."
+                          "mbarrier::complete_tx::bytes [%r8], [%rdsfa, {%m0, %r9}], [%r3];",
+                          "a")]
     lines += [*advance_stage(cfg), "    add.u32 %it, %it, 1;", "    add.u32 %kt, %kt, 1;",
               "    setp.lt.u32 %p0, %kt, %ktiles;", "    @%p0 bra P_K;",
               *_tile_end(cfg, "P"), "DONE:",
