@@ -307,8 +307,17 @@ class ZceSpec(SpecMixin):
     decompress_bytes_per_clk_per_sm: float = spec_field(
         "Dense bytes per clock per SM the decompressor produces.", default=64.0, above=0)
     activation_sparsity: float = spec_field(
-        "Zero fraction of GEMM activations (ReLU-like, seeded) in workload simulations.",
-        default=0.0, minimum=0, maximum=1)
+        "Zero fraction of GEMM activations (ReLU-like, seeded) in workload simulations; "
+        "`ptxsim run` replaces it by the measured share when activation_sparsity_source is "
+        "'measured'.", default=0.0, minimum=0, maximum=1)
+    activation_sparsity_source: Literal["measured", "config"] = spec_field(
+        "Where `ptxsim run` takes the activation sparsity it times the ZCE at: 'measured' "
+        "(the MAC-weighted zero share of the GEMM activations of the model's reduced layer "
+        "on seeded data at `threshold`, workloads.codesign.run_numerics.zce_sparsity, ~1 s "
+        "of CPU; the run's config.json carries it as activation_sparsity) or 'config' "
+        "(activation_sparsity as typed, a what-if). Other entry points (ptxsim op, sweeps) "
+        "time activation_sparsity as typed.", default="measured",
+        source="what-if: the share a run finds on the layer's own activations, not a dial")
     weight_sparsity: float = spec_field(
         "Zero fraction of GEMM weights (magnitude-pruned, seeded) in workload simulations.",
         default=0.0, minimum=0, maximum=1)
@@ -317,9 +326,10 @@ class ZceSpec(SpecMixin):
     threshold: float = spec_field(
         "Operand magnitude below which the engine treats an activation as zero, in the "
         "tensor's own value units (0 = exact zeros only, bit-exact). workloads.codesign."
-        "numerics measures the error and the zeros it makes, and the what-ifs "
-        "(workloads.codesign.whatif) time the GEMMs at that measured share; a plain run "
-        "times them at activation_sparsity.", default=0.0, minimum=0, maximum=1e30)
+        "numerics measures the error and the zeros it makes; the what-ifs "
+        "(workloads.codesign.whatif) and `ptxsim run` (activation_sparsity_source "
+        "'measured') time the GEMMs at that measured share.", default=0.0, minimum=0,
+        maximum=1e30)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

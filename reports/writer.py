@@ -171,7 +171,9 @@ def numerics_section(numerics: Mapping[str, Any]) -> Section:
              f"{layer['softmax_rel_error']:.3g}, GEMM activations zero "
              f"{layer['activation_zeros']:.1%}, MACs skipped on the data "
              f"{layer['macs_skipped_share']:.1%} (ZCE threshold {layer['zce_threshold']:g}; "
-             f"the time ran at activation sparsity {layer['activation_sparsity']:g}).",
+             f"the time ran at activation sparsity {layer['activation_sparsity']:g}, "
+             f"{layer.get('activation_sparsity_source', 'config')}: "
+             "units.zce.activation_sparsity_source).",
              f"Left out: {numerics['left_out']}.")
     frame = pd.DataFrame([{c: row.get(c) for c in NUMERICS_COLUMNS}
                           for row in numerics["categories"]])

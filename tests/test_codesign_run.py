@@ -17,7 +17,8 @@ from workloads.codesign import codesign_ops as co
 from workloads.codesign import whatif as W
 
 SPARSITY = 0.5
-ZCE = ["--set", f"units.zce.activation_sparsity={SPARSITY}",
+ZCE = ["--set", "units.zce.activation_sparsity_source=config",
+       "--set", f"units.zce.activation_sparsity={SPARSITY}",
        "--set", f"units.zce.weight_sparsity={SPARSITY}"]
 
 

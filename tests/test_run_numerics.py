@@ -2,7 +2,9 @@
 in the printed kernels table, error columns in kernels.csv/.parquet, a `numerics` section in
 run.json, a Numerics section in report.html and `reports.load_run`; a stock run says the
 error was not computed; switching the units off adds no error. Sparse GEMM ops count the
-FLOPs they issue. A BERT-base layer of 32 tokens keeps each run to seconds."""
+FLOPs they issue. With the ZCE on, the run times the activation sparsity it measures on the
+reduced layer at `units.zce.threshold` (`units.zce.activation_sparsity_source` "measured")
+or the typed one ("config"). A BERT-base layer of 32 tokens keeps each run to seconds."""
 
 from __future__ import annotations
 
@@ -43,8 +45,15 @@ def _run(tmp_path_factory, name: str, args: list[str]) -> tuple[str, dict, objec
 def threshold_run(tmp_path_factory):
     return _run(tmp_path_factory, "zce", [
         "--model", "deepseek_codesign", "--set", f"units.zce.threshold={THRESHOLD}",
+        "--set", "units.zce.activation_sparsity_source=config",
         "--set", f"units.zce.activation_sparsity={SPARSITY}",
         "--set", f"units.zce.weight_sparsity={SPARSITY}"])
+
+
+@pytest.fixture(scope="module")
+def measured_run(tmp_path_factory):
+    return _run(tmp_path_factory, "measured", [
+        "--model", "deepseek_codesign", "--set", f"units.zce.threshold={THRESHOLD}"])
 
 
 @pytest.fixture(scope="module")
@@ -207,3 +216,74 @@ def test_sparse_gemm_counts_the_flops_it_issues():
     two_four = build_op("gemm", models.load_preset("h800_sxm", {"units.tensor.sparse_2_4":
                                                                 True}), **sizes)
     assert issued_work(two_four)[0] == pytest.approx(two_four.flops / 2, rel=1e-12)
+
+
+def test_measured_source_times_the_sparsity_the_threshold_makes(measured_run):
+    """Source "measured": the share timed (run.json, config.json, the numerics' layer row)
+    is the reduced layer's zero share at the threshold, rounded; with dense weights the
+    GEMMs skip MACs only through it; the printed line names it."""
+    text, report, out = measured_run
+    z = report["zce_activation_sparsity"]
+    layer = {c["category"]: c for c in report["numerics"]["categories"]}["layer"]
+    assert z["source"] == "measured" and z["threshold"] == THRESHOLD and z["typed"] == 0
+    assert z["measured"] == layer["activation_zeros"] > 0.1
+    assert z["activation_sparsity"] == round(z["measured"], R.SPARSITY_DECIMALS)
+    assert z["reduction"] == report["numerics"]["reduction"]
+    timed = json.loads((out / "config.json").read_text())["units"]["zce"]
+    assert timed["activation_sparsity"] == z["activation_sparsity"]
+    assert timed["activation_sparsity_source"] == "measured"
+    assert layer["activation_sparsity"] == z["activation_sparsity"]
+    assert layer["activation_sparsity_source"] == "measured"
+    assert "activations pruned" not in layer["shortcuts"]        # the threshold made them
+    gemm = pd.read_csv(out / "kernels.csv").query("op == 'gemm'")
+    assert (gemm["macs_skipped"] > 0).all()
+    assert f"ZCE activation sparsity {z['activation_sparsity']:g} measured" in text
+
+
+def test_config_source_times_the_typed_sparsity(threshold_run):
+    """Source "config": the typed share is timed (config.json) and pruned on the error
+    side; the note gives the threshold's zeros beside it."""
+    text, report, out = threshold_run
+    z = report["zce_activation_sparsity"]
+    assert z == {"source": "config", "threshold": THRESHOLD, "typed": SPARSITY,
+                 "activation_sparsity": SPARSITY}
+    timed = json.loads((out / "config.json").read_text())["units"]["zce"]
+    assert timed["activation_sparsity"] == SPARSITY
+    layer = {c["category"]: c for c in report["numerics"]["categories"]}["layer"]
+    assert layer["activation_sparsity"] == SPARSITY
+    assert f"activations pruned {SPARSITY:g}" in layer["shortcuts"]
+    assert f"ZCE activation sparsity {SPARSITY:g} as typed" in text
+    assert "the typed units.zce.activation_sparsity" in text
+
+
+def test_threshold_zero_measures_exact_zeros_only():
+    """At threshold 0 the measured share counts exact zeros: BERT's GELU outputs at fp16
+    hold none, so the run times no activation zeros; a ReLU FFN's are its down projection's
+    input share of the MACs (1/3 at BERT's FFN = 4 x hidden) x about half."""
+    z = R.zce_sparsity(_codesign(), "bert-base", 32)
+    assert z["source"] == "measured" and z["measured"] == 0 and z["activation_sparsity"] == 0
+    assert R.timed_config(_codesign(), z).units.zce.activation_sparsity == 0
+    relu = N.layer_error(_codesign(), N.reduced_layer("bert-base", 32, activation="relu"))
+    assert relu["activation_zeros"] == pytest.approx(1 / 3 * 0.5, abs=0.02)
+
+
+def test_zce_off_and_config_source_leave_the_config_alone():
+    """ZCE off: nothing measured; source "config": the typed value, the config unchanged."""
+    assert R.zce_sparsity(models.load_preset("h800_sxm"), "bert-base", 32) is None
+    typed = _codesign(**{"units.zce.activation_sparsity_source": "config",
+                         "units.zce.activation_sparsity": 0.3})
+    z = R.zce_sparsity(typed, "bert-base", 32)
+    assert z["activation_sparsity"] == 0.3 and R.timed_config(typed, z) is typed
+
+
+def test_typed_sparsity_with_measured_source_is_refused(tmp_path, capsys):
+    """A --set activation sparsity the run would replace by the measured one: exit 2 before
+    simulating, naming the key and what is accepted."""
+    code = main(["run", "--workload", "bert-base", "--tokens", "32", "--out",
+                 str(tmp_path / "r"), "--quiet", "--model", "deepseek_codesign",
+                 "--set", "units.zce.activation_sparsity=0.5"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "units.zce.activation_sparsity=0.5" in err
+    assert "activation_sparsity_source=config" in err
+    assert not (tmp_path / "r").exists()

@@ -19,6 +19,17 @@ layer on the same data. Per op category of the run's kernels table:
   (`units.lut_exp.entries`, `interpolation`);
 * `layer`: all of them together (the layer's own figures: `numerics.layer_error`).
 
+The ZCE's activation sparsity for the time side (`zce_sparsity`, `timed_config`): with
+`units.zce.activation_sparsity_source` "measured" (the default) the run measures, before it
+simulates, the MAC-weighted share of zero GEMM activations of the same reduced layer on the
+same seeded data at `units.zce.threshold` (after rounding to the GEMM precision: exact zeros,
+values that round to zero, and those under the threshold; no typed pruning), rounded to
+`SPARSITY_DECIMALS`, and times every GEMM of the graph at that one share (the per-GEMM shares
+are left out: a ReLU FFN's zeros sit in its down projection's input only); "config" times
+the typed `units.zce.activation_sparsity`. The measurement runs whatever `--numerics` says
+(it is an input of the time, not a report); one forward of the reduced layer and its FP64
+reference, 0.2-1.3 s of CPU.
+
 A category's error is that of the layer output (and of its head's argmax) with only that
 category's shortcuts on and the rest of the layer in FP64, so each is the share of the
 layer's error its ops bring. Beside the error against FP64, `*_vs_stock` gives the error
@@ -36,10 +47,9 @@ Left out: gradient compression (an option of the all-reduce op, `ptxsim op allre
 reports it), decode attention over a KV cache and the backward pass (a decode or train run
 gets the error of its layer's forward), the error of ops outside the categories (norms,
 activations, residual adds, routing and communication run in FP32 in the reduced layer),
-and the time side's own zeros: a plain run times the ZCE at the typed
-`units.zce.activation_sparsity`, not at the zeros the threshold makes on the data
-(`activation_zeros` says how many those are; `python -m workloads.codesign.whatif layers`
-times at the measured share).
+and, with `units.zce.activation_sparsity_source` "config", the time side's own zeros:
+such a run times the ZCE at the typed `units.zce.activation_sparsity`, not at the zeros the
+threshold makes on the data (`activation_zeros` says how many those are).
 Units: errors in the output's own units (dimensionless data), shares in [0, 1].
 """
 
@@ -79,6 +89,11 @@ KERNEL_ERROR_COLUMNS = ("error_category", "rel_error", "max_abs_error", "argmax_
 outside the categories or when the numerics were not computed)."""
 KERNEL_ERROR_UNITS = {"rel_error": "fraction", "max_abs_error": "", "argmax_change":
                       "fraction", "rel_error_vs_stock": "fraction"}
+SPARSITY_KEY = "units.zce.activation_sparsity"
+SPARSITY_DECIMALS = 4
+"""Decimals of the measured activation sparsity written into the timed config (as
+`whatif.timed_config`): 1e-4 of the GEMM activations, far below the reduced layer's
+sampling noise."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,14 +164,49 @@ def not_computed(reason: str, settings: NumericsSettings) -> dict:
             "categories": []}
 
 
+def zce_sparsity(config, model: str, tokens: int,
+                 settings: NumericsSettings | None = None) -> dict | None:
+    """run.json's `zce_activation_sparsity`: the activation sparsity the run times the ZCE
+    at and where it came from (module docstring), None with the ZCE off. `source`,
+    `threshold`, `typed` (the config's value), `activation_sparsity` (the timed share);
+    measured also `measured` (unrounded), `macs_skipped_share` (of the reduced layer at the
+    config's granularity), `reduction`, `seed`."""
+    settings = settings or NumericsSettings()
+    zce = config.units.zce
+    if not zce.enabled:
+        return None
+    typed = float(zce.activation_sparsity)
+    record = {"source": zce.activation_sparsity_source, "threshold": float(zce.threshold),
+              "typed": typed}
+    if zce.activation_sparsity_source == "config":
+        return {**record, "activation_sparsity": typed}
+    layer = N.reduced_layer(model, tokens, max_tokens=settings.max_tokens,
+                            classes=settings.classes)
+    e = N.layer_error(config, layer, settings.seed)
+    return {**record, "activation_sparsity": round(e["activation_zeros"], SPARSITY_DECIMALS),
+            "measured": e["activation_zeros"], "macs_skipped_share": e["macs_skipped_share"],
+            "reduction": layer.reduction, "seed": settings.seed}
+
+
+def timed_config(config, sparsity: dict | None):
+    """`config` with `SPARSITY_KEY` at the measured share of `sparsity` (`zce_sparsity`);
+    unchanged with the ZCE off or the source "config"."""
+    if sparsity is None or sparsity["source"] == "config":
+        return config
+    return config.with_overrides({SPARSITY_KEY: sparsity["activation_sparsity"]})
+
+
 def run_numerics(config, model: str, tokens: int,
                  settings: NumericsSettings | None = None) -> dict:
-    """run.json's `numerics` section for a run of `model` at `tokens` on `config` (module
-    docstring): `computed`, `reason`, `settings`, `switches_on`, `reduction`, `seed`,
-    `reference`, `data`, `stock` and `categories` (one dict per category: the shortcuts in
-    words, precisions, `METRICS` against FP64 and against the stock precision; the layer
-    also `softmax_rel_error`, `activation_zeros`, `macs_skipped_share`, `zce_threshold`
-    and the typed `activation_sparsity` the time side ran at)."""
+    """run.json's `numerics` section for a run of `model` at `tokens` on `config` (the config
+    the run was timed on, `timed_config`; module docstring): `computed`, `reason`,
+    `settings`, `switches_on`, `reduction`, `seed`, `reference`, `data`, `stock` and
+    `categories` (one dict per category: the shortcuts in words, precisions, `METRICS`
+    against FP64 and against the stock precision; the layer also `softmax_rel_error`,
+    `activation_zeros`, `macs_skipped_share`, `zce_threshold`, the `activation_sparsity`
+    the time side ran at and its `activation_sparsity_source`). A typed activation sparsity
+    (source "config") prunes that share of each GEMM's smallest activations on the error
+    side; a measured one prunes nothing (the threshold made those zeros)."""
     settings = settings or NumericsSettings()
     on = switches_on(config)
     if settings.mode == "off":
@@ -168,7 +218,8 @@ def run_numerics(config, model: str, tokens: int,
     layer = N.reduced_layer(model, tokens, max_tokens=settings.max_tokens,
                             classes=settings.classes)
     zce = config.units.zce
-    typed = float(zce.activation_sparsity) if zce.enabled else 0.0
+    timed = float(zce.activation_sparsity) if zce.enabled else 0.0
+    typed = timed if zce.activation_sparsity_source == "config" else 0.0
     sc = N.Shortcuts.of(config, layer, typed)
     stock = N.Shortcuts.of(stock_config(config), layer)
     data = N.layer_data(layer, settings.seed)
@@ -192,7 +243,8 @@ def run_numerics(config, model: str, tokens: int,
             row.update({k: e[k] for k in ("precision", "attention_precision", "fp8_scaling",
                                           "softmax_rel_error", "activation_zeros",
                                           "macs_skipped_share", "zce_threshold")},
-                       activation_sparsity=typed)
+                       activation_sparsity=timed,
+                       activation_sparsity_source=zce.activation_sparsity_source)
         categories.append(row)
     return {"computed": True,
             "reason": ("co-design units on: " + ", ".join(on) if on else

@@ -40,7 +40,17 @@ under the config's units against FP64 and against the stock precision, per op ca
 `error_category`, `rel_error`, `max_abs_error`, `argmax_change`, `rel_error_vs_stock` (a
 `rel_err` column in the printed table), run.json a `numerics` section (reduction, seed,
 reference, settings) and report.html a Numerics section. A stock run says "stock
-precision, error not computed". Collectives are simulated kernels
+precision, error not computed".
+
+With the ZCE on and `units.zce.activation_sparsity_source` "measured" (the default), the run
+first measures the activation sparsity of its model's reduced layer at `units.zce.threshold`
+(`workloads.codesign.run_numerics.zce_sparsity`: same reduction and seed as the numerics,
+whatever `--numerics` says) and times the layer at that share: config.json carries it as
+`units.zce.activation_sparsity`, run.json's `zce_activation_sparsity` says where it came
+from (source, threshold, typed value, measured share, reduction, seed), and a printed line
+gives it. A `--set units.zce.activation_sparsity=X` with the source "measured" is an
+`InputError` (the typed value would not be timed; `--set
+units.zce.activation_sparsity_source=config` times it). Collectives are simulated kernels
 on the reserved communication SMs (with 0 they run on the compute stream), an all-reduce
 across nodes and an all-to-all that holds no SMs are timed by link bandwidth; overlapping
 streams are slowed by a measured pair per collective (see `workloads.execute`). Single
@@ -74,9 +84,12 @@ from workloads.codesign.codesign_ops import totals
 from workloads.codesign.run_numerics import (
     KERNEL_ERROR_COLUMNS,
     NUMERICS_MODES,
+    SPARSITY_KEY,
     NumericsSettings,
     kernel_error_columns,
     run_numerics,
+    timed_config,
+    zce_sparsity,
 )
 from workloads.codesign.whatif import TWO_FOUR_MEASURED
 from workloads.deployments import (
@@ -265,11 +278,21 @@ def _deployment(args):
 
 def _config(args, deployment):
     """The preset (`--model`, else the deployment's) with the deployment's communication SMs
-    and the `--set` overrides (which win)."""
+    and the `--set` overrides (which win); a typed ZCE activation sparsity the run would
+    replace by the measured one is refused."""
 
     args.model = args.model or deployment.preset
     config = config_from_args(args)
-    if COMM_COUNT_KEY in parse_overrides(args.overrides):
+    zce = config.units.zce
+    typed = parse_overrides(args.overrides)
+    if zce.enabled and zce.activation_sparsity_source == "measured" and SPARSITY_KEY in typed:
+        raise InputError(f"--set {SPARSITY_KEY}={typed[SPARSITY_KEY]}: the run measures the "
+                         "activation sparsity at units.zce.threshold "
+                         "(units.zce.activation_sparsity_source = measured), so a typed one "
+                         "would not be timed; accepted: --set "
+                         "units.zce.activation_sparsity_source=config to time the typed "
+                         "share, or no typed share")
+    if COMM_COUNT_KEY in typed:
         return config
     try:
         return config.with_overrides({COMM_COUNT_KEY: deployment.comm_sms})
@@ -310,17 +333,20 @@ def run(args: argparse.Namespace) -> int:
     meta = graph.meta
     out = _out_dir(args, meta)
     check_output_dir(out, force=args.force)   # refused before minutes of simulation
+    settings = NumericsSettings(args.numerics, args.numerics_seed)
+    sparsity = zce_sparsity(config, meta["model"], meta["tokens"], settings)
+    config = timed_config(config, sparsity)
     with progress_bar(len(graph.nodes), "simulating kernels", args.quiet) as progress:
         result = simulator.simulate_workload(graph, config=config, fidelity=args.fidelity,
                                              result_cache=cache_from_args(args),
                                              progress=progress)
-    numerics = run_numerics(config, meta["model"], meta["tokens"],
-                            NumericsSettings(args.numerics, args.numerics_seed))
+    numerics = run_numerics(config, meta["model"], meta["tokens"], settings)
     result = dataclasses.replace(result, kernels=kernel_error_columns(result.kernels,
                                                                       numerics))
     precision = REPORT_PRECISION.get(meta.get("gemm_dtype", "bf16"), "bf16")
     report = _report(args, result, out)
-    report.update(_deployment_report(deployment, result), numerics=numerics)
+    report.update(_deployment_report(deployment, result), numerics=numerics,
+                  zce_activation_sparsity=sparsity)
     text = strict_json(report, indent=1)
     reports.write_report(result, out, title=f"ptxsim run: {graph.name} on {args.model}",
                          precision=precision, extra_files={"run.json": text},
@@ -417,13 +443,30 @@ def _numerics_lines(n: dict) -> list[str]:
              f"{layer['max_abs_error']:.2g}, argmax change {100 * layer['argmax_change']:.1f}% "
              f"({100 * layer['argmax_change_vs_stock']:.1f}%); {parts}",
              f"  measured on the {n['reduction']}, seed {n['seed']}: {layer['shortcuts']}"]
-    if layer["zce_threshold"] > 0 and layer["activation_zeros"] != layer["activation_sparsity"]:
+    if (layer.get("activation_sparsity_source") == "config" and layer["zce_threshold"] > 0
+            and layer["activation_zeros"] != layer["activation_sparsity"]):
         lines.append(f"  ZCE threshold {layer['zce_threshold']:g} zeroes "
                      f"{100 * layer['activation_zeros']:.1f}% of the GEMM activations; the "
-                     f"time ran at units.zce.activation_sparsity "
-                     f"{layer['activation_sparsity']:g} (python -m workloads.codesign.whatif "
-                     "layers times at the measured share)")
+                     f"time ran at the typed units.zce.activation_sparsity "
+                     f"{layer['activation_sparsity']:g} "
+                     "(units.zce.activation_sparsity_source=measured times at the measured "
+                     "share)")
     return lines
+
+
+def _sparsity_lines(z: dict | None) -> list[str]:
+    """The ZCE activation sparsity the run was timed at and where it came from (none with
+    the ZCE off)."""
+    if z is None:
+        return []
+    if z["source"] == "config":
+        return [f"ZCE activation sparsity {z['activation_sparsity']:g} as typed "
+                "(units.zce.activation_sparsity_source = config)"]
+    return [f"ZCE activation sparsity {z['activation_sparsity']:g} measured "
+            f"(units.zce.activation_sparsity_source = measured): zeros of the GEMM "
+            f"activations at units.zce.threshold {z['threshold']:g} on the {z['reduction']}, "
+            f"seed {z['seed']}; the layer was timed at it (typed value {z['typed']:g} not "
+            "used)"]
 
 
 def _clock(result) -> dict:
@@ -527,6 +570,7 @@ def _text(r: dict) -> str:
               f"largest: {top})",
               *_overlap_lines(r.get("micro_batches", [])),
               *_units_lines(r["units"]), *_two_four_lines(r["two_four"]),
+              *_sparsity_lines(r.get("zce_activation_sparsity")),
               *_numerics_lines(r["numerics"]),
               *_clock_lines(r["sm_clock"]),
               *_cache_lines(r.get("op_cache", {})),
