@@ -51,6 +51,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -150,12 +151,16 @@ def metrics(df: pd.DataFrame) -> dict:
 
 
 def run(fidelity: str | None = None, families=FAMILIES) -> tuple[pd.DataFrame, dict, dict]:
-    """Simulate every row of `families`; (scored rows, metrics, harness_us per family)."""
+    """Simulate every row of `families` (a line per row on stderr as it ends); (scored rows,
+    metrics, harness_us per family)."""
     config = models.load_preset(PRESET)
     rows = load_rows()
     rows = rows[rows.family.isin(families)].reset_index(drop=True)
-    simulated = [simulate_row(r.family, r.M, r.N, r.K, fidelity, config)
-                 for r in rows.itertuples()]
+    simulated = []
+    for r in rows.itertuples():
+        simulated.append(simulate_row(r.family, r.M, r.N, r.K, fidelity, config))
+        print(f"{r.family} {r.M}x{r.N}x{r.K}: {simulated[-1]:.2f} us simulated",
+              file=sys.stderr, flush=True)
     scored, harness = score(rows, simulated)
     return scored, metrics(scored), harness
 
