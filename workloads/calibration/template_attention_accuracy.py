@@ -38,6 +38,7 @@ from pathlib import Path
 import pandas as pd
 
 import models
+from workloads.calibration.template_gemm_accuracy import score
 from workloads.ops import build_op, simulate_op
 
 DATA = Path(__file__).resolve().parents[1] / "reference" / "h100"
@@ -59,16 +60,6 @@ def simulate(row, config) -> tuple[str, float]:
     plan = build_op("attention", config, **json.loads(row.sizes), shape_only=True)
     res = simulate_op(plan, config)
     return plan.launches[0].entry, res["time_us"] - float(config.launch.kernel_overhead_us)
-
-
-def score(df: pd.DataFrame) -> dict:
-    """MAPE and mean signed error (%) per half and over all same-program rows."""
-    out = {}
-    same = df[df.same_program]
-    for name, g in [*same.groupby("half"), ("all", same)]:
-        out[name] = {"rows": len(g), "mape_pct": float(g.error_pct.abs().mean()),
-                     "bias_pct": float(g.error_pct.mean())}
-    return out
 
 
 def main(argv=None) -> int:
