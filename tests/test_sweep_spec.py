@@ -249,6 +249,7 @@ def test_documented_format_example_and_example_files_are_valid_sweeps():
               for path in sorted(folder.glob("*.toml"))
               if not path.name.startswith("tune_")}   # ptxsim tune's spaces: test_tune.py
     assert counts == {"layer_bert_l2.toml": 2, "layer_llama_decode_hbm.toml": 2,
+                      "layer_llama_decode_hbm_sms.toml": 6,
                       "op_gemm_sm_count.toml": 2, "op_rmsnorm_presets.toml": 4,
                       "saxpy_sm_count.toml": 8, "sgemm_l2_random.toml": 6,
                       "step_bert_dualpipe.toml": 2}

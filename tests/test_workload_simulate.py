@@ -16,7 +16,6 @@ import models
 import simulator
 import workloads
 from isa.errors import InputError
-from simulator.runner.simulate import front_end_us, launch_overhead_us
 from workloads.graph import KernelGraph
 from workloads.layers import ops as L
 from workloads.node_ops import MissingOpError, node_op
@@ -99,16 +98,20 @@ def test_no_reserved_sms_put_collectives_on_the_compute_stream(h800):
     assert len(res.meta["contention"]) == 0
 
 
-def test_overlapping_collective_is_stretched_by_the_measured_contention(tiny):
-    """The dispatch beside the GEMM gets (comm_stretch - 1) x its overlap added, as the
-    concurrent measurement of the pair says."""
+def test_overlapping_collective_is_stretched_by_the_measured_contention(tiny, h800):
+    """The dispatch beside the GEMM gets (comm_stretch - 1) x its overlap added to its time
+    alone, as the concurrent measurement of the pair says; the measurement compares the
+    dispatch alone and beside at the same progress, over the window both ran."""
     pairs = tiny.meta["contention"]
     assert list(pairs["comm_node"]) == ["dispatch"] and list(pairs["partner"]) == ["up"]
     pair = pairs.iloc[0]
     assert pair["comm_beside_us"] > pair["comm_alone_us"]
+    assert pair["measured_overlap_us"] == pytest.approx(min(pair["comm_beside_us"],
+                                                            pair["compute_beside_us"]))
+    alone = simulator.simulate_workload(tiny_graph(), config=h800, fidelity="sampled",
+                                        comm_sms=20, contention=False)
     k = tiny.kernels.set_index("name")
-    overhead = launch_overhead_us(tiny.config) + front_end_us(tiny.config)  # not stretched
-    expected = (pair["comm_alone_us"] + overhead
+    expected = (alone.kernels.set_index("name").loc["dispatch", "time_us"]
                 + (pair["comm_stretch"] - 1) * pair["overlap_us"])
     assert k.loc["dispatch", "time_us"] == pytest.approx(expected)
     assert "contention" in k.loc["dispatch", "note"]

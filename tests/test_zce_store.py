@@ -126,14 +126,18 @@ def test_gemm_activation_epilogue_stores_compressed():
     stock = models.load_preset("h800_sxm")
     sizes = {"m": 256, "n": 1024, "k": 256}
     plan = S.gemm_activation_output(build_op("gemm", cfg, **sizes), cfg)
-    base = build_op("gemm", stock, **sizes)
+    base = build_op("gemm", stock, **sizes, epilogue="registers")
+    tma = build_op("gemm", stock, **sizes)
     assert plan.sizes["output_bytes"] == 256 * 1024 * 2
     _, st = _run(plan, cfg)
     _, st_base = _run(base, stock)
+    _, st_tma = _run(tma, stock)
     ratio = plan.sizes["store_ratio"]
-    # the dense epilogue stores each 32-byte sector as two 16-byte halves (2 sector writes);
-    # the engine merges them and sends on the packed stream once
+    # the dense register epilogue stores each 32-byte sector as two 16-byte halves (2 sector
+    # writes), the default TMA-store epilogue whole lines once; the engine merges the halves
+    # and sends on the packed stream once
     assert _bytes(st_base, "memory.l2.store") == 2 * plan.sizes["output_bytes"]
+    assert _bytes(st_tma, "memory.l2.store") == plan.sizes["output_bytes"]
     assert _bytes(st, "memory.l2.store") == pytest.approx(ratio * plan.sizes["output_bytes"],
                                                           rel=1e-3)
     with pytest.raises(InputError, match="accepted: gemm"):
