@@ -339,3 +339,28 @@ def test_run_and_compare_draw_a_kernel_progress_bar_on_a_terminal(argv, tmp_path
         assert "simulating kernels" not in err
     else:
         assert "simulating kernels" in err and "100%" in err
+
+
+def test_an_interrupt_numba_wraps_in_a_system_error_exits_130(monkeypatch, capsys):
+    """Ctrl-C while a compiled function runs or loads reaches the CLI as numba's SystemError
+    whose cause is the KeyboardInterrupt: status 130 and one line, as a plain interrupt; any
+    other SystemError still raises."""
+    import simulator.app.commands.op as op_command
+
+    def interrupted(_args):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:
+            raise SystemError("CPUDispatcher(<function _lowest>) returned a result with an "
+                              "exception set") from exc
+
+    monkeypatch.setattr(op_command, "run", interrupted)
+    assert main(["op", "softmax", "--rows", "8", "--cols", "8"]) == 130
+    assert capsys.readouterr().err.splitlines() == ["ptxsim op: interrupted"]
+
+    def broken(_args):
+        raise SystemError("not an interrupt")
+
+    monkeypatch.setattr(op_command, "run", broken)
+    with pytest.raises(SystemError, match="not an interrupt"):
+        main(["op", "softmax", "--rows", "8", "--cols", "8"])

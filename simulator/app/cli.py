@@ -77,6 +77,23 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{command}: interrupted", file=sys.stderr)
         return INTERRUPTED_STATUS
+    except SystemError as exc:   # Ctrl-C inside a compiled function (numba wraps it)
+        if not _interrupted(exc):
+            raise
+        print(f"{command}: interrupted", file=sys.stderr)
+        return INTERRUPTED_STATUS
+
+
+def _interrupted(exc: BaseException) -> bool:
+    """Whether `exc` was raised by a KeyboardInterrupt (its cause or context, at any depth),
+    as numba's dispatcher reports an interrupt in a compiled call or while loading one."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 @contextlib.contextmanager
