@@ -38,7 +38,7 @@ from pathlib import Path
 import pandas as pd
 
 import models
-from workloads.calibration.template_gemm_accuracy import score
+from workloads.calibration.template_gemm_accuracy import add_errors, print_scores
 from workloads.ops import build_op, simulate_op
 
 DATA = Path(__file__).resolve().parents[1] / "reference" / "h100"
@@ -83,12 +83,8 @@ def main(argv=None) -> int:
               f"  simulated {us:8.2f}  {err:+6.1f} %"
               + ("" if entry == row.entry else f"  (other program: measured {row.entry})"),
               flush=True)
-    df["simulated_us"] = [us for _, us in sims]
-    df["same_program"] = [entry == e for (entry, _), e in zip(sims, df.entry, strict=True)]
-    df["error_pct"] = 100.0 * (df.simulated_us / df.median_us_flushed - 1)
-    for name, s in score(df).items():
-        print(f"{name:4s} rows {s['rows']:2d}  MAPE {s['mape_pct']:5.1f} %  "
-              f"bias {s['bias_pct']:+5.1f} %")
+    add_errors(df, sims)
+    print_scores(df)
     return 0
 
 

@@ -100,14 +100,25 @@ def main(argv=None) -> int:
               f"{ncu}  simulated {us:8.1f}  {err:+6.1f} %"
               + ("" if entry == row.entry else f"  (other program: measured {row.entry})"),
               flush=True)
+    add_errors(df, sims)
+    if args.epilogue == "registers":
+        print_scores(df)
+    return 0
+
+
+def add_errors(df: pd.DataFrame, sims: list[tuple[str, float]]) -> None:
+    """Columns simulated_us, same_program (the simulated entry is the measured one) and
+    error_pct (simulated against the flushed median), from (entry, us) per row."""
     df["simulated_us"] = [us for _, us in sims]
     df["same_program"] = [entry == e for (entry, _), e in zip(sims, df.entry, strict=True)]
     df["error_pct"] = 100.0 * (df.simulated_us / df.median_us_flushed - 1)
-    if args.epilogue == "registers":
-        for name, s in score(df).items():
-            print(f"{name:4s} rows {s['rows']:2d}  MAPE {s['mape_pct']:5.1f} %  "
-                  f"bias {s['bias_pct']:+5.1f} %")
-    return 0
+
+
+def print_scores(df: pd.DataFrame) -> None:
+    """One line per half and over all: rows, MAPE and bias (`score`)."""
+    for name, s in score(df).items():
+        print(f"{name:4s} rows {s['rows']:2d}  MAPE {s['mape_pct']:5.1f} %  "
+              f"bias {s['bias_pct']:+5.1f} %")
 
 
 if __name__ == "__main__":
