@@ -10,35 +10,31 @@ error feedback beats none, the dependent-ex2 chain takes the configured latency.
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
+from notebook_run import code_cells, execute_notebook, key_numbers, shows_png
 
-NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "codesign_whatifs.ipynb"
 MODELS = ("bert-base", "deepseek-v3")
 OPERAND_BYTES = {"e4m3": 1, "fp16": 2, "bf16": 2, "fp32": 4}
 
 
 @pytest.fixture(scope="module")
-def executed() -> list:
-    """The notebook's code cells after running it top to bottom."""
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert all(not c.outputs and c.execution_count is None for c in code)
-    NotebookClient(nb, timeout=600, kernel_name="python3",
-                   resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
-    return code
+def notebook() -> nbformat.NotebookNode:
+    """The notebook run top to bottom."""
+    return execute_notebook("codesign_whatifs", cell_timeout_s=600)
 
 
 @pytest.fixture(scope="module")
-def numbers(executed) -> dict:
-    text = "".join(o.get("text", "") for o in executed[-1].outputs
-                   if o.output_type == "stream")
-    return json.loads(text.strip().splitlines()[-1])
+def executed(notebook) -> list:
+    """The notebook's code cells after running it top to bottom."""
+    return code_cells(notebook)
+
+
+@pytest.fixture(scope="module")
+def numbers(notebook) -> dict:
+    return key_numbers(notebook)
 
 
 def test_every_plot_is_shown_inline(executed):
@@ -47,7 +43,7 @@ def test_every_plot_is_shown_inline(executed):
     plots = [c for c in executed if "plt.show()" in c.source]
     assert len(plots) == 4
     for cell in plots:
-        assert any("image/png" in o.get("data", {}) for o in cell.outputs), cell.source[:80]
+        assert shows_png(cell), cell.source[:80]
 
 
 def test_exact_zeros_lose_nothing(numbers):

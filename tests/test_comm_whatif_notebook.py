@@ -8,34 +8,31 @@ hides behind the other's computation; the sweep table is the committed data.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import nbformat
 import pandas as pd
 import pytest
-from nbclient import NotebookClient
+from notebook_run import NOTEBOOK_DIR, code_cells, execute_notebook, key_numbers, shows_png
 
-NOTEBOOK = Path(__file__).parents[1] / "notebooks" / "comm_whatif.ipynb"
-DATA = NOTEBOOK.parent / "data"
+DATA = NOTEBOOK_DIR / "data"
 
 
 @pytest.fixture(scope="module")
-def executed() -> list:
+def notebook() -> nbformat.NotebookNode:
+    """The notebook run top to bottom."""
+    return execute_notebook("comm_whatif", cell_timeout_s=900)
+
+
+@pytest.fixture(scope="module")
+def executed(notebook) -> list:
     """The notebook's code cells after running it top to bottom."""
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    assert all(not c.outputs and c.execution_count is None for c in code)
-    NotebookClient(nb, timeout=900, kernel_name="python3",
-                   resources={"metadata": {"path": str(NOTEBOOK.parent)}}).execute()
-    return code
+    return code_cells(notebook)
 
 
 @pytest.fixture(scope="module")
-def numbers(executed) -> dict:
-    text = "".join(o.get("text", "") for o in executed[-1].outputs
-                   if o.output_type == "stream")
-    return json.loads(text.strip().splitlines()[-1])
+def numbers(notebook) -> dict:
+    return key_numbers(notebook)
 
 
 def test_gemm_beside_the_dispatch_is_slower_and_misses_more(numbers):
@@ -83,4 +80,4 @@ def test_every_figure_renders_inline_as_png(executed):
     _sweep_files()
     drawing = [c for c in executed if "plt.subplots" in c.source]
     assert len(drawing) == 3
-    assert all(any("image/png" in o.get("data", {}) for o in c.outputs) for c in drawing)
+    assert all(shows_png(c) for c in drawing)

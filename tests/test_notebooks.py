@@ -8,36 +8,13 @@ Only the notebooks named in `NOTEBOOKS` are run here.
 
 from __future__ import annotations
 
-import json
 from itertools import pairwise
-from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
+from notebook_run import NOTEBOOK_DIR, execute_notebook, key_numbers, shows_png
 
-NOTEBOOK_DIR = Path(__file__).parents[1] / "notebooks"
 NOTEBOOKS = ("quickstart", "whatif_sweep", "reference_compare", "utilization")
-
-
-def execute_notebook(name: str, cell_timeout_s: int = 300) -> nbformat.NotebookNode:
-    """notebooks/<name>.ipynb executed in its folder, outputs filled in."""
-    nb = nbformat.read(NOTEBOOK_DIR / f"{name}.ipynb", as_version=4)
-    NotebookClient(nb, timeout=cell_timeout_s, kernel_name="python3",
-                   resources={"metadata": {"path": str(NOTEBOOK_DIR)}}).execute()
-    return nb
-
-
-def key_numbers(nb: nbformat.NotebookNode) -> dict:
-    """The JSON object the executed notebook's last code cell printed."""
-    last = [c for c in nb.cells if c.cell_type == "code"][-1]
-    text = "".join(o.get("text", "") for o in last.outputs if o.output_type == "stream")
-    return json.loads(text.strip().splitlines()[-1])
-
-
-def shows_png(cell) -> bool:
-    """The executed cell displayed an image inline (an image/png output)."""
-    return any("image/png" in o.get("data", {}) for o in cell.outputs)
 
 
 def run_notebook(name: str, cell_timeout_s: int = 300) -> dict:
