@@ -32,7 +32,7 @@ class FixedLatencyMemory:
         self.hooks = Hooks("memory")
 
     def access(self, sm_id: int, kind: str, sectors: np.ndarray, now_ps: int,
-               ops: int = 1) -> int:
+               ops: int = 1, policy: np.ndarray | None = None) -> int:
         done = now_ps + self.latency_ps
         if self.hooks.listening:
             self.hooks.fire(MEMORY_ACCESS, sm_id=sm_id, kind=kind, sectors=int(sectors.size),

@@ -13,7 +13,8 @@ and the whole HBM (`hbm.peak_bandwidth_gbps`). A request completes when its late
 passed and its bytes have left every pipe it uses.
 
 Contract (`MemoryInterface`):
-    access(sm_id: int, kind: str, sectors: np.ndarray, now_ps: int, ops: int = 1) -> int
+    access(sm_id: int, kind: str, sectors: np.ndarray, now_ps: int, ops: int = 1,
+           policy: np.ndarray | None = None) -> int
         kind is "load", "store", "atomic" or "bulk_load" (a TMA / bulk-copy load: it reads
         like "load" but bypasses the SM's L1, as `cp.async.bulk` does); `sectors` are
         distinct 32-byte sector indices (byte address >> 5) of one warp instruction (int64,
@@ -22,7 +23,9 @@ Contract (`MemoryInterface`):
         (>= now_ps): load data usable, store or atomic performed. Calls must not change
         functional results; `ops` is, for an atomic, the most lanes of the warp that update
         one address (a memory that serializes same-address atomics uses it, this one does
-        not); the memory fires its own hooks (`MEMORY_ACCESS` here: sm_id,
+        not); `policy` is the instruction's cache-policy row (`isa.trace_format`; None: no
+        policy), which a memory with caches applies (`models.cached_memory`) and the others
+        ignore; the memory fires its own hooks (`MEMORY_ACCESS` here: sm_id,
         kind, sectors, l2_bytes, hbm_bytes, issue_ps, done_ps) and keeps no counters.
     hooks: a `simulator.framework.hooks.Hooks`.
 
@@ -52,7 +55,7 @@ class MemoryInterface(Protocol):
     hooks: Hooks
 
     def access(self, sm_id: int, kind: str, sectors: np.ndarray, now_ps: int,
-               ops: int = 1) -> int: ...
+               ops: int = 1, policy: np.ndarray | None = None) -> int: ...
 
 
 class BandwidthPipe:
@@ -94,8 +97,9 @@ class FlatMemory:
         return len(into) - before
 
     def access(self, sm_id: int, kind: str, sectors: np.ndarray, now_ps: int,
-               ops: int = 1) -> int:
-        """Completion time in ps of one warp's access (see the module Contract)."""
+               ops: int = 1, policy: np.ndarray | None = None) -> int:
+        """Completion time in ps of one warp's access (see the module Contract; no cache,
+        so `policy` changes nothing)."""
         size = int(sectors.size) * SECTOR_BYTES
         listed = sectors.tolist()
         misses = self._newly_added(self.resident, listed)

@@ -131,25 +131,36 @@ class LinkMemory:
         return [tracer]
 
     def access(self, sm_id: int, kind: str, sectors: np.ndarray, now_ps: int,
-               ops: int = 1) -> int:
-        """Completion time in ps of one warp's access (see `models.flat_memory` Contract)."""
+               ops: int = 1, policy: np.ndarray | None = None) -> int:
+        """Completion time in ps of one warp's access (see `models.flat_memory` Contract;
+        `policy` goes with the local part and with the mirrored write into rank 0's buffer,
+        which the symmetric peer made with the same instruction)."""
         if not self.windows or sectors.size == 0:
-            return self.inner.access(sm_id, kind, sectors, now_ps, ops)
-        which = np.searchsorted(self._starts, sectors, side="right") - 1
-        inside = (which >= 0) & (sectors < self._ends[np.maximum(which, 0)])
+            return self.inner.access(sm_id, kind, sectors, now_ps, ops, policy)
+        which, inside = self._inside(sectors)
         if not inside.any():
-            return self.inner.access(sm_id, kind, sectors, now_ps, ops)
+            return self.inner.access(sm_id, kind, sectors, now_ps, ops, policy)
         done = now_ps
         local = sectors[~inside]
         if local.size:
-            done = self.inner.access(sm_id, kind, local, now_ps, ops)
+            done = self.inner.access(sm_id, kind, local, now_ps, ops, policy)
         for index in np.unique(which[inside]):
             part = sectors[inside & (which == index)]
-            done = max(done, self._remote(sm_id, kind, self.windows[index], part, now_ps))
+            done = max(done, self._remote(sm_id, kind, self.windows[index], part, now_ps,
+                                          policy))
         return done
 
+    def _inside(self, sectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per sector, the index of the window at or below it and whether it lies inside."""
+        which = np.searchsorted(self._starts, sectors, side="right") - 1
+        return which, (which >= 0) & (sectors < self._ends[np.maximum(which, 0)])
+
+    def touches(self, sectors: np.ndarray) -> bool:
+        """Whether any of `sectors` lies in a window."""
+        return bool(self.windows) and bool(sectors.size) and bool(self._inside(sectors)[1].any())
+
     def _remote(self, sm_id: int, kind: str, window: LinkWindow, sectors: np.ndarray,
-                now_ps: int) -> int:
+                now_ps: int, policy: np.ndarray | None) -> int:
         pipes = self.pipes[window.link]
         size = int(sectors.size) * SECTOR_BYTES
         if window.signal:
@@ -163,7 +174,7 @@ class LinkMemory:
         pipes.receive(now_ps, round(size * window.ingress_scale))
         if window.mirror_start is not None:
             offset = window.mirror_start // SECTOR_BYTES - window.start // SECTOR_BYTES
-            self.inner.access(sm_id, "store", sectors + offset, now_ps)
+            self.inner.access(sm_id, "store", sectors + offset, now_ps, 1, policy)
         return arrived
 
 

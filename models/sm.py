@@ -258,17 +258,18 @@ class StreamingMultiprocessor:
         ops = 1             # an atomic's lane operations on one address (`sm_core.lane_ops`)
         if kind == KIND_ATOMIC and not tma and kernel.ev_slot.size:
             ops = max(int(kernel.ev_slot[e]), 1)
+        policy = kernel.pcs[int(kernel.ev_pc[e]), st.P_POLICY:st.P_FIELDS]
         if lp[st.L_INLINE]:                 # the request log was full
             self._drain_log()
-            policy = kernel.pcs[int(kernel.ev_pc[e]), st.P_POLICY:st.P_FIELDS]
             return sm_memory.serve_event(kind, tma, cycle, kernel.ev_sectors[s:s + n],
                                          self.inline(max(n, kernel.max_sectors)), lp, self.log,
                                          ops, policy)
         if tma:
-            done = self.tma.issue(cycle, kind == KIND_BULK_STORE, trace.sectors[s:s + n])
+            done = self.tma.issue(cycle, kind == KIND_BULK_STORE, trace.sectors[s:s + n],
+                                  policy)
             lp[st.L_TMA_FREE] = self.tma.free_cycle    # a store's source read (`sm_core.post`)
             return done
-        return self.lsu.issue(cycle, kind, trace.sectors[s:s + n], ops)
+        return self.lsu.issue(cycle, kind, trace.sectors[s:s + n], ops, policy)
 
     def _drain_log(self) -> None:
         """Hand the logged requests to the memory's listeners (`models.sm_memory`)."""

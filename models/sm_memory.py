@@ -46,10 +46,14 @@ The SM's parameters and bookings live in its loop variables (`models.sm_state`):
 `L_L1_SECTORS` (data path free cycle, sectors per cycle), `L_TMA_FREE` / `L_TMA_BYTES`
 (engine free cycle, bytes per cycle), `L_LOG_N` (rows used), `L_MEM_LISTEN`.
 
-Left out: L1 hits in the flat memory (it keeps no L1 data), cache policies in front of
-memories other than the cached one (the `MemoryInterface` contract carries none), MSHR
-limits, write coalescing buffers, and what `models.tma` and `models.cached_memory` leave
-out. Units: SM cycles, ps at the memory interface, 32-byte sectors.
+Through Python (`LoadStoreUnit`, `models.tma.TmaEngine`) each request carries its
+instruction's cache-policy row too, so a memory wrapping the cached one (the link windows of
+`models.link_memory`) applies the same policies.
+
+Left out: L1 hits in the flat memory (it keeps no L1 data), cache policies in the flat and
+fixed-latency memories (they have no tag arrays), MSHR limits, write coalescing buffers,
+and what `models.tma` and `models.cached_memory` leave out. Units: SM cycles, ps at the
+memory interface, 32-byte sectors.
 """
 
 from __future__ import annotations
@@ -212,13 +216,14 @@ class LoadStoreUnit:
         self.sectors_per_cycle = max(config.l1.bandwidth_bytes_per_clk // SECTOR_BYTES, 1)
         self.l1_free = 0
 
-    def issue(self, cycle: int, kind: int, sectors: np.ndarray, ops: int = 1) -> int:
+    def issue(self, cycle: int, kind: int, sectors: np.ndarray, ops: int = 1,
+              policy: np.ndarray | None = None) -> int:
         """Cycle at which a load, store or atomic of `sectors` (at least one) issued at
         `cycle` completes (data usable / store performed); `ops`: an atomic's lane
-        operations on one address."""
+        operations on one address; `policy`: its instruction's cache-policy row."""
         start, self.l1_free = lsu_window(cycle, self.l1_free, int(sectors.size),
                                          self.sectors_per_cycle)
         clock = self.clock
         done_ps = self.memory.access(self.sm_id, _LSU_KIND_NAMES[kind], sectors,
-                                     clock.edge_ps(start), ops)
+                                     clock.edge_ps(start), ops, policy)
         return clock.ps_to_cycles(done_ps - 1) + 1

@@ -62,8 +62,10 @@ class TmaEngine:
         self.bytes_per_clk = bytes_per_clk
         self.free_cycle = 0
 
-    def issue(self, cycle: int, store: bool, sectors: np.ndarray) -> int:
-        """Cycle at which a message issued at `cycle` has completed (data in place)."""
+    def issue(self, cycle: int, store: bool, sectors: np.ndarray,
+              policy: np.ndarray | None = None) -> int:
+        """Cycle at which a message issued at `cycle` has completed (data in place);
+        `policy`: its instruction's cache-policy row (`.L2::cache_hint`)."""
         n = int(sectors.size)
         per = self.bytes_per_clk
         start, self.free_cycle = tma_window(cycle, self.free_cycle, n, per)
@@ -72,6 +74,6 @@ class TmaEngine:
         for first in range(0, n, CHUNK_SECTORS):
             at = start + first * SECTOR_BYTES // per
             done_ps = self.memory.access(self.sm_id, kind, sectors[first:first + CHUNK_SECTORS],
-                                         clock.edge_ps(at))
+                                         clock.edge_ps(at), 1, policy)
             done = max(done, clock.ps_to_cycles(done_ps - 1) + 1)
         return done + TMA_EXTRA_LATENCY_CYCLES

@@ -9,6 +9,7 @@ the accepted ones assemble, the refused ones fail with the message quoted beside
 import itertools
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import isa
@@ -33,6 +34,7 @@ from isa.trace_format import (
 )
 from models import cached_memory_layout as layout
 from models.cached_memory import COUNT_NAMES, CachedMemory
+from models.link_memory import LinkMemory, LinkWindow
 from simulator import simulate_kernel
 from simulator.runner.trace import TraceRecorder
 from workloads.kernels.microbench import load_ptx as load_microbench_ptx
@@ -365,11 +367,14 @@ EVICT_LAST = policy_row(L2_LAST, L2_UNCHANGED, 16, 0, 0, 0)
 NO_ALLOCATE = policy_row(L2_UNCHANGED, L2_UNCHANGED, 16, L1_NO_ALLOCATE, 0, 0)
 
 
-def _memory(fraction: float = 0.75):
-    config = models.load_preset("h100_sxm", overrides={
+def _config(fraction: float = 0.75):
+    return models.load_preset("h100_sxm", overrides={
         "l2.partitions": 1, "l2.slices": 1, "l2.associativity": WAYS,
         "l2.size_bytes": SETS * WAYS * 128, "l2.persisting_max_fraction": fraction})
-    return CachedMemory(config, 1)
+
+
+def _memory(fraction: float = 0.75):
+    return CachedMemory(_config(fraction), 1)
 
 
 _ISSUE_PS = itertools.count(1000, 1000)
@@ -523,3 +528,50 @@ def test_evict_first_stream_keeps_a_12_mib_hot_buffer_resident_on_h100(
                                                                    rel=0.01)
     assert stats[("memory.hbm.load", "bytes")] == LAPS * 64 * MIB
     assert stats[("memory.l1.load", "hit_sectors")] == 0          # .L1::no_allocate stream
+
+
+# -- policies through a memory wrapping the cached one (link windows) ---------------------------
+def _linked(fraction: float = 0.75):
+    """`_memory()` inside a `LinkMemory` whose one data window (far above the lines used
+    here) mirrors into lines 256 on, as a peer's chunks land in rank 0's receive buffer."""
+    config = _config(fraction)
+    window = LinkWindow(1 << 40, (1 << 40) + 64 * SETS * 128, "nvlink", mirror_start=256 * 128)
+    return LinkMemory(config, CachedMemory(config, 1), (window,))
+
+
+@pytest.mark.parametrize("through", ["local", "mirrored"])
+def test_a_link_memory_applies_the_policy_of_local_and_mirrored_accesses(through):
+    """Around the cached memory, an evict_first stream keeps the resident set as the bare
+    cached memory does: read locally (lines 256 on), or stored into the peer window, whose
+    symmetric peer's writes land on those lines with the same instruction's policy."""
+    for policy, resident_hits in ((EVICT_FIRST, 4 * len(RESIDENT)), (None, 0)):
+        mem = _linked()
+        _read(mem.inner, RESIDENT)
+        for k, line in enumerate(STREAM):
+            first = 4 * line if through == "local" else ((1 << 40) >> 5) + 4 * k
+            mem.access(0, "load_cg" if through == "local" else "store",
+                       np.arange(first, first + 4, dtype=np.int64), next(_ISSUE_PS), 1, policy)
+        assert _read(mem.inner, RESIDENT)["l2_hit_sectors"] == resident_hits
+
+
+@pytest.mark.parametrize("entry", ["hot_stream_evict_first", "hot_stream_plain"])
+def test_sms_in_front_of_a_wrapping_memory_send_the_same_policies(entry):
+    """An SM in front of a `LinkMemory` asks Python for each request (no compiled service);
+    the request carries its instruction's policy row, so the kernel's figures equal those of
+    the SMs that serve the cached memory inside their loop."""
+    mib = MIB // 8
+    config = models.load_preset("h100_sxm", {"l2.size_bytes": 4096000})
+    far = (LinkWindow(1 << 44, (1 << 44) + 4096, "nvlink"),)
+    results = []
+    for memory in ("cached", LinkMemory.factory(far)):
+        hot, stream = np.zeros(mib // 4, np.uint32), np.zeros(16 * mib // 4, np.uint32)
+        out = np.zeros(16 * 256, np.uint32)
+        results.append(simulate_kernel(
+            load_microbench_ptx(entry), entry, (16, 1, 1), (256, 1, 1),
+            [hot, hot.size // 4, stream, stream.size // 4, 2, out], config=config,
+            memory=memory))
+    inline, python = results
+    assert python.cycles == inline.cycles
+    link_rows = python.stats.component.str.startswith("link.")
+    pd.testing.assert_frame_equal(python.stats[~link_rows].reset_index(drop=True),
+                                  inline.stats.reset_index(drop=True))

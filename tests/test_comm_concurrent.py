@@ -200,3 +200,31 @@ def test_measure_pair_reuses_what_it_measured_and_windows_shorten_it(small_pair)
     assert part.comm_beside_us == pytest.approx(window, abs=0.01)
     assert 0 < part.compute_alone_us <= part.compute_beside_us + 1e-9
     assert part.compute_stretch >= 1.0 and part.comm_stretch >= 1.0
+
+
+def test_the_compute_launch_serves_its_requests_inside_the_loop_with_the_same_figures(
+        small_pair, monkeypatch):
+    """Beside a collective, the compute launch's SMs send their requests to the cached memory
+    inside the link memory (compiled service), the collective's SMs to the link memory; the
+    figures equal those of every SM going through the link memory."""
+    import simulator.runner.concurrent as concurrent
+    from models.cached_memory import CachedMemory
+    from models.link_memory import LinkMemory
+
+    cfg, gemm, dispatch = small_pair
+    seen = {}
+    chosen = concurrent._memory_of
+
+    def spy(prepared, memory):
+        seen[prepared.role] = chosen(prepared, memory)
+        return seen[prepared.role]
+
+    monkeypatch.setattr(concurrent, "_memory_of", spy)
+    ours = simulate_concurrent([gemm, dispatch], cfg)
+    assert isinstance(seen["compute"], CachedMemory)
+    assert isinstance(seen["comm"], LinkMemory)
+    monkeypatch.setattr(concurrent, "_memory_of", lambda prepared, memory: memory)
+    through = simulate_concurrent([gemm, dispatch], cfg)
+    for name, result in ours.kernels.items():
+        assert result.cycles == through.kernels[name].cycles
+        pd.testing.assert_frame_equal(result.stats, through.kernels[name].stats)

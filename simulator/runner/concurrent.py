@@ -15,8 +15,10 @@ shared_bytes, timing_only, regs_per_thread, options, overrides, name). `options[
 ("compute", the default, or "comm") picks the SMs; at most one launch per role. A launch
 whose `options["memory"]` carries link windows (`models.link_memory.LinkMemory.factory`)
 has them routed to the links; the shared memory is then one `LinkMemory` around the inner
-hierarchy (`memory=`, "cached" by default). `overrides` (e.g. `sm.comm_count`) apply to the
-shared config and must agree between launches.
+hierarchy (`memory=`, "cached" by default); the SMs of a launch that touches no window
+send their requests to the inner memory, so in front of the cached one they serve them
+inside their compiled loop (same figures, `_memory_of`). `overrides` (e.g.
+`sm.comm_count`) apply to the shared config and must agree between launches.
 
 Separate address spaces: every launch is traced with the same allocator, so the launch at
 position i has its sectors (and link windows) moved up by `i * ADDRESS_SPACING_BYTES`; no
@@ -229,7 +231,8 @@ def simulate_concurrent(launches, config=None, *, memory=None, policy: str | Non
     system = build_system(config, _memory_factory(memory, windows), carveout)
     owner_of = {sm_id: p.role for p in prepared for sm_id in system.sm_ids(p.role)}
     memory_hooks = _split_hooks(system.memory.hooks, owner_of, [p.role for p in prepared])
-    runs = [_Run(p, system, config, policy, quantum_cycles, memory_hooks[p.role])
+    runs = [_Run(p, system, _memory_of(p, system.memory), config, policy, quantum_cycles,
+                 memory_hooks[p.role])
             for p in prepared]
     for run in runs:
         if run.prepared.windows:
@@ -250,6 +253,17 @@ def simulate_concurrent(launches, config=None, *, memory=None, policy: str | Non
     cycles = max(r.cycles for r in results.values())
     return ConcurrentResult(results, cycles, system.clock.cycles_to_ps(cycles) / 1e6,
                             config.to_dict(), progress)
+
+
+def _memory_of(prepared: _Prepared, memory):
+    """The memory `prepared`'s SMs send their requests to: the inner memory of a
+    `LinkMemory` when the launch touches none of its windows (its SMs then serve their
+    requests inside the compiled loop in front of the cached memory, with the same timing:
+    `LinkMemory.access` hands such requests to the inner memory unchanged), else `memory`."""
+    if (not isinstance(memory, LinkMemory) or prepared.windows
+            or memory.touches(prepared.image.trace.sectors)):
+        return memory
+    return memory.inner
 
 
 STOP_AT = ("last", "first")
@@ -292,7 +306,7 @@ def _check_roles(prepared: list[_Prepared], config) -> None:
 class _Run:
     """One launch's SMs, dispatcher and tracers on the shared system."""
 
-    def __init__(self, prepared: _Prepared, system, config, policy, quantum_cycles,
+    def __init__(self, prepared: _Prepared, system, memory, config, policy, quantum_cycles,
                  memory_hooks: Hooks) -> None:
         self.prepared = prepared
         self.sheet = StatSheet()
@@ -302,7 +316,7 @@ class _Run:
         self.dispatcher = CtaDispatcher(prepared.image.trace.n_ctas)
         phases = PhaseTable(prepared.image.slot_events.size)
         self.sms = [StreamingMultiprocessor(k, system.env, config, prepared.image,
-                                            system.memory, self.dispatcher, policy,
+                                            memory, self.dispatcher, policy,
                                             quantum_cycles, phases)
                     for k in system.sm_ids(prepared.role)]
         self.timeline = TimelineTracer([sm.sm_id for sm in self.sms], config.sm.subpartitions,
