@@ -1,6 +1,8 @@
 """Row-wise ops through the catalog's real CUDA kernels (nvcc PTX) at the requested shape.
 
 * softmax   `softmax_rows` (f32 in/out): a warp per row, 4 rows per 128-thread block.
+  `--dtype fp16`: PyTorch's fp16 kernels as ATen launches them (`workloads.ops.torch_norms`:
+  the persistent warp softmax up to 1024 columns, a block per row with three passes above).
 * rmsnorm   `rmsnorm_bf16_rows` (bf16 x, w, y) when the columns are a multiple of 8: a block
   per row as production kernels do it, 16-byte loads held in registers between the passes,
   `rmsnorm_block_threads(cols)` threads (up to 4 vectors of 8 each); other widths use
@@ -8,12 +10,15 @@
   fp16 scalar kernel vLLM ran in 2024 (`workloads.ops.vllm_kernels`).
 * layernorm `layernorm_rows` (f32 x, gamma, beta, y): a block per row, 128 threads for
   rows up to 2048 columns, 256 above (one block-stride pass per 128/256 columns).
+  `--dtype fp16`: PyTorch's fp16 kernels (`workloads.ops.torch_norms`: the vectorized Welford
+  kernel, a (32, 8) block per row, for widths divisible by 4; its two-kernel fallback else).
 
 FLOPs per element, counted as the kernels' arithmetic (for the roofline only): softmax 5
 (max, subtract, exp, sum, scale), rmsnorm 4 (square, add, two products), layernorm 8.
 Bytes: the input read once and the output written once, plus the weight vectors; the
 kernels read x more than once (softmax three times, layernorm three times), which the
-simulated `hbm_bytes` shows when the rows do not stay in cache.
+simulated `hbm_bytes` shows when the rows do not stay in cache; at `--dtype fp16` 2 bytes
+per element (`workloads.ops.torch_norms`). `--dtype` is in the op's sizes.
 Below `FUNCTIONAL_ELEMENTS` elements the kernels run with real random data; above, in
 timing mode with `isa.ShapeOnly` tensors (the data decides no branch in these kernels).
 Units: elements, bytes, FLOP.
@@ -25,7 +30,9 @@ import ml_dtypes
 import numpy as np
 
 import isa
+from isa.errors import InputError
 from workloads.kernels.case import load_ptx
+from workloads.ops import torch_norms
 from workloads.ops.elementwise import Tensors
 from workloads.ops.registry import Flag, Launch, OpPlan, positive, register
 from workloads.ops.vllm_kernels import KERNEL_FLAG, check_kernel, vllm_rmsnorm
@@ -37,6 +44,9 @@ RMSNORM_HELD = 4     # vectors a thread keeps in registers (VECS in rmsnorm_rows
 FLOPS_PER_ELEMENT = {"softmax": 5, "rmsnorm": 4, "layernorm": 8}
 ROW_FLAGS = (Flag("--rows", "rows (tokens)", required=True),
              Flag("--cols", "columns (hidden size)", required=True))
+DTYPES = ("f32", "fp16")
+DTYPE_FLAG = Flag("--dtype", "f32 (catalog kernels, default) or fp16 (PyTorch's kernels, "
+                  "as ATen launches them)", kind="str", default="f32", choices=DTYPES)
 
 
 def _tensor(shape, dtype, shape_only: bool, rng):
@@ -53,20 +63,37 @@ def _sizes(rows, cols, shape_only):
     return shape_only
 
 
+def check_dtype(dtype: str) -> str:
+    if dtype not in DTYPES:
+        raise InputError(f"--dtype {dtype!r}: accepted {', '.join(DTYPES)}")
+    return dtype
+
+
 def _plan(config, kind, file, entry, grid, block, args, rows, cols, nbytes,
           shape_only) -> OpPlan:
     launch = Launch(kind, load_ptx(file, config.chip.isa_target), entry, grid, block, args, 0,
                     timing_only=shape_only)
-    return OpPlan(kind, {"rows": rows, "cols": cols}, (launch,),
+    return _rows_plan(kind, rows, cols, "f32", (launch,), nbytes)
+
+
+def _rows_plan(kind, rows, cols, dtype, launches, nbytes) -> OpPlan:
+    return OpPlan(kind, {"rows": rows, "cols": cols, "dtype": dtype}, tuple(launches),
                   float(FLOPS_PER_ELEMENT[kind] * rows * cols), float(nbytes),
                   "vector_fp32_tflops")
 
 
-@register("softmax", ROW_FLAGS, "row softmax, f32 (catalog CUDA kernel)")
-def softmax_op(config, rows: int, cols: int, seed: int = 0,
+@register("softmax", (*ROW_FLAGS, DTYPE_FLAG),
+          "row softmax, f32 (catalog CUDA kernel; --dtype fp16: PyTorch's kernels)")
+def softmax_op(config, rows: int, cols: int, dtype: str = "f32", seed: int = 0,
                shape_only: bool | None = None) -> OpPlan:
-    """Row softmax of an f32 [rows, cols] tensor."""
+    """Row softmax of an f32 [rows, cols] tensor; with `dtype="fp16"` of an fp16 one through
+    PyTorch's kernels (`workloads.ops.torch_norms`)."""
     shape_only = _sizes(rows, cols, shape_only)
+    if check_dtype(dtype) == "fp16":
+        launches = torch_norms.torch_softmax_launches(rows, cols, shape_only, seed,
+                                                      config.chip.isa_target)
+        return _rows_plan("softmax", rows, cols, dtype, launches,
+                          torch_norms.softmax_bytes(rows, cols))
     rng = np.random.default_rng(seed)
     x = _tensor((rows, cols), np.float32, shape_only, rng)
     y = _tensor((rows, cols), np.float32, shape_only, rng)
@@ -109,11 +136,18 @@ def rmsnorm_block_threads(cols: int) -> int:
     return min(1024, max(32, -(-threads // 32) * 32))
 
 
-@register("layernorm", ROW_FLAGS, "LayerNorm, f32 (catalog CUDA kernel)")
-def layernorm_op(config, rows: int, cols: int, seed: int = 0,
+@register("layernorm", (*ROW_FLAGS, DTYPE_FLAG),
+          "LayerNorm, f32 (catalog CUDA kernel; --dtype fp16: PyTorch's kernels)")
+def layernorm_op(config, rows: int, cols: int, dtype: str = "f32", seed: int = 0,
                  shape_only: bool | None = None) -> OpPlan:
-    """LayerNorm of an f32 [rows, cols] tensor with f32 gamma and beta (eps 1e-5)."""
+    """LayerNorm of an f32 [rows, cols] tensor with f32 gamma and beta (eps 1e-5); with
+    `dtype="fp16"` of fp16 ones through PyTorch's kernels (`workloads.ops.torch_norms`)."""
     shape_only = _sizes(rows, cols, shape_only)
+    if check_dtype(dtype) == "fp16":
+        launches = torch_norms.torch_layer_norm_launches(rows, cols, shape_only, seed,
+                                                         config.chip.isa_target)
+        return _rows_plan("layernorm", rows, cols, dtype, launches,
+                          torch_norms.layer_norm_bytes(rows, cols))
     rng = np.random.default_rng(seed)
     x = _tensor((rows, cols), np.float32, shape_only, rng)
     gamma = _tensor((cols,), np.float32, shape_only, rng)
