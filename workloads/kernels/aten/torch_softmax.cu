@@ -20,7 +20,9 @@
 //          blockDim.x from SoftMax_getBlockSize (the host side, in workloads.ops.norms).
 //
 // Simplified: the masked and log-softmax variants and the non-last-dim (inner size > 1)
-// kernels are left out; strides are int (int64_t in ATen for the block kernel's offsets).
+// kernels are left out (and with them the NaN a fully masked row stores); strides are int
+// (int64_t in ATen for the block kernel's offsets). The persistent kernel's guarded loads are
+// predicated loads (load_if), its conversions follow all of the row's loads.
 // Reproduced from memory of PyTorch 2.0's sources, not copied.
 // ptx: nvcc -ptx -O3 -arch=sm_90 torch_softmax.cu -o torch_softmax.ptx
 // ptx: nvcc -ptx -O3 -arch=sm_80 torch_softmax.cu -o torch_softmax.sm_80.ptx
