@@ -79,3 +79,22 @@ def test_xqa_kernel_refuses_unsupported_page():
     """The template reads one 64-token page per tile; other pages are refused."""
     with pytest.raises(InputError, match="page"):
         xqa_kernel(4, page=32)
+
+
+def test_decode_attention_key_routes_decode_to_xqa():
+    """kernels.decode_attention = "xqa" plans decode through the XQA launch; "fa3" and
+    non-decode shapes keep the FlashAttention-3-style template."""
+    import models
+    from workloads.ops import build_op
+
+    sizes = {"batch": 2, "heads": 32, "kv_heads": 8, "seqlen": 1, "seqlen_k": 300,
+             "headdim": 128, "shape_only": True}
+    xqa = models.load_preset("h100_sxm", {"kernels.decode_attention": "xqa"})
+    launch = build_op("attention", xqa, **sizes).launches[0]
+    assert launch.entry.startswith("xqa_decode_bf16_g4")
+    assert launch.grid == (1, sub_sequences(132, 2, 8, 300), 16)
+    assert launch.block == (128, 1, 3)
+    prefill = build_op("attention", xqa, **{**sizes, "seqlen": 64, "seqlen_k": 64})
+    assert prefill.launches[0].entry.startswith("attn_fwd")
+    fa3 = build_op("attention", models.load_preset("h100_sxm"), **sizes)
+    assert fa3.launches[0].entry.startswith("attn_fwd")

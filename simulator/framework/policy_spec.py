@@ -31,6 +31,7 @@ from simulator.framework.config import COUNT_MAXIMUM, Problem, SpecMixin, spec_f
 
 GemmTileRule = Literal["n128", "n256", "waves", "fill", "last_wave", "last_wave_pairs"]
 SplitCombine = Literal["kernel", "inline"]
+DecodeAttention = Literal["fa3", "xqa"]
 CommCacheHints = Literal["plain", "deepep", "deepep_evict_first"]
 GemmEpilogue = Literal["tma", "registers"]
 GemmL2Policy = Literal["normal", "stream_weights"]
@@ -183,6 +184,13 @@ class KernelsSpec(SpecMixin):
         default="inline",
         source="decode-attention FIT rows (workloads.calibration.attention_accuracy "
                "--fit-combine)")
+    decode_attention: DecodeAttention = spec_field(
+        "The program decode attention (one query token, head dim 128, 16-bit KV, no MLA) "
+        "runs on sm_90a: \"fa3\" (the FlashAttention-3-style template with the choices "
+        "below) or \"xqa\" (TensorRT-LLM's XQA decode kernel, `templates.xqa`).",
+        default="fa3",
+        source="decode-attention FIT rows (workloads.calibration.attention_accuracy "
+               "--kernel fa3|xqa --subset fit)")
     attention_packed_decode_ctas_per_sm: int = spec_field(
         "CTAs per SM of packed GQA decode attention (1, or 2 where two fit as for unpacked "
         "decode).", default=1, minimum=1, maximum=2,

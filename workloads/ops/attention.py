@@ -51,6 +51,8 @@ the op runs with random data, above in timing mode (`isa.ShapeOnly`). `fidelity=
 "sampled"` uses `attention_sampling` (three reduced launches, fitted per CTA).
 `backward=True` (`--backward`) plans the backward instead (`attention_backward`: the
 FA2/FA3-style preprocess, main and postprocess kernels; flops 2.5 x the forward's).
+`kernels.decode_attention = "xqa"` sends decode (one query token, head dim 128, bf16/fp16,
+not MLA) on sm_90a to `attention_xqa` (TensorRT-LLM's XQA kernel and launch) instead.
 Template by ISA target (`workloads.kernels.templates.targets.pick_template`): the choices
 above are the `sm_90a` templates'; an sm_80 chip (a100_sxm) runs the forward through
 `attention_sm80` (FlashAttention-2 style, its own choices); the backward and MLA decode have
@@ -73,7 +75,7 @@ from models.cta_dispatch import occupancy
 from workloads.codesign.codesign_ops import attention_hook
 from workloads.kernels.templates.attention import ELEM, MAX_SHARED, attention_kernel
 from workloads.kernels.templates.targets import Template, pick_template
-from workloads.ops import attention_backward, attention_sm80
+from workloads.ops import attention_backward, attention_sm80, attention_xqa
 from workloads.ops import attention_sampling as sampling
 from workloads.ops.registry import (
     HOST_BYTES_PER_CTA,
@@ -307,6 +309,11 @@ def plan(config, kind: str, sizes: dict, *, batch, heads, kv_heads, seqlen_q, se
             seqlen_q=seqlen_q, seqlen_k=seqlen_k, headdim=headdim, headdim_v=headdim_v,
             causal=causal, dtype=dtype, scale=scale, seed=seed, shape_only=shape_only,
             flops=flops, nbytes=nbytes, kv_page=kv_page)
+    if attention_xqa.applies(config, seqlen_q, headdim, headdim_v, v_from_k, dtype):
+        return attention_xqa.plan(config, kind, sizes, batch=batch, heads=heads,
+                                  kv_heads=kv_heads, seqlen_k=seqlen_k, dtype=dtype,
+                                  scale=scale, seed=seed, shape_only=shape_only, flops=flops,
+                                  nbytes=nbytes)
     choice = choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_v,
                     causal, v_from_k, kv_page)
     kernel = attention_kernel(headdim, headdim_v, choice["m_tile"], choice["kv_block"],
