@@ -28,9 +28,12 @@ The one fitted number that reaches these rows is `launch.kernel_overhead_us`, fi
 with small-M GEMM fit rows). MAPE and Pearson r are reported per family on the held-back
 rows; the current figures and the rows that miss are in docs/accuracy.md.
 
-Left out: the measured times are TensorRT-LLM's own decode kernel (XQA), not the
-FlashAttention-3-style template simulated here, and no model of that kernel is made; the
-rows' remaining miss at short caches is that kernel's cost per (request, KV head).
+The program simulated is `kernels.decode_attention` (`--kernel`): "fa3", the
+FlashAttention-3-style template with the choices above, or "xqa", the XQA-style template
+(`workloads.kernels.templates.xqa`, TensorRT-LLM's decode kernel as its sources describe it,
+with XQA's launch); the two are compared on `--subset fit` before held-back rows are read.
+Left out: TensorRT-LLM's dispatch between XQA and its other decode kernels (MHA rows may run
+another kernel); per-row kernel choice.
 
     python -m workloads.calibration.attention_accuracy --limit 3     # 3 held rows/family
     python -m workloads.calibration.attention_accuracy               # all 344 (~12 min)
@@ -40,6 +43,7 @@ rows' remaining miss at short caches is that kernel's cost per (request, KV head
     python -m workloads.calibration.attention_accuracy --fit-combine # ~25 min
     python -m workloads.calibration.attention_accuracy --fit-paged   # ~25 min
     python -m workloads.calibration.attention_accuracy --fit-whole   # ~15 min
+    python -m workloads.calibration.attention_accuracy --kernel xqa --subset fit --limit 3
 
 `BASELINE` (`attention_accuracy_baseline.json`) stores what was measured (date, preset,
 fidelity, per-row simulated times, MAPE and r); the tests recompute a few held-back rows
@@ -139,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--subset", choices=("held", "fit"), default="held")
     p.add_argument("--fidelity", default=None, help="sampled or full (default: best available)")
     p.add_argument("--limit", type=int, default=None, help="rows per family")
+    p.add_argument("--kernel", choices=KERNELS, default=None,
+                   help="kernels.decode_attention: the decode program simulated (default: "
+                        "the preset's)")
     p.add_argument("--write-baseline", action="store_true", help=f"write {BASELINE.name}")
     for flag, (*_, about) in FIT_SETTINGS.items():
         p.add_argument(f"--fit-{flag}", action="store_true", help=f"score {about}")
@@ -151,12 +158,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"{k}: {v['rows']} rows MAPE {v['mape_pct']:.1f}% r {v['pearson_r']:.3f}"
                 for k, v in scores.items()) + f" -> {best}")
             return 0
-    df = simulate(pick(a.subset, a.limit), fidelity, progress=True)
+    overrides = {"kernels.decode_attention": a.kernel} if a.kernel else None
+    df = simulate(pick(a.subset, a.limit), fidelity, progress=True, overrides=overrides)
     print(_table(df))
     m = metrics(df)
     for family, v in m.items():
-        print(f"{a.subset} {family}: {v['rows']} rows, MAPE {v['mape_pct']:.1f}%, "
-              f"Pearson r {v['pearson_r']:.3f}")
+        print(f"{a.subset} {a.kernel or 'preset'} {family}: {v['rows']} rows, "
+              f"MAPE {v['mape_pct']:.1f}%, Pearson r {v['pearson_r']:.3f}")
     if a.write_baseline:
         scoring.write_baseline(BASELINE, df, {
             "family": "family", "batch": "batch_size", "heads": "num_heads",
@@ -193,6 +201,11 @@ FIT_SETTINGS = {
               "packed GQA decode blocks cut to the keys and whole pages on the GQA fit rows")}
 """`--fit-gqa` / `--fit-combine` / `--fit-paged` / `--fit-whole`: (config key, values tried,
 GQA rows only, what the flag scores)."""
+
+
+KERNELS = ("fa3", "xqa")
+"""`--kernel`: values of `kernels.decode_attention` (FlashAttention-3-style template or the
+XQA-style one, `workloads.kernels.templates.xqa`)."""
 
 
 def load_baseline() -> dict:
