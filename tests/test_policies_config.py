@@ -35,7 +35,7 @@ FORMER_SWITCHES = {
     "kernels": ("attention_split_combine", "attention_packed_decode_ctas_per_sm",
                 "attention_packed_decode_whole_pages", "attention_kv_page_keys",
                 "gemm_tile_rule", "comm_cache_hints", "gemm_epilogue",
-                "gemm_l2_policy"),
+                "gemm_l2_policy", "decode_attention"),
 }
 """Every key of the two tables: the former module switches, and the keys added since."""
 
