@@ -183,3 +183,14 @@ def test_stream_weights_keeps_the_reread_activations_in_a_small_l2():
     streamed = _l2_miss_sectors(config, "stream_weights", m, n, k)
     assert normal == pytest.approx(b_sectors + 3 * a_sectors, rel=0.01)
     assert streamed == pytest.approx(b_sectors + a_sectors, rel=0.01)
+
+
+def test_a_sampled_op_under_an_l2_policy_says_to_time_it_in_full():
+    """The op model's reduced launches do not follow `stream_weights` (docs/communication.md):
+    a sampled plan under it says so in its note; under `normal` it does not."""
+    config = models.load_preset("h800_sxm")
+    for policy, warned in (("stream_weights", True), ("normal", False)):
+        plan = build_op("gemm", config, m=4096, n=7168, k=16384, dtype="fp8",
+                        scaling="deepseek", l2_policy=policy)
+        assert plan.samples
+        assert ("time this policy at full fidelity" in plan.sample_note) is warned

@@ -491,6 +491,11 @@ def gemm_op(config, m: int, n: int, k: int, dtype: str = "bf16", scaling: str = 
                                  None if shape is not None
                                  else plain_footprint(tm, choice, ELEM[dtype], config, tn,
                                                       OUT_BYTES[out_dtype]))
+    if points and l2_policy != "normal":
+        note += (f"; L2 policy {l2_policy}: the reduced launches miss how the whole launch's "
+                 "evict-first B lines lose their reuse between a round's m-blocks (a 4096x7168"
+                 "x6144 fp8 GEMM: sampled -26 % HBM bytes, full +37 %; docs/communication.md"
+                 "), so time this policy at full fidelity")
     samples, shares = [], []
     for p in points:
         shares.append((p.tile_limit or walked) * (p.k_tiles or k_tiles) / (walked * k_tiles))
