@@ -17,9 +17,9 @@ class RecordingMemory(FixedLatencyMemory):
         super().__init__(config)
         self.sm_ids: set[int] = set()
 
-    def access(self, sm_id, kind, sectors, now_ps, ops=1):
+    def access(self, sm_id, kind, sectors, now_ps, ops=1, policy=None):
         self.sm_ids.add(sm_id)
-        return super().access(sm_id, kind, sectors, now_ps)
+        return super().access(sm_id, kind, sectors, now_ps, ops, policy)
 
 
 def _run(cfg, sms, n_ctas=264):

@@ -136,17 +136,18 @@ class CompressedStoreMemory:
         return attach(sheet) if attach else []
 
     def access(self, sm_id: int, kind: str, sectors: np.ndarray, now_ps: int,
-               ops: int = 1) -> int:
-        """Completion time in ps of one warp's access (`models.flat_memory` Contract)."""
+               ops: int = 1, policy: np.ndarray | None = None) -> int:
+        """Completion time in ps of one warp's access (`models.flat_memory` Contract; the
+        policy row goes with every part handed to the inner memory)."""
         if kind != "store" or sectors.size == 0 or not self.windows:
-            return self.inner.access(sm_id, kind, sectors, now_ps, ops)
+            return self.inner.access(sm_id, kind, sectors, now_ps, ops, policy)
         which = np.searchsorted(self._firsts, sectors, side="right") - 1
         inside = (which >= 0) & (sectors < self._lasts[np.maximum(which, 0)])
         if not inside.any():
-            return self.inner.access(sm_id, kind, sectors, now_ps)
+            return self.inner.access(sm_id, kind, sectors, now_ps, ops, policy)
         done = now_ps
         if not inside.all():
-            done = self.inner.access(sm_id, kind, sectors[~inside], now_ps)
+            done = self.inner.access(sm_id, kind, sectors[~inside], now_ps, ops, policy)
         charged, packed = 0, []
         for index in np.unique(which[inside]).tolist():
             w = self.windows[index]
@@ -165,7 +166,7 @@ class CompressedStoreMemory:
             done = max(done, engine.reserve(now_ps, charged * SECTOR_BYTES))
         fresh = np.concatenate(packed)
         if fresh.size:
-            done = max(done, self.inner.access(sm_id, kind, fresh, now_ps))
+            done = max(done, self.inner.access(sm_id, kind, fresh, now_ps, ops, policy))
         return done
 
 
