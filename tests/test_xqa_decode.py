@@ -98,3 +98,17 @@ def test_decode_attention_key_routes_decode_to_xqa():
     assert prefill.launches[0].entry.startswith("attn_fwd")
     fa3 = build_op("attention", models.load_preset("h100_sxm"), **sizes)
     assert fa3.launches[0].entry.startswith("attn_fwd")
+
+
+def test_decode_attention_xqa_leaves_mha_decode_to_fa3():
+    """With kernels.decode_attention = "xqa", MHA decode (kv_heads == heads) keeps the
+    FlashAttention-3-style template (TensorRT-LLM runs MMHA there); MQA goes to XQA."""
+    import models
+    from workloads.ops import build_op
+
+    xqa = models.load_preset("h100_sxm", {"kernels.decode_attention": "xqa"})
+    sizes = {"batch": 2, "seqlen": 1, "seqlen_k": 300, "headdim": 128, "shape_only": True}
+    mha = build_op("attention", xqa, heads=32, kv_heads=32, **sizes)
+    assert mha.launches[0].entry.startswith("attn_fwd")
+    mqa = build_op("attention", xqa, heads=32, kv_heads=1, **sizes)
+    assert mqa.launches[0].entry.startswith("xqa_decode_bf16_g32")

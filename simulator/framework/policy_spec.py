@@ -187,7 +187,10 @@ class KernelsSpec(SpecMixin):
     decode_attention: DecodeAttention = spec_field(
         "The program decode attention (one query token, head dim 128, 16-bit KV, no MLA) "
         "runs on sm_90a: \"fa3\" (the FlashAttention-3-style template with the choices "
-        "below) or \"xqa\" (TensorRT-LLM's XQA decode kernel, `templates.xqa`).",
+        "below) or \"xqa\" (TensorRT-LLM's XQA decode kernel, `templates.xqa`, for "
+        "GQA/MQA shapes, kv_heads < heads; MHA shapes run the \"fa3\" template, since "
+        "TensorRT-LLM's runtime runs its masked-MHA (MMHA) kernel for them, which is not "
+        "modelled).",
         default="fa3",
         source="decode-attention FIT rows (workloads.calibration.attention_accuracy "
                "--kernel fa3|xqa --subset fit)")

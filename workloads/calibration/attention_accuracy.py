@@ -31,9 +31,9 @@ rows; the current figures and the rows that miss are in docs/accuracy.md.
 The program simulated is `kernels.decode_attention` (`--kernel`): "fa3", the
 FlashAttention-3-style template with the choices above, or "xqa", the XQA-style template
 (`workloads.kernels.templates.xqa`, TensorRT-LLM's decode kernel as its sources describe it,
-with XQA's launch); the two are compared on `--subset fit` before held-back rows are read.
-Left out: TensorRT-LLM's dispatch between XQA and its other decode kernels (MHA rows may run
-another kernel); per-row kernel choice.
+with XQA's launch, for the GQA families only: the MHA families 32/32 and 64/64 run the "fa3"
+template under either value, TensorRT-LLM's masked-MHA (MMHA) kernel that measured them not
+being modelled); the two are compared on `--subset fit` before held-back rows are read.
 
     python -m workloads.calibration.attention_accuracy --limit 3     # 3 held rows/family
     python -m workloads.calibration.attention_accuracy               # all 344 (~12 min)
@@ -205,7 +205,7 @@ GQA rows only, what the flag scores)."""
 
 KERNELS = ("fa3", "xqa")
 """`--kernel`: values of `kernels.decode_attention` (FlashAttention-3-style template or the
-XQA-style one, `workloads.kernels.templates.xqa`)."""
+XQA-style one, `workloads.kernels.templates.xqa`, for GQA/MQA shapes)."""
 
 
 def load_baseline() -> dict:

@@ -51,8 +51,9 @@ the op runs with random data, above in timing mode (`isa.ShapeOnly`). `fidelity=
 "sampled"` uses `attention_sampling` (three reduced launches, fitted per CTA).
 `backward=True` (`--backward`) plans the backward instead (`attention_backward`: the
 FA2/FA3-style preprocess, main and postprocess kernels; flops 2.5 x the forward's).
-`kernels.decode_attention = "xqa"` sends decode (one query token, head dim 128, bf16/fp16,
-not MLA) on sm_90a to `attention_xqa` (TensorRT-LLM's XQA kernel and launch) instead.
+`kernels.decode_attention = "xqa"` sends GQA/MQA decode (one query token, kv_heads < heads,
+head dim 128, bf16/fp16, not MLA) on sm_90a to `attention_xqa` (TensorRT-LLM's XQA kernel
+and launch) instead; MHA decode stays here (TensorRT-LLM's MMHA kernel is not modelled).
 Template by ISA target (`workloads.kernels.templates.targets.pick_template`): the choices
 above are the `sm_90a` templates'; an sm_80 chip (a100_sxm) runs the forward through
 `attention_sm80` (FlashAttention-2 style, its own choices); the backward and MLA decode have
@@ -309,7 +310,8 @@ def plan(config, kind: str, sizes: dict, *, batch, heads, kv_heads, seqlen_q, se
             seqlen_q=seqlen_q, seqlen_k=seqlen_k, headdim=headdim, headdim_v=headdim_v,
             causal=causal, dtype=dtype, scale=scale, seed=seed, shape_only=shape_only,
             flops=flops, nbytes=nbytes, kv_page=kv_page)
-    if attention_xqa.applies(config, seqlen_q, headdim, headdim_v, v_from_k, dtype):
+    if attention_xqa.applies(config, heads, kv_heads, seqlen_q, headdim, headdim_v,
+                             v_from_k, dtype):
         return attention_xqa.plan(config, kind, sizes, batch=batch, heads=heads,
                                   kv_heads=kv_heads, seqlen_k=seqlen_k, dtype=dtype,
                                   scale=scale, seed=seed, shape_only=shape_only, flops=flops,

@@ -1,6 +1,11 @@
 """Decode attention through the XQA-style template (`workloads.kernels.templates.xqa`),
 with XQA's own launch: chosen by `kernels.decode_attention = "xqa"` for one query token,
-head dim 128 (Q/K and V), bf16/fp16, on an sm_90a chip.
+head dim 128 (Q/K and V), bf16/fp16, on an sm_90a chip, and only for GQA/MQA shapes
+(kv_heads < heads). MHA shapes (kv_heads == heads) stay on the FlashAttention-3-style
+template: TensorRT-LLM's runtime sends them to its masked-MHA (MMHA) decode kernel, which is
+not modelled here. The XQA sources this template follows (`cpp/kernels/xqa/`) do not contain
+that runtime dispatch, so the rule is not taken from them; the template itself runs MHA
+(one q head per KV head, N padded to 8), as the kernel's sources allow.
 
 Launch (TensorRT-LLM `launchHopperF8MHA`): grid (1, sub-sequences, kv heads x batch),
 384 threads, sub-sequences by `templates.xqa.sub_sequences` (about 0.75 CTA per SM,
@@ -38,11 +43,13 @@ NUMPY = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}
 FUNCTIONAL_ELEMENTS = 1 << 20
 
 
-def applies(config, seqlen_q: int, headdim: int, headdim_v: int, v_from_k: bool,
-            dtype: str) -> bool:
-    """Whether `kernels.decode_attention` sends this attention to the XQA template."""
+def applies(config, heads: int, kv_heads: int, seqlen_q: int, headdim: int,
+            headdim_v: int, v_from_k: bool, dtype: str) -> bool:
+    """Whether `kernels.decode_attention` sends this attention to the XQA template: decode
+    of a GQA/MQA shape (kv_heads < heads); MHA keeps the FlashAttention-3-style one."""
     return (config.kernels.decode_attention == "xqa" and seqlen_q == 1 and not v_from_k
-            and headdim == HEAD and headdim_v == HEAD and dtype in NUMPY)
+            and kv_heads < heads and headdim == HEAD and headdim_v == HEAD
+            and dtype in NUMPY)
 
 
 def _launch(kernel, b, h, hkv, sk, sub, dtype, shape_only, rng, scale, tag) -> Launch:
