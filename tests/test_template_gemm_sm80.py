@@ -31,6 +31,10 @@ VARIANTS = {
     "fp16-128x128-s5-odd-n": (dict(dtype="fp16", stages=5), 130, 131, 96),
     "bf16-64x128-s2-one-ktile": (dict(m_tile=64, stages=2), 64, 257, 32),
     "bf16-128x64-s8-more-stages-than-ktiles": (dict(n_tile=64, stages=8), 129, 64, 64),
+    # CTA rasterization: 7 and 3 n-tiles, so some CTAs of the last column group exit at once
+    "bf16-64x64-s3-swizzle8-idle-ctas": (dict(m_tile=64, n_tile=64, stages=3, swizzle_log=3),
+                                         130, 7 * 64 - 5, 40),
+    "fp16-128x64-s4-swizzle2": (dict(dtype="fp16", n_tile=64, swizzle_log=1), 260, 150, 64),
 }
 
 
@@ -76,13 +80,25 @@ def test_instructions_are_the_ampere_ones():
 def test_ptxas_sm80_assembles_without_spills_at_the_listed_registers(tiles, tmp_path):
     """ptxas -arch=sm_80 -v: no spill stores or loads, the register count PTXAS_REGISTERS
     gives the launch."""
-    kernel = gemm_sm80_kernel(*tiles, stages=5)
-    path = tmp_path / "gemm.ptx"
-    path.write_text(kernel.ptx)
-    out = subprocess.run(["ptxas", "-arch=sm_80", "-v", str(path), "-o", "/dev/null"],
-                         capture_output=True, text=True, check=True, timeout=300).stderr
-    assert "0 bytes spill stores, 0 bytes spill loads" in out
-    assert int(re.search(r"Used (\d+) registers", out).group(1)) == kernel.registers
+    for swizzle in (0, 3):          # the rasterized grid needs no more registers
+        kernel = gemm_sm80_kernel(*tiles, stages=5, swizzle_log=swizzle)
+        path = tmp_path / "gemm.ptx"
+        path.write_text(kernel.ptx)
+        out = subprocess.run(["ptxas", "-arch=sm_80", "-v", str(path), "-o", "/dev/null"],
+                             capture_output=True, text=True, check=True, timeout=300).stderr
+        assert "0 bytes spill stores, 0 bytes spill loads" in out
+        used = int(re.search(r"Used (\d+) registers", out).group(1))
+        assert used == kernel.registers if swizzle == 0 else used <= kernel.registers
+
+
+def test_swizzle_follows_cutlass_log_tile_and_grid_shape():
+    """`swizzle_log` is CUTLASS's get_log_tile for Identity8 (3 from 6 n-tiles, 2 from 3, 1
+    from 2); the grid holds every tile once, in runs of 2^s n-tiles per m-tile."""
+    from workloads.kernels.templates.gemm_sm80 import swizzle_log
+    assert [swizzle_log(n) for n in (1, 2, 3, 5, 6, 96)] == [0, 1, 2, 2, 3, 3]
+    kernel = gemm_sm80_kernel(swizzle_log=3)
+    assert kernel.grid(1000, 7 * 128) == (8 * 8, 1, 1)
+    assert kernel.entry.endswith("_sw8") and "@%p0 exit;" in kernel.ptx
 
 
 @pytest.mark.parametrize("kwargs, accepted", [
@@ -101,7 +117,7 @@ def test_gemm_op_on_a100_runs_the_ampere_template_and_computes_c():
     plan = build_op("gemm", a100, m=200, n=136, k=88)
     launch = plan.launches[0]
     assert launch.detail["template"] == "gemm_sm80_cpasync_mma"
-    assert launch.entry == "gemm_sm80_bf16_bf16_m128n128k32_s5"
+    assert launch.entry == "gemm_sm80_bf16_bf16_m128n128k32_s5_sw2"     # 2 n-tiles
     res = simulate_op(plan, a100, "full")
     assert res["kernel"]["ptx_target"] == "sm_80"
     a, b, c = launch.args[:3]

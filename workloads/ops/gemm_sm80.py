@@ -6,7 +6,11 @@ Tile choice, the same for every shape: CTA tiles 128x128x32 with 5 stages (cuBLA
 224 registers, so two CTAs share an A100 SM), 64 rows (columns) where M (N) is at most 64,
 as the smaller kernels cuBLAS picks for skinny GEMMs; the stages shrink to what
 `sm.max_shared_memory_per_cta_bytes` holds. The grid is one CTA per output tile (not
-persistent): the simulator's own sampling (wave extrapolation, chip slices) shortens it.
+persistent), rasterized as CUTLASS's library generates its Ampere GEMMs
+(`SwizzlingFunctor.Identity8`: runs of up to 8 n-tiles per m-tile, `swizzle_log`), which keeps
+a wave's operand panels in the L2 where the grid's A is larger than it; which rasterization
+cuBLAS picks per shape is not known. The simulator's own sampling (wave extrapolation, chip
+slices) shortens the grid.
 
 Accepted: bf16 or fp16 operands (f32 accumulation), C in bf16 or f32, K a multiple of 8.
 Refused with an `InputError` naming the op, the target and what exists: fp8 (needs sm_89),
@@ -17,9 +21,9 @@ launches of 2 and 8 rings of k-tiles ((stages + 1) k-tiles each), every one wave
 extrapolated linearly in the k-tiles, when K has at least 1.5 x the deeper one. A reduced
 launch passes the cut K as the kernel's K, which is also its operands' row stride, so its A
 and B rows lie closer together than the real operands'. Against full runs on a100_sxm:
-1024x1024x8192 165.38 against 165.03 µs, 2048x4096x4096 286.98 against 286.09 µs. HBM bytes
+1024x1024x8192 164.59 against 164.89 µs, 2048x4096x4096 287.11 against 286.19 µs. HBM bytes
 extrapolate with the time's weights, linearly in K, so they read low where the whole
-operands outgrow the L2 and the reduced ones do not (2048x4096x4096: 62.4 against 97.2 MB).
+operands outgrow the L2 and the reduced ones do not (2048x4096x4096: 70.7 against 104.8 MB).
 
 Left out: split-K, the tile heuristics of cuBLAS beyond the two tile widths. Units:
 elements, bytes, FLOP.
@@ -32,7 +36,12 @@ import numpy as np
 
 import isa
 from isa.errors import InputError
-from workloads.kernels.templates.gemm_sm80 import DTYPES, MAX_STAGES, gemm_sm80_kernel
+from workloads.kernels.templates.gemm_sm80 import (
+    DTYPES,
+    MAX_STAGES,
+    gemm_sm80_kernel,
+    swizzle_log,
+)
 from workloads.ops.gemm_sampling import reduced_k, sample_points
 from workloads.ops.registry import Launch, OpPlan
 
@@ -43,6 +52,7 @@ NUMPY = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}
 NUMPY_OUT = {"bf16": ml_dtypes.bfloat16, "f32": np.float32}
 ELEM = 2
 K_TILE = 32                    # the template's CTA k-tile
+SWIZZLE = 8                    # CUTLASS library's default rasterization (Identity8)
 OUT_BYTES = {"bf16": 2, "f32": 4}
 
 
@@ -66,8 +76,9 @@ def plan(config, template, m: int, n: int, k: int, dtype: str, out_dtype: str | 
                          "whose chip.isa_target is sm_90a (ptxsim models lists them)")
     out_dtype = out_dtype or "bf16"
     choice = {**choose_tiles(m, n, config), **tiles}
+    choice.setdefault("swizzle_log", swizzle_log(-(-n // choice["n_tile"]), SWIZZLE))
     kernel = gemm_sm80_kernel(choice["m_tile"], choice["n_tile"], choice["stages"], dtype,
-                              out_dtype)
+                              out_dtype, choice["swizzle_log"])
     if shape_only is None:
         shape_only = m * k + n * k + m * n > FUNCTIONAL_ELEMENTS
     if shape_only:

@@ -9,7 +9,12 @@ Kernel structure (CUTLASS 2.x `DefaultGemm` for `OpClassTensorOp` on `Sm80`, cuB
 
 * CTA tile m_tile x n_tile x 32 (128x128x32 by default), 4 warps in 2 x 2, each warp owning
   an (m_tile / 2) x (n_tile / 2) tile of C (64x64: 4 x 8 `mma` tiles, 128 f32 accumulators
-  per thread). Grid (ceil(M / m_tile), ceil(N / n_tile)): consecutive CTAs share B's tile.
+  per thread). Grid (ceil(M / m_tile), ceil(N / n_tile)): consecutive CTAs share B's tile;
+  with `swizzle_log` s > 0, CUTLASS's `GemmIdentityThreadblockSwizzle` rasterization: grid
+  (m-tiles x 2^s, ceil(n-tiles / 2^s)), CTA (x, y) computes tile (x >> s, (y << s) +
+  (x & (2^s - 1))), so consecutive CTAs walk 2^s n-tiles of one m-tile before the next
+  m-tile and a wave covers a compact block of C (both operands' panels reused in the L2);
+  a CTA past N exits at once.
 * shared memory (dynamic, `shared_bytes`): a ring of `stages` buffers, each the A tile
   (m_tile rows x 64 B) then the B tile (n_tile rows x 64 B). Rows are 32 K elements = four
   16-byte chunks; chunk c of row r is stored at chunk c ^ ((r >> 1) & 3) (an XOR swizzle),
@@ -32,9 +37,9 @@ Kernel structure (CUTLASS 2.x `DefaultGemm` for `OpClassTensorOp` on `Sm80`, cuB
 
 Requirements: K a multiple of 8 (each 16-byte chunk of a row lies inside or outside K, and
 rows stay 16-byte aligned, the `cp.async` alignment rule); M, N >= 1 of any size.
-Left out: split-K, tf32 inputs, other warp arrangements, the CTA rasterization swizzle
-CUTLASS uses for L2 locality, `ldmatrix` double-buffering of fragments across k16 steps
-(ptxas schedules the loads of both k16 steps ahead of the mmas itself).
+Left out: split-K, tf32 inputs, other warp arrangements, `ldmatrix` double-buffering of
+fragments across k16 steps (ptxas schedules the loads of both k16 steps ahead of the mmas
+itself).
 Units: elements, bytes, threads.
 """
 
@@ -74,6 +79,7 @@ class Config:
     stages: int = 4
     dtype: str = "bf16"
     out_dtype: str = "bf16"
+    swizzle_log: int = 0       # CTA rasterization: 2 ** swizzle_log n-tiles per m-tile run
 
     @property
     def warp_m(self) -> int:
@@ -104,7 +110,8 @@ class Config:
     @property
     def entry(self) -> str:
         return (f"gemm_sm80_{self.dtype}_{self.out_dtype}_m{self.m_tile}n{self.n_tile}"
-                f"k{K_TILE}_s{self.stages}")
+                f"k{K_TILE}_s{self.stages}"
+                + (f"_sw{1 << self.swizzle_log}" if self.swizzle_log else ""))
 
 
 @dataclass(frozen=True)
@@ -132,7 +139,12 @@ class GemmSm80Kernel:
         return PTXAS_REGISTERS[(self.config.m_tile, self.config.n_tile)]
 
     def grid(self, m: int, n: int) -> tuple[int, int, int]:
-        return (math.ceil(m / self.config.m_tile), math.ceil(n / self.config.n_tile), 1)
+        """(m-tiles x 2^s, ceil(n-tiles / 2^s), 1) for `swizzle_log` s (CUTLASS's
+        `GemmIdentityThreadblockSwizzle::get_grid_shape`)."""
+        s = self.config.swizzle_log
+        tiles_m = math.ceil(m / self.config.m_tile)
+        tiles_n = math.ceil(n / self.config.n_tile)
+        return (tiles_m << s, -(-tiles_n // (1 << s)), 1)
 
     def args(self, a, b, c, k: int | None = None) -> list:
         """Kernel arguments for A [M, K], B [N, K], C [M, N] (arrays or `isa.ShapeOnly`)."""
@@ -145,8 +157,19 @@ class GemmSm80Kernel:
         return [a, b, c, np.uint32(m), np.uint32(n), np.uint32(k)]
 
 
+def swizzle_log(n_tiles: int, most: int = 8) -> int:
+    """CUTLASS's `GemmIdentityThreadblockSwizzle<most>::get_log_tile` for a grid of `n_tiles`
+    tiles along N: 3 when most >= 8 and n_tiles >= 6, 2 when most >= 4 and n_tiles >= 3, 1
+    when most >= 2 and n_tiles >= 2, else 0 (few idle CTAs)."""
+    for log, least in ((3, 6), (2, 3), (1, 2)):
+        if most >= 1 << log and n_tiles >= least:
+            return log
+    return 0
+
+
 def gemm_sm80_kernel(m_tile: int = 128, n_tile: int = 128, stages: int = 4,
-                     dtype: str = "bf16", out_dtype: str = "bf16") -> GemmSm80Kernel:
+                     dtype: str = "bf16", out_dtype: str = "bf16",
+                     swizzle_log: int = 0) -> GemmSm80Kernel:
     """The kernel for these parameters (module docstring); an `InputError` for a choice the
     template does not have."""
     if dtype not in DTYPES:
@@ -158,7 +181,9 @@ def gemm_sm80_kernel(m_tile: int = 128, n_tile: int = 128, stages: int = 4,
             raise InputError(f"{name} {value}: accepted {', '.join(map(str, TILES))}")
     if not 2 <= stages <= MAX_STAGES:
         raise InputError(f"stages {stages}: accepted 2 .. {MAX_STAGES}")
-    cfg = Config(m_tile, n_tile, stages, dtype, out_dtype)
+    if swizzle_log not in (0, 1, 2, 3):
+        raise InputError(f"swizzle_log {swizzle_log}: accepted 0, 1, 2, 3")
+    cfg = Config(m_tile, n_tile, stages, dtype, out_dtype, swizzle_log)
     return GemmSm80Kernel(cfg, emit(cfg))
 
 
@@ -224,8 +249,19 @@ def _setup(cfg: Config) -> list[str]:
         "    shr.u32 %r2, %thr, 3;", "    and.b32 %r2, %r2, 3;", "    xor.b32 %r2, %r1, %r2;",
         f"    shl.b32 %r2, %r2, 4;\n    mad.lo.u32 %sts, %r0, {ROW_BYTES}, %r2;",
         "    shl.b32 %r3, %r1, 4;",                      # byte offset of the chunk in K
-        f"    mov.u32 %r4, %ctaid.x;\n    mul.lo.u32 %r4, %r4, {cfg.m_tile};",   # m0
-        f"    mov.u32 %r5, %ctaid.y;\n    mul.lo.u32 %r5, %r5, {cfg.n_tile};",   # n0
+        "    mov.u32 %r4, %ctaid.x;", "    mov.u32 %r5, %ctaid.y;",
+    ]
+    if cfg.swizzle_log:       # tile (x >> s, (y << s) + (x & (2^s - 1))); past N: no work
+        s = cfg.swizzle_log
+        lines += [f"    and.b32 %r8, %r4, {(1 << s) - 1};", f"    shr.u32 %r4, %r4, {s};",
+                  f"    shl.b32 %r5, %r5, {s};", "    add.u32 %r5, %r5, %r8;"]
+    lines += [
+        f"    mul.lo.u32 %r4, %r4, {cfg.m_tile};",                                 # m0
+        f"    mul.lo.u32 %r5, %r5, {cfg.n_tile};",                                 # n0
+    ]
+    if cfg.swizzle_log:
+        lines += ["    setp.ge.u32 %p0, %r5, %N;", "    @%p0 exit;"]
+    lines += [
         "    sub.u32 %r6, %M, 1;", "    sub.u32 %r7, %N, 1;",
     ]
     for i in range(la):       # A rows: m0 + (tid >> 2) + 32 i, clamped to M - 1
