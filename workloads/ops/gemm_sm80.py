@@ -92,15 +92,17 @@ def plan(config, template, m: int, n: int, k: int, dtype: str, out_dtype: str | 
         c = np.zeros((m, n), NUMPY_OUT[out_dtype])
     detail = {"tiles": choice, "template": template.name}
 
+    grid = kernel.grid(m, n)
+
     def launch(k_arg: int | None, timing_only: bool) -> Launch:
-        return Launch("gemm", kernel.ptx, kernel.entry, kernel.grid(m, n), kernel.block,
+        return Launch("gemm", kernel.ptx, kernel.entry, grid, kernel.block,
                       kernel.args(a, b, c, k_arg), kernel.shared_bytes,
                       timing_only=timing_only, detail=detail,
                       regs_per_thread=kernel.registers)
 
     k_tiles = -(-k // K_TILE)
-    tiles = kernel.grid(m, n)[0] * kernel.grid(m, n)[1]
-    points, note = sample_points(tiles, tiles, k_tiles, choice["stages"], persistent=False)
+    ctas = grid[0] * grid[1]
+    points, note = sample_points(ctas, ctas, k_tiles, choice["stages"], persistent=False)
     samples = tuple((p.weight, launch(reduced_k(k, K_TILE, p.k_tiles), True))
                     for p in points)
     flops = 2.0 * m * n * k

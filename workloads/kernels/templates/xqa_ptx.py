@@ -39,6 +39,15 @@ def _cols(cfg) -> int:
     return cfg.n // 4
 
 
+def _across_rows(op: str) -> list[str]:
+    """`op`.f32 of %f0 over the 8 lanes that hold one column (xor distances 4, 8, 16)."""
+    lines = []
+    for d in (4, 8, 16):
+        lines += [f"    shfl.sync.bfly.b32 %f1, %f0, {d}, 31, 0xffffffff;",
+                  f"    {op}.f32 %f0, %f0, %f1;"]
+    return lines
+
+
 def _elems(cfg, k: int) -> list[int]:
     """Accumulator elements (of N/2) in the thread's column k."""
     return [i for i in range(cfg.n // 2) if (i & 1) + 2 * (i // 4) == k]
@@ -237,10 +246,7 @@ def _gemm0(cfg) -> list[str]:
               "    add.u32 %r26, %r26, %r25;"]
     for k in range(_cols(cfg)):
         a, b = _elems(cfg, k)
-        lines += [f"    max.f32 %f0, %acc{a}, %acc{b};"]
-        for d in (4, 8, 16):
-            lines += [f"    shfl.sync.bfly.b32 %f1, %f0, {d}, 31, 0xffffffff;",
-                      "    max.f32 %f0, %f0, %f1;"]
+        lines += [f"    max.f32 %f0, %acc{a}, %acc{b};", *_across_rows("max")]
         lines += [f"    @%p4 st.shared.f32 [%r26+{4 * _col_off(k)}], %f0;"]
     lines += ["    bar.sync 1, 128;", "    shl.b32 %r27, %c0, 2;", "    add.u32 %r27, %r27, %r25;"]
     for k in range(_cols(cfg)):
@@ -251,10 +257,7 @@ def _gemm0(cfg) -> list[str]:
             lines += [f"    sub.f32 %acc{i}, %acc{i}, %m{k};",
                       f"    ex2.approx.ftz.f32 %acc{i}, %acc{i};"]
         a, b = _elems(cfg, k)
-        lines += [f"    add.f32 %f0, %acc{a}, %acc{b};"]
-        for d in (4, 8, 16):
-            lines += [f"    shfl.sync.bfly.b32 %f1, %f0, {d}, 31, 0xffffffff;",
-                      "    add.f32 %f0, %f0, %f1;"]
+        lines += [f"    add.f32 %f0, %acc{a}, %acc{b};", *_across_rows("add")]
         lines += [f"    @%p4 st.shared.f32 [%r26+{4 * (4 * n + _col_off(k))}], %f0;"]
     lines += ["    setp.eq.u32 %p5, %tx, %lane;", "    and.pred %p5, %p5, %p4;"]
     lines += [f"    @%p5 st.shared.f32 [%r27+{4 * (8 * n + _col_off(k))}], %m{k};"
