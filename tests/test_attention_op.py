@@ -14,8 +14,11 @@ from isa.errors import InputError
 from workloads.ops import attention_sampling as sampling
 from workloads.ops import build_op, simulate_op
 
-H100 = models.load_preset("h100_sxm")
-SMALL = models.load_preset("h100_sxm", {"sm.count": 4})
+FA3 = {"kernels.decode_attention": "fa3"}
+H100 = models.load_preset("h100_sxm", FA3)
+SMALL = models.load_preset("h100_sxm", {"sm.count": 4, **FA3})
+"""The FlashAttention-3-style template's decode choices are tested here, so decode runs it
+(`kernels.decode_attention`); the XQA-style kernel's tests: `tests/test_xqa_decode.py`."""
 
 
 def test_flops_and_bytes_follow_flashattention():
@@ -232,10 +235,13 @@ def test_decode_accuracy_is_not_worse_than_the_baseline():
     if not acc.BASELINE.exists():
         pytest.skip("no baseline: python -m workloads.calibration.attention_accuracy "
                     "--limit 3 --write-baseline")
-    rows = sorted(acc.load_baseline()["rows"],
-                  key=lambda r: r["batch"] * r["heads"] * r["kv_len"])[:3]
+    baseline = acc.load_baseline()
+    config = models.load_preset(acc.PRESET,
+                                {"kernels.decode_attention": baseline.get("kernel", "fa3")})
+    rows = sorted(baseline["rows"], key=lambda r: r["batch"] * r["heads"] * r["kv_len"])[:3]
     for r in rows:
-        sim = acc.simulate_row(r["batch"], r["heads"], r["kv_heads"], r["kv_len"])
+        sim = acc.simulate_row(r["batch"], r["heads"], r["kv_heads"], r["kv_len"],
+                               config=config)
         err = 100 * abs(sim - r["measured_us"]) / r["measured_us"]
         assert err <= abs(r["error_pct"]) + 2, (r, sim)
 

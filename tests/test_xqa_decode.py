@@ -89,14 +89,16 @@ def test_decode_attention_key_routes_decode_to_xqa():
 
     sizes = {"batch": 2, "heads": 32, "kv_heads": 8, "seqlen": 1, "seqlen_k": 300,
              "headdim": 128, "shape_only": True}
-    xqa = models.load_preset("h100_sxm", {"kernels.decode_attention": "xqa"})
+    xqa = models.load_preset("h100_sxm")
+    assert xqa.kernels.decode_attention == "xqa", "the preset's default"
     launch = build_op("attention", xqa, **sizes).launches[0]
     assert launch.entry.startswith("xqa_decode_bf16_g4")
     assert launch.grid == (1, sub_sequences(132, 2, 8, 300), 16)
     assert launch.block == (128, 1, 3)
     prefill = build_op("attention", xqa, **{**sizes, "seqlen": 64, "seqlen_k": 64})
     assert prefill.launches[0].entry.startswith("attn_fwd")
-    fa3 = build_op("attention", models.load_preset("h100_sxm"), **sizes)
+    fa3 = build_op("attention", models.load_preset("h100_sxm", {"kernels.decode_attention":
+                                                                "fa3"}), **sizes)
     assert fa3.launches[0].entry.startswith("attn_fwd")
 
 

@@ -35,6 +35,7 @@ DecodeAttention = Literal["fa3", "xqa"]
 CommCacheHints = Literal["plain", "deepep", "deepep_evict_first"]
 GemmEpilogue = Literal["tma", "registers"]
 GemmL2Policy = Literal["normal", "stream_weights"]
+L2Start = Literal["cold", "warm-inputs"]
 GEMM_TILE_RULES: tuple[str, ...] = typing.get_args(GemmTileRule)
 """The GEMM tile rules `workloads.ops.gemm.choose_tiles` knows (its module docstring)."""
 SPLIT_COMBINES: tuple[str, ...] = typing.get_args(SplitCombine)
@@ -138,6 +139,14 @@ class FidelitySpec(SpecMixin):
         "(`CachedMemory.precondition_l2`).", default=True,
         source="saxpy 16M elements on h100_sxm -29 % -> +1.7 %, SwiGLU 32768x2048 "
                "-30 % -> +1.7 %")
+    l2_start: L2Start = spec_field(
+        "What the L2 holds when a launch starts: \"cold\" (empty, a kernel timed alone "
+        "after a flush) or \"warm-inputs\" (the pointer arguments it loads from resident "
+        "and dirty, as just written by the kernel before it, when they fit in the L2 "
+        "together; `simulator.runner.l2_start`).", default="cold",
+        source="cold: ncu flushes the caches before each measured launch; warm-inputs: "
+               "the kernels of a profiled layer read what the one before wrote "
+               "(docs/accuracy.md, LLaMA-3-8B layer traces)")
     snapshot_growth: bool = spec_field(
         "The k_max-wave replay continues a copy of the k-wave one taken before the two "
         "differ instead of starting cold (`simulator.runner.replay_session`).",
@@ -191,10 +200,10 @@ class KernelsSpec(SpecMixin):
         "GQA/MQA shapes, kv_heads < heads; MHA shapes run the \"fa3\" template, since "
         "TensorRT-LLM's runtime runs its masked-MHA (MMHA) kernel for them, which is not "
         "modelled).",
-        default="fa3",
+        default="xqa",
         source="decode-attention FIT rows, all 344 (workloads.calibration."
                "attention_accuracy --kernel fa3|xqa --subset fit): fa3 15.7 %, xqa 14.2 % "
-               "MAPE (docs/accuracy.md, decode attention)")
+               "MAPE, the lower chosen as declared (docs/accuracy.md, decode attention)")
     attention_packed_decode_ctas_per_sm: int = spec_field(
         "CTAs per SM of packed GQA decode attention (1, or 2 where two fit as for unpacked "
         "decode).", default=1, minimum=1, maximum=2,

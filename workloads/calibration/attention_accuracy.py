@@ -159,17 +159,18 @@ def main(argv: list[str] | None = None) -> int:
                 for k, v in scores.items()) + f" -> {best}")
             return 0
     overrides = {"kernels.decode_attention": a.kernel} if a.kernel else None
+    kernel = models.load_preset(PRESET, overrides).kernels.decode_attention
     df = simulate(pick(a.subset, a.limit), fidelity, progress=True, overrides=overrides)
     print(_table(df))
     m = metrics(df)
     for family, v in m.items():
-        print(f"{a.subset} {a.kernel or 'preset'} {family}: {v['rows']} rows, "
+        print(f"{a.subset} {kernel} {family}: {v['rows']} rows, "
               f"MAPE {v['mape_pct']:.1f}%, Pearson r {v['pearson_r']:.3f}")
     if a.write_baseline:
         scoring.write_baseline(BASELINE, df, {
             "family": "family", "batch": "batch_size", "heads": "num_heads",
             "kv_heads": "num_key_value_heads", "kv_len": "kv_len"}, preset=PRESET,
-            fidelity=fidelity, metrics=m, subset=a.subset)
+            fidelity=fidelity, metrics=m, subset=a.subset, kernel=kernel)
         print(f"wrote {BASELINE}")
     return 0
 
@@ -179,13 +180,16 @@ def fit_setting(key: str, values: tuple, fidelity: str | None = None,
                 progress: bool = False) -> tuple:
     """MAPE and r over the FIT rows (optionally `limit` per family, GQA families only) with
     the config key `key` (dotted, `kernels.<name>`) at each of `values`; (the value of the
-    lowest MAPE, {value: metrics over all those rows})."""
+    lowest MAPE, {value: metrics over all those rows}). The settings are the
+    FlashAttention-3-style template's, so every row runs it (`kernels.decode_attention =
+    "fa3"`)."""
     rows = pick("fit", limit)
     if gqa_only:
         rows = rows[rows.num_heads != rows.num_key_value_heads]
     scores = {}
     for value in values:
-        df = simulate(rows, fidelity, progress, overrides={key: value})
+        df = simulate(rows, fidelity, progress,
+                      overrides={"kernels.decode_attention": "fa3", key: value})
         scores[value] = group_metrics(df, "family", overall=True)["all"]
     return min(scores, key=lambda k: scores[k]["mape_pct"]), scores
 

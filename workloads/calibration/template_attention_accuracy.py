@@ -8,9 +8,10 @@ timed earlier templates), CUDA events around each launch, L2 flushed
 (`median_us_flushed`). Each case is rebuilt by the attention op with its sizes and must
 yield the measured entry (the kernel's name spells its tiles, stages, packing and paging); a
 row whose entry differs is reported as "other program" and left out of the scores. The op
-builds the measured program: `kernels.attention_packed_decode_whole_pages` false (the
-short-cache packed GQA cases ran 16-key blocks; the op's default now builds whole 64-key
-pages there, docs/hardware.md).
+builds the measured program: `kernels.decode_attention` "fa3" (the measured kernels are the
+FlashAttention-3-style template's; the default runs GQA decode as XQA) and
+`kernels.attention_packed_decode_whole_pages` false (the short-cache packed GQA cases ran
+16-key blocks; the op's default now builds whole 64-key pages there, docs/hardware.md).
 Simulated: `time_us` less `launch.kernel_overhead_us` (what events around one launch see),
 sampled fidelity, `h100_sxm`; error = 100 (simulated - measured) / measured.
 
@@ -68,7 +69,8 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="config override of the preset")
     args = ap.parse_args(argv)
-    overrides = {"kernels.attention_packed_decode_whole_pages": False,
+    overrides = {"kernels.decode_attention": "fa3",
+                 "kernels.attention_packed_decode_whole_pages": False,
                  **dict(s.split("=", 1) for s in args.set)}
     config = models.load_preset(PRESET, overrides)
     df = measured()
