@@ -16,7 +16,13 @@ import isa
 import models
 from isa.errors import InputError
 from isa.targets import verify_target
-from workloads.kernels.templates.gemm_sm80 import PTXAS_REGISTERS, gemm_sm80_kernel
+from workloads.kernels.templates.gemm_sm80 import (
+    PTXAS_REGISTERS,
+    REDUCE_REGISTERS,
+    gemm_sm80_kernel,
+    splitk_reduce_kernel,
+)
+from workloads.ops.gemm_sm80 import choose_split_k
 from workloads.ops.registry import build_op, simulate_op
 
 IN = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}
@@ -62,6 +68,43 @@ def test_generated_kernel_matches_numpy_on_sm80(name):
     _check_product(a, b, c, cfg.out_dtype)
 
 
+# (generator arguments, M, N, K, slices, reduce output): uneven and empty slices, both vectors
+SPLIT_VARIANTS = {
+    "64x128-s3-3-slices-odd-bf16": (dict(m_tile=64, stages=3), 70, 130, 200, 3, "bf16"),
+    "128x64-s4-4-slices-f32": (dict(n_tile=64, stages=4, swizzle_log=1), 129, 64, 520, 4, "f32"),
+    # 3 k-tiles over 4 slices: the last slice is empty and writes zeros
+    "64x64-s2-empty-slice": (dict(m_tile=64, n_tile=64, stages=2), 64, 48, 96, 4, "bf16"),
+}
+
+
+@pytest.mark.parametrize("name", SPLIT_VARIANTS)
+def test_split_k_slices_and_reduction_match_numpy(name):
+    """Each K slice writes its partial product to the f32 workspace, the slices sum to A B^T
+    in f32, and the reduction writes that sum to C within C's rounding."""
+    kwargs, m, n, k, splits, out = SPLIT_VARIANTS[name]
+    kernel = gemm_sm80_kernel(out_dtype="f32", split_k=True, **kwargs)
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((m, k)).astype(IN["bf16"])
+    b = rng.standard_normal((n, k)).astype(IN["bf16"])
+    workspace = np.full((splits, m, n), np.nan, np.float32)
+    isa.run_kernel(kernel.ptx, kernel.entry, kernel.grid(m, n, splits), kernel.block,
+                   kernel.args(a, b, workspace), kernel.shared_bytes, target="sm_80")
+    _check_product(a, b, workspace.sum(axis=0), "f32")
+    reduce = splitk_reduce_kernel(out, 4 if m * n % 4 == 0 else 1)
+    c = np.zeros((m, n), OUT[out])
+    isa.run_kernel(reduce.ptx, reduce.entry, reduce.grid(m, n), reduce.block,
+                   reduce.args(workspace, c), 0, target="sm_80")
+    _check_product(a, b, c, out)
+
+
+def test_split_k_needs_an_f32_workspace_and_a_split_kernel():
+    """A split kernel writes f32 partial sums only; an unsplit kernel takes no slices."""
+    with pytest.raises(InputError, match="accepted f32"):
+        gemm_sm80_kernel(split_k=True)
+    with pytest.raises(InputError, match="has no K slices"):
+        gemm_sm80_kernel().grid(128, 128, 2)
+
+
 def test_instructions_are_the_ampere_ones():
     """cp.async ring, ldmatrix, mma.sync m16n8k16 and nothing of Hopper (.target sm_80)."""
     ptx = gemm_sm80_kernel().ptx
@@ -89,6 +132,49 @@ def test_ptxas_sm80_assembles_without_spills_at_the_listed_registers(tiles, tmp_
         assert "0 bytes spill stores, 0 bytes spill loads" in out
         used = int(re.search(r"Used (\d+) registers", out).group(1))
         assert used == kernel.registers if swizzle == 0 else used <= kernel.registers
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on PATH")
+def test_ptxas_sm80_assembles_split_k_kernels_without_spills(tmp_path):
+    """ptxas -arch=sm_80 -v: the split-K GEMMs spill nothing within the unsplit kernels'
+    registers; the reductions spill nothing at REDUCE_REGISTERS."""
+    kernels = [gemm_sm80_kernel(*tiles, stages=5, out_dtype="f32", swizzle_log=3,
+                                split_k=True) for tiles in sorted(PTXAS_REGISTERS)]
+    kernels += [splitk_reduce_kernel(*key) for key in sorted(REDUCE_REGISTERS)]
+    for kernel in kernels:
+        path = tmp_path / "kernel.ptx"
+        path.write_text(kernel.ptx)
+        out = subprocess.run(["ptxas", "-arch=sm_80", "-v", str(path), "-o", "/dev/null"],
+                             capture_output=True, text=True, check=True, timeout=300).stderr
+        assert "0 bytes spill stores, 0 bytes spill loads" in out
+        used = int(re.search(r"Used (\d+) registers", out).group(1))
+        assert used <= kernel.registers if hasattr(kernel, "config") else used == kernel.registers
+
+
+def test_split_k_rule_fills_one_wave_of_cta_slots():
+    """K slices = min(CTA slots // output tiles, k-tiles // (4 stages)), split from 2: on
+    a100_sxm 96 tiles of 2-per-SM kernels against 216 slots give 2; 192 tiles, or a K under
+    40 rings of 32, none."""
+    a100 = models.load_preset("a100_sxm")
+    assert choose_split_k(64, 12288, 12288, 64, 128, 5, a100) == 216 // 96
+    assert choose_split_k(128, 12288, 12288, 128, 128, 5, a100) == 2
+    assert choose_split_k(256, 12288, 12288, 128, 128, 5, a100) == 1
+    assert choose_split_k(128, 12288, 1024, 128, 128, 5, a100) == 1      # 32 k-tiles < 40
+    # one tile: the slices are bounded by K, 2048 / 32 / 20 = 3
+    assert choose_split_k(50, 70, 2048, 64, 128, 5, a100) == 3
+
+
+def test_gemm_op_splits_k_and_reduces_into_c():
+    """A one-tile GEMM with a long K runs as 3 K slices and a reduction on a100_sxm, and the
+    simulated launches write A B^T to C."""
+    a100 = models.load_preset("a100_sxm")
+    plan = build_op("gemm", a100, m=50, n=71, k=2048)
+    gemm, reduce = plan.launches
+    assert gemm.grid[2] == 3 and gemm.entry.endswith("_splitk")
+    assert reduce.entry == "gemm_sm80_splitk_reduce_f32_bf16_v1"      # 50 x 71: not 4-aligned
+    simulate_op(plan, a100, "full")
+    a, b = gemm.args[:2]
+    _check_product(a, b, reduce.args[1], "bf16")
 
 
 def test_swizzle_follows_cutlass_log_tile_and_grid_shape():
@@ -136,11 +222,11 @@ def test_what_the_sm80_template_lacks_is_refused_naming_it(sizes, what):
 
 
 def test_sampled_gemm_cuts_k_and_reads_the_full_run():
-    """A long K is cut to 12 and 48 k-tiles (two reduced launches, linear in the k-tiles):
+    """Unsplit, a long K is cut to 12 and 48 k-tiles (two reduced launches, linear in the k-tiles):
     512x512x4096 on a100_sxm reads the full run's time within 1 % (measured 86.948 against
     87.009 µs) and its HBM bytes; a short K runs as it is."""
     config = models.load_preset("a100_sxm")
-    plan = build_op("gemm", config, m=512, n=512, k=4096, dtype="bf16")
+    plan = build_op("gemm", config, m=512, n=512, k=4096, dtype="bf16", split_k=1)
     assert [launch.args[-1] for _, launch in plan.samples] == [12 * 32, 48 * 32]
     assert sum(w for w, _ in plan.samples) == pytest.approx(1.0)
     sampled = simulate_op(plan, config, "sampled")
@@ -149,3 +235,16 @@ def test_sampled_gemm_cuts_k_and_reads_the_full_run():
     assert sampled["time_us"] == pytest.approx(full["time_us"], rel=0.01)
     assert sampled["hbm_bytes"] == pytest.approx(full["hbm_bytes"], rel=0.01)
     assert not build_op("gemm", config, m=512, n=512, k=1024, dtype="bf16").samples
+
+
+def test_sampled_split_k_gemm_cuts_each_slice_and_reads_the_full_run():
+    """With 2 K slices of 96 k-tiles the reduced launches cut each slice to 12 and 48 k-tiles
+    (K 768 and 3072) and the reduction runs as it is: 64x12288x6144 on a100_sxm reads the
+    full run within 2 % (measured 171.42 against 168.66 µs)."""
+    config = models.load_preset("a100_sxm")
+    plan = build_op("gemm", config, m=64, n=12288, k=6144, dtype="bf16")
+    assert [launch.args[-1] for _, launch in plan.samples] == [768, 3072, 2]
+    assert plan.samples[-1][1] is plan.launches[1]
+    sampled = simulate_op(plan, config, "sampled")
+    full = simulate_op(plan, config, "full")
+    assert sampled["time_us"] == pytest.approx(full["time_us"], rel=0.02)

@@ -12,6 +12,20 @@ a wave's operand panels in the L2 where the grid's A is larger than it; which ra
 cuBLAS picks per shape is not known. The simulator's own sampling (wave extrapolation, chip
 slices) shortens the grid.
 
+Split-K, parallel (CUTLASS 2.x's `GemmSplitKParallel` with `ReduceSplitK`; cuBLASLt's
+skinny GEMMs run a GEMM kernel and then `cublasLt::splitKreduce_kernel`, recalled from
+profiles, not in the reference folder; the template's docstring): the K slices Z are
+`choose_split_k`'s, an occupancy rule, not a fit: slots = the compute SMs x the CTAs of this
+kernel one SM holds (`models.cta_dispatch.occupancy` at its registers and shared memory), tiles
+= the output tiles; Z = min(slots // tiles, k-tiles // (4 x stages)), and K is split where Z >=
+2: as many slices as one wave of the chip's CTA slots holds beside the output tiles (the
+tiles alone leave at least half the slots idle), each slice at least four rings of the stage
+ring long so that the prologue (stages - 1 k-tiles in flight before the first mma) stays
+under a quarter of it. Then the GEMM writes f32 partial sums to a workspace [Z, M, N] and a
+second launch reduces them into C. On a100_sxm (108 SMs): 64 and 128 x 12288 x 12288 (96
+tiles, 2 CTAs an SM: 216 slots) take Z = 2; every other shape of the LLMCompass rows runs
+unsplit. `split_k=1` (a `tiles` key) turns it off.
+
 Accepted: bf16 or fp16 operands (f32 accumulation), C in bf16 or f32, K a multiple of 8.
 Refused with an `InputError` naming the op, the target and what exists: fp8 (needs sm_89),
 tf32, and grouped GEMMs (no sm_80 template for them yet).
@@ -25,21 +39,30 @@ and B rows lie closer together than the real operands'. Against full runs on a10
 extrapolate with the time's weights, linearly in K, so they read low where the whole
 operands outgrow the L2 and the reduced ones do not (2048x4096x4096: 70.7 against 104.8 MB).
 
-Left out: split-K, the tile heuristics of cuBLAS beyond the two tile widths. Units:
+With split-K the reduced launches cut each slice's k-tiles (K cut to Z x the depth) and the
+reduction runs as it is.
+
+Left out: serial split-K, the tile heuristics of cuBLAS beyond the two tile widths. Units:
 elements, bytes, FLOP.
 """
 
 from __future__ import annotations
+
+import math
 
 import ml_dtypes
 import numpy as np
 
 import isa
 from isa.errors import InputError
+from models.cta_dispatch import occupancy
 from workloads.kernels.templates.gemm_sm80 import (
     DTYPES,
     MAX_STAGES,
+    PTXAS_REGISTERS,
+    THREADS,
     gemm_sm80_kernel,
+    splitk_reduce_kernel,
     swizzle_log,
 )
 from workloads.ops.gemm_sampling import reduced_k, sample_points
@@ -54,15 +77,31 @@ ELEM = 2
 K_TILE = 32                    # the template's CTA k-tile
 SWIZZLE = 8                    # CUTLASS library's default rasterization (Identity8)
 OUT_BYTES = {"bf16": 2, "f32": 4}
+MIN_SLICE_RINGS = 4            # a K slice runs at least this many rings of the stage ring
 
 
-def choose_tiles(m: int, n: int, config) -> dict:
-    """m_tile, n_tile and stages (module docstring)."""
+def choose_tiles(m: int, n: int, k: int, config) -> dict:
+    """m_tile, n_tile, stages and split_k (module docstring)."""
     m_tile = SMALL if m <= SMALL else 128
     n_tile = SMALL if n <= SMALL else 128
     stage_bytes = (m_tile + n_tile) * 32 * ELEM
     fits = config.sm.max_shared_memory_per_cta_bytes // stage_bytes
-    return {"m_tile": m_tile, "n_tile": n_tile, "stages": max(2, min(STAGES, MAX_STAGES, fits))}
+    stages = max(2, min(STAGES, MAX_STAGES, fits))
+    return {"m_tile": m_tile, "n_tile": n_tile, "stages": stages,
+            "split_k": choose_split_k(m, n, k, m_tile, n_tile, stages, config)}
+
+
+def choose_split_k(m: int, n: int, k: int, m_tile: int, n_tile: int, stages: int,
+                   config) -> int:
+    """K slices (module docstring): as many as one wave of the chip's CTA slots holds beside
+    the output tiles, each slice at least `MIN_SLICE_RINGS` rings of k-tiles; 1 (no split)
+    where that is under 2."""
+    resident = occupancy(config, THREADS, PTXAS_REGISTERS[(m_tile, n_tile)],
+                         stages * (m_tile + n_tile) * K_TILE * ELEM).ctas_per_sm
+    slots = (config.sm.count - config.sm.comm_count) * resident
+    tiles = -(-m // m_tile) * -(-n // n_tile)
+    longest = -(-k // K_TILE) // (MIN_SLICE_RINGS * stages)
+    return max(1, min(slots // tiles, longest))
 
 
 def plan(config, template, m: int, n: int, k: int, dtype: str, out_dtype: str | None,
@@ -75,39 +114,55 @@ def plan(config, template, m: int, n: int, k: int, dtype: str, out_dtype: str | 
                          f"one GEMM of {' or '.join(DTYPES)}; accepted: those, or a preset "
                          "whose chip.isa_target is sm_90a (ptxsim models lists them)")
     out_dtype = out_dtype or "bf16"
-    choice = {**choose_tiles(m, n, config), **tiles}
+    choice = {**choose_tiles(m, n, k, config), **tiles}
     choice.setdefault("swizzle_log", swizzle_log(-(-n // choice["n_tile"]), SWIZZLE))
+    splits = choice["split_k"]
     kernel = gemm_sm80_kernel(choice["m_tile"], choice["n_tile"], choice["stages"], dtype,
-                              out_dtype, choice["swizzle_log"])
+                              "f32" if splits > 1 else out_dtype, choice["swizzle_log"],
+                              split_k=splits > 1)
     if shape_only is None:
         shape_only = m * k + n * k + m * n > FUNCTIONAL_ELEMENTS
     if shape_only:
         a = isa.ShapeOnly((m, k), NUMPY[dtype])
         b = isa.ShapeOnly((n, k), NUMPY[dtype])
         c = isa.ShapeOnly((m, n), NUMPY_OUT[out_dtype])
+        workspace = isa.ShapeOnly((splits, m, n), np.float32)
     else:
         rng = np.random.default_rng(seed)
         a = rng.uniform(-1, 1, (m, k)).astype(NUMPY[dtype])
         b = rng.uniform(-1, 1, (n, k)).astype(NUMPY[dtype])
         c = np.zeros((m, n), NUMPY_OUT[out_dtype])
+        workspace = np.zeros((splits, m, n), np.float32)
     detail = {"tiles": choice, "template": template.name}
 
-    grid = kernel.grid(m, n)
+    grid = kernel.grid(m, n, splits)
 
     def launch(k_arg: int | None, timing_only: bool) -> Launch:
         return Launch("gemm", kernel.ptx, kernel.entry, grid, kernel.block,
-                      kernel.args(a, b, c, k_arg), kernel.shared_bytes,
-                      timing_only=timing_only, detail=detail,
+                      kernel.args(a, b, workspace if splits > 1 else c, k_arg),
+                      kernel.shared_bytes, timing_only=timing_only, detail=detail,
                       regs_per_thread=kernel.registers)
 
+    launches = [launch(None, shape_only)]
+    if splits > 1:
+        reduce = splitk_reduce_kernel(out_dtype, 4 if m * n % 4 == 0 else 1)
+        launches.append(Launch("gemm-splitk-reduce", reduce.ptx, reduce.entry,
+                               reduce.grid(m, n), reduce.block, reduce.args(workspace, c),
+                               timing_only=shape_only, detail=detail,
+                               regs_per_thread=reduce.registers))
     k_tiles = -(-k // K_TILE)
-    ctas = grid[0] * grid[1]
-    points, note = sample_points(ctas, ctas, k_tiles, choice["stages"], persistent=False)
-    samples = tuple((p.weight, launch(reduced_k(k, K_TILE, p.k_tiles), True))
+    slice_k_tiles = -(-k_tiles // splits)
+    ctas = grid[0] * grid[1] * splits
+    points, note = sample_points(ctas, ctas, slice_k_tiles, choice["stages"], persistent=False)
+    samples = tuple((p.weight, launch(reduced_k(k, K_TILE * splits, p.k_tiles), True))
                     for p in points)
+    shares = tuple(p.k_tiles / slice_k_tiles for p in points)
+    if samples and splits > 1:                  # the reduction, as it is
+        samples += ((1.0, launches[1]),)
+        shares += (math.nan,)
     flops = 2.0 * m * n * k
     nbytes = (m * k + n * k) * ELEM + m * n * OUT_BYTES[out_dtype]
     return OpPlan("gemm", {"m": m, "n": n, "k": k, "dtype": dtype, "scaling": "none"},
-                  (launch(None, shape_only),), flops, float(nbytes),
+                  tuple(launches), flops, float(nbytes),
                   f"tensor_{dtype}_tflops", samples=samples, sample_note=note,
-                  sample_work_shares=tuple(p.k_tiles / k_tiles for p in points))
+                  sample_work_shares=shares)

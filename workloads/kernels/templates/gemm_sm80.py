@@ -35,9 +35,18 @@ Kernel structure (CUTLASS 2.x `DefaultGemm` for `OpClassTensorOp` on `Sm80`, cuB
   `st.global.v2.f32`); pairs at the M and N edges, or any pair when N is odd, store each
   element alone, predicated off outside M x N.
 
+* parallel split-K (`split_k=True`, CUTLASS 2.x's `device::GemmSplitKParallel`): grid z is
+  the K slice; slice z of Z runs k-tiles [z q, min((z + 1) q, k-tiles)), q = ceil(k-tiles /
+  Z) (CUTLASS's `gemm_k_size`), and writes its f32 partial tile to slice z of C, an f32
+  workspace [Z, M, N]. `splitk_reduce_kernel` then sums the slices into C
+  (`reduction::kernel::ReduceSplitK`; cuBLASLt's `splitKreduce_kernel`): one thread per 4
+  elements (16-byte loads) or per element where M N is not a multiple of 4, 256 threads a
+  CTA. CUTLASS's other form, serial split-K (`SplitKSerial`: slices take turns on C behind
+  a semaphore), is left out.
+
 Requirements: K a multiple of 8 (each 16-byte chunk of a row lies inside or outside K, and
 rows stay 16-byte aligned, the `cp.async` alignment rule); M, N >= 1 of any size.
-Left out: split-K, tf32 inputs, other warp arrangements, `ldmatrix` double-buffering of
+Left out: serial split-K, tf32 inputs, other warp arrangements, `ldmatrix` double-buffering of
 fragments across k16 steps (ptxas schedules the loads of both k16 steps ahead of the mmas
 itself).
 Units: elements, bytes, threads.
@@ -80,6 +89,7 @@ class Config:
     dtype: str = "bf16"
     out_dtype: str = "bf16"
     swizzle_log: int = 0       # CTA rasterization: 2 ** swizzle_log n-tiles per m-tile run
+    split_k: bool = False      # a K slice per grid z, partial sums to slice z of an f32 C
 
     @property
     def warp_m(self) -> int:
@@ -111,7 +121,8 @@ class Config:
     def entry(self) -> str:
         return (f"gemm_sm80_{self.dtype}_{self.out_dtype}_m{self.m_tile}n{self.n_tile}"
                 f"k{K_TILE}_s{self.stages}"
-                + (f"_sw{1 << self.swizzle_log}" if self.swizzle_log else ""))
+                + (f"_sw{1 << self.swizzle_log}" if self.swizzle_log else "")
+                + ("_splitk" if self.split_k else ""))
 
 
 @dataclass(frozen=True)
@@ -138,21 +149,27 @@ class GemmSm80Kernel:
         """Registers per thread (`PTXAS_REGISTERS`)."""
         return PTXAS_REGISTERS[(self.config.m_tile, self.config.n_tile)]
 
-    def grid(self, m: int, n: int) -> tuple[int, int, int]:
-        """(m-tiles x 2^s, ceil(n-tiles / 2^s), 1) for `swizzle_log` s (CUTLASS's
-        `GemmIdentityThreadblockSwizzle::get_grid_shape`)."""
+    def grid(self, m: int, n: int, splits: int = 1) -> tuple[int, int, int]:
+        """(m-tiles x 2^s, ceil(n-tiles / 2^s), splits) for `swizzle_log` s (CUTLASS's
+        `GemmIdentityThreadblockSwizzle::get_grid_shape`, whose z is the K slices)."""
+        if splits != 1 and not self.config.split_k:
+            raise InputError(f"splits {splits}: {self.entry} has no K slices; accepted: 1, "
+                             "or a kernel generated with split_k=True")
         s = self.config.swizzle_log
         tiles_m = math.ceil(m / self.config.m_tile)
         tiles_n = math.ceil(n / self.config.n_tile)
-        return (tiles_m << s, -(-tiles_n // (1 << s)), 1)
+        return (tiles_m << s, -(-tiles_n // (1 << s)), splits)
 
     def args(self, a, b, c, k: int | None = None) -> list:
-        """Kernel arguments for A [M, K], B [N, K], C [M, N] (arrays or `isa.ShapeOnly`)."""
+        """Kernel arguments for A [M, K], B [N, K], C [M, N] (arrays or `isa.ShapeOnly`);
+        a split-K kernel's C is the f32 workspace [splits, M, N]."""
         m, kk = a.shape
         n = b.shape[0]
-        if b.shape[1] != kk or tuple(c.shape) != (m, n):
+        c_mn = tuple(c.shape)[-2:] if self.config.split_k else tuple(c.shape)
+        if b.shape[1] != kk or c_mn != (m, n):
+            want = "[splits, M, N]" if self.config.split_k else "[M, N]"
             raise InputError(f"operand shapes A {tuple(a.shape)}, B {tuple(b.shape)}, C "
-                             f"{tuple(c.shape)}: accepted A [M, K], B [N, K], C [M, N]")
+                             f"{tuple(c.shape)}: accepted A [M, K], B [N, K], C {want}")
         k = kk if k is None else k
         return [a, b, c, np.uint32(m), np.uint32(n), np.uint32(k)]
 
@@ -169,7 +186,7 @@ def swizzle_log(n_tiles: int, most: int = 8) -> int:
 
 def gemm_sm80_kernel(m_tile: int = 128, n_tile: int = 128, stages: int = 4,
                      dtype: str = "bf16", out_dtype: str = "bf16",
-                     swizzle_log: int = 0) -> GemmSm80Kernel:
+                     swizzle_log: int = 0, split_k: bool = False) -> GemmSm80Kernel:
     """The kernel for these parameters (module docstring); an `InputError` for a choice the
     template does not have."""
     if dtype not in DTYPES:
@@ -183,8 +200,106 @@ def gemm_sm80_kernel(m_tile: int = 128, n_tile: int = 128, stages: int = 4,
         raise InputError(f"stages {stages}: accepted 2 .. {MAX_STAGES}")
     if swizzle_log not in (0, 1, 2, 3):
         raise InputError(f"swizzle_log {swizzle_log}: accepted 0, 1, 2, 3")
-    cfg = Config(m_tile, n_tile, stages, dtype, out_dtype, swizzle_log)
+    if split_k and out_dtype != "f32":
+        raise InputError(f"out_dtype {out_dtype!r} with split_k: accepted f32 (the partial "
+                         "sums' workspace; `splitk_reduce_kernel` writes C in its type)")
+    cfg = Config(m_tile, n_tile, stages, dtype, out_dtype, swizzle_log, split_k)
     return GemmSm80Kernel(cfg, emit(cfg))
+
+
+REDUCE_THREADS = 256
+
+
+@dataclass(frozen=True)
+class SplitKReduceKernel:
+    """The split-K reduction: C = sum over slices of the f32 workspace [slices, M, N]."""
+
+    out_dtype: str
+    vector: int                # elements per thread: 4 (16-byte loads) or 1
+    ptx: str
+
+    @property
+    def entry(self) -> str:
+        return f"gemm_sm80_splitk_reduce_f32_{self.out_dtype}_v{self.vector}"
+
+    @property
+    def block(self) -> tuple[int, int, int]:
+        return (REDUCE_THREADS, 1, 1)
+
+    @property
+    def registers(self) -> int:
+        """Registers per thread (`REDUCE_REGISTERS`)."""
+        return REDUCE_REGISTERS[(self.out_dtype, self.vector)]
+
+    def grid(self, m: int, n: int) -> tuple[int, int, int]:
+        """One thread per `vector` elements of C."""
+        return (-(-m * n // (self.vector * REDUCE_THREADS)), 1, 1)
+
+    def args(self, workspace, c) -> list:
+        """Arguments for the workspace [slices, M, N] (f32) and C [M, N]."""
+        splits, m, n = workspace.shape
+        if tuple(c.shape) != (m, n):
+            raise InputError(f"workspace {tuple(workspace.shape)} and C {tuple(c.shape)}: "
+                             "accepted workspace [slices, M, N], C [M, N]")
+        return [workspace, c, np.uint32(m * n), np.uint32(splits)]
+
+
+REDUCE_REGISTERS = {("bf16", 4): 30, ("f32", 4): 32, ("bf16", 1): 18, ("f32", 1): 16}
+"""Registers per thread of the reduction, by (out_dtype, vector) (`ptxas -arch=sm_80 -v`,
+CUDA 13.0, no spill)."""
+
+
+def splitk_reduce_kernel(out_dtype: str = "bf16", vector: int = 4) -> SplitKReduceKernel:
+    """The reduction of a parallel split-K GEMM (CUTLASS's `reduction::kernel::ReduceSplitK`,
+    cuBLASLt's `splitKreduce_kernel`): thread i sums elements [v i, v i + v) of every slice
+    of the f32 workspace in slice order and writes them to C in `out_dtype`; `vector` 4
+    (16-byte loads, CUTLASS's 128-bit access) needs M N a multiple of 4, 1 takes any."""
+    if out_dtype not in OUT_DTYPES:
+        raise InputError(f"out_dtype {out_dtype!r}: accepted {', '.join(OUT_DTYPES)}")
+    if vector not in (1, 4):
+        raise InputError(f"vector {vector}: accepted 1, 4")
+    entry = SplitKReduceKernel(out_dtype, vector, "").entry
+    return SplitKReduceKernel(out_dtype, vector, _emit_reduce(entry, out_dtype, vector))
+
+
+def _emit_reduce(entry: str, out_dtype: str, vector: int) -> str:
+    acc = [f"%a{j}" for j in range(vector)]
+    val = [f"%x{j}" for j in range(vector)]
+    load = (f"    ld.global.v4.f32 {{{', '.join(val)}}}, [%rd0];" if vector == 4
+            else "    ld.global.f32 %x0, [%rd0];")
+    lines = [
+        ".version 8.0", ".target sm_80", ".address_size 64", "",
+        f".visible .entry {entry}(",
+        "    .param .u64 ws,", "    .param .u64 c,", "    .param .u32 count,",
+        "    .param .u32 splits", ")", f".maxntid {REDUCE_THREADS}, 1, 1", "{",
+        "    .reg .pred %p<2>;", "    .reg .b32 %r<8>;", "    .reg .b64 %rd<4>;",
+        f"    .reg .f32 %a<{vector}>, %x<{vector}>;", "    .reg .b16 %h0;",
+        "    mov.u32 %r0, %tid.x;", "    mov.u32 %r1, %ctaid.x;",
+        f"    mad.lo.u32 %r0, %r1, {REDUCE_THREADS}, %r0;",
+        f"    mul.lo.u32 %r0, %r0, {vector};",                         # first element
+        "    ld.param.u32 %r2, [count];", "    ld.param.u32 %r3, [splits];",
+        "    setp.ge.u32 %p0, %r0, %r2;", "    @%p0 exit;",
+        "    ld.param.u64 %rd0, [ws];", "    ld.param.u64 %rd1, [c];",
+        "    cvta.to.global.u64 %rd0, %rd0;", "    cvta.to.global.u64 %rd1, %rd1;",
+        "    mul.wide.u32 %rd2, %r0, 4;", "    add.s64 %rd0, %rd0, %rd2;",
+        "    mul.wide.u32 %rd3, %r2, 4;",                              # slice stride
+    ] + [f"    mov.f32 {a}, 0f00000000;" for a in acc] + [
+        "    mov.u32 %r4, 0;",
+        "SLICE:", load,
+    ] + [f"    add.f32 {a}, {a}, {x};" for a, x in zip(acc, val, strict=True)] + [
+        "    add.s64 %rd0, %rd0, %rd3;", "    add.u32 %r4, %r4, 1;",
+        "    setp.lt.u32 %p1, %r4, %r3;", "    @%p1 bra SLICE;",
+        f"    mul.wide.u32 %rd2, %r0, {OUT_BYTES[out_dtype]};", "    add.s64 %rd1, %rd1, %rd2;",
+    ]
+    if out_dtype == "f32":
+        lines.append(f"    st.global.v4.f32 [%rd1], {{{', '.join(acc)}}};" if vector == 4
+                     else "    st.global.f32 [%rd1], %a0;")
+    elif vector == 4:
+        lines += ["    cvt.rn.bf16x2.f32 %r5, %a1, %a0;", "    cvt.rn.bf16x2.f32 %r6, %a3, %a2;",
+                  "    st.global.v2.b32 [%rd1], {%r5, %r6};"]
+    else:
+        lines += ["    cvt.rn.bf16.f32 %h0, %a0;", "    st.global.b16 [%rd1], %h0;"]
+    return "\n".join(lines + ["    ret;", "}"]) + "\n"
 
 
 def check_k(k: int) -> None:
@@ -227,7 +342,7 @@ def _head(cfg: Config) -> list[str]:
         "    .reg .b32 %thr, %lane, %warp, %M, %N, %K, %kt, %ktiles, %slot, %ldslot;",
         "    .reg .b32 %sts, %lda0, %lda1, %ldb0, %ldb1, %smem, %kcol, %ksz;",
         "    .reg .b64 %rdk;",
-    ]
+    ] + (["    .reg .b32 %kbeg;"] if cfg.split_k else [])
 
 
 def _setup(cfg: Config) -> list[str]:
@@ -244,6 +359,7 @@ def _setup(cfg: Config) -> list[str]:
         "    mov.u32 %smem, smem;",
         f"    add.u32 %ktiles, %K, {K_TILE - 1};",
         f"    shr.u32 %ktiles, %ktiles, {K_SHIFT};",
+    ] + (_split_range() if cfg.split_k else []) + [
         # this thread's copy slot: row (tid >> 2) + 32 i, chunk tid & 3, swizzled
         "    shr.u32 %r0, %thr, 2;", "    and.b32 %r1, %thr, 3;",
         "    shr.u32 %r2, %thr, 3;", "    and.b32 %r2, %r2, 3;", "    xor.b32 %r2, %r1, %r2;",
@@ -304,6 +420,21 @@ def _setup(cfg: Config) -> list[str]:
     return lines
 
 
+def _split_range() -> list[str]:
+    """Slice z = %ctaid.z of %nctaid.z: k-tiles [z q, min((z + 1) q, k-tiles)), q = ceil(k-tiles
+    / slices) (CUTLASS's `gemm_k_size`, in k-tiles); C moves to its slice z of [slices, M, N]
+    f32 (4-byte elements)."""
+    return [
+        "    mov.u32 %r20, %nctaid.z;", "    add.u32 %r21, %ktiles, %r20;",
+        "    sub.u32 %r21, %r21, 1;", "    div.u32 %r21, %r21, %r20;",
+        "    mov.u32 %r22, %ctaid.z;", "    mul.lo.u32 %kbeg, %r22, %r21;",
+        "    add.u32 %r21, %kbeg, %r21;", "    min.u32 %ktiles, %r21, %ktiles;",
+        "    mul.wide.u32 %rd3, %M, %N;", "    cvt.u64.u32 %rd4, %r22;",
+        "    mul.lo.u64 %rd3, %rd3, %rd4;", "    shl.b64 %rd3, %rd3, 2;",
+        "    add.s64 %rd2, %rd2, %rd3;",
+    ]
+
+
 def _load_tile(cfg: Config, kt: str, slot_bytes: str, guard: str = "") -> list[str]:
     """cp.async of k-tile `kt` (a register) into the slot at shared offset `slot_bytes`."""
     la, lb = _loads(cfg)
@@ -331,10 +462,12 @@ def _load_tile(cfg: Config, kt: str, slot_bytes: str, guard: str = "") -> list[s
 def _prologue(cfg: Config) -> list[str]:
     lines = []
     for s in range(cfg.stages - 1):
-        lines += [f"    mov.u32 %kt, {s};", "    setp.lt.u32 %p2, %kt, %ktiles;"]
+        first = f"    add.u32 %kt, %kbeg, {s};" if cfg.split_k else f"    mov.u32 %kt, {s};"
+        lines += [first, "    setp.lt.u32 %p2, %kt, %ktiles;"]
         lines += _load_tile(cfg, "%kt", str(s * cfg.stage_bytes), "%p2")
         lines.append("    cp.async.commit_group;")
-    return lines + ["    mov.u32 %kt, 0;", "    mov.u32 %slot, 0;",
+    start = "%kbeg" if cfg.split_k else "0"
+    return lines + [f"    mov.u32 %kt, {start};", "    mov.u32 %slot, 0;",
                     f"    mov.u32 %ldslot, {(cfg.stages - 1) * cfg.stage_bytes};"]
 
 
