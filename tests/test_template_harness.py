@@ -20,7 +20,7 @@ import template_run  # noqa: E402
 
 
 def _decode_launch():
-    config = models.load_preset("h100_sxm")
+    config = models.load_preset("h100_sxm", {"kernels.decode_attention": "fa3"})  # as exported
     plan = build_op("attention", config, batch=2, heads=8, kv_heads=2, seqlen=1,
                     seqlen_k=40, headdim=128, shape_only=False)
     return plan.launches[0]
