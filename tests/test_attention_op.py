@@ -47,7 +47,8 @@ def test_seqlen_q_is_accepted_for_seqlen():
 
 @pytest.mark.parametrize("sizes, flag", [
     (dict(batch=0), "--batch"), (dict(kv_heads=3), "--kv-heads"),
-    (dict(headdim=96), "--headdim"), (dict(headdim_v=320), "--headdim-v"),
+    (dict(headdim=80), "--headdim"), (dict(headdim_v=100), "--headdim-v"),
+    (dict(headdim_v=320), "--headdim-v"), (dict(headdim=96, backward=True), "--headdim"),
     (dict(dtype="fp8"), "--dtype"), (dict(causal=True, seqlen_k=64), "--causal"),
 ])
 def test_bad_sizes_name_their_flag(sizes, flag):
@@ -66,6 +67,19 @@ def test_prefill_uses_two_consumers_and_fa3_kv_blocks():
     assert p.launches[0].detail["tiles"]["kv_block"] == 128
     p = build_op("attention", H100, batch=1, heads=16, seqlen=2048, headdim=256)
     assert p.launches[0].detail["tiles"]["kv_block"] == 80
+
+
+def test_head_dim_96_takes_fa3_192_by_144_tiles_and_runs():
+    """Head dim 96 prefill: FA3's 192 x 144 tile (three consumer warpgroups, 512 threads,
+    128 launch registers); a small one simulates functionally."""
+    p = build_op("attention", H100, batch=1, heads=16, seqlen=4096, headdim=96, causal=True)
+    (fwd,) = p.launches
+    assert fwd.grid == (math.ceil(4096 / 192), 16, 1) and fwd.block == (512, 1, 1)
+    assert fwd.detail["tiles"]["kv_block"] == 144 and fwd.regs_per_thread == 128
+    small = build_op("attention", SMALL, batch=1, heads=2, seqlen=200, headdim=96, causal=True)
+    assert not small.launches[0].timing_only
+    r = simulate_op(small, SMALL, "full")
+    assert r["time_us"] >= r["roofline_us"] > 0
 
 
 def test_decode_packs_gqa_heads_and_splits_kv():

@@ -1,6 +1,7 @@
 """The fused attention template: generated PTX runs through `isa.run_kernel` and matches a
-float64 numpy attention (causal, GQA, packed heads, split-KV + combine, MLA's V = K[:Dv]);
-every variant assembles with ptxas; bad arguments are refused."""
+float64 numpy attention (causal, GQA, packed heads, split-KV + combine, MLA's V = K[:Dv],
+head dim 96); every variant assembles with ptxas without spills; bad arguments are
+refused."""
 
 from __future__ import annotations
 
@@ -42,6 +43,12 @@ VARIANTS = {
                              3, 1, 150, 8, 2, 1),
     "mha-paged32-split3-inline": (dict(headdim=64, m_tile=64, kv_block=16, page=32,
                                        split=True, inline_combine=True), 2, 1, 100, 2, 2, 3),
+    "d96-m192n144-ktail": (dict(headdim=96, m_tile=192, kv_block=144), 1, 200, 301, 2, 1, 1),
+    "d96-m192n144-causal-gqa": (dict(headdim=96, m_tile=192, kv_block=144, causal=True),
+                                1, 389, 389, 4, 2, 1),
+    "d96-fp16-m128": (dict(headdim=96, kv_block=48, dtype="fp16"), 1, 100, 150, 2, 2, 1),
+    "d96v64-decode-pack4-paged64": (dict(headdim=96, headdim_v=64, m_tile=64, kv_block=32,
+                                         pack=4, page=64), 2, 1, 150, 8, 2, 1),
 }
 
 
@@ -140,9 +147,21 @@ def test_shared_memory_layout_and_block():
     assert mla.shared_bytes == 9 * 64 * 128 * 3 + 8 * 5      # V read from the K tile
 
 
-@pytest.mark.parametrize("arg, value", [("headdim", 96), ("headdim_v", 320), ("m_tile", 256),
+def test_head_dim_96_uses_64_byte_swizzled_atoms():
+    """Head dim 96: Q/K/V in 32-column atoms of 64-byte rows (three per row), the same bytes
+    as dense tiles; FA3's 192-row tile takes 512 threads and 160 consumer registers."""
+    cfg = attention_kernel(headdim=96, m_tile=192, kv_block=144).config
+    assert (cfg.k_cols, cfg.d_atoms, cfg.v_atoms, cfg.k_span) == (32, 3, 3, 64)
+    assert cfg.q_bytes == 192 * 96 * 2 and cfg.stage_bytes == 2 * 144 * 96 * 2
+    assert cfg.threads == 512 and cfg.consumer_regs == 160
+    assert attention_kernel(headdim=128).config.k_cols == 64
+
+
+@pytest.mark.parametrize("arg, value", [("headdim", 80), ("headdim_v", 100),
+                                        ("headdim_v", 320), ("m_tile", 256),
                                         ("kv_block", 72), ("dtype", "fp8"), ("stages", 0),
                                         ("pack", 192), ("consumer_regs", 200),
+                                        ("consumer_regs", 160),
                                         ("page", 100)])
 def test_bad_arguments_are_refused_with_the_accepted_values(arg, value):
     """Each invalid generator argument raises InputError naming it."""
@@ -193,19 +212,26 @@ PTXAS = [dict(headdim=128), dict(headdim=192, headdim_v=128, causal=True),
          dict(headdim=128, m_tile=64, kv_block=96, pack=12, consumer_regs=232),
          dict(headdim=128, m_tile=64, pack=4, split=True, inline_combine=True),
          dict(headdim=128, m_tile=64, kv_block=64, pack=4, page=64),
-         dict(headdim=128, m_tile=64, kv_block=32, page=64, split=True, inline_combine=True)]
+         dict(headdim=128, m_tile=64, kv_block=32, page=64, split=True, inline_combine=True),
+         dict(headdim=96, m_tile=192, kv_block=144, causal=True),
+         dict(headdim=96, kv_block=128, dtype="fp16"),
+         dict(headdim=96, m_tile=64, kv_block=64, pack=8, page=64, split=True,
+              inline_combine=True)]
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not installed")
 @pytest.mark.parametrize("params", PTXAS, ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
 def test_generated_ptx_assembles_with_ptxas(params, tmp_path):
-    """The kernel (and the combine kernel of split variants) assemble for sm_90a."""
+    """The kernel (and the combine kernel of split variants) assemble for sm_90a without
+    spilling registers."""
     kern = attention_kernel(**params)
     for name, text in (("fwd", kern.ptx), ("combine", kern.combine_ptx)):
         if not text:
             continue
         src = tmp_path / f"{name}.ptx"
         src.write_text(text)
-        r = subprocess.run(["ptxas", "-arch=sm_90a", str(src), "-o", str(tmp_path / "k.cubin")],
-                           capture_output=True, text=True)
+        r = subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(src), "-o",
+                            str(tmp_path / "k.cubin")], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-2000:]
+        assert "0 bytes spill stores, 0 bytes spill loads" in r.stdout + r.stderr, \
+            (r.stdout + r.stderr)[-2000:]

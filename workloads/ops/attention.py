@@ -19,9 +19,12 @@ Choices, the same for every shape (no per-shape factors):
   x SM per (request, kv head) whatever the cache length up to 64 tokens (TensorRT-LLM runs
   another kernel for GQA than for MHA, whose rows keep two per SM);
 * m_tile 64 (one consumer warpgroup) when a CTA's rows (seqlen_q, x group when packed)
-  are at most 64, else 128 (two);
-* kv_block: the largest multiple of 16, at most 128, for which Q plus two K/V stages fit
-  in 227 KiB (128 for head dims up to 192/128, 80 for 256/256, as FA3's tile table), and
+  are at most 64, else 128 (two), or 192 (three, `HD96_TILE`) for head dim 96 as FA3's
+  tile table (FA3's 192-row tiles for head dim 64 are not taken: 128 there);
+* kv_block: the largest multiple of 16, at most 128 (144 for head dim 96), for which Q
+  plus two K/V stages fit in 227 KiB (128 for head dims up to 192/128, 80 for 256/256,
+  144 for 96/96, as FA3's tile table; FA3 runs head dim 96's P.V from shared memory, the
+  template from registers), and
   no more than the keys rounded up to 16 (a decode step over a short cache computes no
   padding block, and its sampled launches time blocks of the keys it really reads), except
   that packed GQA decode computes whole pages (`kernels.attention_packed_decode_whole_pages`:
@@ -92,6 +95,9 @@ DTYPES = tuple(ELEM)
 NUMPY = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}
 FUNCTIONAL_ELEMENTS = 1 << 20
 PACK_MAX_SEQLEN_Q = 64
+HD96_TILE = (192, 144)
+"""(m_tile, kv_block) for head dim 96: FA3's `tile_size_fwd_sm90` row for hdim <= 96
+(192 x 144, three consumer warpgroups)."""
 SPLIT_FILL = 0.8
 MAX_SPLITS = 128
 
@@ -104,9 +110,9 @@ def launch_regs(config, threads: int, ctas_per_sm: int = 1) -> int:
     return min(255, config.sm.registers_per_sm // (threads * ctas_per_sm) // 8 * 8)
 
 
-def _kv_block(budget_bytes: int, q_bytes: int, per_key: int) -> int:
-    """Largest multiple of 16 keys, at most 128, with Q + two K/V stages in the budget."""
-    return min(128, (budget_bytes - 64 - q_bytes) // (2 * per_key) // 16 * 16)
+def _kv_block(budget_bytes: int, q_bytes: int, per_key: int, cap: int = 128) -> int:
+    """Largest multiple of 16 keys, at most `cap`, with Q + two K/V stages in the budget."""
+    return min(cap, (budget_bytes - 64 - q_bytes) // (2 * per_key) // 16 * 16)
 
 
 def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_v,
@@ -118,10 +124,11 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
     group = heads // kv_heads
     pack = group if group > 1 and seqlen_q <= PACK_MAX_SEQLEN_Q else 0
     rows = seqlen_q * (pack or 1)
-    m_tile = 64 if rows <= 64 or v_from_k else 128      # MLA: 64 rows (FlashMLA)
+    wide = 64 if v_from_k else HD96_TILE[0] if headdim == 96 else 128
+    m_tile = 64 if rows <= 64 else wide                  # MLA: 64 rows (FlashMLA)
     if pack > m_tile and pack % m_tile:
         pack, rows = 0, seqlen_q
-        m_tile = 64 if rows <= 64 or v_from_k else 128
+        m_tile = 64 if rows <= 64 else wide
     block_rows = m_tile // pack * pack if 0 < pack < m_tile else m_tile
     q_bytes = headdim * m_tile * 2
     per_key = 2 * (headdim + (0 if v_from_k else headdim_v))
@@ -130,7 +137,8 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
     keys = 16 * math.ceil(seqlen_k / 16)
     if pack and page and kernels.attention_packed_decode_whole_pages:
         keys = max(keys, page)
-    kv_block = min(_kv_block(MAX_SHARED, q_bytes, per_key), keys)
+    cap = HD96_TILE[1] if headdim == 96 else 128
+    kv_block = min(_kv_block(MAX_SHARED, q_bytes, per_key, cap), keys)
     two_fit = _kv_block(config.sm.max_shared_memory_bytes // 2, q_bytes, per_key) // 64 * 64
     if m_tile == 64 and not v_from_k and two_fit >= 64:  # two CTAs per SM (docstring)
         kv_block = min(kv_block, two_fit)
@@ -152,7 +160,7 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
     return {"m_tile": m_tile, "kv_block": kv_block, "stages": 2, "pack": pack,
             "split": splits > 1, "splits": splits, "blocks_per_split": bps,
             "m_blocks": m_blocks, "ctas_per_sm": per_sm,
-            "consumer_regs": 232 if per_sm == 2 else 240,
+            "consumer_regs": 160 if m_tile == 192 else 232 if per_sm == 2 else 240,
             "inline_combine": (splits > 1 and kernels.attention_split_combine == "inline"
                                and not v_from_k),
             "page": page}
@@ -347,7 +355,8 @@ ATTENTION_FLAGS = (
     Flag("--kv-heads", "key/value heads (GQA; default: --heads)"),
     Flag("--seqlen", "query length (and key length unless --seqlen-k)", required=True),
     Flag("--seqlen-k", "key/value length (default: --seqlen)"),
-    Flag("--headdim", "head dimension of Q and K (multiple of 64)", default=128),
+    Flag("--headdim", "head dimension of Q and K (96 or a multiple of 64 up to 256)",
+         default=128),
     Flag("--headdim-v", "head dimension of V and O (default: --headdim)"),
     Flag("--causal", "causal mask (bottom-right aligned)", kind="switch", default=False),
     Flag("--dtype", "bf16 or fp16 (default bf16)", kind="str", default="bf16"),
@@ -385,8 +394,11 @@ def attention_op(config, batch, heads, seqlen=None, headdim=128, kv_heads=None, 
     if heads % kv_heads:
         raise InputError(f"--heads {heads} is not a multiple of --kv-heads {kv_heads}")
     for flag, d in (("--headdim", headdim), ("--headdim-v", headdim_v)):
-        if d % 64 or d > 256:
-            raise InputError(f"{flag} {d}: accepted a multiple of 64 up to 256")
+        if (d % 64 and d != 96) or d > 256:
+            raise InputError(f"{flag} {d}: accepted 96 or a multiple of 64 up to 256")
+        if backward and d % 64:
+            raise InputError(f"{flag} {d} with --backward: accepted a multiple of 64 up to "
+                             "256 (the backward template has no 96)")
     if causal and sq > sk:
         raise InputError(f"--causal with --seqlen {sq} > --seqlen-k {sk}: accepted "
                          "seqlen <= seqlen-k (bottom-right aligned mask)")

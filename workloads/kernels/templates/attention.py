@@ -17,15 +17,21 @@ Kernel structure (`block` = 128 x (consumers + 1) threads, one CTA per m_tile ro
   the q heads that share K/V share one CTA (FA3's PackGQA, FlashMLA's head packing); a
   CTA holds whole groups (block_rows = m_tile // group x group rows when group < m_tile,
   e.g. 60 of 64 rows for 12 heads) or a 64/128-head slice of a larger group.
+* shared-memory atoms: rows of 128 bytes (64 columns, 128B swizzle) when the head dim is
+  a multiple of 64; for head dim 96 rows of 64 bytes (32 columns, 64B swizzle, three atoms
+  per row), the atom CUTLASS's `ss_smem_selector` picks when 64 does not divide the K (or
+  MN) extent and FA3 uses for its hdim-96 kernels; wgmma descriptors use the matching
+  swizzle mode (K-major Q/K, MN-major V).
 * producer warp (one elected lane, `setmaxnreg.dec` to 24): TMA of the Q block (5-D map,
-  box 1 x m_tile x 64 elements per 128-byte atom), then for each KV block of `kv_block`
+  box 1 x m_tile x one atom's columns), then for each KV block of `kv_block`
   keys the K and V boxes (4-D maps) into a ring of `stages` buffers with full/empty
   mbarriers. With `v_from_k` (MLA) V is the first Dv columns of K: no V copies, the P.V
   wgmma reads the K tile.
-* consumer warpgroups (64 rows each, `setmaxnreg.inc` to `consumer_regs`: 240, or 232
-  for two CTAs per SM), per KV block: S = Q K^T
-  (SS wgmma m64 n kv_block k16, 128B-swizzled K-major descriptors), then wait; mask
-  (-inf past seqlen_k and, causal, above the diagonal; only in blocks that need it);
+* consumer warpgroups (64 rows each: m_tile 64, 128 or 192, `setmaxnreg.inc` to
+  `consumer_regs`: 240, 232 for two CTAs per SM, 160 for three warpgroups as FA3), per
+  KV block: S = Q K^T (SS wgmma m64 n kv_block k16, swizzled K-major descriptors), then
+  wait; mask (-inf past seqlen_k and, causal, above the diagonal; only in blocks that
+  need it);
   online softmax (row max over the 4 lanes by `shfl.bfly`, exponent by `ex2.approx` of
   s log2(e) scale - m, running row sums, O rescaled); P converted to 16-bit pairs, which
   are the A fragment of the RS wgmma O += P V (V MN-major, transposed descriptor, chunks
@@ -49,8 +55,9 @@ Kernel structure (`block` = 128 x (consumers + 1) threads, one CTA per m_tile ro
 Left out (simplifications timing studies should know): FA3's intra-warpgroup overlap of
 softmax with the next QK^T and its explicit ping-pong of the two consumer warpgroups (two
 warpgroups on one SM overlap only as the warp schedulers interleave them); one full
-barrier per stage for K and V together; no fp8 (e4m3) path; head dims must be multiples
-of 64 (no 96); with Dv = 512 (MLA) one warpgroup holds the whole 64 x 512 f32 O (256
+barrier per stage for K and V together; no fp8 (e4m3) path; head dims are multiples of 64
+or 96; P.V always takes P from registers (FA3 stages P in shared memory for its hdim-96
+tile); with Dv = 512 (MLA) one warpgroup holds the whole 64 x 512 f32 O (256
 registers: FlashMLA splits it over two warpgroups exchanging P through shared memory);
 no dropout, ALiBi, sliding window or varlen batches; the combine keeps no lse.
 """
@@ -85,7 +92,7 @@ class Config:
     pack: int             # 0: one q head per CTA; G: rows are (query, head) of G heads
     split: bool
     v_from_k: bool
-    consumer_regs: int = 240   # setmaxnreg.inc of the consumers (232: two CTAs per SM)
+    consumer_regs: int = 240   # consumers' setmaxnreg.inc (232: two CTAs/SM; 160: m_tile 192)
     inline_combine: bool = False   # split: the last CTA of a row block combines (no kernel)
     page: int = 0         # paged KV cache: keys per page (0: contiguous K/V)
 
@@ -95,10 +102,17 @@ class Config:
     ctas_per_sm = property(lambda s: 2 if s.consumer_regs == 232 else 1)
     """`.minnctapersm`: with two CTAs per SM ptxas must fit a thread in 128 registers
     (the consumers' 232 come from the producer's `setmaxnreg.dec`)."""
-    d_atoms = property(lambda s: s.headdim // 64)
-    v_atoms = property(lambda s: s.headdim_v // 64)
-    q_bytes = property(lambda s: s.d_atoms * s.m_tile * 128)
-    q_tx_bytes = property(lambda s: s.d_atoms * s.block_rows * 128)
+    k_cols = property(lambda s: atom_columns(s.headdim))
+    """Columns of one Q/K shared-memory atom: 64 (128-byte rows, 128B swizzle), or 32
+    (64-byte rows, 64B swizzle) for a head dim that is not a multiple of 64 (96), the atom
+    CUTLASS's `ss_smem_selector` picks for such a K extent."""
+    v_cols = property(lambda s: s.k_cols if s.v_from_k else atom_columns(s.headdim_v))
+    k_span = property(lambda s: 2 * s.k_cols)      # bytes per atom row (= swizzle span)
+    v_span = property(lambda s: 2 * s.v_cols)
+    d_atoms = property(lambda s: s.headdim // s.k_cols)
+    v_atoms = property(lambda s: s.headdim_v // s.v_cols)
+    q_bytes = property(lambda s: s.d_atoms * s.m_tile * s.k_span)
+    q_tx_bytes = property(lambda s: s.d_atoms * s.block_rows * s.k_span)
 
     @property
     def block_rows(self) -> int:
@@ -107,8 +121,8 @@ class Config:
         if self.pack and self.pack < self.m_tile:
             return self.m_tile // self.pack * self.pack
         return self.m_tile
-    k_bytes = property(lambda s: s.d_atoms * s.kv_block * 128)
-    v_bytes = property(lambda s: 0 if s.v_from_k else s.v_atoms * s.kv_block * 128)
+    k_bytes = property(lambda s: s.d_atoms * s.kv_block * s.k_span)
+    v_bytes = property(lambda s: 0 if s.v_from_k else s.v_atoms * s.kv_block * s.v_span)
     stage_bytes = property(lambda s: s.k_bytes + s.v_bytes)
     barrier_offset = property(lambda s: s.q_bytes + s.stages * s.stage_bytes)
     flag_offset = property(lambda s: s.barrier_offset + 8 * (1 + 2 * s.stages))
@@ -210,9 +224,10 @@ class AttentionKernel:
         scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(cfg.headdim)
         rows_box = (max(1, cfg.block_rows // group), min(group, cfg.m_tile)) if cfg.pack \
             else (cfg.m_tile, 1)
-        tq = _map(q, (b, sq, hkv, group, d), (1, rows_box[0], 1, rows_box[1], 64), 3)
-        tk = _map(k, (*kv_rows, hkv, cfg.headdim), (1, cfg.kv_block, 1, 64), 4)
-        tv = tk if cfg.v_from_k else _map(v, (*kv_rows, hkv, dv), (1, cfg.kv_block, 1, 64), 5)
+        kc, vc = cfg.k_cols, cfg.v_cols
+        tq = _map(q, (b, sq, hkv, group, d), (1, rows_box[0], 1, rows_box[1], kc), 3)
+        tk = _map(k, (*kv_rows, hkv, cfg.headdim), (1, cfg.kv_block, 1, kc), 4)
+        tv = tk if cfg.v_from_k else _map(v, (*kv_rows, hkv, dv), (1, cfg.kv_block, 1, vc), 5)
         out_args = [block_table, pps] if cfg.page else []
         if cfg.inline_combine:
             n_ctr = self.counter_count(b, h, sq, group)
@@ -259,13 +274,20 @@ def _shape(arr, ndim: int, name: str) -> tuple[int, ...]:
     return tuple(int(x) for x in arr.shape)
 
 
+def atom_columns(headdim: int) -> int:
+    """16-bit columns of a shared-memory atom for this head dim (`Config.k_cols`)."""
+    return 64 if headdim % 64 == 0 else 32
+
+
 def _map(arr, shape, box, arg: int) -> np.ndarray:
-    """Tensor map over `arr` viewed as `shape` (a numpy array or a ShapeOnly tensor)."""
+    """Tensor map over `arr` viewed as `shape` (a numpy array or a ShapeOnly tensor),
+    swizzled over the box's inner extent (128 or 64 bytes, its atom's rows)."""
+    swizzle = 2 * box[-1]
     if isinstance(arr, np.ndarray):
         if not arr.flags.c_contiguous:
             raise InputError(f"attention args: argument {arg} must be C-contiguous")
-        return make_tensor_map(arr.reshape(shape), box, swizzle=128, arg=arg)
-    return make_tensor_map(0, box, swizzle=128, arg=arg, shape=shape, dtype=arr.dtype)
+        return make_tensor_map(arr.reshape(shape), box, swizzle=swizzle, arg=arg)
+    return make_tensor_map(0, box, swizzle=swizzle, arg=arg, shape=shape, dtype=arr.dtype)
 
 
 def _bad(arg: str, value, accepted: str) -> InputError:
@@ -275,29 +297,36 @@ def _bad(arg: str, value, accepted: str) -> InputError:
 def attention_kernel(headdim: int = 128, headdim_v: int | None = None, m_tile: int = 128,
                      kv_block: int = 128, stages: int = 2, dtype: str = "bf16",
                      causal: bool = False, pack: int = 0, split: bool = False,
-                     v_from_k: bool = False, consumer_regs: int = 240,
+                     v_from_k: bool = False, consumer_regs: int | None = None,
                      inline_combine: bool = False, page: int = 0) -> AttentionKernel:
     """Generate the warp-specialized TMA + wgmma attention forward (module docstring)."""
     headdim_v = headdim if headdim_v is None else headdim_v
     if dtype not in ELEM:
         raise _bad("dtype", dtype, ", ".join(ELEM))
     for name, d in (("headdim", headdim), ("headdim_v", headdim_v)):
-        if not isinstance(d, int) or d <= 0 or d % 64 or d > 576:
-            raise _bad(name, d, "a multiple of 64 up to 576")
+        if not isinstance(d, int) or d <= 0 or (d % 64 and d != 96) or d > 576:
+            raise _bad(name, d, "a multiple of 64 up to 576, or 96")
+    if v_from_k and atom_columns(headdim) != atom_columns(headdim_v):
+        raise _bad("headdim_v", headdim_v, f"with v_from_k, a multiple of 64 when "
+                   f"headdim={headdim} is (V is read from K's atoms)")
     if headdim_v > 256 and not v_from_k:
         raise _bad("headdim_v", headdim_v, "at most 256 (512 only with v_from_k, MLA)")
     if v_from_k and headdim_v > headdim:
         raise _bad("headdim_v", headdim_v, f"at most headdim={headdim} with v_from_k")
-    if m_tile not in (64, 128):
-        raise _bad("m_tile", m_tile, "64 or 128 (one or two consumer warpgroups)")
+    if m_tile not in (64, 128, 192):
+        raise _bad("m_tile", m_tile, "64, 128 or 192 (one, two or three consumer "
+                   "warpgroups)")
     if not isinstance(kv_block, int) or kv_block % 16 or not 16 <= kv_block <= 256:
         raise _bad("kv_block", kv_block, "a multiple of 16 from 16 to 256")
     if not isinstance(stages, int) or stages < 1:
         raise _bad("stages", stages, "a positive integer")
     if not isinstance(pack, int) or pack < 0 or (pack > m_tile and pack % m_tile):
         raise _bad("pack", pack, f"0, at most m_tile={m_tile}, or a multiple of m_tile")
-    if consumer_regs not in (232, 240):
-        raise _bad("consumer_regs", consumer_regs, "240 (one CTA per SM) or 232 (two)")
+    regs = (160,) if m_tile == 192 else (232, 240)
+    consumer_regs = regs[-1] if consumer_regs is None else consumer_regs
+    if consumer_regs not in regs:
+        raise _bad("consumer_regs", consumer_regs, "160 with m_tile 192 (three consumer "
+                   "warpgroups), else 240 (one CTA per SM) or 232 (two)")
     if inline_combine and not split:
         raise _bad("inline_combine", inline_combine, "False without split")
     if page and (not isinstance(page, int) or page % kv_block or v_from_k):

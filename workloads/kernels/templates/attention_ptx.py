@@ -3,10 +3,11 @@
 `emit(cfg)` returns the `.entry` of a validated `templates.attention.Config` (the split-KV
 combine kernel is `attention_combine_ptx.emit_combine`). Layout shared by the pieces:
 
-    shared: Q atoms [d_atoms][m_tile rows][128 B]; then per stage s at
-            q_bytes + s * stage_bytes: K atoms [d_atoms][kv_block][128 B], V atoms
-            [v_atoms][kv_block][128 B] (absent when V is the first columns of K); all
-            128B-swizzled by TMA; then mbarriers q_full, full[stages], empty[stages].
+    shared: Q atoms [d_atoms][m_tile rows][k_span B]; then per stage s at
+            q_bytes + s * stage_bytes: K atoms [d_atoms][kv_block][k_span B], V atoms
+            [v_atoms][kv_block][v_span B] (absent when V is the first columns of K); all
+            swizzled by TMA over their span (128 B: 64 columns; 64 B: 32 columns, head
+            dim 96); then mbarriers q_full, full[stages], empty[stages].
     registers (consumer thread): %s S fragment (m64 x kv_block, f32), %pp P packed to
             16-bit pairs (the A fragment of the P.V wgmma), %o the O fragment
             (m64 x headdim_v, f32), in chunks of at most 256 columns.
@@ -20,7 +21,6 @@ Fragment element i of lane l in warp w (wgmma accumulator): row 16 w + l/4 +
 from __future__ import annotations
 
 from workloads.kernels.templates.pipeline_ptx import (
-    DESC_SWIZZLE128,
     WARPS_PER_GROUP,
     advance_stage,
     param_addresses,
@@ -28,6 +28,21 @@ from workloads.kernels.templates.pipeline_ptx import (
     smem_desc,
     warp_leader,
 )
+
+SWIZZLE_MODE = {128: 1, 64: 2}      # descriptor bits 62-63 per swizzle span (bytes)
+
+
+def k_major_desc(span: int) -> int:
+    """Layout bits of a K-major swizzled operand with `span`-byte atom rows: SBO = 8 rows,
+    LBO 16 B (unused when swizzled)."""
+    return (SWIZZLE_MODE[span] << 62) | ((8 * span >> 4) << 32) | (1 << 16)
+
+
+def mn_major_desc(span: int, atom_bytes: int) -> int:
+    """Layout bits of an MN-major swizzled operand (V): SBO = 8 K rows of `span` bytes,
+    LBO = `atom_bytes`, the stride from one span-wide column atom to the next."""
+    return (SWIZZLE_MODE[span] << 62) | ((8 * span >> 4) << 32) | ((atom_bytes >> 4) << 16)
+
 
 NEG_INF = "0fFF800000"
 ZERO = "0f00000000"
@@ -148,7 +163,7 @@ def producer_stage_wait(cfg, tx_bytes: int) -> list[str]:
 
 def _producer(cfg) -> list[str]:
     """One elected lane of warp 0 of the last warpgroup: Q once, then K/V per block."""
-    qbox = cfg.m_tile * 128
+    qbox = cfg.m_tile * cfg.k_span
     lines = ["", "    // ---- producer: one elected lane issues the TMA copies ----",
              "PRODUCER:", "    setmaxnreg.dec.sync.aligned.u32 24;",
              f"    sub.u32 %r0, %thr, {128 * cfg.consumers};",
@@ -160,7 +175,7 @@ def _producer(cfg) -> list[str]:
     for j in range(cfg.d_atoms):
         lines += [f"    add.u32 %r8, %r6, {j * qbox};",
                   TMA_LOAD.format(n=5, map="%rd0", bar="%bars",
-                                  coords=f"{64 * j}, %qg, %hkv, %qs, %b")]
+                                  coords=f"{cfg.k_cols * j}, %qg, %hkv, %qs, %b")]
     lines += ["    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;", "    mov.u32 %it, 0;",
               "    mov.u32 %n, %nbeg;", "    setp.ge.u32 %p0, %n, %nend;", "    @%p0 bra DONE;"]
     seq = "%b"                               # the K/V box's outer coordinate
@@ -177,16 +192,15 @@ def _producer(cfg) -> list[str]:
                   f"    mul.lo.u32 %r7, %r7, {cfg.kv_block};"]
     else:
         lines += [f"    mul.lo.u32 %r7, %n, {cfg.kv_block};"]
-    atom = cfg.kv_block * 128
     for j in range(cfg.d_atoms):
-        lines += [f"    add.u32 %r8, %r6, {j * atom};",
+        lines += [f"    add.u32 %r8, %r6, {j * cfg.kv_block * cfg.k_span};",
                   TMA_LOAD.format(n=4, map="%rd1", bar="%r3",
-                                  coords=f"{64 * j}, %hkv, %r7, {seq}")]
+                                  coords=f"{cfg.k_cols * j}, %hkv, %r7, {seq}")]
     if not cfg.v_from_k:
         for j in range(cfg.v_atoms):
-            lines += [f"    add.u32 %r8, %r6, {cfg.k_bytes + j * atom};",
+            lines += [f"    add.u32 %r8, %r6, {cfg.k_bytes + j * cfg.kv_block * cfg.v_span};",
                       TMA_LOAD.format(n=4, map="%rd2", bar="%r3",
-                                      coords=f"{64 * j}, %hkv, %r7, {seq}")]
+                                      coords=f"{cfg.v_cols * j}, %hkv, %r7, {seq}")]
     lines += [*advance_stage(cfg), "    add.u32 %it, %it, 1;", "    add.u32 %n, %n, 1;",
               "    setp.lt.u32 %p0, %n, %nend;"]
     if cfg.page:                # the next block's page, loaded while the next stage frees
@@ -233,14 +247,17 @@ def _rows(cfg) -> list[str]:
 
 def _consumer(cfg) -> list[str]:
     kvb = cfg.kv_block
-    v_desc = (1 << 62) | ((1024 >> 4) << 32) | (((kvb * 128) >> 4) << 16)   # MN-major V
+    v_desc = mn_major_desc(cfg.v_span, kvb * cfg.v_span)
+    k_desc = k_major_desc(cfg.k_span)
     lines = ["", "    // ---- consumer warpgroups: S = Q K^T, online softmax, O += P V ----",
              f"    setmaxnreg.inc.sync.aligned.u32 {cfg.consumer_regs};", *warp_leader(),
              *_rows(cfg)]
     lines += [f"    mov.f32 %o{i}, {ZERO};" for i in range(cfg.headdim_v // 2)]
     lines += [f"    mov.f32 %mx{h}, {NEG_INF};\n    mov.f32 %l{h}, {ZERO};" for h in range(2)]
-    lines += ["    mov.u32 %r18, smem;", "    shl.b32 %r19, %r10, 13;   // 64 rows x 128 B",
-              "    add.u32 %r18, %r18, %r19;", *smem_desc("%desc_q", "%r18", DESC_SWIZZLE128),
+    lines += ["    mov.u32 %r18, smem;",
+              f"    shl.b32 %r19, %r10, {(64 * cfg.k_span).bit_length() - 1};   "
+              f"// 64 rows x {cfg.k_span} B",
+              "    add.u32 %r18, %r18, %r19;", *smem_desc("%desc_q", "%r18", k_desc),
               "    mov.u32 %phase, 0;",
               "C_QWAIT:", "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%bars], %phase;",
               "    @!%p1 bra C_QWAIT;",
@@ -252,7 +269,7 @@ def _consumer(cfg) -> list[str]:
               "    @!%p1 bra C_WAIT;",
               "    mov.u32 %r6, smem;", f"    mad.lo.u32 %r6, %stage, {cfg.stage_bytes}, %r6;",
               f"    add.u32 %r6, %r6, {cfg.q_bytes};",
-              *smem_desc("%desc_k", "%r6", DESC_SWIZZLE128)]
+              *smem_desc("%desc_k", "%r6", k_desc)]
     if not cfg.v_from_k:
         lines.append(f"    add.u32 %r6, %r6, {cfg.k_bytes};")
     lines += smem_desc("%desc_v", "%r6", v_desc)
@@ -272,9 +289,9 @@ def _qk(cfg) -> list[str]:
     lines = ["    wgmma.fence.sync.aligned;"]
     first = True
     for j in range(cfg.d_atoms):
-        for q in range(4):
-            a_off = j * cfg.m_tile * 128 + 32 * q
-            b_off = j * cfg.kv_block * 128 + 32 * q
+        for q in range(cfg.k_span // 32):               # k16 steps of 32 bytes per atom row
+            a_off = j * cfg.m_tile * cfg.k_span + 32 * q
+            b_off = j * cfg.kv_block * cfg.k_span + 32 * q
             lines += [f"    add.s64 %rd4, %desc_q, {a_off >> 4};",
                       f"    add.s64 %rd5, %desc_k, {b_off >> 4};",
                       f"    wgmma.mma_async.sync.aligned.m64n{cfg.kv_block}k16.f32.{cfg.ptx_type}."
@@ -348,7 +365,7 @@ def _pv(cfg) -> list[str]:
         a = ", ".join(f"%pp{4 * t + e}" for e in range(4))
         for c0, width in cfg.v_chunks:
             frag = ", ".join(f"%o{c0 // 2 + i}" for i in range(width // 2))
-            off = (c0 // 64) * cfg.kv_block * 128 + t * 16 * 128
+            off = (c0 // cfg.v_cols) * cfg.kv_block * cfg.v_span + t * 16 * cfg.v_span
             lines += [f"    add.s64 %rd5, %desc_v, {off >> 4};",
                       f"    wgmma.mma_async.sync.aligned.m64n{width}k16.f32.{cfg.ptx_type}."
                       f"{cfg.ptx_type} {{{frag}}}, {{{a}}}, %rd5, %ptrue, 1, 1, 1;"]
