@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import models
 from isa.tensor_map import read_tensor_map
@@ -54,3 +55,39 @@ def test_runner_reads_the_stand_in_fields_the_simulator_wrote():
         assert tuple(got["dims"]) == tm.dims and tuple(got["box"]) == tm.box
         assert tuple(got["strides"]) == tm.strides_bytes[1:]
         assert {0: 0, 1: 32, 2: 64, 3: 128}[got["swizzle"]] == tm.swizzle_bytes
+
+
+def test_xqa_cases_export_the_xqa_kernel_with_a_checked_output(tmp_path):
+    """The XQA cases follow the GEMMs, one per GQA row of the attention cases, built with
+    `kernels.decode_attention = "xqa"`; the checked one carries inputs and the numpy output,
+    which the kernel run here reproduces, at the argument the runner's check reads."""
+    import shutil
+
+    import isa
+
+    if shutil.which("ptxas") is None:
+        pytest.skip("ptxas not installed")
+    first = len(template_export.ATTENTION) + len(template_export.GEMM)
+    assert len(template_export.XQA) == sum(h > hk for _, h, hk, _ in template_export.ATTENTION)
+    index = template_export.XQA.index(next(iter(template_export.XQA_CHECKED)))
+    key = f"c{first + index}"
+    (case,) = template_export.export(tmp_path, simulate=False, only={key})
+    assert case["decode_attention"] == "xqa" and case["check"]
+    (spec,) = case["launches"]
+    assert spec["entry"].startswith("xqa_decode_bf16_g4")
+    arrays = np.load(tmp_path / "arrays.npz")
+    want = arrays[f"{key}_expected"]
+    shaped = [i for i, a in enumerate(spec["args"])
+              if a["kind"] == "array" and tuple(a["shape"]) == want.shape]
+    assert shaped[-1] == 5                        # the output, as template_run._check reads it
+    config = models.load_preset("h100_sxm", {"kernels.decode_attention": "xqa"})
+    b, h, hk, sk = template_export.XQA[index]
+    (launch,) = build_op("attention", config, batch=b, heads=h, kv_heads=hk, seqlen=1,
+                         seqlen_k=sk, headdim=128, shape_only=False).launches
+    for i in (2, 3, 4):
+        assert np.array_equal(np.asarray(launch.args[i]).view(np.uint16),
+                              arrays[f"{key}_l0_a{i}"].view(np.uint16))
+    isa.run_kernel(launch.ptx, launch.entry, launch.grid, launch.block, launch.args,
+                   launch.shared_bytes)
+    got = np.asarray(launch.args[5]).astype(np.float32)
+    assert np.abs(got - want).max() <= 1e-2 * np.abs(want).max()

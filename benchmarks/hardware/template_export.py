@@ -17,7 +17,9 @@ Our Hopper templates (attention, GEMM) are real PTX. This writes what
 
     python benchmarks/hardware/template_export.py OUTDIR [--no-sim] [--only c0,c16]
 
-Cases are numbered in list order (c0 ... : `ATTENTION`, then `GEMM`), the keys of
+Cases are numbered in list order (c0 ... : `ATTENTION` with the FlashAttention-3-style
+template, then `GEMM`, then `XQA`: the GQA rows of `ATTENTION` with the XQA-style decode
+kernel, `kernels.decode_attention = "xqa"`), the keys of
 `workloads/reference/h100/template_ops.csv`; the runner runs them with
 `template_run.py OUTDIR RESULTS [--only ...]`.
 """
@@ -67,6 +69,9 @@ LAYER_GEMM = [dict(m=4096, n=24576, k=1536), dict(m=4096, n=32768, k=512),
               dict(m=128, n=4096, k=7168, groups=256, layout="contiguous", m_total=32768),
               dict(m=128, n=7168, k=2048, groups=256, layout="contiguous", m_total=32768)]
 GEMM += [dict(sizes, dtype="fp8", scaling="deepseek") for sizes in LAYER_GEMM]
+# The XQA-style kernel at the GQA rows of ATTENTION (MHA decode stays on the fa3 template).
+XQA = [row for row in ATTENTION if row[2] < row[1]]
+XQA_CHECKED = {(4, 32, 8, 16)}
 
 
 def _cubin(ptx: str, out: Path) -> str:
@@ -123,26 +128,44 @@ def _expected(plan, arrays: dict, key: str, sizes: dict) -> None:
     arrays[f"{key}_expected"] = want.astype(np.float32)
 
 
+def _expected_xqa(plan, arrays: dict, key: str) -> None:
+    """Inputs and the numpy reference output of a checked XQA case (arguments: tensor maps,
+    K pool, V pool, Q, out, block table, lengths, ...)."""
+    from workloads.kernels.templates.xqa import reference
+
+    launch = plan.launches[0]
+    k, v, q, _, table, lens = (np.asarray(launch.args[i]) for i in range(2, 8))
+    want = reference(q.astype(np.float32), k.astype(np.float32), v.astype(np.float32),
+                     table, lens)
+    for i in (2, 3, 4):
+        arrays[f"{key}_l0_a{i}"] = launch.args[i]
+    arrays[f"{key}_expected"] = want.astype(np.float32)
+
+
 def export(out: Path, simulate: bool = True, only: set | None = None) -> list[dict]:
     import models
     from workloads.ops import build_op, simulate_op
 
-    # The attention cases are the FlashAttention-3-style template's (their numpy check reads
-    # its argument order); the XQA-style kernel is not exported yet.
-    config = models.load_preset(PRESET, {"kernels.decode_attention": "fa3"})
-    overhead = float(config.launch.kernel_overhead_us)
+    configs = {program: models.load_preset(PRESET, {"kernels.decode_attention": program})
+               for program in ("fa3", "xqa")}
+    overhead = float(configs["fa3"].launch.kernel_overhead_us)
     out.mkdir(parents=True, exist_ok=True)
     cases, arrays = [], {}
-    todo = [("attention", dict(batch=b, heads=h, kv_heads=hk, seqlen=1, seqlen_k=sk,
-                               headdim=128), (b, h, hk, sk) in CHECKED)
+    todo = [("attention", "fa3", dict(batch=b, heads=h, kv_heads=hk, seqlen=1, seqlen_k=sk,
+                                      headdim=128), (b, h, hk, sk) in CHECKED)
             for b, h, hk, sk in ATTENTION]
-    todo += [("gemm", sizes, False) for sizes in GEMM]
-    for c, (kind, sizes, check) in enumerate(todo):
+    todo += [("gemm", "fa3", sizes, False) for sizes in GEMM]
+    todo += [("attention", "xqa", dict(batch=b, heads=h, kv_heads=hk, seqlen=1, seqlen_k=sk,
+                                       headdim=128), (b, h, hk, sk) in XQA_CHECKED)
+             for b, h, hk, sk in XQA]
+    for c, (kind, program, sizes, check) in enumerate(todo):
         key = f"c{c}"
         if only and key not in only:
             continue
+        config = configs[program]
         plan = build_op(kind, config, **sizes, shape_only=not check)
-        row = {"case": key, "op": kind, "sizes": sizes, "check": check, "launches": []}
+        row = {"case": key, "op": kind, "sizes": sizes, "check": check, "launches": [],
+               "decode_attention": program}
         for j, launch in enumerate(plan.launches):
             row["launches"].append({
                 "name": launch.name, "cubin": _cubin(launch.ptx, out), "entry": launch.entry,
@@ -150,7 +173,9 @@ def export(out: Path, simulate: bool = True, only: set | None = None) -> list[di
                 "shared_bytes": int(launch.shared_bytes),
                 "ptx_types": entry_params(launch.ptx, launch.entry),
                 "args": _args(launch, f"{key}_l{j}", arrays)})
-        if check:
+        if check and program == "xqa":
+            _expected_xqa(plan, arrays, key)
+        elif check:
             _expected(plan, arrays, key, sizes)
         if simulate:
             res = simulate_op(plan, config)

@@ -8,10 +8,11 @@ timed earlier templates), CUDA events around each launch, L2 flushed
 (`median_us_flushed`). Each case is rebuilt by the attention op with its sizes and must
 yield the measured entry (the kernel's name spells its tiles, stages, packing and paging); a
 row whose entry differs is reported as "other program" and left out of the scores. The op
-builds the measured program: `kernels.decode_attention` "fa3" (the measured kernels are the
-FlashAttention-3-style template's; the default runs GQA decode as XQA) and
-`kernels.attention_packed_decode_whole_pages` false (the short-cache packed GQA cases ran
-16-key blocks; the op's default now builds whole 64-key pages there, docs/hardware.md).
+builds the measured program: `kernels.decode_attention` as the measured entry names it
+("xqa" for the XQA-style kernel's `xqa_decode_*` entries, else "fa3": the default runs GQA
+decode as XQA) and `kernels.attention_packed_decode_whole_pages` false (the short-cache
+packed GQA cases ran 16-key blocks; the op's default now builds whole 64-key pages there,
+docs/hardware.md).
 Simulated: `time_us` less `launch.kernel_overhead_us` (what events around one launch see),
 sampled fidelity, `h100_sxm`; error = 100 (simulated - measured) / measured.
 
@@ -56,6 +57,12 @@ def measured() -> pd.DataFrame:
     return df
 
 
+def program_of(entry: str) -> str:
+    """The `kernels.decode_attention` value that builds a measured entry: "xqa" for the
+    XQA-style kernel's entries, else "fa3"."""
+    return "xqa" if entry.startswith("xqa_") else "fa3"
+
+
 def simulate(row, config) -> tuple[str, float]:
     """(entry, simulated kernel time in us) of one case."""
     plan = build_op("attention", config, **json.loads(row.sizes), shape_only=True)
@@ -69,16 +76,17 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="config override of the preset")
     args = ap.parse_args(argv)
-    overrides = {"kernels.decode_attention": "fa3",
-                 "kernels.attention_packed_decode_whole_pages": False,
+    overrides = {"kernels.attention_packed_decode_whole_pages": False,
                  **dict(s.split("=", 1) for s in args.set)}
-    config = models.load_preset(PRESET, overrides)
+    configs = {program: models.load_preset(PRESET, {**overrides,
+                                                    "kernels.decode_attention": program})
+               for program in ("fa3", "xqa")}
     df = measured()
     if args.only:
         df = df[df.case.isin(args.only.split(","))].reset_index(drop=True)
     sims = []
     for row in df.itertuples():
-        entry, us = simulate(row, config)
+        entry, us = simulate(row, configs[program_of(row.entry)])
         sims.append((entry, us))
         err = 100.0 * (us / row.median_us_flushed - 1)
         print(f"{row.case:4s} {row.half:4s} {entry:52s} measured {row.median_us_flushed:8.2f}"
