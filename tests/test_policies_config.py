@@ -31,11 +31,12 @@ FORMER_SWITCHES = {
                  "work_synthesis_max_traced_fraction", "wave_sampling_min_waves",
                  "wave_sampling_start_waves", "wave_sampling_max_waves",
                  "wave_sampling_steady_tolerance_fraction", "snapshot_growth",
-                 "snapshot_lead_waves", "steady_l2_preconditioning", "contention_window_us"),
+                 "snapshot_lead_waves", "steady_l2_preconditioning", "contention_window_us",
+                 "l2_start"),
     "kernels": ("attention_split_combine", "attention_packed_decode_ctas_per_sm",
                 "attention_packed_decode_whole_pages", "attention_kv_page_keys",
                 "gemm_tile_rule", "comm_cache_hints", "gemm_epilogue",
-                "gemm_l2_policy", "decode_attention"),
+                "gemm_l2_policy", "decode_attention", "attention_schedule"),
 }
 """Every key of the two tables: the former module switches, and the keys added since."""
 

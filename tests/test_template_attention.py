@@ -116,6 +116,42 @@ def test_attention_matches_float64_reference(name):
     assert np.all(err <= tol), float((err - tol).max())
 
 
+FA3_VARIANTS = sorted(n for n, v in VARIANTS.items()
+                      if not v[0].get("v_from_k") and v[0].get("m_tile") != 192)
+
+
+@pytest.mark.parametrize("name", FA3_VARIANTS)
+def test_fa3_schedule_matches_float64_reference(name):
+    """The fa3 schedule (intra-warpgroup overlap, ping-pong, split K/V barriers) computes
+    the same attention within the same error bound as the plain one."""
+    params, b, sq, sk, h, hkv, splits = VARIANTS[name]
+    params = {**params, "schedule": "fa3"}
+    q, k, v, got, _ = run(params, b, sq, sk, h, hkv, splits)
+    cfg = attention_kernel(**params).config
+    want = reference(q, k, v, cfg.causal)
+    absv = reference(q, k, np.abs(v.astype(np.float64)), cfg.causal)
+    u = UNIT[cfg.dtype]
+    tol = 2 * u * absv + u * np.abs(want) + 1e-6
+    err = np.abs(got.astype(np.float64) - want)
+    assert np.all(err <= tol), float((err - tol).max())
+
+
+def test_fa3_schedule_overlaps_and_ping_pongs():
+    """fa3: S_n = Q K_n^T and the previous P.V are committed as two groups and only S is
+    waited for before the softmax; V has its own full/empty mbarrier per stage; two or
+    more consumer warpgroups pass a token (one mbarrier each, 4 warp arrivals); one
+    warpgroup has no token."""
+    two = attention_kernel(headdim=128, schedule="fa3")
+    assert "wgmma.wait_group.sync.aligned 1;" in two.ptx
+    assert two.config.flag_offset - two.config.barrier_offset == 8 * (1 + 4 * 2 + 2)
+    assert two.ptx.count(f"[%bars+{two.config.token_bar(1)}], 4;") == 1
+    assert two.entry.endswith("_fa3")
+    one = attention_kernel(headdim=64, m_tile=64, schedule="fa3")
+    assert not one.config.pingpong and "%tnext]" not in one.ptx
+    plain = attention_kernel(headdim=128)
+    assert "wait_group.sync.aligned 1;" not in plain.ptx and not plain.config.split_kv_bars
+
+
 def test_log_sum_exp_is_written_per_row():
     """Without split the kernel writes lse = log2 sum_j exp2(scale log2(e) q.k_j)."""
     params, b, sq, sk, h, hkv, _ = VARIANTS["d128-causal-gqa"]
@@ -200,6 +236,17 @@ def test_paged_launch_needs_its_block_table_and_length():
         kern.args(q, pool[:, :32], pool[:, :32], o, lse, block_table=table, seqlen_k=10)
 
 
+@pytest.mark.parametrize("params", [dict(schedule="fa2"),
+                                    dict(schedule="fa3", headdim=576, headdim_v=512, m_tile=64,
+                                         kv_block=64, pack=16, v_from_k=True),
+                                    dict(schedule="fa3", headdim=96, m_tile=192, kv_block=144)])
+def test_fa3_schedule_is_refused_where_it_does_not_fit(params):
+    """An unknown schedule, and fa3 with V read from K (MLA) or three warpgroups of 160
+    registers, raise InputError naming `schedule`."""
+    with pytest.raises(InputError, match="schedule"):
+        attention_kernel(**params)
+
+
 def test_layout_that_does_not_fit_is_refused():
     """Q + stages that exceed 227 KiB are refused with the sizes."""
     with pytest.raises(InputError, match="shared memory"):
@@ -216,7 +263,12 @@ PTXAS = [dict(headdim=128), dict(headdim=192, headdim_v=128, causal=True),
          dict(headdim=96, m_tile=192, kv_block=144, causal=True),
          dict(headdim=96, kv_block=128, dtype="fp16"),
          dict(headdim=96, m_tile=64, kv_block=64, pack=8, page=64, split=True,
-              inline_combine=True)]
+              inline_combine=True),
+         dict(headdim=128, schedule="fa3"), dict(headdim=128, causal=True, schedule="fa3"),
+         dict(headdim=64, schedule="fa3"), dict(headdim=256, kv_block=80, schedule="fa3"),
+         dict(headdim=192, headdim_v=128, causal=True, schedule="fa3"),
+         dict(headdim=96, kv_block=128, schedule="fa3"),
+         dict(headdim=128, m_tile=64, kv_block=64, pack=4, page=64, schedule="fa3")]
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not installed")

@@ -38,6 +38,20 @@ Choices, the same for every shape (no per-shape factors):
   does ("inline", as decode kernels with a multi-block mode); MLA keeps FlashMLA's combine
   kernel;
 * registers: what one CTA per SM leaves (as the GEMM op); `setmaxnreg` redistributes;
+* the consumer schedule of prefill (seqlen_q > PACK_MAX_SEQLEN_Q) is
+  `kernels.attention_schedule`: "fa3" (FA3's intra-warpgroup overlap and warpgroup
+  ping-pong, `templates.attention`) or "plain"; decode, MLA and the 192-row tiles of head
+  dim 96 (whose S, P and O in flight do not fit 160 registers) run "plain". The default
+  follows a rule declared before any figure was computed: the schedule with the lower
+  absolute error on the FIT row wins. FIT: the one Hopper-native prefill attention
+  measured on our H100, the LLaMA-3-8B prefill layer's attention kernel
+  (`workloads/reference/h100/llama3_8b_layer_prefill.json`: cuDNN's sm90 flash fprop,
+  wgmma, 384 threads, 132 persistent CTAs; batch 1, 32 q / 8 kv heads, 4096 tokens, head
+  dim 128, causal; 258.3 us, the mean of its two launches). Held back, reported and not
+  used to choose: the 24 rows of `workloads/reference/h100/sdpa.csv`, PyTorch's flash
+  SDPA backend, which runs FlashAttention-2's sm80 kernels (mma.sync, no warp
+  specialization), so a program other than either schedule. Figures: docs/accuracy.md
+  ("Attention template");
 * decode (seqlen_q <= PACK_MAX_SEQLEN_Q, not MLA) reads a paged KV cache of
   `kernels.attention_kv_page_keys` keys per page (0: contiguous K/V; `--kv-page` per op): a
   serving engine's cache, whose producer loads each KV block's pool page from the block
@@ -163,7 +177,9 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
             "consumer_regs": 160 if m_tile == 192 else 232 if per_sm == 2 else 240,
             "inline_combine": (splits > 1 and kernels.attention_split_combine == "inline"
                                and not v_from_k),
-            "page": page}
+            "page": page,
+            "schedule": (kernels.attention_schedule if seqlen_q > PACK_MAX_SEQLEN_Q
+                         and not v_from_k and m_tile != 192 else "plain")}
 
 
 def _tensors(shapes: dict, dtypes: dict, shape_only: bool, rng) -> dict:
@@ -211,6 +227,7 @@ def _launches(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, shape_only, 
     template = _template(config, cfg.v_from_k).name
     detail = {"tiles": {k: choice[k] for k in ("m_tile", "kv_block", "stages", "pack",
                                                "splits", "ctas_per_sm", "page")},
+              "schedule": cfg.schedule,
               "template": template, "uses_wgmma": True}
     out = [Launch(tag, kernel.ptx, kernel.entry, kernel.grid(b, h, sq, splits, h // hkv),
                   kernel.block, args, kernel.shared_bytes, timing_only=shape_only,
@@ -329,7 +346,7 @@ def plan(config, kind: str, sizes: dict, *, batch, heads, kv_heads, seqlen_q, se
     kernel = attention_kernel(headdim, headdim_v, choice["m_tile"], choice["kv_block"],
                               choice["stages"], dtype, causal, choice["pack"],
                               choice["split"], v_from_k, choice["consumer_regs"],
-                              choice["inline_combine"], choice["page"])
+                              choice["inline_combine"], choice["page"], choice["schedule"])
     if shape_only is None:
         elements = (batch * seqlen_q * heads * (headdim + headdim_v)
                     + batch * seqlen_k * kv_heads * (headdim + headdim_v))

@@ -36,6 +36,20 @@ Kernel structure (`block` = 128 x (consumers + 1) threads, one CTA per m_tile ro
   s log2(e) scale - m, running row sums, O rescaled); P converted to 16-bit pairs, which
   are the A fragment of the RS wgmma O += P V (V MN-major, transposed descriptor, chunks
   of at most 256 columns); then release the stage. Causal CTAs stop at their diagonal.
+* `schedule` "fa3" (FA3's `IntraWGOverlap` with `UseSchedulerBarrier`; not with
+  `v_from_k` or m_tile 192): K and V of a stage get separate full/empty mbarriers (the
+  producer loads K, then V, each when its own slot is free); the first block runs alone
+  (QK^T, wait, softmax, P), then per block n one step issues S = Q K_n^T and
+  O += P_(n-1) V_(n-1) as two commit groups, waits for S only (`wait_group 1`), releases
+  K_n, masks and runs the softmax statistics on S while the P.V runs, waits for it,
+  releases V_(n-1), rescales O and packs P_n; the last P.V follows the loop. With two
+  consumer warpgroups their GEMM issues alternate (ping-pong): a warpgroup waits on its
+  token mbarrier before issuing a step's GEMMs and arrives (one arrival per warp) on the
+  other's after, and warpgroup 1 gives warpgroup 0 the first token, as FA3's
+  `warp_scheduler_barrier_sync/arrive` and `mma_init` do with named barriers (here
+  mbarriers: the interpreter runs `bar.sync` but not `bar.arrive`), so one warpgroup's
+  softmax runs under the other's GEMMs. "plain": per block QK^T, wait, softmax, P.V,
+  wait, then one release of the stage.
 * epilogue: O / rowsum to O (or, with `split`, f32 partials O_z [splits, B, Sq, H, Dv]
   and lse_z for `emit_combine`'s kernel). Split z does KV blocks [z bps, (z + 1) bps).
   With `inline_combine` (split only) there is no combine kernel: each CTA then counts
@@ -52,10 +66,11 @@ Kernel structure (`block` = 128 x (consumers + 1) threads, one CTA per m_tile ro
   KV loads its page indices ahead the same way), and the K/V boxes take (key within the
   page, pool page) as their outer coordinates.
 
-Left out (simplifications timing studies should know): FA3's intra-warpgroup overlap of
-softmax with the next QK^T and its explicit ping-pong of the two consumer warpgroups (two
-warpgroups on one SM overlap only as the warp schedulers interleave them); one full
-barrier per stage for K and V together; no fp8 (e4m3) path; head dims are multiples of 64
+Left out (simplifications timing studies should know): with "plain", the warpgroups of a
+CTA overlap only as the warp schedulers interleave them, and K and V share one full
+barrier per stage; with "fa3", FA3's `RescaleOBeforeGemm` (head dim > 128: O rescaled
+before the P.V issue, here always after its wait), the persistent tile scheduler and the
+QueryEmpty handshake (one tile per CTA); no fp8 (e4m3) path; head dims are multiples of 64
 or 96; P.V always takes P from registers (FA3 stages P in shared memory for its hdim-96
 tile); with Dv = 512 (MLA) one warpgroup holds the whole 64 x 512 f32 O (256
 registers: FlashMLA splits it over two warpgroups exchanging P through shared memory);
@@ -77,6 +92,7 @@ MAX_SHARED = 232448            # 227 KiB opt-in shared memory per CTA (sm_90)
 ELEM = {"bf16": 2, "fp16": 2}
 PTX_TYPE = {"bf16": "bf16", "fp16": "f16"}
 NUMPY_IN = {"bf16": "bfloat16", "fp16": "float16"}
+SCHEDULES = ("plain", "fa3")
 
 
 @dataclass(frozen=True)
@@ -95,10 +111,15 @@ class Config:
     consumer_regs: int = 240   # consumers' setmaxnreg.inc (232: two CTAs/SM; 160: m_tile 192)
     inline_combine: bool = False   # split: the last CTA of a row block combines (no kernel)
     page: int = 0         # paged KV cache: keys per page (0: contiguous K/V)
+    schedule: str = "plain"   # consumer mainloop: "plain" or "fa3" (module docstring)
 
     ptx_type = property(lambda s: PTX_TYPE[s.dtype])
     consumers = property(lambda s: s.m_tile // 64)
     threads = property(lambda s: 128 * (s.consumers + 1))
+    fa3 = property(lambda s: s.schedule == "fa3")
+    pingpong = property(lambda s: s.fa3 and s.consumers > 1)
+    split_kv_bars = property(lambda s: s.fa3)
+    """K and V of a stage have their own full/empty mbarriers (FA3's two pipelines)."""
     ctas_per_sm = property(lambda s: 2 if s.consumer_regs == 232 else 1)
     """`.minnctapersm`: with two CTAs per SM ptxas must fit a thread in 128 registers
     (the consumers' 232 come from the producer's `setmaxnreg.dec`)."""
@@ -125,7 +146,9 @@ class Config:
     v_bytes = property(lambda s: 0 if s.v_from_k else s.v_atoms * s.kv_block * s.v_span)
     stage_bytes = property(lambda s: s.k_bytes + s.v_bytes)
     barrier_offset = property(lambda s: s.q_bytes + s.stages * s.stage_bytes)
-    flag_offset = property(lambda s: s.barrier_offset + 8 * (1 + 2 * s.stages))
+    ring_bars = property(lambda s: (4 if s.split_kv_bars else 2) * s.stages)
+    flag_offset = property(lambda s: s.barrier_offset + 8 * (
+        1 + s.ring_bars + (s.consumers if s.pingpong else 0)))
     shared_bytes = property(lambda s: s.flag_offset + (8 if s.inline_combine else 0))
 
     def full_bar(self, s: int) -> int:
@@ -133,6 +156,16 @@ class Config:
 
     def empty_bar(self, s: int) -> int:
         return 8 + 8 * (self.stages + s)
+
+    def full_v_bar(self, s: int) -> int:
+        return 8 + 8 * (2 * self.stages + s)
+
+    def empty_v_bar(self, s: int) -> int:
+        return 8 + 8 * (3 * self.stages + s)
+
+    def token_bar(self, warpgroup: int) -> int:
+        """The ping-pong token mbarrier of a consumer warpgroup."""
+        return 8 + 8 * (self.ring_bars + warpgroup)
 
     @property
     def v_chunks(self) -> list[tuple[int, int]]:
@@ -147,7 +180,8 @@ class Config:
             (f"_pack{self.pack}" if self.pack else "") + ("_split" if self.split else "") + \
             ("_vk" if self.v_from_k else "") + \
             (f"_r{self.consumer_regs}" if self.consumer_regs != 240 else "") + \
-            ("_ic" if self.inline_combine else "") + (f"_pg{self.page}" if self.page else "")
+            ("_ic" if self.inline_combine else "") + (f"_pg{self.page}" if self.page else "") + \
+            ("_fa3" if self.fa3 else "")
 
     @property
     def combine_entry(self) -> str:
@@ -298,7 +332,8 @@ def attention_kernel(headdim: int = 128, headdim_v: int | None = None, m_tile: i
                      kv_block: int = 128, stages: int = 2, dtype: str = "bf16",
                      causal: bool = False, pack: int = 0, split: bool = False,
                      v_from_k: bool = False, consumer_regs: int | None = None,
-                     inline_combine: bool = False, page: int = 0) -> AttentionKernel:
+                     inline_combine: bool = False, page: int = 0,
+                     schedule: str = "plain") -> AttentionKernel:
     """Generate the warp-specialized TMA + wgmma attention forward (module docstring)."""
     headdim_v = headdim if headdim_v is None else headdim_v
     if dtype not in ELEM:
@@ -329,11 +364,19 @@ def attention_kernel(headdim: int = 128, headdim_v: int | None = None, m_tile: i
                    "warpgroups), else 240 (one CTA per SM) or 232 (two)")
     if inline_combine and not split:
         raise _bad("inline_combine", inline_combine, "False without split")
+    if schedule not in SCHEDULES:
+        raise _bad("schedule", schedule, ", ".join(SCHEDULES))
+    if schedule == "fa3" and (v_from_k or m_tile == 192):
+        raise _bad("schedule", schedule, "plain with v_from_k (MLA: V is read from the K "
+                   "tile, the 64 x 512 O leaves no registers for S and P in flight) or "
+                   "m_tile 192 (S, P and O in flight need more than 160 registers; FA3 "
+                   "stages P in shared memory there)")
     if page and (not isinstance(page, int) or page % kv_block or v_from_k):
         raise _bad("page", page, f"0, or a multiple of kv_block={kv_block} (not with "
                    "v_from_k)")
     cfg = Config(headdim, headdim_v, m_tile, kv_block, stages, dtype, bool(causal), pack,
-                 bool(split), bool(v_from_k), consumer_regs, bool(inline_combine), page)
+                 bool(split), bool(v_from_k), consumer_regs, bool(inline_combine), page,
+                 schedule)
     if cfg.shared_bytes > MAX_SHARED:
         raise _bad("stages", stages, f"a layout within {MAX_SHARED} bytes of shared memory: "
                    f"Q {cfg.q_bytes} B + {stages} x {cfg.stage_bytes} B = {cfg.shared_bytes} B")

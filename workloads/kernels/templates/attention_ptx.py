@@ -7,7 +7,9 @@ combine kernel is `attention_combine_ptx.emit_combine`). Layout shared by the pi
             q_bytes + s * stage_bytes: K atoms [d_atoms][kv_block][k_span B], V atoms
             [v_atoms][kv_block][v_span B] (absent when V is the first columns of K); all
             swizzled by TMA over their span (128 B: 64 columns; 64 B: 32 columns, head
-            dim 96); then mbarriers q_full, full[stages], empty[stages].
+            dim 96); then mbarriers q_full, full[stages], empty[stages] (with the fa3
+            schedule full/empty are K's, then V's full_v[stages], empty_v[stages], then
+            one ping-pong token per consumer warpgroup when there are several).
     registers (consumer thread): %s S fragment (m64 x kv_block, f32), %pp P packed to
             16-bit pairs (the A fragment of the P.V wgmma), %o the O fragment
             (m64 x headdim_v, f32), in chunks of at most 256 columns.
@@ -66,7 +68,9 @@ def _regs(cfg) -> list[str]:
         "    .reg .b32 %B, %Sq, %Sk, %H, %G, %nsplit, %bps, %m0, %y, %b, %split, %hkv;",
         "    .reg .b32 %qg, %qs, %slo, %shi, %row0, %col0, %sq0, %sq1, %hd<2>, %lim<2>, %rl<2>;",
         "    .reg .b64 %desc_q, %desc_k, %desc_v, %po<2>;",
-    ] + ([  # inline split combine (`_inline_combine`)
+    ] + ([  # the fa3 schedule (`_consumer_fa3`)
+        "    .reg .b32 %sprev, %vphase, %tphase, %tok, %tnext;"] if cfg.fa3 else []) + ([
+        # inline split combine (`_inline_combine`)
         "    .reg .b32 %ic<8>;", "    .reg .b64 %icd<4>, %icl<2>, %ica<2>;",
         "    .reg .f32 %icm<2>, %ics<2>, %icx<2>;",
         f"    .reg .f32 %ict<{2 * sum(len(_o_pairs(cfg, h)) for h in range(2))}>;",
@@ -125,21 +129,30 @@ def _head(cfg) -> list[str]:
                   "    add.u32 %r3, %r3, 1;", "    min.u32 %maskfrom, %maskfrom, %r3;"]
     lines += ["    mul.lo.u32 %nbeg, %split, %bps;", "    add.u32 %r4, %nbeg, %bps;",
               "    min.u32 %nend, %nend, %r4;"]
-    return lines + init_barriers(cfg)
+    tokens = tuple(cfg.token_bar(w) for w in range(cfg.consumers)) if cfg.pingpong else ()
+    return lines + init_barriers(cfg, warp_bars=tokens)
 
 
-def init_barriers(cfg, consumer_bars: tuple[int, ...] = ()) -> list[str]:
+def init_barriers(cfg, consumer_bars: tuple[int, ...] = (),
+                  warp_bars: tuple[int, ...] = ()) -> list[str]:
     """The predicates %ptrue/%pfalse, thread 0's init of the stage ring's mbarriers (full:
-    the producer's one arrival; empty: every consumer warp, `release_stage`) and of
-    `consumer_bars` (every consumer thread), then the split into producer and consumer
-    warps."""
+    the producer's one arrival; empty: every consumer warp, `release_stage`; with
+    `split_kv_bars` a second full/empty pair per stage for V), of `consumer_bars` (every
+    consumer thread) and of `warp_bars` (the 4 warps of one warpgroup), then the split
+    into producer and consumer warps."""
     lines = ["    setp.eq.u32 %ptrue, %thr, %thr;", "    setp.ne.u32 %pfalse, %thr, %thr;",
              "    setp.ne.u32 %p0, %thr, 0;", "    @%p0 bra INIT_DONE;",
              "    mbarrier.init.shared::cta.b64 [%bars], 1;"]
-    for s in range(cfg.stages):
-        lines += [f"    mbarrier.init.shared::cta.b64 [%bars+{cfg.full_bar(s)}], 1;",
-                  f"    mbarrier.init.shared::cta.b64 [%bars+{cfg.empty_bar(s)}], "
-                  f"{WARPS_PER_GROUP * cfg.consumers};"]
+    pairs = [(cfg.full_bar, cfg.empty_bar)]
+    if getattr(cfg, "split_kv_bars", False):
+        pairs.append((cfg.full_v_bar, cfg.empty_v_bar))
+    for full, empty in pairs:
+        for s in range(cfg.stages):
+            lines += [f"    mbarrier.init.shared::cta.b64 [%bars+{full(s)}], 1;",
+                      f"    mbarrier.init.shared::cta.b64 [%bars+{empty(s)}], "
+                      f"{WARPS_PER_GROUP * cfg.consumers};"]
+    lines += [f"    mbarrier.init.shared::cta.b64 [%bars+{b}], {WARPS_PER_GROUP};"
+              for b in warp_bars]
     lines += [f"    mbarrier.init.shared::cta.b64 [%bars+{b}], {128 * cfg.consumers};"
               for b in consumer_bars]
     return lines + ["    fence.mbarrier_init.release.cluster;", "INIT_DONE:", "    bar.sync 0;",
@@ -147,17 +160,21 @@ def init_barriers(cfg, consumer_bars: tuple[int, ...] = ()) -> list[str]:
                     "    @%p0 bra PRODUCER;"]
 
 
-def producer_stage_wait(cfg, tx_bytes: int) -> list[str]:
-    """The producer's turn at stage %stage: %r3 its full and %r4 its empty mbarrier; from
-    the stage ring's second round on, wait until the consumers freed the stage (empty[s] of
-    the previous phase), then expect `tx_bytes` of TMA loads on full[s]."""
+def producer_stage_wait(cfg, tx_bytes: int, full0: int | None = None,
+                        empty0: int | None = None, tag: str = "") -> list[str]:
+    """The producer's turn at stage %stage: %r3 its full and %r4 its empty mbarrier (those
+    of stage 0 at `full0`/`empty0`, default the ring's); from the stage ring's second round
+    on, wait until the consumers freed the stage (empty[s] of the previous phase), then
+    expect `tx_bytes` of TMA loads on full[s]. `tag` makes the labels unique."""
+    full0 = cfg.full_bar(0) if full0 is None else full0
+    empty0 = cfg.empty_bar(0) if empty0 is None else empty0
     return ["    shl.b32 %r2, %stage, 3;", "    add.u32 %r3, %bars, %r2;",
-            f"    add.u32 %r4, %r3, {cfg.empty_bar(0)};   // empty[s]",
-            f"    add.u32 %r3, %r3, {cfg.full_bar(0)};   // full[s]",
-            f"    setp.lt.u32 %p0, %it, {cfg.stages};", "    @%p0 bra P_ISSUE;",
-            "    xor.b32 %r5, %phase, 1;", "P_WAIT:",
+            f"    add.u32 %r4, %r3, {empty0};   // empty[s]",
+            f"    add.u32 %r3, %r3, {full0};   // full[s]",
+            f"    setp.lt.u32 %p0, %it, {cfg.stages};", f"    @%p0 bra P_ISSUE{tag};",
+            "    xor.b32 %r5, %phase, 1;", f"P_WAIT{tag}:",
             "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r4], %r5;",
-            "    @!%p1 bra P_WAIT;", "P_ISSUE:",
+            f"    @!%p1 bra P_WAIT{tag};", f"P_ISSUE{tag}:",
             f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%r3], {tx_bytes};"]
 
 
@@ -184,7 +201,8 @@ def _producer(cfg) -> list[str]:
                   "    ld.param.u32 %r18, [pages_per_seq];", "    mul.lo.u32 %r18, %r18, %b;",
                   *_page_load(cfg, "%n")]
         seq = "%r19"
-    lines += ["P_K:", *producer_stage_wait(cfg, cfg.stage_bytes),
+    lines += ["P_K:", *producer_stage_wait(cfg, cfg.k_bytes if cfg.split_kv_bars
+                                           else cfg.stage_bytes),
               "    mov.u32 %r6, smem;", f"    mad.lo.u32 %r6, %stage, {cfg.stage_bytes}, %r6;",
               f"    add.u32 %r6, %r6, {cfg.q_bytes};"]
     if cfg.page:                             # key offset of the block within its page
@@ -196,6 +214,9 @@ def _producer(cfg) -> list[str]:
         lines += [f"    add.u32 %r8, %r6, {j * cfg.kv_block * cfg.k_span};",
                   TMA_LOAD.format(n=4, map="%rd1", bar="%r3",
                                   coords=f"{cfg.k_cols * j}, %hkv, %r7, {seq}")]
+    if cfg.split_kv_bars:              # V waits for its own slot and has its own barrier
+        lines += producer_stage_wait(cfg, cfg.v_bytes, cfg.full_v_bar(0), cfg.empty_v_bar(0),
+                                     "_V")
     if not cfg.v_from_k:
         for j in range(cfg.v_atoms):
             lines += [f"    add.u32 %r8, %r6, {cfg.k_bytes + j * cfg.kv_block * cfg.v_span};",
@@ -262,8 +283,10 @@ def _consumer(cfg) -> list[str]:
               "C_QWAIT:", "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%bars], %phase;",
               "    @!%p1 bra C_QWAIT;",
               "    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;", "    mov.u32 %n, %nbeg;",
-              "    setp.ge.u32 %p0, %n, %nend;", "    @%p0 bra C_END;",
-              "C_K:", "    shl.b32 %r2, %stage, 3;", "    add.u32 %r3, %bars, %r2;",
+              "    setp.ge.u32 %p0, %n, %nend;", "    @%p0 bra C_END;"]
+    if cfg.fa3:
+        return lines + _consumer_fa3(cfg, k_desc, v_desc)
+    lines += ["C_K:", "    shl.b32 %r2, %stage, 3;", "    add.u32 %r3, %bars, %r2;",
               f"    add.u32 %r3, %r3, {cfg.full_bar(0)};   // full[s]",
               "C_WAIT:", "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], %phase;",
               "    @!%p1 bra C_WAIT;",
@@ -283,8 +306,92 @@ def _consumer(cfg) -> list[str]:
     return lines
 
 
-def _qk(cfg) -> list[str]:
-    """S[64, kv_block] = Q[64 rows of this group, D] K[kv_block, D]^T (SS wgmma, k16)."""
+def _consumer_fa3(cfg, k_desc: int, v_desc: int) -> list[str]:
+    """FA3's consumer mainloop (`IntraWGOverlap`, with `UseSchedulerBarrier` ping-pong
+    when there are several consumer warpgroups): the first block alone (QK^T, wait,
+    softmax, P); then per block n: issue S = Q K_n^T and O += P_(n-1) V_(n-1), wait for
+    S only, release K_n, mask and softmax statistics on S while the P.V runs, wait for it,
+    release V_(n-1), rescale O, pack P_n; after the loop the last P.V. The GEMM issues of
+    a step sit between a wait on this warpgroup's token mbarrier and an arrival on the
+    next warpgroup's (`_tokens`)."""
+    ring = "    shl.b32 %r2, {st}, 3;\n    add.u32 {reg}, %bars, %r2;\n" \
+           "    add.u32 {reg}, {reg}, {off};"
+    tile = ["    mov.u32 %r6, smem;", "    mad.lo.u32 %r6, {st}, " f"{cfg.stage_bytes}, %r6;",
+            f"    add.u32 %r6, %r6, {cfg.q_bytes};"]
+
+    def wait(st, off, parity, label):
+        return [ring.format(st=st, reg="%r3", off=off), f"{label}:",
+                f"    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], {parity};",
+                f"    @!%p1 bra {label};"]
+
+    def wait_k(label):
+        return [*wait("%stage", cfg.full_bar(0), "%phase", label),
+                *[t.format(st="%stage") for t in tile], *smem_desc("%desc_k", "%r6", k_desc)]
+
+    def wait_v(label):
+        return [*wait("%sprev", cfg.full_v_bar(0), "%vphase", label),
+                *[t.format(st="%sprev") for t in tile], f"    add.u32 %r6, %r6, {cfg.k_bytes};",
+                *smem_desc("%desc_v", "%r6", v_desc)]
+
+    def release(st, off):
+        return [ring.format(st=st, reg="%r4", off=off), *release_stage("%r4", warp_sync=False)]
+
+    def next_block():
+        return ["    mov.u32 %sprev, %stage;", "    mov.u32 %vphase, %phase;", *advance_stage(cfg),
+                "    add.u32 %n, %n, 1;", "    setp.lt.u32 %p0, %n, %nend;"]
+
+    turn, pass_on, setup = _tokens(cfg)
+    stats = _softmax_stats(cfg, 0) + _softmax_stats(cfg, 1)
+    return [*setup, "    // first block: S = Q K^T, softmax, P (O is zero: no rescale)",
+            *wait_k("C_WAIT0"), *turn("C_TOK0"), *_qk(cfg, wait=False), *pass_on,
+            "    wgmma.wait_group.sync.aligned 0;", *release("%stage", cfg.empty_bar(0)),
+            *_mask(cfg, "C_SOFTMAX0"), *stats, *_pack_p(cfg), *next_block(),
+            "    @!%p0 bra C_LAST;",
+            "C_K:   // S_n = Q K_n^T and O += P_(n-1) V_(n-1) in flight together",
+            *wait_k("C_WAIT"), *wait_v("C_WAITV"), *turn("C_TOK"), *_qk(cfg, wait=False),
+            *_pv(cfg, fence=False, wait=False), *pass_on,
+            "    wgmma.wait_group.sync.aligned 1;   // S_n ready, P.V still running",
+            *release("%stage", cfg.empty_bar(0)), *_mask(cfg), *stats,
+            "    wgmma.wait_group.sync.aligned 0;", *release("%sprev", cfg.empty_v_bar(0)),
+            *_rescale_o(cfg, 0), *_rescale_o(cfg, 1), *_pack_p(cfg), *next_block(),
+            "    @%p0 bra C_K;",
+            "C_LAST:   // the last block's P.V", *wait_v("C_WAITL"), *_pv(cfg),
+            *release("%sprev", cfg.empty_v_bar(0)), "C_END:",
+            *_epilogue(cfg), *(_inline_combine(cfg) if cfg.inline_combine else []),
+            "    bra.uni DONE;"]
+
+
+def _tokens(cfg):
+    """FA3's warp-scheduler barriers as mbarriers, one per consumer warpgroup (count: the
+    4 warps of the warpgroup before it in the ring): `turn(label)` waits for this
+    warpgroup's token (phase %tphase), `pass_on` hands the next warpgroup its token (one
+    arrival per warp), `setup` computes the addresses and lets the last warpgroup give
+    warpgroup 0 the first token (FA3's `mma_init`). Without ping-pong all three are
+    empty."""
+    if not cfg.pingpong:
+        return (lambda label: []), [], []
+    c = cfg.consumers
+    setup = ["    // ping-pong: the warpgroups issue their GEMMs in turn (token ring)",
+             "    shl.b32 %r2, %r10, 3;", f"    add.u32 %tok, %bars, {cfg.token_bar(0)};",
+             "    add.u32 %tok, %tok, %r2;", "    add.u32 %r2, %r10, 1;",
+             f"    setp.eq.u32 %p2, %r2, {c};", "    selp.u32 %r2, 0, %r2, %p2;",
+             "    shl.b32 %r2, %r2, 3;", f"    add.u32 %tnext, %bars, {cfg.token_bar(0)};",
+             "    add.u32 %tnext, %tnext, %r2;", "    mov.u32 %tphase, 0;",
+             f"    setp.eq.u32 %p2, %r10, {c - 1};", "    and.pred %p3, %p2, %plead;",
+             f"    add.u32 %r4, %bars, {cfg.token_bar(0)};",
+             "    @%p3 mbarrier.arrive.shared::cta.b64 %rd3, [%r4];"]
+
+    def turn(label):
+        return [f"{label}:", "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%tok], %tphase;",
+                f"    @!%p1 bra {label};", "    xor.b32 %tphase, %tphase, 1;"]
+
+    pass_on = ["    @%plead mbarrier.arrive.shared::cta.b64 %rd3, [%tnext];"]
+    return turn, pass_on, setup
+
+
+def _qk(cfg, wait: bool = True) -> list[str]:
+    """S[64, kv_block] = Q[64 rows of this group, D] K[kv_block, D]^T (SS wgmma, k16),
+    committed as one group (and waited for with `wait`)."""
     frag = ", ".join(f"%s{i}" for i in range(cfg.kv_block // 2))
     lines = ["    wgmma.fence.sync.aligned;"]
     first = True
@@ -298,7 +405,8 @@ def _qk(cfg) -> list[str]:
                       f"{cfg.ptx_type} {{{frag}}}, %rd4, %rd5, {'%pfalse' if first else '%ptrue'}"
                       ", 1, 1, 0, 0;"]
             first = False
-    return lines + ["    wgmma.commit_group.sync.aligned;", "    wgmma.wait_group.sync.aligned 0;"]
+    return lines + ["    wgmma.commit_group.sync.aligned;"] + \
+        (["    wgmma.wait_group.sync.aligned 0;"] if wait else [])
 
 
 def _half(cfg, h: int, count: int) -> list[int]:
@@ -313,12 +421,12 @@ def _o_pairs(cfg, h: int) -> list[tuple[int, int]]:
             for i in _half(cfg, h, width // 2)[::2]]
 
 
-def _mask(cfg) -> list[str]:
+def _mask(cfg, done: str = "C_SOFTMAX") -> list[str]:
     """-inf where key >= the row's limit (seqlen_k edge, causal diagonal); only in blocks
-    that reach past `maskfrom` (uniform across the CTA)."""
+    that reach past `maskfrom` (uniform across the CTA); ends at label `done`."""
     lines = [f"    mul.lo.u32 %r5, %n, {cfg.kv_block};",
              f"    add.u32 %r7, %r5, {cfg.kv_block};",
-             "    setp.gt.u32 %pmask, %r7, %maskfrom;", "    @!%pmask bra C_SOFTMAX;",
+             "    setp.gt.u32 %pmask, %r7, %maskfrom;", f"    @!%pmask bra {done};",
              "    add.u32 %r5, %r5, %col0;"]
     for h in range(2):
         lines.append(f"    sub.s32 %rl{h}, %lim{h}, %r5;")
@@ -326,7 +434,7 @@ def _mask(cfg) -> list[str]:
             const = 8 * (i // 4) + (i & 1)
             lines += [f"    setp.le.s32 %p4, %rl{h}, {const};",
                       f"    @%p4 mov.f32 %s{i}, {NEG_INF};"]
-    return lines + ["C_SOFTMAX:"]
+    return lines + [f"{done}:"]
 
 
 def _softmax(cfg) -> list[str]:
@@ -334,33 +442,48 @@ def _softmax(cfg) -> list[str]:
     O rescaled, P packed to 16-bit pairs for the register-A wgmma."""
     lines = []
     for h in range(2):
-        els = _half(cfg, h, cfg.kv_block // 2)
-        lines.append(f"    max.f32 %f0, %s{els[0]}, %s{els[1]};")
-        lines += [f"    max.f32 %f0, %f0, %s{i};" for i in els[2:]]
-        for d in (1, 2):
-            lines += [f"    shfl.sync.bfly.b32 %f1, %f0, {d}, 31, 0xffffffff;",
-                      "    max.f32 %f0, %f0, %f1;"]
-        lines += [f"    max.f32 %mn{h}, %mx{h}, %f0;",
-                  f"    setp.eq.f32 %p5, %mn{h}, {NEG_INF};",
-                  f"    selp.f32 %mu{h}, {ZERO}, %mn{h}, %p5;   // all masked: exponent base 0",
-                  f"    sub.f32 %f2, %mx{h}, %mu{h};", "    mul.f32 %f2, %f2, %sl2;",
-                  f"    ex2.approx.ftz.f32 %sc{h}, %f2;", f"    mov.f32 %mx{h}, %mn{h};",
-                  f"    mul.f32 %nm{h}, %mu{h}, %nsl2;"]
-        for i in els:
-            lines += [f"    fma.rn.f32 %s{i}, %s{i}, %sl2, %nm{h};",
-                      f"    ex2.approx.ftz.f32 %s{i}, %s{i};"]
-        lines.append(f"    mul.f32 %l{h}, %l{h}, %sc{h};")
-        lines += [f"    add.f32 %l{h}, %l{h}, %s{i};" for i in els]
-        lines += [f"    mul.f32 %o{i}, %o{i}, %sc{h};" for i in _half(cfg, h, cfg.headdim_v // 2)]
+        lines += _softmax_stats(cfg, h) + _rescale_o(cfg, h)
+    return lines + _pack_p(cfg)
+
+
+def _softmax_stats(cfg, h: int) -> list[str]:
+    """Row half h of the online softmax: new row max %mx, rescale factor %sc<h>, S turned
+    into exp2(S scale log2(e) - max), row sums %l rescaled and accumulated."""
+    els = _half(cfg, h, cfg.kv_block // 2)
+    lines = [f"    max.f32 %f0, %s{els[0]}, %s{els[1]};"]
+    lines += [f"    max.f32 %f0, %f0, %s{i};" for i in els[2:]]
+    for d in (1, 2):
+        lines += [f"    shfl.sync.bfly.b32 %f1, %f0, {d}, 31, 0xffffffff;",
+                  "    max.f32 %f0, %f0, %f1;"]
+    lines += [f"    max.f32 %mn{h}, %mx{h}, %f0;",
+              f"    setp.eq.f32 %p5, %mn{h}, {NEG_INF};",
+              f"    selp.f32 %mu{h}, {ZERO}, %mn{h}, %p5;   // all masked: exponent base 0",
+              f"    sub.f32 %f2, %mx{h}, %mu{h};", "    mul.f32 %f2, %f2, %sl2;",
+              f"    ex2.approx.ftz.f32 %sc{h}, %f2;", f"    mov.f32 %mx{h}, %mn{h};",
+              f"    mul.f32 %nm{h}, %mu{h}, %nsl2;"]
+    for i in els:
+        lines += [f"    fma.rn.f32 %s{i}, %s{i}, %sl2, %nm{h};",
+                  f"    ex2.approx.ftz.f32 %s{i}, %s{i};"]
+    lines.append(f"    mul.f32 %l{h}, %l{h}, %sc{h};")
+    return lines + [f"    add.f32 %l{h}, %l{h}, %s{i};" for i in els]
+
+
+def _rescale_o(cfg, h: int) -> list[str]:
+    """O's row half h times its rescale factor %sc<h>."""
+    return [f"    mul.f32 %o{i}, %o{i}, %sc{h};" for i in _half(cfg, h, cfg.headdim_v // 2)]
+
+
+def _pack_p(cfg) -> list[str]:
+    """P = the exponentiated S packed to 16-bit pairs (the A fragment of the P.V wgmma)."""
     cvt = "bf16x2" if cfg.dtype == "bf16" else "f16x2"
-    lines += [f"    cvt.rn.{cvt}.f32 %pp{j}, %s{2 * j + 1}, %s{2 * j};"
-              for j in range(cfg.kv_block // 4)]
-    return lines
+    return [f"    cvt.rn.{cvt}.f32 %pp{j}, %s{2 * j + 1}, %s{2 * j};"
+            for j in range(cfg.kv_block // 4)]
 
 
-def _pv(cfg) -> list[str]:
-    """O[64, D_v] += P[64, kv_block] V[kv_block, D_v]: A from registers, V MN-major."""
-    lines = ["    wgmma.fence.sync.aligned;"]
+def _pv(cfg, fence: bool = True, wait: bool = True) -> list[str]:
+    """O[64, D_v] += P[64, kv_block] V[kv_block, D_v]: A from registers, V MN-major; one
+    commit group (after a `wgmma.fence` with `fence`, waited for with `wait`)."""
+    lines = ["    wgmma.fence.sync.aligned;"] if fence else []
     for t in range(cfg.kv_block // 16):
         a = ", ".join(f"%pp{4 * t + e}" for e in range(4))
         for c0, width in cfg.v_chunks:
@@ -369,7 +492,8 @@ def _pv(cfg) -> list[str]:
             lines += [f"    add.s64 %rd5, %desc_v, {off >> 4};",
                       f"    wgmma.mma_async.sync.aligned.m64n{width}k16.f32.{cfg.ptx_type}."
                       f"{cfg.ptx_type} {{{frag}}}, {{{a}}}, %rd5, %ptrue, 1, 1, 1;"]
-    return lines + ["    wgmma.commit_group.sync.aligned;", "    wgmma.wait_group.sync.aligned 0;"]
+    return lines + ["    wgmma.commit_group.sync.aligned;"] + \
+        (["    wgmma.wait_group.sync.aligned 0;"] if wait else [])
 
 
 def _epilogue(cfg) -> list[str]:
