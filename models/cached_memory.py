@@ -128,6 +128,7 @@ from isa.trace_format import POLICY_FIELDS
 from models import cached_memory_layout as k
 from models import jit_cache
 from models.cached_memory_kernel import serve_request
+from models.cached_memory_layout import l2_set_of_line, l2_slice_of_line
 from models.hbm import hbm_fixed_latency_ps
 from models.l2 import l2_slice_latency_cycles
 from models.sm_memory import LOG_COUNTS, LOG_DONE, LOG_ISSUE, LOG_KIND
@@ -297,6 +298,44 @@ class CachedMemory:
         flags[:, :, :, 0] = full
         flags[:, :, :, 1] = np.where(dirty, full, 0).astype(np.uint8)
 
+    def preload_l2(self, sectors: np.ndarray, dirty: bool = True) -> int:
+        """Start with `sectors` (sector indices, byte address >> 5) resident in their home L2
+        slices, as a kernel that wrote them in ascending address order just before leaves
+        them (write-back, write-allocate: dirty when `dirty`), data present at time 0, in
+        the normal eviction class, newer than every line already held; where more of their
+        lines map to one set than it has ways, the later lines stay. For an L2 that holds
+        no line of the kernel yet (empty, or `precondition_l2`'s lines, all equally old):
+        the lines take clean ways before dirty ones, and whatever they replace is dropped
+        without a write-back. Near copies, the L1s and the L3 stay as they are. Returns
+        the sectors installed."""
+        sectors = np.unique(np.asarray(sectors, np.int64))
+        if sectors.size == 0:
+            return 0
+        meta, flags = self.meta[k.LEVEL_L2], self.flags[k.LEVEL_L2]
+        units, sets, _, ways = meta.shape
+        per_line = int(self.params[k.P_L2_SPL])
+        lines, first = np.unique(sectors // per_line, return_index=True)
+        bits = np.left_shift(1, sectors % per_line).astype(np.int64)
+        masks = np.bitwise_or.reduceat(bits, first)
+        where = _l2_places(lines, units, sets)
+        order = np.lexsort((-np.arange(lines.size), where))     # by set, latest line first
+        where, lines, masks = where[order], lines[order], masks[order]
+        starts = np.flatnonzero(np.r_[True, where[1:] != where[:-1]])
+        rank = np.arange(where.size) - np.repeat(starts, np.diff(np.r_[starts, where.size]))
+        kept = rank < ways
+        where, lines, masks, rank = where[kept], lines[kept], masks[kept], rank[kept]
+        unit, s = where // sets, where % sets
+        by_dirt = np.argsort(flags[:, :, :, 1] != 0, axis=2, kind="stable")
+        way = by_dirt[unit, s, rank]
+        age = np.argsort(np.argsort(lines))                     # address order: write order
+        meta[unit, s, 0, way] = lines
+        meta[unit, s, 1, way] = self.lru[0] + 1 + age
+        meta[unit, s, 2:, way] = 0
+        flags[unit, s, way, 0] = masks
+        flags[unit, s, way, 1] = masks if dirty else 0
+        self.lru[0] += lines.size
+        return int(np.unpackbits(masks.astype(np.uint8)).sum())
+
     def inline_state(self, max_sectors: int = 0) -> tuple:
         """The arrays `serve_scratch` works on (with scratch room for requests of up to
         `max_sectors`), for SMs that serve their requests inside the compiled loop
@@ -331,6 +370,15 @@ class CachedMemory:
             self.hooks.fire(CACHED_MEMORY_ACCESS, sm_id=sm_id, kind=kind, issue_ps=now_ps,
                             done_ps=done, counts=self.counts.copy())
         return done
+
+
+@numba.njit(cache=True)
+def _l2_places(lines, slices, sets):
+    """home slice x sets + set of each line (`models.cached_memory_layout`'s hashes)."""
+    out = np.empty(lines.size, np.int64)
+    for i in range(lines.size):
+        out[i] = l2_slice_of_line(lines[i], slices) * sets + l2_set_of_line(lines[i], sets)
+    return out
 
 
 @numba.njit(cache=True)

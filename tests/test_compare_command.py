@@ -97,8 +97,73 @@ def test_kineto_streams_show_measured_busy_time_and_overlap(capsys):
     (["--reference", str(FIXTURE), "--top", "-1"], "--top -1"),
     (["--reference", str(FIXTURE), "--front-end-us", "0.5"], "--front-end-us: only for Kineto"),
     (["--reference", str(EXCERPT), "--front-end-us", "-1"], "--front-end-us -1"),
+    (["--reference", str(FIXTURE), "--sm-clock", "preset"], "--sm-clock: only for Kineto"),
+    (["--reference", str(EXCERPT), "--sm-clock", "fast"], "--sm-clock fast"),
+    (["--regression", "--l2-start", "cold"], "drop --l2-start"),
 ])
 def test_bad_flags_name_the_flag(argv, message, capsys):
     """Exit status 2 and one line naming the flag."""
     assert main(["compare", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def _kineto_with_sidecar(folder: Path, sm_clock_mhz: float | None) -> Path:
+    """A Kineto trace of one rms_norm kernel with recorded shapes, and its sidecar."""
+    events = [{"ph": "X", "cat": "cpu_op", "name": "rms_norm", "pid": 1, "tid": 1, "ts": 0,
+               "dur": 10, "args": {"Input Dims": [[64, 1024], [1024]]}},
+              {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+               "tid": 1, "ts": 5, "dur": 1, "args": {"correlation": 1}},
+              {"ph": "X", "cat": "kernel", "name": "rms_norm_kernel<float>", "pid": 0,
+               "tid": 7, "ts": 100, "dur": 5,
+               "args": {"stream": 7, "correlation": 1, "device": 0, "grid": [64, 1, 1],
+                        "block": [128, 1, 1]}}]
+    path = folder / "layer.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    if sm_clock_mhz is not None:
+        (folder / "layer.meta.json").write_text(json.dumps(
+            {"clocks_seen": {"sm_clock_mhz_median": sm_clock_mhz}}))
+    return path
+
+
+@pytest.fixture()
+def seen(monkeypatch):
+    """simulate_op -> 1 us, keeping each call's SM clock, L2 slice width and L2 start."""
+    import workloads.ops as ops
+
+    calls = []
+
+    def fake(plan, config, fidelity=None):
+        calls.append((config.chip.clock_ghz, config.l2.slice_bandwidth_bytes_per_clk,
+                      config.fidelity.l2_start))
+        return {"time_us": 1.0}
+
+    monkeypatch.setattr(ops, "simulate_op", fake)
+    return calls
+
+
+def test_kineto_compare_runs_at_the_recorded_clock_and_says_so(tmp_path, seen, capsys):
+    """The sidecar's 1980 MHz is the clock simulated and reported, with where it came from;
+    the L2 slices keep their bytes per second (89 B per clock at 1.83 GHz -> 82 at 1.98);
+    the norm starts with warm inputs, and the output says so."""
+    path = _kineto_with_sidecar(tmp_path, 1980)
+    assert main(["compare", "--reference", str(path), "--json", "--quiet"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["sm_clock_ghz"] == pytest.approx(1.98)
+    assert "layer.meta.json" in doc["sm_clock_source"]
+    assert doc["l2_start"] == "warm-inputs" and "GEMMs and attention" in doc["l2_start_note"]
+    assert seen == [(pytest.approx(1.98), round(89 * 1.83 / 1.98), "warm-inputs")]
+
+
+@pytest.mark.parametrize(("argv", "sidecar", "expected"), [
+    (["--sm-clock", "preset", "--l2-start", "cold"], 1980, (1.83, 89, "cold")),
+    (["--sm-clock", "1.7"], 1980, (1.7, round(89 * 1.83 / 1.7), "warm-inputs")),
+    ([], None, (1.83, 89, "warm-inputs")),
+])
+def test_kineto_clock_and_l2_start_options(tmp_path, seen, capsys, argv, sidecar, expected):
+    """--sm-clock preset / GHz override the recorded clock, no sidecar keeps the preset's;
+    --l2-start cold starts every op cold."""
+    path = _kineto_with_sidecar(tmp_path, sidecar)
+    assert main(["compare", "--reference", str(path), "--json", "--quiet", *argv]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["sm_clock_ghz"] == pytest.approx(expected[0])
+    assert seen == [(pytest.approx(expected[0]), expected[1], expected[2])]

@@ -41,6 +41,17 @@ def test_baseline_meets_the_goal_it_was_written_for(baseline, phase):
     assert sum(op["kernels"] for op in entry["ops"]) == entry["simulated"]
 
 
+def test_baseline_records_the_clock_and_l2_start_it_was_simulated_at(baseline):
+    """The stored baseline names its SM clock per trace, the one each sidecar recorded
+    (1.98 GHz, not the preset's 1.83), and its L2 start."""
+    from workloads.traces.recorded_clock import recorded_sm_clock
+
+    for phase, path in reg.TRACES.items():
+        assert baseline["sm_clock_ghz"][phase] == recorded_sm_clock(path)[0] == 1.98
+        assert reg.config(phase).chip.clock_ghz == 1.98
+    assert baseline["l2_start"] == reg.L2_START == "warm-inputs"
+
+
 @pytest.mark.parametrize("phase", list(reg.TRACES))
 def test_coverage_does_not_drop(baseline, mapped, phase):
     """Every kernel whose op builds counts as simulated: that share of the measured time is
@@ -49,7 +60,7 @@ def test_coverage_does_not_drop(baseline, mapped, phase):
     from workloads.ops import build_op
 
     df = mapped[phase]
-    config = reg.config()
+    config = reg.config(phase)
 
     def builds(kind, sizes) -> bool:
         if not isinstance(sizes, str):       # no sizes: not simulated
@@ -74,7 +85,7 @@ def test_cheap_ops_keep_their_error(baseline, mapped, phase):
     entry = baseline["traces"][phase]
     costs = reg.op_costs(entry)
     stored = {k: t for k, t in reg.op_times(entry).items() if costs[k] >= reg.FAST_OP_CPU_S}
-    result = reg.simulate(mapped[phase], stored)
+    result = reg.simulate(mapped[phase], phase, stored)
     _within_baseline(result, entry)
 
 

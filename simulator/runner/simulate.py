@@ -77,6 +77,7 @@ from models.units import (
 )
 from simulator.framework.stats import Stat, StatSheet
 from simulator.runner.fidelity import FIDELITIES, FidelityPlan, LaunchShape, plan
+from simulator.runner.l2_start import L2WarmStart, start_warm, warm_start
 from simulator.runner.launch_time import front_end_us, kernel_us, launch_overhead_us
 from simulator.runner.replay_session import CtaDoneLog, ReplaySession
 from simulator.runner.sampling import simulate_sampled
@@ -185,7 +186,8 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
                         program.shared_bytes + shared_bytes)
     except isa.LaunchError as exc:
         raise isa.LaunchError(f"kernel '{entry}': {exc}") from None
-    replay = Replay(config, memory, policy, quantum_cycles, occ, run_id, entry, sms)
+    replay = Replay(config, memory, policy, quantum_cycles, occ, run_id, entry, sms,
+                    warm_start(program, launch.args, config))
     wave = replay.ctas_per_wave(replay.n_sms)
     check_cluster_launch(program, launch.grid, launch.n_ctas, wave)
     planned = plan(LaunchShape(launch.grid, wave, cta_work is not None, timing_only), config,
@@ -321,7 +323,8 @@ class ReplayRun:
 
 @dataclass
 class Replay:
-    """Times traced CTAs on a freshly built system (one `run` = one cold kernel launch)."""
+    """Times traced CTAs on a freshly built system (one `run` = one kernel launch, from a
+    cold L2 unless `l2_warm` says what it starts with)."""
 
     config: Any
     memory: Any
@@ -331,6 +334,7 @@ class Replay:
     run_id: str
     entry: str
     sms: str = "compute"
+    l2_warm: L2WarmStart | None = None   # `fidelity.l2_start` warm-inputs: what starts in the L2
     _timings: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
@@ -376,7 +380,8 @@ class Replay:
         return KernelImage(trace, timings, n_regs)
 
     def session(self, kernel: KernelImage, stop: int | None = None) -> ReplaySession:
-        """A cold system with CTAs [0, stop) of `kernel` dispatched to its SMs, started."""
+        """A system with CTAs [0, stop) of `kernel` dispatched to its SMs, started: cold, or
+        with the launch's inputs in the L2 (`fidelity.l2_start`, `start_warm`)."""
         config, occ = self.config, self.occ
         system = build_system(config, self.memory, occ.shared_carveout_bytes)
         sheet = StatSheet()
@@ -392,9 +397,15 @@ class Replay:
                                 SmTracer(sheet), MemoryTracer(sheet), CachedMemoryTracer(sheet),
                                 timeline, CtaDoneLog())
         session.wire()
+        self.start_warm(session, kernel)
         dispatcher.initial_fill(sms, occ.ctas_per_sm)
         session.start()
         return session
+
+    def start_warm(self, session: ReplaySession, kernel: KernelImage) -> None:
+        """Put the launch's inputs that `kernel`'s loads read in the session's L2 under
+        `fidelity.l2_start` (`simulator.runner.l2_start`); nothing for a cold start."""
+        start_warm(self.l2_warm, session.memory, kernel.trace, session.sheet)
 
     def finish(self, session: ReplaySession, warp_instructions: int,
                thread_instructions: int) -> ReplayRun:

@@ -10,7 +10,10 @@ the FIT rows only, declared before any simulated figure was looked at: the singl
 (grid 1x1x1) of the LLaMA-3-8B prefill trace, whose span is a few hundred cycles, so that
 their duration is mostly this cost. Every multi-CTA kernel and the whole decode trace are
 held back. The estimate is the median over the FIT rows of measured duration minus simulated
-span (`simulate_reference` with a front end of 0 and no host launch overhead); the result is
+span (`simulate_reference` with a front end of 0 and no host launch overhead, simulated as
+`ptxsim compare` simulates a Kineto trace: at the SM clock the trace's sidecar recorded,
+`workloads.traces.recorded_clock`, and with element-wise, copy and norm kernels starting
+with their inputs in the L2, `reference_ops.WARM_KINDS`); the result is
 `reference_ops.KINETO_FRONT_END_US`, which `ptxsim compare` uses for Kineto traces.
 
 Units: microseconds.
@@ -27,6 +30,7 @@ import pandas as pd
 import models
 from workloads.traces.kineto import read_kineto
 from workloads.traces.mapping import map_kernels
+from workloads.traces.recorded_clock import at_sm_clock, recorded_sm_clock
 from workloads.traces.reference_ops import simulate_reference
 
 FIT_TRACE = Path(__file__).resolve().parents[1] / "reference" / "h100" / \
@@ -45,7 +49,12 @@ def fit_front_end(trace: Path = FIT_TRACE, model: str = "h100_sxm",
     `span_us` and `gap_us`)."""
 
     rows = fit_rows(map_kernels(read_kineto(trace)))
-    done = simulate_reference(rows, models.load_preset(model), fidelity, front_end_us=0.0)
+    config = models.load_preset(model)
+    recorded = recorded_sm_clock(trace)
+    if recorded is not None:
+        config = at_sm_clock(config, recorded[0])
+    done = simulate_reference(rows, config, fidelity, front_end_us=0.0,
+                              l2_start="warm-inputs")
     done = done[done["status"] == "simulated"].copy()
     done["span_us"] = done["simulated_us"].astype(float)
     done["gap_us"] = done["dur_us"] - done["span_us"]

@@ -38,6 +38,16 @@ attention kernel whose name is not XQA's (`XQA_KERNEL`: cuDNN's SDPA kernels, Fl
 is timed with the FlashAttention-style template (`kernels.decode_attention = "fa3"`), the
 program closer to it.
 
+L2 at the start (`l2_start`, default None: every op as `config` says, cold unless its
+`fidelity.l2_start` says otherwise): with "warm-inputs" the ops of `WARM_KINDS` (element-wise,
+copy, cat and norm kernels) are simulated with `fidelity.l2_start = "warm-inputs"`, their
+inputs resident in the L2 as the kernel before them left them (`simulator.runner.l2_start`:
+when the inputs fit in it together), the others as `config` says. A trace records no tensor
+identities, so which kernel wrote an input is not known; these kinds read activations the
+layer has just computed (and small constants: a norm's weight, RoPE's tables), while a
+GEMM's weights and attention's KV cache were not written by the kernel before and outgrow
+the L2 at these sizes, so GEMMs and attention start cold.
+
 Left out: fused kernels that are more than one op, sizes from Kineto grid/block or name
 hints, dtypes of kernels mapped by name (builders use their default precision).
 Units: microseconds.
@@ -57,17 +67,22 @@ from isa.errors import InputError
 from workloads.ops import OP_FLAGS, OPS
 
 OP_ALIASES = {"grouped_gemm": "gemm"}
-KINETO_FRONT_END_US = 0.85
+KINETO_FRONT_END_US = 0.94
 """What a CUPTI kernel activity record (Kineto's `dur`) holds beyond the SMs' simulated span:
 the grid's launch and drain as the activity timestamps see them. Source: fit,
-`python -m workloads.traces.kineto_front_end` (0.854 us: the median of measured minus
+`python -m workloads.traces.kineto_front_end` (0.936 us: the median of measured minus
 simulated span over the 20 FIT rows, the single-CTA kernels of the LLaMA-3-8B prefill trace,
-h100_sxm, sampled; the decode trace and every multi-CTA kernel held back; per row 0.64 to
-1.26 us). ncu's duration holds more
+h100_sxm, sampled, simulated as `ptxsim compare` does: at the trace's recorded 1.98 GHz with
+warm inputs; per row 0.78 to 1.60 us; the decode trace and every multi-CTA kernel held back;
+0.854 us at the preset's 1.83 GHz from a cold L2). ncu's duration holds more
 (`launch.kernel_front_end_us`, 2.75 us on h100_sxm), so that preset value does not apply to
 a trace's kernel durations."""
 XQA_KERNEL = re.compile(r"xqa|kernel_mha", re.IGNORECASE)
 """Kernel names of TensorRT-LLM's XQA decode kernels (`kernel_mha` in `cpp/kernels/xqa/`)."""
+WARM_KINDS = ("elementwise", "copy", "cat", "rmsnorm", "layernorm", "softmax")
+"""Op kinds that start with their inputs in the L2 when `l2_start` is "warm-inputs" (module
+docstring); cuBLAS's split-K reduction (an element-wise add) reads the partial sums its GEMM
+has just written."""
 STATUSES = ("simulated", "unmatched", "no_op", "no_shapes", "error")
 RESULT_COLUMNS = ("kind", "sizes", "simulated_us", "status", "reason")
 
@@ -179,15 +194,18 @@ def _planned(row: dict, registry, flags) -> tuple:
 
 def simulate_reference(df: pd.DataFrame, config, fidelity: str | None = None,
                        progress=None, front_end_us: float | None = None,
-                       costs: dict | None = None) -> pd.DataFrame:
+                       costs: dict | None = None, l2_start: str | None = None) -> pd.DataFrame:
     """`df` (mapped kernels) with `RESULT_COLUMNS` added (see the module docstring).
     `progress(index, total, name)`, when given, is called before each kernel row; `costs`,
-    when given, receives the CPU seconds of each distinct op, keyed (kind, sizes JSON)."""
+    when given, receives the CPU seconds of each distinct op, keyed (kind, sizes JSON);
+    `l2_start` as the module docstring says."""
     import time
 
 
     if front_end_us is not None:
         config = kernel_config(config, front_end_us)
+    warm = (config.with_overrides({"fidelity.l2_start": l2_start})
+            if l2_start is not None else config)
     cache: dict[tuple, tuple[float | None, str | None]] = {}
     results = []
     rows = df.to_dict("records")
@@ -200,7 +218,10 @@ def simulate_reference(df: pd.DataFrame, config, fidelity: str | None = None,
             continue
         text = json.dumps(sizes, sort_keys=True)
         op_config = row_config(row, kind, config)
-        key = (kind, text) if op_config is config else (kind, text, "fa3")
+        variant = None if op_config is config else "fa3"
+        if l2_start is not None and kind in WARM_KINDS:
+            op_config, variant = warm, l2_start
+        key = (kind, text, variant)
         if key not in cache:
             started = time.process_time()
             try:

@@ -6,14 +6,17 @@
 Each trace of `TRACES` (`workloads/reference/h100/llama3_8b_layer_{prefill,decode}.json`,
 recorded with shapes) is compared as `ptxsim compare --reference FILE --model h100_sxm` does:
 mapped through its operators, every distinct op simulated once (sampled fidelity) with the
-Kineto front end (`reference_ops.KINETO_FRONT_END_US`) and no host launch overhead. Its
+Kineto front end (`reference_ops.KINETO_FRONT_END_US`) and no host launch overhead, at the SM
+clock the trace's sidecar recorded (`workloads.traces.recorded_clock`: 1.98 GHz, the
+power-cap model kept) and with `L2_START` ("warm-inputs": element-wise, copy and norm kernels
+start with their inputs in the L2, `reference_ops.WARM_KINDS`). Its
 summary (`reports.compare.baseline_summary`) holds the kernel count, coverage (share of the
 measured kernel time simulated), MAPE over the simulated kernels, Pearson r and summed
 error, the same per category (`share` of the measured time, `coverage`, `mape_pct`,
 `total_error_pct`), and every distinct op with its simulated time, kernel count and the CPU
 seconds it took. `BASELINE` stores both summaries (`FORMAT`: `model`, `fidelity`,
-`front_end_us`, `command`, `traces` by phase); `ptxsim compare --regression` and
-`tests/test_compare_regression.py` fail when coverage
+`front_end_us`, `l2_start`, `sm_clock_ghz` by phase, `command`, `traces` by phase);
+`ptxsim compare --regression` and `tests/test_compare_regression.py` fail when coverage
 drops or MAPE worsens by more than `TOLERANCE_POINTS` (2 points): a fast test re-simulates
 the ops that cost under `FAST_OP_CPU_S` CPU seconds and takes the others' times from the
 baseline (coverage from building every op, which needs no simulation), a slow one
@@ -33,6 +36,7 @@ import models
 from isa.errors import InputError
 from workloads.traces.kineto import read_kineto
 from workloads.traces.mapping import map_kernels
+from workloads.traces.recorded_clock import at_sm_clock, recorded_sm_clock
 from workloads.traces.reference_ops import KINETO_FRONT_END_US, simulate_reference
 
 H100 = Path(__file__).resolve().parents[1] / "reference" / "h100"
@@ -41,6 +45,7 @@ TRACES = {"prefill": H100 / "llama3_8b_layer_prefill.json",
 BASELINE = H100.parent / "llama3_8b_compare" / "baseline.json"   # simulated, not measured
 MODEL = "h100_sxm"
 FIDELITY = "sampled"
+L2_START = "warm-inputs"
 TOLERANCE_POINTS = 2.0
 FAST_OP_CPU_S = 1.0
 FORMAT = "ptxsim-compare-baseline/1"
@@ -52,26 +57,35 @@ def mapped_trace(phase: str) -> pd.DataFrame:
     return map_kernels(read_kineto(TRACES[phase]))
 
 
-def config():
-    """The preset the baseline is simulated on."""
+def sm_clock_ghz(phase: str) -> float:
+    """The SM clock the trace of `phase` recorded (the preset's where it recorded none)."""
 
-    return models.load_preset(MODEL)
+    recorded = recorded_sm_clock(TRACES[phase])
+    return recorded[0] if recorded else models.load_preset(MODEL).chip.clock_ghz
 
 
-def simulate(mapped: pd.DataFrame, times: dict | None = None,
+def config(phase: str):
+    """The preset the baseline of `phase` is simulated on, at the trace's recorded clock."""
+
+    return at_sm_clock(models.load_preset(MODEL), sm_clock_ghz(phase))
+
+
+def simulate(mapped: pd.DataFrame, phase: str, times: dict | None = None,
              costs: dict | None = None) -> pd.DataFrame:
-    """`simulate_reference` of a mapped trace; ops whose (kind, sizes JSON) key is in
-    `times` take that simulated time instead of being simulated again."""
+    """`simulate_reference` of the mapped trace of `phase`; ops whose (kind, sizes JSON) key
+    is in `times` take that simulated time instead of being simulated again."""
 
     if not times:
-        return simulate_reference(mapped, config(), FIDELITY, front_end_us=KINETO_FRONT_END_US,
-                                  costs=costs)
+        return simulate_reference(mapped, config(phase), FIDELITY,
+                                  front_end_us=KINETO_FRONT_END_US, costs=costs,
+                                  l2_start=L2_START)
     keys = [(op, _canonical(sizes)) if isinstance(sizes, str) else None
             for op, sizes in zip(mapped["op"], mapped["sizes"], strict=True)]
     stored = [k in times for k in keys]
     fresh = mapped[[not s for s in stored]]
-    result = simulate_reference(fresh, config(), FIDELITY, front_end_us=KINETO_FRONT_END_US,
-                                costs=costs)
+    result = simulate_reference(fresh, config(phase), FIDELITY,
+                                front_end_us=KINETO_FRONT_END_US, costs=costs,
+                                l2_start=L2_START)
     kept = mapped[stored].copy()
     kept["kind"] = kept["op"]
     kept["sizes"] = [_canonical(s) for s in kept["sizes"]]
@@ -109,7 +123,8 @@ def baseline_document(traces: dict) -> dict:
     """The `BASELINE` file's content for the summaries `traces` ({phase: summary})."""
 
     return {"format": FORMAT, "model": MODEL, "fidelity": FIDELITY,
-            "front_end_us": KINETO_FRONT_END_US,
+            "front_end_us": KINETO_FRONT_END_US, "l2_start": L2_START,
+            "sm_clock_ghz": {phase: sm_clock_ghz(phase) for phase in TRACES},
             "command": "ptxsim compare --regression --write-baseline", "traces": traces}
 
 

@@ -22,6 +22,16 @@ measurements (CUDA events around an operator) against `time_us` with the preset'
 costs. A Kineto trace recorded without shapes (DeepSeek-V3's training trace) is said to be
 so, with the path that compares it (`workloads.traces.chunk_pair_report`).
 
+Clock and L2 (Kineto traces; both stated in the output and in summary.json):
+`--sm-clock` (default "recorded") simulates at the SM clock the trace's sidecar
+`NAME.meta.json` recorded (`workloads.traces.recorded_clock`: `chip.clock_ghz` set to it,
+the L2's bytes per second kept, the power-cap model still lowering tensor-bound launches),
+the preset's where there is no sidecar; "preset" keeps the preset's, a number of GHz sets
+one. `--l2-start` (default "warm-inputs") starts element-wise, copy and norm kernels with
+their inputs in the L2, as the kernel before them left them, GEMMs and attention cold
+(`reference_ops.WARM_KINDS`, `simulator.runner.l2_start`); "cold" starts every op from an
+empty L2. A kernel CSV (operators measured alone) keeps the preset's clock and a cold L2.
+
     ptxsim compare --regression [--write-baseline] [--json]
 
 compares the two LLaMA-3-8B H100 traces of `workloads.traces.reference_regression` on
@@ -43,10 +53,12 @@ from reports import compare
 from reports.output_dir import check_output_dir
 from simulator.app.commands.models import add_config_arguments, config_from_args
 from simulator.app.progress import add_quiet_argument, progress_bar
+from simulator.runner.l2_start import L2_STARTS
 from workloads.ops import available_fidelities
 from workloads.traces import map_kernels, read_kernel_csv, read_kineto
 from workloads.traces import reference_regression as reg
 from workloads.traces.operators import records_shapes
+from workloads.traces.recorded_clock import at_sm_clock, recorded_sm_clock
 from workloads.traces.reference_ops import KINETO_FRONT_END_US, simulate_reference
 
 NAME = "compare"
@@ -64,7 +76,8 @@ NO_SHAPES_NOTE = (
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """--reference or --regression [--write-baseline], --format, --device, --model, --set,
-    --fidelity, --front-end-us, --top, --out, --force, --json, --quiet."""
+    --fidelity, --front-end-us, --sm-clock, --l2-start, --top, --out, --force, --json,
+    --quiet."""
     parser.add_argument("--reference", default=None, metavar="FILE",
                         help="Kineto trace (.json) or kernel CSV (.csv) with measured times")
     parser.add_argument("--regression", action="store_true",
@@ -86,6 +99,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "to compare with a kernel duration (default "
                         f"{KINETO_FRONT_END_US}, fitted by python -m "
                         "workloads.traces.kineto_front_end)")
+    parser.add_argument("--sm-clock", default=None, metavar="recorded|preset|GHZ",
+                        help="Kineto traces: the SM clock to simulate at: the one the "
+                        "trace's sidecar NAME.meta.json recorded (default; the preset's "
+                        "without one), the preset's, or GHz; the power-cap model still "
+                        "lowers tensor-bound launches")
+    parser.add_argument("--l2-start", choices=L2_STARTS, default=None,
+                        help="Kineto traces: warm-inputs (default) starts element-wise, copy "
+                        "and norm kernels with their inputs in the L2 as the kernel before "
+                        "left them (GEMMs and attention cold); cold starts every op from an "
+                        "empty L2")
     parser.add_argument("--top", type=int, default=20, metavar="N",
                         help="kernels printed in the text table, longest first (default 20)")
     parser.add_argument("--out", default=None, metavar="DIR",
@@ -140,6 +163,35 @@ def _records(frame) -> list[dict]:
     return [{k: _clean(v) for k, v in row.items()} for row in frame.to_dict("records")]
 
 
+DEFAULT_L2_START = "warm-inputs"
+L2_START_NOTES = {
+    "cold": "every op starts from an empty L2",
+    "warm-inputs": "element-wise, copy and norm kernels start with the inputs they load "
+                   "resident (dirty) in the L2 when those fit in it together, assumed just "
+                   "written by the kernel before; GEMMs and attention start cold",
+}
+
+
+def sm_clock(value: str, reference: str, config) -> tuple[float, str]:
+    """(GHz, how it was obtained) for `--sm-clock` `value` (an `InputError` names the flag)."""
+    if value == "preset":
+        return config.chip.clock_ghz, "the preset's chip.clock_ghz (--sm-clock preset)"
+    if value == "recorded":
+        recorded = recorded_sm_clock(reference)
+        if recorded is None:
+            return config.chip.clock_ghz, ("the preset's chip.clock_ghz (no SM clock "
+                                           "recorded beside the trace)")
+        return recorded[0], f"recorded: {recorded[1]}"
+    try:
+        ghz = float(value)
+    except ValueError:
+        ghz = math.nan
+    if not 0 < ghz <= 10:
+        raise InputError(f"--sm-clock {value}: accepted recorded, preset or a clock in GHz "
+                         "above 0 and up to 10")
+    return ghz, f"--sm-clock {value}"
+
+
 def run(args: argparse.Namespace) -> int:
     """Import, map, simulate, compare, print (and write with --out); or --regression."""
 
@@ -162,11 +214,23 @@ def run(args: argparse.Namespace) -> int:
                          "with time_us, the preset's launch costs)")
     front_end = (KINETO_FRONT_END_US if args.front_end_us is None else args.front_end_us) \
         if kineto else None
+    for flag, value in (("--sm-clock", args.sm_clock), ("--l2-start", args.l2_start)):
+        if value is not None and not kineto:
+            raise InputError(f"{flag}: only for Kineto traces (a kernel CSV's operators are "
+                             "timed alone, at the preset's clock, from a cold L2)")
+    clock_ghz, clock_source = sm_clock(args.sm_clock or "recorded", args.reference, config) \
+        if kineto else (config.chip.clock_ghz, "the preset's chip.clock_ghz")
+    config = at_sm_clock(config, clock_ghz)
+    l2_start = (args.l2_start or DEFAULT_L2_START) if kineto else None
     with progress_bar(len(mapped), "simulating kernels", args.quiet) as progress:
-        result = simulate_reference(mapped, config, fidelity, progress, front_end)
+        result = simulate_reference(mapped, config, fidelity, progress, front_end,
+                                    l2_start=l2_start)
     about = {"reference": args.reference, "model": args.model, "fidelity": fidelity,
              "figure": (f"kernel duration: span + {front_end} us front end, no host launch "
-                        "overhead" if kineto else "time_us: span + the preset's launch costs")}
+                        "overhead" if kineto else "time_us: span + the preset's launch costs"),
+             "sm_clock_ghz": clock_ghz, "sm_clock_source": clock_source,
+             "l2_start": l2_start or config.fidelity.l2_start,
+             "l2_start_note": L2_START_NOTES[l2_start or config.fidelity.l2_start]}
     if kineto and not records_shapes(mapped):
         about["note"] = NO_SHAPES_NOTE
     summary = {**about, **compare.error_summary(result)}
@@ -188,7 +252,8 @@ def run(args: argparse.Namespace) -> int:
 
 REGRESSION_EXCLUSIVE = {"reference": "--reference", "out": "--out",
                         "front_end_us": "--front-end-us", "device": "--device",
-                        "fidelity": "--fidelity", "overrides": "--set"}
+                        "fidelity": "--fidelity", "overrides": "--set",
+                        "sm_clock": "--sm-clock", "l2_start": "--l2-start"}
 
 
 def run_regression(args: argparse.Namespace) -> int:
@@ -200,12 +265,13 @@ def run_regression(args: argparse.Namespace) -> int:
              if getattr(args, key, None) is not None]
     if given or args.model != reg.MODEL:
         raise InputError(f"--regression: the baseline is {reg.MODEL}, {reg.FIDELITY}, the "
-                         "Kineto front end; drop " + ", ".join(given or ["--model"]))
+                         "Kineto front end, the recorded clock, warm inputs; drop "
+                         + ", ".join(given or ["--model"]))
     stored = None if args.write_baseline else reg.load_baseline()
     traces, failures = {}, []
     for phase in reg.TRACES:
         costs: dict = {}
-        traces[phase] = compare.baseline_summary(reg.simulate(reg.mapped_trace(phase),
+        traces[phase] = compare.baseline_summary(reg.simulate(reg.mapped_trace(phase), phase,
                                                               costs=costs), costs)
         if stored is not None:
             failures += [f"{phase}: {f}" for f in compare.regression_failures(
@@ -266,6 +332,8 @@ def _text(result, summary: dict, top: int) -> str:
         streams = compare.stream_summary(result).to_string(index=False)
     lines = [f"{summary['reference']} on {summary['model']} (fidelity {summary['fidelity']})",
              f"compared: {summary['figure']}",
+             f"SM clock {summary['sm_clock_ghz']:g} GHz ({summary['sm_clock_source']}); "
+             f"L2 start {summary['l2_start']}: {summary['l2_start_note']}",
              *([f"note: {summary['note']}"] if summary.get("note") else []),
              f"kernels {summary['kernels']}, simulated {summary['simulated']} "
              f"({summary['coverage']:.1%} of the measured time)",
