@@ -22,7 +22,8 @@ to the grid as other counts when sampled).
 Left out: which input the kernel before really wrote (every input counts as just written:
 the caller chooses the launches this applies to, `workloads.traces.reference_ops` only
 element-wise, copy and norm kernels), partial residency, inputs in the L1s, a memory other
-than the cached one (the others start as they are). Units: bytes, 32-byte sectors.
+than the cached one (the others start as they are), launches run together
+(`simulator.runner.concurrent` starts them cold). Units: bytes, 32-byte sectors.
 """
 
 from __future__ import annotations
