@@ -32,6 +32,12 @@ overhead, as CUDA events around an operator see it (a kernel CSV's measurements)
 `launch.kernel_front_end_us = front_end_us`: the kernel's duration as a profiler's activity
 record shows it (a Kineto trace; `KINETO_FRONT_END_US`).
 
+Memsets: with `front_end_us` given (a Kineto trace) a `memset` row is the driver's
+`cudaMemsetAsync` as CUPTI records it (activity category `gpu_memset`), not a kernel launch,
+so it is timed as one: `driver_memset_us`, `KINETO_MEMSET_US` plus its bytes over the HBM's
+peak bandwidth, nothing simulated. A kernel CSV (CUDA events around an operator) keeps the
+`memset` op's fill kernel with the preset's launch costs.
+
 Decode attention: `kernels.decode_attention = "xqa"` (the presets' default) times GQA decode
 with the XQA-style kernel, TensorRT-LLM's. A trace records the kernel that ran, so an
 attention kernel whose name is not XQA's (`XQA_KERNEL`: cuDNN's SDPA kernels, FlashAttention's)
@@ -64,6 +70,7 @@ import pandas as pd
 
 import workloads.ops as op_registry  # by attribute: tests swap simulate_op/build_op
 from isa.errors import InputError
+from models.roofline import chip_peaks
 from workloads.ops import OP_FLAGS, OPS
 
 OP_ALIASES = {"grouped_gemm": "gemm"}
@@ -77,6 +84,13 @@ warm inputs; per row 0.78 to 1.60 us; the decode trace and every multi-CTA kerne
 0.854 us at the preset's 1.83 GHz from a cold L2). ncu's duration holds more
 (`launch.kernel_front_end_us`, 2.75 us on h100_sxm), so that preset value does not apply to
 a trace's kernel durations."""
+KINETO_MEMSET_US = 0.77
+"""The fixed part of a driver memset's CUPTI activity record (`driver_memset_us`). Source:
+fit, `python -m workloads.traces.kineto_front_end` (0.767 us: the median of measured
+duration minus bytes over the HBM peak over the 5 FIT rows, the LLaMA-3-8B prefill trace's
+memsets at even positions, 4 bytes each, 0.70 to 1.31 us; the 5 at odd positions held
+back). Less than a kernel's front end (`KINETO_FRONT_END_US`): no grid is launched as a
+kernel's is."""
 XQA_KERNEL = re.compile(r"xqa|kernel_mha", re.IGNORECASE)
 """Kernel names of TensorRT-LLM's XQA decode kernels (`kernel_mha` in `cpp/kernels/xqa/`)."""
 WARM_KINDS = ("elementwise", "copy", "cat", "rmsnorm", "layernorm", "softmax")
@@ -149,6 +163,13 @@ def row_sizes(row: dict, kind: str, flags) -> tuple[dict[str, int], list[str]]:
     return sizes, missing
 
 
+def driver_memset_us(config, nbytes: int, fixed_us: float = KINETO_MEMSET_US) -> float:
+    """A driver memset of `nbytes` as a Kineto activity record times it: `fixed_us` plus the
+    bytes written at the HBM's peak bandwidth (`models.roofline.chip_peaks`)."""
+    hbm_gbps = chip_peaks(config.to_dict())["hbm_gbps"]
+    return float(fixed_us) + nbytes / (hbm_gbps * 1e3)
+
+
 def kernel_config(config, front_end_us: float):
     """`config` for kernel durations: no host launch overhead, the given front end."""
     return config.with_overrides({"launch.kernel_overhead_us": 0.0,
@@ -194,11 +215,13 @@ def _planned(row: dict, registry, flags) -> tuple:
 
 def simulate_reference(df: pd.DataFrame, config, fidelity: str | None = None,
                        progress=None, front_end_us: float | None = None,
-                       costs: dict | None = None, l2_start: str | None = None) -> pd.DataFrame:
+                       costs: dict | None = None, l2_start: str | None = None,
+                       memset_us: float = KINETO_MEMSET_US) -> pd.DataFrame:
     """`df` (mapped kernels) with `RESULT_COLUMNS` added (see the module docstring).
     `progress(index, total, name)`, when given, is called before each kernel row; `costs`,
     when given, receives the CPU seconds of each distinct op, keyed (kind, sizes JSON);
-    `l2_start` as the module docstring says."""
+    `l2_start` as the module docstring says; `memset_us`: the fixed part of a driver memset
+    (`driver_memset_us`, with `front_end_us` given)."""
     import time
 
 
@@ -221,13 +244,18 @@ def simulate_reference(df: pd.DataFrame, config, fidelity: str | None = None,
         variant = None if op_config is config else "fa3"
         if l2_start is not None and kind in WARM_KINDS:
             op_config, variant = warm, l2_start
-        key = (kind, text, variant)
+        driver = front_end_us is not None and kind == "memset"
+        key = (kind, text, "driver" if driver else variant)
         if key not in cache:
             started = time.process_time()
             try:
-                plan = op_registry.build_op(kind, op_config, **sizes)
-                result = op_registry.simulate_op(plan, op_config, fidelity)
-                cache[key] = (float(result["time_us"]), None)
+                if driver:
+                    cache[key] = (driver_memset_us(config, int(sizes["bytes"]),
+                                                   memset_us), None)
+                else:
+                    plan = op_registry.build_op(kind, op_config, **sizes)
+                    result = op_registry.simulate_op(plan, op_config, fidelity)
+                    cache[key] = (float(result["time_us"]), None)
             except InputError as exc:
                 cache[key] = (None, str(exc))
             if costs is not None:
