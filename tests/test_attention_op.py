@@ -35,6 +35,42 @@ def test_flops_and_bytes_follow_flashattention():
     assert p.peak == "tensor_bf16_tflops"
 
 
+def test_fp8_forward_counts_one_byte_inputs_and_takes_fa3_tiles():
+    """--dtype fp8: bytes = Q, K, V at 1 B and the bf16 O at 2 B; the fp8 tensor peak;
+    FA3's fp8 tiles (128 x 224 for head dim 128, 128 x 128 for 256) and no split-KV."""
+    p = build_op("attention", H100, batch=2, heads=8, seqlen=1024, headdim=128, causal=True,
+                 dtype="fp8", shape_only=True)
+    assert p.flops == 4 * 2 * 8 * 1024 * 1024 * 128 / 2
+    assert p.bytes == 3 * (2 * 1024 * 8 * 128) + 2 * (2 * 1024 * 8 * 128)
+    assert p.peak == "tensor_fp8_tflops"
+    (fwd,) = p.launches
+    assert fwd.detail["tiles"]["kv_block"] == 224 and fwd.detail["tiles"]["m_tile"] == 128
+    few = build_op("attention", H100, batch=1, heads=2, seqlen=256, headdim=256, dtype="fp8",
+                   shape_only=True)
+    assert len(few.launches) == 1 and few.launches[0].detail["tiles"]["kv_block"] == 128
+    assert few.launches[0].detail["tiles"]["splits"] == 1
+
+
+@pytest.mark.parametrize("schedule", ["plain", "fa3"])
+def test_fp8_forward_simulates_functionally_under_both_schedules(schedule):
+    """A small fp8 prefill runs with real e4m3 data under either kernels.attention_schedule
+    and takes at least its roofline time."""
+    config = models.load_preset("h100_sxm", {"sm.count": 4, **FA3,
+                                             "kernels.attention_schedule": schedule})
+    p = build_op("attention", config, batch=1, heads=2, seqlen=200, seqlen_k=301,
+                 headdim=128, dtype="fp8")
+    assert not p.launches[0].timing_only and p.launches[0].detail["schedule"] == schedule
+    r = simulate_op(p, config, "full")
+    assert r["time_us"] >= r["roofline_us"] > 0
+
+
+def test_fp8_is_refused_on_an_sm80_chip():
+    """The sm_80 forward template has no fp8: --dtype fp8 on an A100 names --dtype."""
+    with pytest.raises(InputError, match="--dtype fp8"):
+        build_op("attention", models.load_preset("a100_sxm"), batch=1, heads=2, seqlen=256,
+                 headdim=128, dtype="fp8", shape_only=True)
+
+
 def test_seqlen_q_is_accepted_for_seqlen():
     """Workload graphs pass seqlen_q / seqlen_k; the plan is the same as with --seqlen."""
     a = build_op("attention", H100, batch=1, heads=2, seqlen=128, shape_only=True)
@@ -49,7 +85,11 @@ def test_seqlen_q_is_accepted_for_seqlen():
     (dict(batch=0), "--batch"), (dict(kv_heads=3), "--kv-heads"),
     (dict(headdim=80), "--headdim"), (dict(headdim_v=100), "--headdim-v"),
     (dict(headdim_v=320), "--headdim-v"), (dict(headdim=96, backward=True), "--headdim"),
-    (dict(dtype="fp8"), "--dtype"), (dict(causal=True, seqlen_k=64), "--causal"),
+    (dict(dtype="e5m2"), "--dtype"), (dict(causal=True, seqlen_k=64), "--causal"),
+    (dict(dtype="fp8"), "--headdim"), (dict(dtype="fp8", headdim=128, headdim_v=256),
+                                       "--headdim-v"),
+    (dict(dtype="fp8", headdim=128, backward=True), "--backward"),
+    (dict(dtype="fp8", headdim=128, seqlen=1, seqlen_k=1024), "--seqlen"),
 ])
 def test_bad_sizes_name_their_flag(sizes, flag):
     """Each invalid size raises InputError naming the flag."""

@@ -1,7 +1,7 @@
 """The fused attention template: generated PTX runs through `isa.run_kernel` and matches a
 float64 numpy attention (causal, GQA, packed heads, split-KV + combine, MLA's V = K[:Dv],
-head dim 96); every variant assembles with ptxas without spills; bad arguments are
-refused."""
+head dim 96, fp8 with descales); every variant assembles with ptxas without spills; bad
+arguments are refused."""
 
 from __future__ import annotations
 
@@ -195,7 +195,7 @@ def test_head_dim_96_uses_64_byte_swizzled_atoms():
 
 @pytest.mark.parametrize("arg, value", [("headdim", 80), ("headdim_v", 100),
                                         ("headdim_v", 320), ("m_tile", 256),
-                                        ("kv_block", 72), ("dtype", "fp8"), ("stages", 0),
+                                        ("kv_block", 72), ("dtype", "e5m2"), ("stages", 0),
                                         ("pack", 192), ("consumer_regs", 200),
                                         ("consumer_regs", 160),
                                         ("page", 100)])
@@ -236,6 +236,103 @@ def test_paged_launch_needs_its_block_table_and_length():
         kern.args(q, pool[:, :32], pool[:, :32], o, lse, block_table=table, seqlen_k=10)
 
 
+F8 = ml_dtypes.float8_e4m3fn
+DESCALE = (0.5, 2.0, 0.25)      # q_descale, k_descale, v_descale
+# name: (generator arguments, batch, seqlen_q, seqlen_k, heads, kv_heads)
+FP8_VARIANTS = {
+    "fp8-d128-n224-ktail": (dict(headdim=128, kv_block=224), 1, 200, 301, 2, 1),
+    "fp8-d128-n224-causal-gqa": (dict(headdim=128, kv_block=224, causal=True), 1, 389, 389,
+                                 4, 2),
+    "fp8-d256-n128-causal": (dict(headdim=256, kv_block=128, causal=True), 1, 150, 200, 1, 1),
+    "fp8-d128-m64-n160": (dict(headdim=128, m_tile=64, kv_block=160), 2, 70, 100, 1, 1),
+}
+
+
+def run_fp8(params, b, sq, sk, h, hkv, seed=0):
+    """An fp8 launch on e4m3 inputs (standard normal x 2, then rounded) with `DESCALE`;
+    the real-valued inputs (descaled, float64), O (bf16) and lse."""
+    kern = attention_kernel(dtype="fp8", **params)
+    d = kern.config.headdim
+    rng = np.random.default_rng(seed)
+    q, k, v = ((2 * rng.standard_normal((b, s, n, d))).astype(F8)
+               for s, n in ((sq, h), (sk, hkv), (sk, hkv)))
+    out = np.zeros((b, sq, h, d), ml_dtypes.bfloat16)
+    lse = np.zeros((1, b, sq, h), np.float32)
+    qd, kd, vd = DESCALE
+    isa.run_kernel(kern.ptx, kern.entry, kern.grid(b, h, sq, 1, h // hkv), kern.block,
+                   kern.args(q, k, v, out, lse, q_descale=qd, k_descale=kd, v_descale=vd),
+                   shared_bytes=kern.shared_bytes)
+    real = [x.astype(np.float64) * f for x, f in zip((q, k, v), DESCALE, strict=True)]
+    return *real, out, lse
+
+
+@pytest.mark.parametrize("schedule", ["plain", "fa3"])
+@pytest.mark.parametrize("name", sorted(FP8_VARIANTS))
+def test_fp8_matches_float64_reference_with_descales(name, schedule):
+    """fp8 O within what P's rounding to e4m3 allows: each P_j (scaled into [0, 256]) is
+    rounded once with relative error at most 2^-4 (3 mantissa bits) while the row sum
+    keeps the f32 P, so |O - O_ref| <= 2^-4 sum_j p_j |v_j| (+ 2^-18 |v_j| per key for
+    P below e4m3's normal range, 2^-10 absolute after the 2^8 offset), plus the bf16
+    rounding of O and the 16-bit-path terms; the reference is float64 attention on the
+    e4m3 inputs times their descales."""
+    params, b, sq, sk, h, hkv = FP8_VARIANTS[name]
+    q, k, v, got, _ = run_fp8({**params, "schedule": schedule}, b, sq, sk, h, hkv)
+    causal = params.get("causal", False)
+    want = reference(q, k, v, causal)
+    absv = reference(q, k, np.abs(v), causal)
+    tol = (2.0 ** -4 + 2 * UNIT["bf16"]) * absv + UNIT["bf16"] * np.abs(want) \
+        + 2.0 ** -18 * sk * np.abs(v).max() + 1e-6
+    err = np.abs(got.astype(np.float64) - want)
+    assert np.all(err <= tol), float((err - tol).max())
+    assert err.max() > 2.0 ** -12 * np.abs(want).max()     # P really went through e4m3
+
+
+def test_fp8_log_sum_exp_takes_out_the_max_offset():
+    """fp8 lse = log2 sum_j exp2(scale log2(e) q_descale k_descale q.k_j): the 2^8 of
+    FA3's Max_offset carried by P and the row sums is taken out."""
+    params, b, sq, sk, h, hkv = FP8_VARIANTS["fp8-d128-n224-ktail"]
+    q, k, _, _, lse = run_fp8({**params, "schedule": "fa3"}, b, sq, sk, h, hkv, seed=2)
+    s = np.einsum("bqhd,bkhd->bhqk", q, np.repeat(k, h // hkv, axis=2)) / np.sqrt(128)
+    want = np.log2(np.exp(s).sum(-1)).transpose(0, 2, 1)
+    np.testing.assert_allclose(lse[0], want, rtol=1e-4, atol=1e-3)
+
+
+def test_fp8_kernel_transposes_v_in_its_producer_warpgroup():
+    """fp8: QK^T and P.V are e4m3 k32 wgmmas (P.V with P from registers); the whole
+    producer warpgroup stays (setmaxnreg 32) and transposes each V tile with
+    ldmatrix.trans + prmt + stmatrix, fenced for the async proxy; per stage K, the
+    transposed V (atoms of 128 keys) and V as loaded, each with full/empty mbarriers."""
+    kern = attention_kernel(headdim=128, kv_block=224, dtype="fp8", schedule="fa3")
+    cfg, ptx = kern.config, kern.ptx
+    assert "m64n224k32.f32.e4m3.e4m3" in ptx and "m64n128k32.f32.e4m3.e4m3" in ptx
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 224 // 16
+    assert ptx.count("stmatrix.sync.aligned.m8n8.x4.shared.b16") == 224 // 16
+    assert "setmaxnreg.dec.sync.aligned.u32 32;" in ptx and "fence.proxy.async" in ptx
+    assert cfg.stage_bytes == 224 * 128 + 2 * 128 * 128 + 224 * 128
+    assert cfg.ring_bars == 6 * 2 and kern.entry.startswith("attn_fwd_fp8_")
+
+
+@pytest.mark.parametrize("params, arg", [
+    (dict(headdim=64), "headdim"), (dict(headdim=128, headdim_v=256), "headdim"),
+    (dict(headdim=128, kv_block=48), "kv_block"), (dict(headdim=128, m_tile=192), "m_tile"),
+    (dict(headdim=128, m_tile=64, pack=4), "pack"), (dict(headdim=128, split=True), "split"),
+    (dict(headdim=128, m_tile=64, kv_block=64, page=64), "page")])
+def test_fp8_outside_its_prefill_tiles_is_refused(params, arg):
+    """fp8 takes head dims 128/256 (Dv = D), kv_block in 32-key steps, one q head per CTA
+    and no split or paging; anything else raises InputError naming the argument."""
+    with pytest.raises(InputError, match=arg):
+        attention_kernel(dtype="fp8", **params)
+
+
+def test_descales_are_refused_for_16_bit_kernels():
+    """Descale factors other than 1 are an fp8 argument."""
+    kern = attention_kernel(headdim=64, kv_block=64)
+    q = np.zeros((1, 64, 1, 64), np.float16)
+    o, lse = np.zeros_like(q), np.zeros((1, 1, 64, 1), np.float32)
+    with pytest.raises(InputError, match="descale"):
+        kern.args(q, q, q, o, lse, v_descale=0.5)
+
+
 @pytest.mark.parametrize("params", [dict(schedule="fa2"),
                                     dict(schedule="fa3", headdim=576, headdim_v=512, m_tile=64,
                                          kv_block=64, pack=16, v_from_k=True),
@@ -268,7 +365,12 @@ PTXAS = [dict(headdim=128), dict(headdim=192, headdim_v=128, causal=True),
          dict(headdim=64, schedule="fa3"), dict(headdim=256, kv_block=80, schedule="fa3"),
          dict(headdim=192, headdim_v=128, causal=True, schedule="fa3"),
          dict(headdim=96, kv_block=128, schedule="fa3"),
-         dict(headdim=128, m_tile=64, kv_block=64, pack=4, page=64, schedule="fa3")]
+         dict(headdim=128, m_tile=64, kv_block=64, pack=4, page=64, schedule="fa3"),
+         dict(headdim=128, kv_block=224, dtype="fp8"),
+         dict(headdim=128, kv_block=224, dtype="fp8", causal=True, schedule="fa3"),
+         dict(headdim=256, kv_block=128, dtype="fp8", schedule="fa3"),
+         dict(headdim=256, kv_block=128, dtype="fp8", causal=True),
+         dict(headdim=128, m_tile=64, kv_block=160, dtype="fp8", schedule="fa3")]
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not installed")

@@ -62,8 +62,15 @@ Choices, the same for every shape (no per-shape factors):
   FIT rows (344 rows: contiguous 19.4 %, paged 17.1 % MAPE, the launch overhead refitted to
   the paged kernels).
 
+`--dtype fp8` (FA3's FP8 forward: e4m3 Q, K, V, bf16 O; `templates.attention`) runs
+prefill only (seqlen_q > PACK_MAX_SEQLEN_Q: no packed GQA decode, paging, split-KV or
+XQA), head dims 128 and 256 with Dv = D, FA3's fp8 tiles (`FP8_KV_BLOCK`, m_tile 128),
+either `kernels.attention_schedule`, descales 1 (data drawn as e4m3); the backward and the
+sm_80 template refuse it. Its peak is `tensor_fp8_tflops`, as the GEMM op's fp8.
+
 Conventions: `flops` = 2 B H Sq Sk (D + Dv), halved when causal (FlashAttention's 4 B H
-Sq Sk D for D = Dv); `bytes` = Q, K, V and O once. Below `FUNCTIONAL_ELEMENTS` elements
+Sq Sk D for D = Dv); `bytes` = Q, K, V and O once (fp8: 1 B per Q/K/V element, 2 B per
+O element). Below `FUNCTIONAL_ELEMENTS` elements
 the op runs with random data, above in timing mode (`isa.ShapeOnly`). `fidelity=
 "sampled"` uses `attention_sampling` (three reduced launches, fitted per CTA).
 `backward=True` (`--backward`) plans the backward instead (`attention_backward`: the
@@ -91,7 +98,14 @@ import isa
 from isa.errors import InputError
 from models.cta_dispatch import occupancy
 from workloads.codesign.codesign_ops import attention_hook
-from workloads.kernels.templates.attention import ELEM, MAX_SHARED, attention_kernel
+from workloads.kernels.templates.attention import (
+    DTYPE_BYTES,
+    ELEM,
+    FP8_HEADDIMS,
+    MAX_SHARED,
+    OUT_DTYPE,
+    attention_kernel,
+)
 from workloads.kernels.templates.targets import Template, pick_template
 from workloads.ops import attention_backward, attention_sm80, attention_xqa
 from workloads.ops import attention_sampling as sampling
@@ -105,13 +119,17 @@ from workloads.ops.registry import (
     register,
 )
 
-DTYPES = tuple(ELEM)
-NUMPY = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}
+DTYPES = tuple(ELEM)              # 16-bit types (MLA decode, the backward)
+FORWARD_DTYPES = tuple(DTYPE_BYTES)   # the forward also takes fp8
+NUMPY = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16, "fp8": ml_dtypes.float8_e4m3fn}
 FUNCTIONAL_ELEMENTS = 1 << 20
 PACK_MAX_SEQLEN_Q = 64
 HD96_TILE = (192, 144)
 """(m_tile, kv_block) for head dim 96: FA3's `tile_size_fwd_sm90` row for hdim <= 96
 (192 x 144, three consumer warpgroups)."""
+FP8_KV_BLOCK = {128: 224, 256: 128}
+"""kv_block of the fp8 forward by head dim: FA3's `tile_size_fwd_sm90` fp8 rows (128 x 224
+for hdim <= 128, 128 x 128 for 256, causal or not)."""
 SPLIT_FILL = 0.8
 MAX_SPLITS = 128
 
@@ -130,7 +148,7 @@ def _kv_block(budget_bytes: int, q_bytes: int, per_key: int, cap: int = 128) -> 
 
 
 def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_v,
-           causal, v_from_k=False, kv_page=None) -> dict:
+           causal, v_from_k=False, kv_page=None, dtype="bf16") -> dict:
     """Template arguments and launch split for one attention (module docstring), with the
     config's `[kernels]` choices; decode's KV page size `kv_page` (None:
     `kernels.attention_kv_page_keys`)."""
@@ -144,8 +162,10 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
         pack, rows = 0, seqlen_q
         m_tile = 64 if rows <= 64 else wide
     block_rows = m_tile // pack * pack if 0 < pack < m_tile else m_tile
-    q_bytes = headdim * m_tile * 2
-    per_key = 2 * (headdim + (0 if v_from_k else headdim_v))
+    fp8 = dtype == "fp8"
+    q_bytes = headdim * m_tile * DTYPE_BYTES[dtype]
+    per_key = DTYPE_BYTES[dtype] * (headdim + (0 if v_from_k else headdim_v)) + (headdim_v if fp8
+                                                                         else 0)
     kv_page = kernels.attention_kv_page_keys if kv_page is None else kv_page
     page = kv_page if seqlen_q <= PACK_MAX_SEQLEN_Q and not v_from_k else 0
     keys = 16 * math.ceil(seqlen_k / 16)
@@ -153,6 +173,8 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
         keys = max(keys, page)
     cap = HD96_TILE[1] if headdim == 96 else 128
     kv_block = min(_kv_block(MAX_SHARED, q_bytes, per_key, cap), keys)
+    if fp8:         # FA3's tile, at most the keys rounded up to the P.V's 32-key steps
+        kv_block = min(FP8_KV_BLOCK[headdim], 32 * math.ceil(seqlen_k / 32))
     two_fit = _kv_block(config.sm.max_shared_memory_bytes // 2, q_bytes, per_key) // 64 * 64
     if m_tile == 64 and not v_from_k and two_fit >= 64:  # two CTAs per SM (docstring)
         kv_block = min(kv_block, two_fit)
@@ -167,7 +189,7 @@ def choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_
                    and (not pack or kernels.attention_packed_decode_ctas_per_sm == 2)
                    and 2 * smem <= config.sm.max_shared_memory_bytes) else 1
     slots = compute_sms(config) * per_sm
-    if (not causal or seqlen_q == 1) and ctas < SPLIT_FILL * slots:
+    if (not causal or seqlen_q == 1) and ctas < SPLIT_FILL * slots and not fp8:
         splits = max(1, min(nb, MAX_SPLITS, slots // ctas))
     bps = math.ceil(nb / splits)
     splits = math.ceil(nb / bps)
@@ -214,7 +236,8 @@ def _launches(kernel, choice, config, b, h, hkv, sq, sk, dv, dtype, shape_only, 
               "v": None if cfg.v_from_k else (*kv_rows, hkv, dv), "out": (b, sq, h, dv),
               "part": (splits, b, sq, h, dv) if cfg.split else None,
               "lse": (splits, b, sq, h)}
-    dtypes = {"q": dt, "k": dt, "v": dt, "out": dt, "part": np.float32, "lse": np.float32}
+    dtypes = {"q": dt, "k": dt, "v": dt, "out": NUMPY[OUT_DTYPE[dtype]], "part": np.float32,
+              "lse": np.float32}
     t = _tensors(shapes, dtypes, shape_only, rng)
     o = t["part"] if cfg.split else t["out"]
     bps = choice["blocks_per_split"]
@@ -342,7 +365,7 @@ def plan(config, kind: str, sizes: dict, *, batch, heads, kv_heads, seqlen_q, se
                                   scale=scale, seed=seed, shape_only=shape_only, flops=flops,
                                   nbytes=nbytes)
     choice = choose(config, batch, heads, kv_heads, seqlen_q, seqlen_k, headdim, headdim_v,
-                    causal, v_from_k, kv_page)
+                    causal, v_from_k, kv_page, dtype)
     kernel = attention_kernel(headdim, headdim_v, choice["m_tile"], choice["kv_block"],
                               choice["stages"], dtype, causal, choice["pack"],
                               choice["split"], v_from_k, choice["consumer_regs"],
@@ -376,13 +399,34 @@ ATTENTION_FLAGS = (
          default=128),
     Flag("--headdim-v", "head dimension of V and O (default: --headdim)"),
     Flag("--causal", "causal mask (bottom-right aligned)", kind="switch", default=False),
-    Flag("--dtype", "bf16 or fp16 (default bf16)", kind="str", default="bf16"),
+    Flag("--dtype", "bf16, fp16 or fp8 (e4m3 Q/K/V, bf16 O; prefill forward, head dim "
+         "128 or 256; default bf16)", kind="str", default="bf16"),
     Flag("--kv-page", "keys per page of decode's paged KV cache (seqlen <= 64): a multiple "
          "of 16, or 0 for contiguous K/V (default: the config's "
          "kernels.attention_kv_page_keys, 64)"),
     Flag("--backward", "the backward (dQ, dK, dV: preprocess, main, postprocess kernels)",
          kind="switch", default=False),
 )
+
+
+def _check_fp8(config, seqlen_q: int, headdim: int, headdim_v: int, backward: bool) -> None:
+    """--dtype fp8: the forward of prefill on sm_90a, head dims FP8_HEADDIMS (module
+    docstring)."""
+    if backward:
+        raise InputError("--dtype fp8 with --backward: accepted bf16 or fp16 (the backward "
+                         "template has no fp8)")
+    if seqlen_q <= PACK_MAX_SEQLEN_Q:
+        raise InputError(f"--dtype fp8 with --seqlen {seqlen_q}: accepted --seqlen > "
+                         f"{PACK_MAX_SEQLEN_Q} (prefill; fp8 decode, packed GQA heads, "
+                         "paged KV and XQA are bf16/fp16 only)")
+    if headdim not in FP8_HEADDIMS or headdim_v != headdim:
+        raise InputError(f"--dtype fp8 with --headdim {headdim} --headdim-v {headdim_v}: "
+                         f"accepted --headdim one of {FP8_HEADDIMS} and --headdim-v equal to it")
+    template = _template(config, False)
+    if template.target != "sm_90a":
+        raise InputError(f"--dtype fp8 on a {config.chip.isa_target} chip (template "
+                         f"{template.name}): accepted on chips that run the sm_90a template "
+                         "(the sm_80 forward is bf16/fp16 only)")
 
 
 @register("attention", ATTENTION_FLAGS,
@@ -406,8 +450,8 @@ def attention_op(config, batch, heads, seqlen=None, headdim=128, kv_heads=None, 
                     ("--seqlen", sq), ("--seqlen-k", sk), ("--headdim", headdim),
                     ("--headdim-v", headdim_v)):
         positive(flag, v)
-    if dtype not in DTYPES:
-        raise InputError(f"--dtype {dtype!r}: accepted {', '.join(DTYPES)}")
+    if dtype not in FORWARD_DTYPES:
+        raise InputError(f"--dtype {dtype!r}: accepted {', '.join(FORWARD_DTYPES)}")
     if heads % kv_heads:
         raise InputError(f"--heads {heads} is not a multiple of --kv-heads {kv_heads}")
     for flag, d in (("--headdim", headdim), ("--headdim-v", headdim_v)):
@@ -423,10 +467,12 @@ def attention_op(config, batch, heads, seqlen=None, headdim=128, kv_heads=None, 
                                 or backward):
         raise InputError(f"--kv-page {kv_page!r}: accepted 0 (contiguous K/V) or a positive "
                          "multiple of 16, for the forward only")
-    e = ELEM[dtype]
+    if dtype == "fp8":
+        _check_fp8(config, sq, headdim, headdim_v, backward)
+    e, eo = DTYPE_BYTES[dtype], DTYPE_BYTES[OUT_DTYPE[dtype]]
     flops = 2.0 * batch * heads * sq * sk * (headdim + headdim_v) / (2 if causal else 1)
-    nbytes = e * (batch * heads * sq * (headdim + headdim_v)
-                  + batch * kv_heads * sk * (headdim + headdim_v))
+    nbytes = (e * batch * heads * sq * headdim + eo * batch * heads * sq * headdim_v
+              + e * batch * kv_heads * sk * (headdim + headdim_v))
     sizes = {"batch": batch, "heads": heads, "kv_heads": kv_heads, "seqlen_q": sq,
              "seqlen_k": sk, "headdim": headdim, "headdim_v": headdim_v,
              "causal": bool(causal), "dtype": dtype}

@@ -6,8 +6,9 @@ O[b, s, h] = softmax(scale * Q[b, s, h] K[b, :, h / group]^T) V[b, :, h / group]
 (GQA: `group` q heads share one kv head), optionally causal (bottom-right aligned as
 FlashAttention 2/3: key j is visible to query s when j <= s + seqlen_k - seqlen_q).
 Tensors are row-major Q [B, Sq, H, D], K [B, Sk, Hkv, D], V [B, Sk, Hkv, Dv], O [B, Sq,
-H, Dv] in bf16 or fp16; f32 accumulation; also the log-sum-exp per row (base 2, of the
-scaled scores) into lse [splits, B, Sq, H].
+H, Dv] in bf16 or fp16, or (`dtype` "fp8") Q, K, V in e4m3 with O in bf16; f32
+accumulation; also the log-sum-exp per row (base 2, of the scaled scores) into lse
+[splits, B, Sq, H].
 
 Kernel structure (`block` = 128 x (consumers + 1) threads, one CTA per m_tile rows):
 
@@ -50,6 +51,28 @@ Kernel structure (`block` = 128 x (consumers + 1) threads, one CTA per m_tile ro
   mbarriers: the interpreter runs `bar.sync` but not `bar.arrive`), so one warpgroup's
   softmax runs under the other's GEMMs. "plain": per block QK^T, wait, softmax, P.V,
   wait, then one release of the stage.
+* fp8 (FA3's FP8 forward with row-major V, head dims 128 and 256, Dv = D): Q/K/V atoms are
+  128-byte rows of 128 e4m3 columns; S = Q K^T is an SS wgmma m64 n kv_block k32 (both
+  K-major). The P.V wgmma k32 needs V K-major too, so each stage holds K, V as its TMA box
+  lands, and V transposed, [Dv rows, keys] in atoms of 128 keys (128B swizzle; a last
+  atom of a kv_block that is not a multiple of 128 is partly used), each with its own
+  full/empty mbarriers. The whole producer warpgroup stays (`setmaxnreg.dec` 32): one
+  elected lane issues Q, K one block ahead of V (FA3's load order) and V into the
+  as-loaded slot; then all 128 threads transpose V(n) as FA3's producer does,
+  `ldmatrix.x4.trans` (b16) + `prmt` + `stmatrix.x4` per 16 keys x 32 columns, fence the
+  writes for the async proxy (`fence.proxy.async`), meet on a named barrier, and one
+  thread arrives on the transposed V's full barrier and the as-loaded slot's empty one.
+  Softmax as FA3's fp8: q_descale k_descale folded into the scale (`args`), P =
+  exp2(S scale log2(e) - max + 8) in [0, 256] (`Max_offset`), converted in registers to
+  e4m3 (saturating) in the order of the k32 A fragment: the accumulator gives a lane S
+  columns 2t, 2t+1, 8+2t, 9+2t of each 16, the A fragment wants 4 consecutive k per
+  register, so a register packs S columns (2t, 2t+1, 8+2t, 9+2t) and the transpose
+  writes V's keys in that same order (FA3's `permute_Cregs_fp8` on S with the byte
+  order its LDSM.T + byte_perm produces); the permutation is of the summed dimension,
+  so O comes out in order (the notes record FA3 un-permuting O; here each V column's
+  keys go to that column's own row, so nothing is left to undo). v_descale and 1 /
+  rowsum scale O at the end; lse drops the 8. Either schedule: with "plain" the consumer
+  waits for K before QK^T and for the transposed V before P.V, and releases both.
 * epilogue: O / rowsum to O (or, with `split`, f32 partials O_z [splits, B, Sq, H, Dv]
   and lse_z for `emit_combine`'s kernel). Split z does KV blocks [z bps, (z + 1) bps).
   With `inline_combine` (split only) there is no combine kernel: each CTA then counts
@@ -70,11 +93,14 @@ Left out (simplifications timing studies should know): with "plain", the warpgro
 CTA overlap only as the warp schedulers interleave them, and K and V share one full
 barrier per stage; with "fa3", FA3's `RescaleOBeforeGemm` (head dim > 128: O rescaled
 before the P.V issue, here always after its wait), the persistent tile scheduler and the
-QueryEmpty handshake (one tile per CTA); no fp8 (e4m3) path; head dims are multiples of 64
-or 96; P.V always takes P from registers (FA3 stages P in shared memory for its hdim-96
-tile); with Dv = 512 (MLA) one warpgroup holds the whole 64 x 512 f32 O (256
-registers: FlashMLA splits it over two warpgroups exchanging P through shared memory);
-no dropout, ALiBi, sliding window or varlen batches; the combine keeps no lse.
+QueryEmpty handshake (one tile per CTA); fp8 only for prefill-shaped launches (no packed
+heads, split-KV, paging or V from K), head dims 128 and 256 (FA3 also has 64, 96 and 192,
+and a column-major-V input that needs no transpose), descales as scalar kernel parameters
+(FA3 reads them from device tensors), no e5m2; head dims are multiples of 64 or 96; P.V
+always takes P from registers (FA3 stages P in shared memory for its hdim-96 tile); with
+Dv = 512 (MLA) one warpgroup holds the whole 64 x 512 f32 O (256 registers: FlashMLA
+splits it over two warpgroups exchanging P through shared memory); no dropout, ALiBi,
+sliding window or varlen batches; the combine keeps no lse.
 """
 
 from __future__ import annotations
@@ -89,10 +115,14 @@ from isa.tensor_map import make_tensor_map
 from workloads.kernels.templates import attention_combine_ptx, attention_ptx
 
 MAX_SHARED = 232448            # 227 KiB opt-in shared memory per CTA (sm_90)
-ELEM = {"bf16": 2, "fp16": 2}
-PTX_TYPE = {"bf16": "bf16", "fp16": "f16"}
-NUMPY_IN = {"bf16": "bfloat16", "fp16": "float16"}
+ELEM = {"bf16": 2, "fp16": 2}      # the 16-bit types (the backward and MLA take these)
+DTYPE_BYTES = {**ELEM, "fp8": 1}    # the forward's input types (fp8: e4m3)
+PTX_TYPE = {"bf16": "bf16", "fp16": "f16", "fp8": "e4m3"}
+NUMPY_IN = {"bf16": "bfloat16", "fp16": "float16", "fp8": "float8_e4m3fn"}
+OUT_DTYPE = {"bf16": "bf16", "fp16": "fp16", "fp8": "bf16"}   # O's type per input type
 SCHEDULES = ("plain", "fa3")
+FP8_HEADDIMS = (128, 256)
+VT_ATOM_KEYS = attention_ptx.VT_ATOM_KEYS
 
 
 @dataclass(frozen=True)
@@ -114,22 +144,27 @@ class Config:
     schedule: str = "plain"   # consumer mainloop: "plain" or "fa3" (module docstring)
 
     ptx_type = property(lambda s: PTX_TYPE[s.dtype])
+    out_type = property(lambda s: PTX_TYPE[OUT_DTYPE[s.dtype]])
+    elem = property(lambda s: DTYPE_BYTES[s.dtype])
+    fp8 = property(lambda s: s.dtype == "fp8")
     consumers = property(lambda s: s.m_tile // 64)
     threads = property(lambda s: 128 * (s.consumers + 1))
     fa3 = property(lambda s: s.schedule == "fa3")
     pingpong = property(lambda s: s.fa3 and s.consumers > 1)
-    split_kv_bars = property(lambda s: s.fa3)
-    """K and V of a stage have their own full/empty mbarriers (FA3's two pipelines)."""
+    split_kv_bars = property(lambda s: s.fa3 or s.fp8)
+    """K and V of a stage have their own full/empty mbarriers (FA3's two pipelines; fp8:
+    V is ready when the producer has transposed it, not when its TMA lands)."""
     ctas_per_sm = property(lambda s: 2 if s.consumer_regs == 232 else 1)
     """`.minnctapersm`: with two CTAs per SM ptxas must fit a thread in 128 registers
     (the consumers' 232 come from the producer's `setmaxnreg.dec`)."""
-    k_cols = property(lambda s: atom_columns(s.headdim))
-    """Columns of one Q/K shared-memory atom: 64 (128-byte rows, 128B swizzle), or 32
-    (64-byte rows, 64B swizzle) for a head dim that is not a multiple of 64 (96), the atom
-    CUTLASS's `ss_smem_selector` picks for such a K extent."""
-    v_cols = property(lambda s: s.k_cols if s.v_from_k else atom_columns(s.headdim_v))
-    k_span = property(lambda s: 2 * s.k_cols)      # bytes per atom row (= swizzle span)
-    v_span = property(lambda s: 2 * s.v_cols)
+    k_cols = property(lambda s: atom_columns(s.headdim, s.elem))
+    """Columns of one Q/K shared-memory atom: 128-byte rows (128B swizzle; 64 16-bit or
+    128 fp8 columns), or 64-byte rows (64B swizzle) for a head dim whose rows are not a
+    multiple of 128 bytes (16-bit 96), the atom CUTLASS's `ss_smem_selector` picks for
+    such a K extent."""
+    v_cols = property(lambda s: s.k_cols if s.v_from_k else atom_columns(s.headdim_v, s.elem))
+    k_span = property(lambda s: s.elem * s.k_cols)   # bytes per atom row (= swizzle span)
+    v_span = property(lambda s: s.elem * s.v_cols)
     d_atoms = property(lambda s: s.headdim // s.k_cols)
     v_atoms = property(lambda s: s.headdim_v // s.v_cols)
     q_bytes = property(lambda s: s.d_atoms * s.m_tile * s.k_span)
@@ -144,9 +179,15 @@ class Config:
         return self.m_tile
     k_bytes = property(lambda s: s.d_atoms * s.kv_block * s.k_span)
     v_bytes = property(lambda s: 0 if s.v_from_k else s.v_atoms * s.kv_block * s.v_span)
-    stage_bytes = property(lambda s: s.k_bytes + s.v_bytes)
+    """V as its TMA box lands (keys x Dv; with fp8 the producer's source, `vt_bytes` the
+    transposed copy the P.V reads)."""
+    vt_atoms = property(lambda s: -(-s.kv_block // VT_ATOM_KEYS) if s.fp8 else 0)
+    vt_atom_bytes = property(lambda s: s.headdim_v * VT_ATOM_KEYS)
+    vt_bytes = property(lambda s: s.vt_atoms * s.vt_atom_bytes)
+    stage_bytes = property(lambda s: s.k_bytes + s.vt_bytes + s.v_bytes)
+    """Per stage: K, then (fp8) the transposed V, then V as loaded."""
     barrier_offset = property(lambda s: s.q_bytes + s.stages * s.stage_bytes)
-    ring_bars = property(lambda s: (4 if s.split_kv_bars else 2) * s.stages)
+    ring_bars = property(lambda s: (6 if s.fp8 else 4 if s.split_kv_bars else 2) * s.stages)
     flag_offset = property(lambda s: s.barrier_offset + 8 * (
         1 + s.ring_bars + (s.consumers if s.pingpong else 0)))
     shared_bytes = property(lambda s: s.flag_offset + (8 if s.inline_combine else 0))
@@ -162,6 +203,14 @@ class Config:
 
     def empty_v_bar(self, s: int) -> int:
         return 8 + 8 * (3 * self.stages + s)
+
+    def full_raw_bar(self, s: int) -> int:
+        """fp8: V's TMA box of stage s has landed (the producer's transpose waits)."""
+        return 8 + 8 * (4 * self.stages + s)
+
+    def empty_raw_bar(self, s: int) -> int:
+        """fp8: the producer has transposed stage s's V box (its slot may be reloaded)."""
+        return 8 + 8 * (5 * self.stages + s)
 
     def token_bar(self, warpgroup: int) -> int:
         """The ping-pong token mbarrier of a consumer warpgroup."""
@@ -212,7 +261,8 @@ class AttentionKernel:
 
     def args(self, q, k, v, o, lse, *, splits: int = 1, blocks_per_split: int | None = None,
              softmax_scale: float | None = None, out=None, counters=None,
-             block_table=None, seqlen_k: int | None = None) -> list:
+             block_table=None, seqlen_k: int | None = None, q_descale: float = 1.0,
+             k_descale: float = 1.0, v_descale: float = 1.0) -> list:
         """Arguments for `isa.run_kernel`: q [B, Sq, H, D], k [B, Sk, Hkv, D], v [B, Sk,
         Hkv, Dv] (None with v_from_k: V = k[..., :Dv]), o [B, Sq, H, Dv] (f32 [splits, B,
         Sq, H, Dv] partials when split), lse f32 [splits, B, Sq, H]; numpy arrays or
@@ -222,8 +272,15 @@ class AttentionKernel:
         With `page` (paged KV cache) k and v are page pools [P, page, Hkv, D] / [P, page,
         Hkv, Dv], `block_table` int32 [B, pages per sequence] names the pool page of each
         sequence's i-th page (read by the kernel, so a real array even in timing mode) and
-        `seqlen_k` gives the keys per sequence (at most pages per sequence x page)."""
+        `seqlen_k` gives the keys per sequence (at most pages per sequence x page).
+        fp8: q, k, v in e4m3, o in bf16, and FA3's per-tensor descale factors (the real
+        values are q_descale q etc.): q_descale k_descale is folded into the softmax
+        scale, v_descale multiplies O at the end; other types accept only 1.0."""
         cfg = self.config
+        if not cfg.fp8 and (q_descale, k_descale, v_descale) != (1.0, 1.0, 1.0):
+            raise InputError(f"attention args: descale factors ({q_descale}, {k_descale}, "
+                             f"{v_descale}) for a {cfg.dtype} kernel; accepted 1.0 (fp8 "
+                             "kernels only)")
         b, sq, h, d = _shape(q, 4, "q")
         if cfg.page:
             pool, page, hkv, _ = _shape(k, 4, "k")
@@ -272,8 +329,10 @@ class AttentionKernel:
                 raise InputError(f"attention args: inline combine needs {n_ctr} int32 "
                                  "counters (zeroed)")
             out_args += [out, counters]
-        return [tq, tk, tv, q, k, v, o, lse, b, sq, sk, h, group, splits, bps,
-                np.float32(scale * math.log2(math.e)), *out_args]
+        scale_log2 = np.float32(scale * q_descale * k_descale * math.log2(math.e))
+        fp8_args = [np.float32(v_descale)] if cfg.fp8 else []
+        return [tq, tk, tv, q, k, v, o, lse, b, sq, sk, h, group, splits, bps, scale_log2,
+                *fp8_args, *out_args]
 
     def counter_count(self, batch: int, heads: int, seqlen_q: int, group: int) -> int:
         """Counters an inline-combine launch needs: one per (row block, head or kv head,
@@ -308,15 +367,16 @@ def _shape(arr, ndim: int, name: str) -> tuple[int, ...]:
     return tuple(int(x) for x in arr.shape)
 
 
-def atom_columns(headdim: int) -> int:
-    """16-bit columns of a shared-memory atom for this head dim (`Config.k_cols`)."""
-    return 64 if headdim % 64 == 0 else 32
+def atom_columns(headdim: int, elem: int = 2) -> int:
+    """Columns of a shared-memory atom for this head dim and element size in bytes
+    (`Config.k_cols`): 128-byte rows when they divide a row, else 64-byte rows."""
+    return (128 if headdim * elem % 128 == 0 else 64) // elem
 
 
 def _map(arr, shape, box, arg: int) -> np.ndarray:
     """Tensor map over `arr` viewed as `shape` (a numpy array or a ShapeOnly tensor),
     swizzled over the box's inner extent (128 or 64 bytes, its atom's rows)."""
-    swizzle = 2 * box[-1]
+    swizzle = np.dtype(arr.dtype).itemsize * box[-1]
     if isinstance(arr, np.ndarray):
         if not arr.flags.c_contiguous:
             raise InputError(f"attention args: argument {arg} must be C-contiguous")
@@ -336,8 +396,8 @@ def attention_kernel(headdim: int = 128, headdim_v: int | None = None, m_tile: i
                      schedule: str = "plain") -> AttentionKernel:
     """Generate the warp-specialized TMA + wgmma attention forward (module docstring)."""
     headdim_v = headdim if headdim_v is None else headdim_v
-    if dtype not in ELEM:
-        raise _bad("dtype", dtype, ", ".join(ELEM))
+    if dtype not in DTYPE_BYTES:
+        raise _bad("dtype", dtype, ", ".join(DTYPE_BYTES))
     for name, d in (("headdim", headdim), ("headdim_v", headdim_v)):
         if not isinstance(d, int) or d <= 0 or (d % 64 and d != 96) or d > 576:
             raise _bad(name, d, "a multiple of 64 up to 576, or 96")
@@ -371,6 +431,8 @@ def attention_kernel(headdim: int = 128, headdim_v: int | None = None, m_tile: i
                    "tile, the 64 x 512 O leaves no registers for S and P in flight) or "
                    "m_tile 192 (S, P and O in flight need more than 160 registers; FA3 "
                    "stages P in shared memory there)")
+    if dtype == "fp8":
+        _check_fp8(headdim, headdim_v, m_tile, kv_block, pack, split, v_from_k, page)
     if page and (not isinstance(page, int) or page % kv_block or v_from_k):
         raise _bad("page", page, f"0, or a multiple of kv_block={kv_block} (not with "
                    "v_from_k)")
@@ -383,6 +445,22 @@ def attention_kernel(headdim: int = 128, headdim_v: int | None = None, m_tile: i
     combine = attention_combine_ptx.emit_combine(cfg) if split and not inline_combine else ""
     return AttentionKernel(attention_ptx.emit(cfg), cfg.entry, (cfg.threads, 1, 1),
                            cfg.shared_bytes, cfg, combine)
+
+
+def _check_fp8(headdim, headdim_v, m_tile, kv_block, pack, split, v_from_k, page) -> None:
+    """The fp8 path's limits (module docstring): prefill tiles of one q head per CTA."""
+    if headdim not in FP8_HEADDIMS or headdim_v != headdim:
+        raise _bad("headdim", headdim, f"with dtype fp8, one of {FP8_HEADDIMS} and headdim_v "
+                   "equal to it")
+    if m_tile == 192:
+        raise _bad("m_tile", m_tile, "64 or 128 with dtype fp8")
+    if kv_block % 32:
+        raise _bad("kv_block", kv_block, "a multiple of 32 with dtype fp8 (the P.V wgmma's "
+                   "k32 steps)")
+    for name, value in (("pack", pack), ("split", split), ("v_from_k", v_from_k),
+                        ("page", page)):
+        if value:
+            raise _bad(name, value, "0/False with dtype fp8 (prefill only)")
 
 
 def reference(q, k, v, causal: bool, softmax_scale: float | None = None) -> np.ndarray:

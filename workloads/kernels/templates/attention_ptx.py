@@ -7,20 +7,26 @@ combine kernel is `attention_combine_ptx.emit_combine`). Layout shared by the pi
             q_bytes + s * stage_bytes: K atoms [d_atoms][kv_block][k_span B], V atoms
             [v_atoms][kv_block][v_span B] (absent when V is the first columns of K); all
             swizzled by TMA over their span (128 B: 64 columns; 64 B: 32 columns, head
-            dim 96); then mbarriers q_full, full[stages], empty[stages] (with the fa3
-            schedule full/empty are K's, then V's full_v[stages], empty_v[stages], then
-            one ping-pong token per consumer warpgroup when there are several).
+            dim 96); fp8: per stage K, V transposed (`vt_bytes`, atoms [Dv rows][128
+            keys], the P.V's K-major B operand), V as loaded; then mbarriers q_full,
+            full[stages], empty[stages] (with the fa3 schedule or fp8 full/empty are K's,
+            then V's full_v[stages], empty_v[stages]; fp8 then the as-loaded V's
+            full_raw[stages], empty_raw[stages]), then one ping-pong token per consumer
+            warpgroup when there are several.
     registers (consumer thread): %s S fragment (m64 x kv_block, f32), %pp P packed to
-            16-bit pairs (the A fragment of the P.V wgmma), %o the O fragment
+            16-bit pairs, or e4m3 quadruples (the A fragment of the P.V wgmma), %o the O fragment
             (m64 x headdim_v, f32), in chunks of at most 256 columns.
     params: tmap_q, tmap_k, tmap_v (args 0-2), q, k, v, o, lse (3-7), batch, seqlen_q,
-            seqlen_k, heads, group, splits, blocks_per_split, scale_log2.
+            seqlen_k, heads, group, splits, blocks_per_split, scale_log2 (fp8: then
+            v_descale).
 
 Fragment element i of lane l in warp w (wgmma accumulator): row 16 w + l/4 +
 8 (i % 4 >= 2), column 8 (i / 4) + (i & 1) + 2 (l % 4).
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from workloads.kernels.templates.pipeline_ptx import (
     WARPS_PER_GROUP,
@@ -46,6 +52,19 @@ def mn_major_desc(span: int, atom_bytes: int) -> int:
     return (SWIZZLE_MODE[span] << 62) | ((8 * span >> 4) << 32) | ((atom_bytes >> 4) << 16)
 
 
+FP8_MAX_OFFSET = 8
+"""FA3's `Max_offset` for fp8: P = exp2(S scale log2(e) - max + 8), in [0, 256], so that P
+uses e4m3's range (largest finite 448) instead of [0, 1]; the row sums carry the same
+2^8, which cancels in O and is taken out of the log-sum-exp."""
+VT_ATOM_KEYS = 128
+"""Keys per atom of fp8's transposed V (K-major rows of 128 bytes, 128B swizzle)."""
+FP8_PRODUCER_REGS = 32
+"""`setmaxnreg.dec` of fp8's producer warpgroup, which transposes V in registers: ptxas
+spills at FA3's 24 (two consumer warpgroups); 128 x 32 + 256 x 240 fill the 64 K
+registers."""
+TRANSPOSE_BARRIER = 2
+"""Named barrier of the fp8 producer warpgroup's transpose (FA3's TransposeBarrier; 1 is
+the inline combine's)."""
 NEG_INF = "0fFF800000"
 ZERO = "0f00000000"
 TMA_LOAD = ("    cp.async.bulk.tensor.{n}d.shared::cluster.global.tile.mbarrier::complete_tx"
@@ -69,7 +88,11 @@ def _regs(cfg) -> list[str]:
         "    .reg .b32 %qg, %qs, %slo, %shi, %row0, %col0, %sq0, %sq1, %hd<2>, %lim<2>, %rl<2>;",
         "    .reg .b64 %desc_q, %desc_k, %desc_v, %po<2>;",
     ] + ([  # the fa3 schedule (`_consumer_fa3`)
-        "    .reg .b32 %sprev, %vphase, %tphase, %tok, %tnext;"] if cfg.fa3 else []) + ([
+        "    .reg .b32 %sprev, %vphase, %tphase, %tok, %tnext;"] if cfg.fa3 else
+        ["    .reg .b32 %sprev, %vphase;"] if cfg.fp8 else []) + ([
+        # fp8: P packing, the producer's V transpose (`_producer_fp8`), v_descale
+        "    .reg .b16 %ph<2>;", "    .reg .b32 %tx<8>, %xr, %xt, %nmx;",
+        "    .reg .pred %pel, %pk;", "    .reg .f32 %vds;"] if cfg.fp8 else []) + ([
         # inline split combine (`_inline_combine`)
         "    .reg .b32 %ic<8>;", "    .reg .b64 %icd<4>, %icl<2>, %ica<2>;",
         "    .reg .f32 %icm<2>, %ics<2>, %icx<2>;",
@@ -89,7 +112,9 @@ def _head(cfg) -> list[str]:
         "    .param .u64 lse,", "    .param .u32 batch,", "    .param .u32 seqlen_q,",
         "    .param .u32 seqlen_k,", "    .param .u32 heads,", "    .param .u32 group,",
         "    .param .u32 splits,", "    .param .u32 blocks_per_split,",
-        "    .param .f32 scale_log2" + ("," if cfg.inline_combine or cfg.page else ""),
+        "    .param .f32 scale_log2" + ("," if cfg.inline_combine or cfg.page or cfg.fp8
+                                        else ""),
+        *(["    .param .f32 v_descale"] if cfg.fp8 else []),
         *(["    .param .u64 block_table,", "    .param .u32 pages_per_seq"
            + ("," if cfg.inline_combine else "")] if cfg.page else []),
         *(["    .param .u64 out,", "    .param .u64 counters"] if cfg.inline_combine else []),
@@ -143,14 +168,16 @@ def init_barriers(cfg, consumer_bars: tuple[int, ...] = (),
     lines = ["    setp.eq.u32 %ptrue, %thr, %thr;", "    setp.ne.u32 %pfalse, %thr, %thr;",
              "    setp.ne.u32 %p0, %thr, 0;", "    @%p0 bra INIT_DONE;",
              "    mbarrier.init.shared::cta.b64 [%bars], 1;"]
-    pairs = [(cfg.full_bar, cfg.empty_bar)]
+    consumer_warps = WARPS_PER_GROUP * cfg.consumers
+    pairs = [(cfg.full_bar, cfg.empty_bar, consumer_warps)]
     if getattr(cfg, "split_kv_bars", False):
-        pairs.append((cfg.full_v_bar, cfg.empty_v_bar))
-    for full, empty in pairs:
+        pairs.append((cfg.full_v_bar, cfg.empty_v_bar, consumer_warps))
+    if getattr(cfg, "fp8", False):      # V as loaded: freed by one producer thread
+        pairs.append((cfg.full_raw_bar, cfg.empty_raw_bar, 1))
+    for full, empty, count in pairs:
         for s in range(cfg.stages):
             lines += [f"    mbarrier.init.shared::cta.b64 [%bars+{full(s)}], 1;",
-                      f"    mbarrier.init.shared::cta.b64 [%bars+{empty(s)}], "
-                      f"{WARPS_PER_GROUP * cfg.consumers};"]
+                      f"    mbarrier.init.shared::cta.b64 [%bars+{empty(s)}], {count};"]
     lines += [f"    mbarrier.init.shared::cta.b64 [%bars+{b}], {WARPS_PER_GROUP};"
               for b in warp_bars]
     lines += [f"    mbarrier.init.shared::cta.b64 [%bars+{b}], {128 * cfg.consumers};"
@@ -180,6 +207,8 @@ def producer_stage_wait(cfg, tx_bytes: int, full0: int | None = None,
 
 def _producer(cfg) -> list[str]:
     """One elected lane of warp 0 of the last warpgroup: Q once, then K/V per block."""
+    if cfg.fp8:
+        return _producer_fp8(cfg)
     qbox = cfg.m_tile * cfg.k_span
     lines = ["", "    // ---- producer: one elected lane issues the TMA copies ----",
              "PRODUCER:", "    setmaxnreg.dec.sync.aligned.u32 24;",
@@ -230,6 +259,142 @@ def _producer(cfg) -> list[str]:
     return lines
 
 
+def _producer_fp8(cfg) -> list[str]:
+    """fp8's producer warpgroup (FA3's with `Transpose_V`): its elected lane issues Q, then
+    K one block ahead of V, as FA3's IntraWGOverlap load order: K(first); per block n
+    K(n + 1) (when there is one), V(n) into the stage's as-loaded slot (its own full/empty
+    mbarriers); then all 128 threads transpose V(n) into the stage's K-major V
+    (`_transpose_v`, after V(n) landed and the consumers freed the slot), fence the
+    generic-proxy writes for the async proxy, meet on a named barrier, and one thread
+    marks the transposed V full and the as-loaded slot empty."""
+    qbox = cfg.m_tile * cfg.k_span
+    c0 = 128 * cfg.consumers
+
+    def issue_k(tag):
+        lines = [*producer_stage_wait(cfg, cfg.k_bytes, tag=tag), "    mov.u32 %r6, smem;",
+                 f"    mad.lo.u32 %r6, %stage, {cfg.stage_bytes}, %r6;",
+                 f"    add.u32 %r6, %r6, {cfg.q_bytes};",
+                 f"    mul.lo.u32 %r7, %n, {cfg.kv_block};"]
+        for j in range(cfg.d_atoms):
+            lines += [f"    add.u32 %r8, %r6, {j * cfg.kv_block * cfg.k_span};",
+                      TMA_LOAD.format(n=4, map="%rd1", bar="%r3",
+                                      coords=f"{cfg.k_cols * j}, %hkv, %r7, %b")]
+        return lines
+
+    def stage_bar(reg, off):
+        return ["    shl.b32 %r2, %sprev, 3;", f"    add.u32 {reg}, %bars, %r2;",
+                f"    add.u32 {reg}, {reg}, {off};"]
+
+    def wait(label, reg, parity):
+        return [f"{label}:",
+                f"    mbarrier.try_wait.parity.shared::cta.b64 %p1, [{reg}], {parity};",
+                f"    @!%p1 bra {label};"]
+
+    raw = cfg.k_bytes + cfg.vt_bytes
+    lines = ["", "    // ---- producer warpgroup: TMA by one elected lane, V transposed by all",
+             "PRODUCER:", f"    setmaxnreg.dec.sync.aligned.u32 {FP8_PRODUCER_REGS};",
+             f"    sub.u32 %r11, %thr, {c0};   // producer thread",
+             "    elect.sync %r1|%p2, 0xffffffff;",
+             "    setp.lt.u32 %p3, %r11, 32;", "    and.pred %pel, %p2, %p3;",
+             *_transpose_lanes(cfg), "    @!%pel bra P_Q_DONE;",
+             *param_addresses({"%rd0": "tmap_q", "%rd1": "tmap_k", "%rd2": "tmap_v"}),
+             f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%bars], {cfg.q_tx_bytes};",
+             "    mov.u32 %r6, smem;"]
+    for j in range(cfg.d_atoms):
+        lines += [f"    add.u32 %r8, %r6, {j * qbox};",
+                  TMA_LOAD.format(n=5, map="%rd0", bar="%bars",
+                                  coords=f"{cfg.k_cols * j}, %qg, %hkv, %qs, %b")]
+    lines += ["P_Q_DONE:", "    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;",
+              "    mov.u32 %it, 0;",
+              "    mov.u32 %n, %nbeg;", "    setp.ge.u32 %p0, %n, %nend;", "    @%p0 bra DONE;",
+              "    @!%pel bra P_K0_DONE;", *issue_k("_K0"), "P_K0_DONE:",
+              "P_LOOP:   // K(n + 1) ahead, then V(n) loaded and transposed",
+              "    mov.u32 %sprev, %stage;", "    mov.u32 %vphase, %phase;",
+              f"    mul.lo.u32 %r9, %n, {cfg.kv_block};", *advance_stage(cfg),
+              "    add.u32 %it, %it, 1;", "    add.u32 %n, %n, 1;",
+              "    setp.lt.u32 %pk, %n, %nend;", "    and.pred %p2, %pk, %pel;",
+              "    @!%p2 bra P_KN_DONE;", *issue_k("_KN"), "P_KN_DONE:",
+              "    @!%pel bra P_V_DONE;   // V(n) into its as-loaded slot",
+              *stage_bar("%r3", cfg.full_raw_bar(0)),
+              f"    add.u32 %r4, %r3, {cfg.empty_raw_bar(0) - cfg.full_raw_bar(0)};",
+              f"    setp.le.u32 %p0, %it, {cfg.stages};", "    @%p0 bra P_V_ISSUE;",
+              "    xor.b32 %r5, %vphase, 1;", *wait("P_V_WAIT", "%r4", "%r5"), "P_V_ISSUE:",
+              f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%r3], {cfg.v_bytes};",
+              "    mov.u32 %r6, smem;", f"    mad.lo.u32 %r6, %sprev, {cfg.stage_bytes}, %r6;",
+              f"    add.u32 %r6, %r6, {cfg.q_bytes + raw};"]
+    for j in range(cfg.v_atoms):
+        lines += [f"    add.u32 %r8, %r6, {j * cfg.kv_block * cfg.v_span};",
+                  TMA_LOAD.format(n=4, map="%rd2", bar="%r3",
+                                  coords=f"{cfg.v_cols * j}, %hkv, %r9, %b")]
+    lines += ["P_V_DONE:   // all 128 threads: V(n) landed, its K-major slot free",
+              *stage_bar("%r3", cfg.full_raw_bar(0)), *wait("P_T_WAIT", "%r3", "%vphase"),
+              *stage_bar("%r4", cfg.empty_v_bar(0)),
+              f"    setp.le.u32 %p0, %it, {cfg.stages};", "    @%p0 bra P_T_GO;",
+              "    xor.b32 %r5, %vphase, 1;", *wait("P_T_FREE", "%r4", "%r5"), "P_T_GO:",
+              "    mov.u32 %r6, smem;", f"    mad.lo.u32 %r6, %sprev, {cfg.stage_bytes}, %r6;",
+              f"    add.u32 %r6, %r6, {cfg.q_bytes + cfg.k_bytes};",
+              f"    add.u32 %r7, %r6, {cfg.vt_bytes};", "    add.u32 %r7, %r7, %xr;",
+              "    add.u32 %r8, %r6, %xt;", *_transpose_v(cfg),
+              "    fence.proxy.async.shared::cta;   // stmatrix writes -> wgmma reads",
+              f"    bar.sync {TRANSPOSE_BARRIER}, 128;", "    setp.eq.u32 %p2, %r11, 0;",
+              *stage_bar("%r3", cfg.full_v_bar(0)),
+              "    @%p2 mbarrier.arrive.shared::cta.b64 %rd3, [%r3];",
+              *stage_bar("%r4", cfg.empty_raw_bar(0)),
+              "    @%p2 mbarrier.arrive.shared::cta.b64 %rd3, [%r4];",
+              "    @%pk bra P_LOOP;", "DONE:", "    ret;", "}"]
+    return lines
+
+
+def _transpose_lanes(cfg) -> list[str]:
+    """Per producer thread (%r11 in 0..127; warp w = %r0 / 32, lane l): %xr, the byte offset
+    in the as-loaded V atom of the 16-byte row it addresses for `ldmatrix` (matrix l / 8:
+    keys l % 8 + 8 (l / 8 & 1) of a 16-key group, bytes 16 (2w + l / 16) ..  of the
+    row, 128B-swizzled: chunk ^= key % 8); %xt, the offset of the transposed V row it
+    addresses for `stmatrix` (matrix j = l / 8, row r = l % 8: V column 32 w + 16 (j / 2)
+    + 2 r + j % 2); %nmx, that row's swizzle term 16 (column % 8)."""
+    return ["    shr.u32 %r2, %r11, 5;                  // producer warp w",
+            "    and.b32 %r3, %r11, 31;", "    shr.u32 %r4, %r3, 3;                  // matrix j",
+            "    and.b32 %r5, %r3, 7;                  // row r",
+            "    and.b32 %r6, %r4, 1;", "    shl.b32 %r6, %r6, 3;", "    add.u32 %r6, %r6, %r5;",
+            "    shl.b32 %xr, %r6, 7;                  // key x 128 B",
+            "    shr.u32 %r6, %r4, 1;", "    shl.b32 %r7, %r2, 1;", "    add.u32 %r6, %r6, %r7;",
+            "    xor.b32 %r6, %r6, %r5;                // chunk ^ key % 8",
+            "    shl.b32 %r6, %r6, 4;", "    add.u32 %xr, %xr, %r6;",
+            "    shr.u32 %r6, %r4, 1;", "    shl.b32 %r6, %r6, 4;", "    shl.b32 %r7, %r2, 5;",
+            "    add.u32 %r6, %r6, %r7;", "    shl.b32 %r7, %r5, 1;", "    add.u32 %r6, %r6, %r7;",
+            "    and.b32 %r7, %r4, 1;", "    add.u32 %r6, %r6, %r7;   // V column",
+            f"    shl.b32 %xt, %r6, {VT_ATOM_KEYS.bit_length() - 1};",
+            "    and.b32 %nmx, %r6, 7;", "    shl.b32 %nmx, %nmx, 4;"]
+
+
+def _transpose_v(cfg) -> list[str]:
+    """V(n) [kv_block keys, Dv] (as loaded, %r7 = this lane's `ldmatrix` row) into its
+    K-major copy [Dv rows, keys] (%r8 = this lane's `stmatrix` row), FA3's LDSM.T +
+    byte_perm + STSM: warp w takes the 32-column strips w, w + 4, ..; per strip and 16-key
+    group one `ldmatrix.x4.trans` (b16: lane quad t of row group h gets keys 2t, 2t+1 of
+    columns 2h, 2h+1 from the keys 0-7 and 8-15 matrices of each 16-column half), two
+    `prmt` per half gather column 2h's and 2h+1's keys (2t, 2t+1, 8+2t, 9+2t) into one
+    register each (the key order `_pack_p_fp8` gives P), and one `stmatrix.x4` writes
+    them as 4 bytes of the K-major rows of those columns (16-byte chunk = the key group,
+    128B-swizzled by the row)."""
+    groups = cfg.kv_block // 16
+    lines = []
+    for i in range(cfg.headdim_v // 128):             # strips w + 4 i: atom i of V
+        for g in range(groups):
+            src = i * cfg.kv_block * cfg.v_span + g * 16 * cfg.v_span
+            dst = (g * 16 // VT_ATOM_KEYS) * cfg.vt_atom_bytes + i * 128 * VT_ATOM_KEYS
+            lines += [f"    ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {{%tx0, %tx1, %tx2, "
+                      f"%tx3}}, [%r7+{src}];",
+                      "    prmt.b32 %tx4, %tx0, %tx1, 0x6420;",
+                      "    prmt.b32 %tx5, %tx0, %tx1, 0x7531;",
+                      "    prmt.b32 %tx6, %tx2, %tx3, 0x6420;",
+                      "    prmt.b32 %tx7, %tx2, %tx3, 0x7531;",
+                      f"    xor.b32 %r10, %nmx, {16 * (g % 8)};", "    add.u32 %r10, %r10, %r8;",
+                      f"    stmatrix.sync.aligned.m8n8.x4.shared.b16 [%r10+{dst}], "
+                      "{%tx4, %tx5, %tx6, %tx7};"]
+    return lines
+
+
 def _page_load(cfg, block: str) -> list[str]:
     """%r19 = block_table[b, block / blocks per page] (%rd4 the table, %r18 = b x pages
     per sequence): the pool page holding KV block `block`."""
@@ -268,7 +433,7 @@ def _rows(cfg) -> list[str]:
 
 def _consumer(cfg) -> list[str]:
     kvb = cfg.kv_block
-    v_desc = mn_major_desc(cfg.v_span, kvb * cfg.v_span)
+    v_desc = k_major_desc(128) if cfg.fp8 else mn_major_desc(cfg.v_span, kvb * cfg.v_span)
     k_desc = k_major_desc(cfg.k_span)
     lines = ["", "    // ---- consumer warpgroups: S = Q K^T, online softmax, O += P V ----",
              f"    setmaxnreg.inc.sync.aligned.u32 {cfg.consumer_regs};", *warp_leader(),
@@ -296,10 +461,18 @@ def _consumer(cfg) -> list[str]:
     if not cfg.v_from_k:
         lines.append(f"    add.u32 %r6, %r6, {cfg.k_bytes};")
     lines += smem_desc("%desc_v", "%r6", v_desc)
-    lines += _qk(cfg) + _mask(cfg) + _softmax(cfg) + _pv(cfg)
-    lines += ["    add.u32 %r4, %r3, " f"{cfg.empty_bar(0) - cfg.full_bar(0)};",
-              *release_stage("%r4", warp_sync=False),   # K/V are read by wgmma only
-              *advance_stage(cfg), "    add.u32 %n, %n, 1;",
+    lines += _qk(cfg) + _mask(cfg) + _softmax(cfg)
+    if cfg.split_kv_bars:      # fp8: the transposed V has its own full barrier
+        lines += [f"    add.u32 %r3, %r3, {cfg.full_v_bar(0) - cfg.full_bar(0)};",
+                  "C_WAITV:", "    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], "
+                  "%phase;", "    @!%p1 bra C_WAITV;"]
+    lines += _pv(cfg)
+    releases = [cfg.empty_bar(0) - cfg.full_bar(0)] if not cfg.split_kv_bars else [
+        cfg.empty_bar(0) - cfg.full_v_bar(0), cfg.empty_v_bar(0) - cfg.full_v_bar(0)]
+    for off in releases:            # K/V are read by wgmma only
+        lines += [f"    add.{'s' if off < 0 else 'u'}32 %r4, %r3, {off};",
+                  *release_stage("%r4", warp_sync=False)]
+    lines += [*advance_stage(cfg), "    add.u32 %n, %n, 1;",
               "    setp.lt.u32 %p0, %n, %nend;", "    @%p0 bra C_K;", "C_END:",
               *_epilogue(cfg), *(_inline_combine(cfg) if cfg.inline_combine else []),
               "    bra.uni DONE;"]
@@ -393,17 +566,18 @@ def _qk(cfg, wait: bool = True) -> list[str]:
     """S[64, kv_block] = Q[64 rows of this group, D] K[kv_block, D]^T (SS wgmma, k16),
     committed as one group (and waited for with `wait`)."""
     frag = ", ".join(f"%s{i}" for i in range(cfg.kv_block // 2))
+    k, trans = ("k32", "") if cfg.fp8 else ("k16", ", 0, 0")   # fp8: K-major only
     lines = ["    wgmma.fence.sync.aligned;"]
     first = True
     for j in range(cfg.d_atoms):
-        for q in range(cfg.k_span // 32):               # k16 steps of 32 bytes per atom row
+        for q in range(cfg.k_span // 32):        # k16 (k32 fp8) steps of 32 bytes per row
             a_off = j * cfg.m_tile * cfg.k_span + 32 * q
             b_off = j * cfg.kv_block * cfg.k_span + 32 * q
             lines += [f"    add.s64 %rd4, %desc_q, {a_off >> 4};",
                       f"    add.s64 %rd5, %desc_k, {b_off >> 4};",
-                      f"    wgmma.mma_async.sync.aligned.m64n{cfg.kv_block}k16.f32.{cfg.ptx_type}."
+                      f"    wgmma.mma_async.sync.aligned.m64n{cfg.kv_block}{k}.f32.{cfg.ptx_type}."
                       f"{cfg.ptx_type} {{{frag}}}, %rd4, %rd5, {'%pfalse' if first else '%ptrue'}"
-                      ", 1, 1, 0, 0;"]
+                      f", 1, 1{trans};"]
             first = False
     return lines + ["    wgmma.commit_group.sync.aligned;"] + \
         (["    wgmma.wait_group.sync.aligned 0;"] if wait else [])
@@ -460,7 +634,8 @@ def _softmax_stats(cfg, h: int) -> list[str]:
               f"    selp.f32 %mu{h}, {ZERO}, %mn{h}, %p5;   // all masked: exponent base 0",
               f"    sub.f32 %f2, %mx{h}, %mu{h};", "    mul.f32 %f2, %f2, %sl2;",
               f"    ex2.approx.ftz.f32 %sc{h}, %f2;", f"    mov.f32 %mx{h}, %mn{h};",
-              f"    mul.f32 %nm{h}, %mu{h}, %nsl2;"]
+              f"    mul.f32 %nm{h}, %mu{h}, %nsl2;" if not cfg.fp8 else
+              f"    fma.rn.f32 %nm{h}, %mu{h}, %nsl2, {_f32(FP8_MAX_OFFSET)};   // + Max_offset"]
     for i in els:
         lines += [f"    fma.rn.f32 %s{i}, %s{i}, %sl2, %nm{h};",
                   f"    ex2.approx.ftz.f32 %s{i}, %s{i};"]
@@ -474,17 +649,23 @@ def _rescale_o(cfg, h: int) -> list[str]:
 
 
 def _pack_p(cfg) -> list[str]:
-    """P = the exponentiated S packed to 16-bit pairs (the A fragment of the P.V wgmma)."""
+    """P = the exponentiated S packed to 16-bit pairs (the A fragment of the P.V wgmma);
+    fp8: `_pack_p_fp8`."""
+    if cfg.fp8:
+        return _pack_p_fp8(cfg)
     cvt = "bf16x2" if cfg.dtype == "bf16" else "f16x2"
     return [f"    cvt.rn.{cvt}.f32 %pp{j}, %s{2 * j + 1}, %s{2 * j};"
             for j in range(cfg.kv_block // 4)]
 
 
 def _pv(cfg, fence: bool = True, wait: bool = True) -> list[str]:
-    """O[64, D_v] += P[64, kv_block] V[kv_block, D_v]: A from registers, V MN-major; one
-    commit group (after a `wgmma.fence` with `fence`, waited for with `wait`)."""
+    """O[64, D_v] += P[64, kv_block] V[kv_block, D_v]: A from registers, V MN-major (fp8:
+    `_pv_fp8_steps`); one commit group (after a `wgmma.fence` with `fence`, waited for
+    with `wait`)."""
     lines = ["    wgmma.fence.sync.aligned;"] if fence else []
-    for t in range(cfg.kv_block // 16):
+    if cfg.fp8:
+        lines += _pv_fp8_steps(cfg)
+    for t in range(0 if cfg.fp8 else cfg.kv_block // 16):
         a = ", ".join(f"%pp{4 * t + e}" for e in range(4))
         for c0, width in cfg.v_chunks:
             frag = ", ".join(f"%o{c0 // 2 + i}" for i in range(width // 2))
@@ -496,12 +677,55 @@ def _pv(cfg, fence: bool = True, wait: bool = True) -> list[str]:
         (["    wgmma.wait_group.sync.aligned 0;"] if wait else [])
 
 
+def _f32(x: float) -> str:
+    """A PTX f32 immediate (hex form) of `x`."""
+    return "0f" + np.float32(x).view(np.uint32).item().to_bytes(4, "big").hex().upper()
+
+
+def _pack_p_fp8(cfg) -> list[str]:
+    """P = the exponentiated S as e4m3, four per register, in the order of the k32 A
+    fragment (lane quad t holds, for its two rows, A columns 4t .. 4t+3 and 16+4t ..
+    16+4t+3 of each 32-column step). The accumulator gives a lane S columns 2t, 2t+1,
+    8+2t, 9+2t, 16+2t, ... of each step, so register a0 of step c packs S elements
+    16c + (0, 1, 4, 5), a1 (2, 3, 6, 7), a2 (8, 9, 12, 13), a3 (10, 11, 14, 15): A
+    column 4t + j of a step holds key (2t, 2t+1, 8+2t, 9+2t)[j] of its 16-key half, the
+    key order FA3's `permute_Cregs_fp8` (a swap of 64-bit register pairs) gives P and
+    the producer's transpose gives V (`_producer_fp8`). Saturating conversion (P <= 256
+    < 448)."""
+    lines = []
+    for c in range(cfg.kv_block // 32):
+        for r, base in enumerate((0, 2, 8, 10)):
+            e = [16 * c + base + d for d in (0, 1, 4, 5)]
+            lines += [f"    cvt.rn.satfinite.e4m3x2.f32 %ph0, %s{e[1]}, %s{e[0]};",
+                      f"    cvt.rn.satfinite.e4m3x2.f32 %ph1, %s{e[3]}, %s{e[2]};",
+                      f"    mov.b32 %pp{4 * c + r}, {{%ph0, %ph1}};"]
+    return lines
+
+
+def _pv_fp8_steps(cfg) -> list[str]:
+    """fp8 P.V: per 32 keys one wgmma m64 N k32 with P from registers and the transposed V
+    K-major (atoms of 128 keys x Dv rows, 128B swizzle; a k32 step advances 32 bytes
+    within its atom row)."""
+    lines = []
+    for t in range(cfg.kv_block // 32):
+        a = ", ".join(f"%pp{4 * t + e}" for e in range(4))
+        for c0, width in cfg.v_chunks:
+            frag = ", ".join(f"%o{c0 // 2 + i}" for i in range(width // 2))
+            off = (32 * t // VT_ATOM_KEYS) * cfg.vt_atom_bytes + 32 * t % VT_ATOM_KEYS \
+                + c0 * VT_ATOM_KEYS
+            lines += [f"    add.s64 %rd5, %desc_v, {off >> 4};",
+                      f"    wgmma.mma_async.sync.aligned.m64n{width}k32.f32.e4m3.e4m3 "
+                      f"{{{frag}}}, {{{a}}}, %rd5, %ptrue, 1, 1;"]
+    return lines
+
+
 def _epilogue(cfg) -> list[str]:
     """O /= rowsum, stored (bf16/fp16, or f32 partials when split); log-sum-exp (base 2,
     scaled: m * scale_log2 + lg2 l) per row by lane l % 4 == 0."""
     split = cfg.split
     ob = 4 if split else 2
-    lines = ["    // ---- epilogue ----", "    ld.param.u64 %rd6, [o];",
+    lines = ["    // ---- epilogue ----", *(["    ld.param.f32 %vds, [v_descale];"]
+                                         if cfg.fp8 else []), "    ld.param.u64 %rd6, [o];",
              "    cvta.to.global.u64 %rd6, %rd6;",
              "    ld.param.u64 %rd7, [lse];", "    cvta.to.global.u64 %rd7, %rd7;",
              "    and.b32 %r20, %thr, 3;", "    setp.eq.u32 %pl, %r20, 0;",
@@ -514,6 +738,8 @@ def _epilogue(cfg) -> list[str]:
                   f"    setp.eq.f32 %p5, %l{h}, {ZERO};", f"    rcp.approx.ftz.f32 %f3, %l{h};",
                   f"    selp.f32 %f3, {ZERO}, %f3, %p5;",
                   f"    lg2.approx.ftz.f32 %f4, %l{h};", f"    fma.rn.f32 %f4, %mx{h}, %sl2, %f4;",
+                  *([f"    sub.f32 %f4, %f4, {_f32(FP8_MAX_OFFSET)};   // P carried 2^8",
+                     "    mul.f32 %f3, %f3, %vds;   // v_descale"] if cfg.fp8 else []),
                   "    // row index ((split * B + b) * Sq + s) * H + head",
                   f"    mad.lo.u32 %r22, %r21, %Sq, %sq{h};",
                   f"    mad.lo.u32 %r22, %r22, %H, %hd{h};",
@@ -524,7 +750,7 @@ def _epilogue(cfg) -> list[str]:
                   f"    add.s64 %po{h}, %rd9, %rd10;"]
         els = _half(cfg, h, cfg.headdim_v // 2)
         lines += [f"    mul.f32 %o{i}, %o{i}, %f3;" for i in els]
-        cvt = "bf16x2" if cfg.dtype == "bf16" else "f16x2"
+        cvt = f"{cfg.out_type}x2"
         for col, x in _o_pairs(cfg, h):
             if split:
                 lines.append(f"    @%pv{h} st.global.v2.f32 [%po{h}+{col * ob}], "
