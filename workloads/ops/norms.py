@@ -7,7 +7,10 @@
   per row as production kernels do it, 16-byte loads held in registers between the passes,
   `rmsnorm_block_threads(cols)` threads (up to 4 vectors of 8 each); other widths use
   `rmsnorm_bf16`, a warp per row, 4 rows per block. `--kernel vllm`: `rms_norm_f16`, the
-  fp16 scalar kernel vLLM ran in 2024 (`workloads.ops.vllm_kernels`).
+  fp16 scalar kernel vLLM ran in 2024 (`workloads.ops.vllm_kernels`). `--kernel aten`:
+  PyTorch 2.11's `vectorized_layer_norm_kernel<c10::BFloat16, float, true>`, what
+  torch.rms_norm runs on CUDA (`workloads.ops.torch_norms`: a (32, 4) block per row, the row
+  read twice in 8-byte vectors).
 * layernorm `layernorm_rows` (f32 x, gamma, beta, y): a block per row, 128 threads for
   rows up to 2048 columns, 256 above (one block-stride pass per 128/256 columns).
   `--dtype fp16`: PyTorch's fp16 kernels (`workloads.ops.torch_norms`: the vectorized Welford
@@ -102,13 +105,28 @@ def softmax_op(config, rows: int, cols: int, dtype: str = "f32", seed: int = 0,
                  [x, y, rows, cols], rows, cols, 8 * rows * cols, shape_only)
 
 
-@register("rmsnorm", (*ROW_FLAGS, KERNEL_FLAG),
-          "RMSNorm, bf16 (catalog CUDA kernel; --kernel vllm: vLLM-style fp16)")
+RMSNORM_KERNEL_FLAG = Flag("--kernel", "vector (16-byte bf16 kernels, default), vllm "
+                           "(vLLM-style fp16, a CTA per token, scalar accesses) or aten "
+                           "(PyTorch's vectorized_layer_norm_kernel built for RMS, bf16)",
+                           kind="str", default="vector", choices=(*KERNEL_FLAG.choices, "aten"))
+
+
+@register("rmsnorm", (*ROW_FLAGS, RMSNORM_KERNEL_FLAG),
+          "RMSNorm, bf16 (catalog CUDA kernel; --kernel vllm: vLLM-style fp16; --kernel aten: "
+          "PyTorch's)")
 def rmsnorm_op(config, rows: int, cols: int, kernel: str = "vector", seed: int = 0,
                shape_only: bool | None = None) -> OpPlan:
     """RMSNorm of a bf16 [rows, cols] tensor with a bf16 weight vector (eps 1e-6); with
-    `kernel="vllm"` the fp16 CTA-per-token kernel (`workloads.ops.vllm_kernels`)."""
+    `kernel="vllm"` the fp16 CTA-per-token kernel (`workloads.ops.vllm_kernels`), with
+    `kernel="aten"` PyTorch's kernel (eps 1e-5, `workloads.ops.torch_norms`)."""
     shape_only = _sizes(rows, cols, shape_only)
+    if kernel == "aten":
+        launches = torch_norms.torch_rms_norm_launches(rows, cols, shape_only, seed,
+                                                       config.chip.isa_target)
+        return OpPlan("rmsnorm", {"rows": rows, "cols": cols, "dtype": "bf16",
+                                  "kernel": "aten"}, launches,
+                      float(FLOPS_PER_ELEMENT["rmsnorm"] * rows * cols),
+                      float(torch_norms.rms_norm_bytes(rows, cols)), "vector_fp32_tflops")
     if check_kernel(kernel) == "vllm":
         return vllm_rmsnorm(rows, cols, Tensors(shape_only, seed),
                             config.chip.isa_target)

@@ -21,21 +21,31 @@ layernorm (eps 1e-5, fp16 gamma and beta):
   (256 threads per row).
 Both also write the f32 mean and rstd per row that ATen's native_layer_norm returns.
 
+rmsnorm (bf16 x, gamma and y, `torch_rms_norm_launches`; `rmsnorm --kernel aten`): PyTorch
+2.11's `vectorized_layer_norm_kernel<c10::BFloat16, float, true>`, the layer-norm kernel
+built for RMS (`workloads/kernels/aten/torch_rms_norm.cu`: sum of squares, no mean, no
+beta), a (32, 4) block per row (num_threads() = 128, the trace's launch) with 4 x 3 / 2
+floats of dynamic shared memory; it writes the f32 rstd per row. Widths not divisible by 4
+(ATen's two-kernel fallback) are refused.
+
 Left out: ATen's shared-memory softmax variant of later releases (cunn_SoftMaxForwardSmem,
 which keeps the row in shared memory between passes) and its other block-size rule, inputs
 that are not contiguous or not aligned, and the f32/bf16 instantiations. FLOPs per element
 are the catalog kernels' (`workloads.ops.norms.FLOPS_PER_ELEMENT`); bytes: x read once, y
 written once (2 bytes each), plus gamma and beta and the 8 bytes of mean and rstd per row
-for layernorm. Units: elements, bytes, threads.
+for layernorm, x read once, y written once, gamma and 4 bytes of rstd per row for rmsnorm.
+Units: elements, bytes, threads.
 """
 
 from __future__ import annotations
 
 import re
 
+import ml_dtypes
 import numpy as np
 
 import isa
+from isa.errors import InputError
 from workloads.kernels.case import load_ptx
 from workloads.ops.registry import Launch
 
@@ -57,6 +67,12 @@ LN_SHARED_BYTES = LN_BLOCK[1] * 3 // 2 * 4
 MOMENTS_THREADS = 512      # kCUDABlockReduceNumThreads
 FORWARD_THREADS = 256      # kCUDANumThreads
 LN_EPS = np.float32(1e-5)
+RMS_NORM_FILE = "aten/torch_rms_norm.cu"
+RMS_BLOCK = (WARP, 4, 1)   # (warp size, 128 / warp size): the traces' launch
+RMS_SHARED_BYTES = RMS_BLOCK[1] * 3 // 2 * 4
+RMS_EPS = np.float32(1e-5)
+"""torch.rms_norm's eps as LLaMA-3 passes it (the traces' Concrete Inputs: 1e-05)."""
+BF16_BYTES = 2
 _TARGET_LINE = re.compile(r"^\.target\s+(sm_\w+)", re.M)
 PTXAS_REGISTERS = {
     "sm_80": {"cunn_softmax_forward_f16": 38, "softmax_warp_forward_f16_0": 17,
@@ -75,6 +91,7 @@ PTXAS_REGISTERS = {
               "softmax_warp_forward_f16_9": 32, "softmax_warp_forward_f16_10": 48,
               "vectorized_layer_norm_f16": 32, "rowwise_moments_f16": 26,
               "layer_norm_forward_f16": 27},
+    "sm_90a": {"vectorized_rms_norm_bf16": 23},
 }
 """Registers per thread ptxas 13.0 gives each entry (`ptxas -arch=<target> -v` on the committed
 X.sm_80.ptx and X.ptx; no spills), by the PTX build's target: the launches carry them, so
@@ -172,6 +189,29 @@ def torch_layer_norm_launches(rows: int, cols: int, shape_only: bool, seed: int,
                    (FORWARD_THREADS, 1, 1), [cols, x, mean, rstd, gamma, beta, y], 0,
                    timing_only=shape_only,
                    regs_per_thread=_registers(ptx, "layer_norm_forward_f16")))
+
+
+def torch_rms_norm_launches(rows: int, cols: int, shape_only: bool, seed: int,
+                            target: str) -> tuple[Launch, ...]:
+    """The launch of a bf16 RMSNorm of [rows, cols] with a bf16 weight (module docstring)."""
+    if cols % LN_VEC:
+        raise InputError(f"--cols {cols}: the aten RMSNorm kernel is ATen's vectorized one, "
+                         f"accepted for widths divisible by {LN_VEC}")
+    rng = np.random.default_rng(seed)
+    ptx = load_ptx(RMS_NORM_FILE, target)
+    bf16 = ml_dtypes.bfloat16
+    x = _tensor((rows, cols), bf16, shape_only, rng)
+    gamma = _tensor((cols,), bf16, shape_only, rng)
+    rstd = _tensor((rows,), np.float32, shape_only, rng, zeros=True)
+    y = _tensor((rows, cols), bf16, shape_only, rng, zeros=True)
+    entry = "vectorized_rms_norm_bf16"
+    return (Launch("rmsnorm", ptx, entry, (rows, 1, 1), RMS_BLOCK,
+                   [cols, RMS_EPS, x, gamma, rstd, y], RMS_SHARED_BYTES,
+                   timing_only=shape_only, regs_per_thread=_registers(ptx, entry)),)
+
+
+def rms_norm_bytes(rows: int, cols: int) -> int:
+    return BF16_BYTES * (2 * rows * cols + cols) + 4 * rows
 
 
 def softmax_bytes(rows: int, cols: int) -> int:

@@ -24,7 +24,9 @@ Rules by operator:
   scaled_dot_product_attention -> `attention` (batch, heads, kv_heads, seqlen, seqlen_k,
   headdim, headdim_v, causal from the operator's is_causal argument, contiguous K/V:
   kv_page 0).
-* norm: aten::_fused_rms_norm / rms_norm (bf16) -> `rmsnorm`; native_layer_norm / layer_norm
+* norm: aten::_fused_rms_norm / rms_norm (bf16) -> `rmsnorm`, with `kernel` "aten" where the
+  kernel is ATen's `vectorized_layer_norm_kernel` (PyTorch's own RMSNorm kernel,
+  `workloads.ops.torch_norms`; another kernel keeps the catalog's); native_layer_norm / layer_norm
   (f32) -> `layernorm`; _softmax / softmax (f32) -> `softmax` (rows = the leading dims,
   cols = the last).
 * element-wise: add, sub, rsub, mul, div, neg, silu, sigmoid (as silu: one exp and one
@@ -310,8 +312,15 @@ def build_norm(kind: str, dtype_needed: str) -> Callable:
                              f"{dtype_needed}")
         rows, cols = _rows_cols(call)
         category = "elementwise" if kind == "softmax" else "norm"
-        return Mapped(kind, {"rows": rows, "cols": cols}, category, kind, call.name)
+        sizes = {"rows": rows, "cols": cols}
+        if kind == "rmsnorm" and ATEN_LAYER_NORM_KERNEL.search(str(row.get("name", ""))):
+            sizes["kernel"] = "aten"
+        return Mapped(kind, sizes, category, kind, call.name)
     return build
+
+
+ATEN_LAYER_NORM_KERNEL = re.compile(r"vectorized_layer_norm_kernel")
+"""The kernel ATen's layer-norm and RMS-norm operators launch for widths divisible by 4."""
 
 
 # ------------------------------------------------------------------ element-wise
