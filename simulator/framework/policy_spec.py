@@ -36,7 +36,7 @@ AttentionSchedule = Literal["plain", "fa3"]
 CommCacheHints = Literal["plain", "deepep", "deepep_evict_first"]
 GemmEpilogue = Literal["tma", "registers"]
 GemmL2Policy = Literal["normal", "stream_weights"]
-L2Start = Literal["cold", "warm-inputs", "flushed"]
+L2Start = Literal["cold", "warm-inputs"]
 GEMM_TILE_RULES: tuple[str, ...] = typing.get_args(GemmTileRule)
 """The GEMM tile rules `workloads.ops.gemm.choose_tiles` knows (its module docstring)."""
 SPLIT_COMBINES: tuple[str, ...] = typing.get_args(SplitCombine)
@@ -142,16 +142,12 @@ class FidelitySpec(SpecMixin):
                "-30 % -> +1.7 %")
     l2_start: L2Start = spec_field(
         "What the L2 holds when a launch starts: \"cold\" (empty, a kernel timed alone "
-        "after ncu's flush), \"warm-inputs\" (the pointer arguments it loads from resident "
+        "after a flush) or \"warm-inputs\" (the pointer arguments it loads from resident "
         "and dirty, as just written by the kernel before it, when they fit in the L2 "
-        "together) or \"flushed\" (every line dirty with another buffer's data, as after "
-        "a benchmark writes a buffer larger than the L2 to flush it; "
-        "`simulator.runner.l2_start`).", default="cold",
+        "together; `simulator.runner.l2_start`).", default="cold",
         source="cold: ncu flushes the caches before each measured launch; warm-inputs: "
                "the kernels of a profiled layer read what the one before wrote "
-               "(docs/accuracy.md, LLaMA-3-8B layer traces); flushed: our hardware "
-               "harness writes 256 MiB before each flushed timing "
-               "(benchmarks/hardware/hw_common.py FLUSH_BYTES)")
+               "(docs/accuracy.md, LLaMA-3-8B layer traces)")
     snapshot_growth: bool = spec_field(
         "The k_max-wave replay continues a copy of the k-wave one taken before the two "
         "differ instead of starting cold (`simulator.runner.replay_session`).",

@@ -3,16 +3,9 @@
 What it models
 --------------
 `"cold"` (the default): every launch starts from an empty L2, as a kernel timed alone after a
-cache flush (ncu's default: written back and invalidated) does. `"warm-inputs"`: the
-launch's inputs start resident, as when the kernel just before it wrote them: a kernel of a
-model's layer reads the activations its predecessor has just written, and at decode sizes
-they are still in the L2. `"flushed"`: every L2 line holds another buffer's data, every
-sector dirty, as a benchmark that flushes the L2 by writing a buffer larger than it leaves
-it (our hardware harness writes 256 MiB before each flushed timing): the launch's first
-misses each evict a dirty line, which is written back to HBM
-(`models.cached_memory.CachedMemory.precondition_l2` with every way dirty). A wave-sampled
-replay that starts from the sampler's steady L2 (`simulator.runner.sampling`) keeps it: it
-stands for waves long after the start.
+cache flush (ncu's default) does. `"warm-inputs"`: the launch's inputs start resident, as
+when the kernel just before it wrote them: a kernel of a model's layer reads the activations
+its predecessor has just written, and at decode sizes they are still in the L2.
 
 The inputs are the launch's pointer arguments it loads from (an argument the launch only
 stores to is an output: where the allocator placed it, and what of it the L2 holds, the
@@ -41,18 +34,14 @@ import numpy as np
 
 from isa.launch import marshal_args
 from isa.memory import GlobalLayout
-from models.cached_memory_layout import LEVEL_L2
 from simulator.framework.stats import Stat
 from simulator.runner import trace as trace_mod
 from simulator.runner.trace_tiles import span_items
 
-L2_STARTS = ("cold", "warm-inputs", "flushed")
+L2_STARTS = ("cold", "warm-inputs")
 WARM_SECTORS = Stat("warm_start_sectors", "count",
                     "sectors of the launch's inputs resident in the L2 when it starts "
                     "(fidelity.l2_start = warm-inputs)")
-FLUSHED_LINES = Stat("flushed_start_lines", "count",
-                     "L2 lines dirty with another buffer's data when the launch starts "
-                     "(fidelity.l2_start = flushed)")
 _READ_KINDS = (trace_mod.KIND_LOAD, trace_mod.KIND_BULK_LOAD, trace_mod.KIND_LOAD_CG)
 
 
@@ -64,7 +53,6 @@ class L2WarmStart:
     starts: np.ndarray
     ends: np.ndarray
     limit_bytes: int
-    flushed: bool = False
 
     def sectors(self, trace) -> np.ndarray:
         """The sectors `trace`'s loads read inside the arguments the launch loads from,
@@ -87,9 +75,6 @@ def warm_start(program, args: list, config) -> L2WarmStart | None:
     addresses as the trace's)."""
     if config.fidelity.l2_start == "cold":
         return None
-    if config.fidelity.l2_start == "flushed":
-        empty = np.zeros(0, np.int64)
-        return L2WarmStart(empty, empty, int(config.l2.size_bytes), flushed=True)
     layout = GlobalLayout()
     layout.buffers = list(program.global_layout.buffers)
     layout.top = program.global_layout.top
@@ -101,18 +86,10 @@ def warm_start(program, args: list, config) -> L2WarmStart | None:
     return L2WarmStart(starts, ends, int(config.l2.size_bytes))
 
 
-def start_warm(warm: L2WarmStart | None, memory, trace, sheet, steady: bool = False) -> None:
+def start_warm(warm: L2WarmStart | None, memory, trace, sheet) -> None:
     """Install `warm`'s sectors of `trace` in `memory`'s L2 (a memory with
-    `preload_l2`) and record how many in `sheet`; a flushed start fills every L2 way with a
-    dirty foreign line, except over the sampler's `steady` L2; nothing for a cold start."""
+    `preload_l2`) and record how many in `sheet`; nothing for a cold start."""
     if warm is None or not hasattr(memory, "preload_l2"):
-        return
-    if warm.flushed:
-        if not steady:
-            memory.precondition_l2(1.0)
-            sheet.declare(FLUSHED_LINES)
-            units, sets, _, ways = memory.meta[LEVEL_L2].shape
-            sheet.set("memory.l2", FLUSHED_LINES.name, units * sets * ways)
         return
     sheet.declare(WARM_SECTORS)
     sheet.set("memory.l2", WARM_SECTORS.name, memory.preload_l2(warm.sectors(trace)))

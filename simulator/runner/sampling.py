@@ -349,7 +349,7 @@ class SampledRun:
                         replay.config.l2.partitions)
                 if self.dirty is not None:
                     session.memory.precondition_l2(self.dirty)
-                    replay.start_warm(session, kernel, steady=True)  # inputs over old lines
+                    replay.start_warm(session, kernel)     # the inputs over the old lines
         else:
             session = resume
             session.resume(kernel, stop)

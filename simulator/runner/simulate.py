@@ -402,12 +402,10 @@ class Replay:
         session.start()
         return session
 
-    def start_warm(self, session: ReplaySession, kernel: KernelImage,
-                   steady: bool = False) -> None:
+    def start_warm(self, session: ReplaySession, kernel: KernelImage) -> None:
         """Put the launch's inputs that `kernel`'s loads read in the session's L2 under
-        `fidelity.l2_start` (`simulator.runner.l2_start`; a flushed start leaves the
-        sampler's `steady` L2 as it is); nothing for a cold start."""
-        start_warm(self.l2_warm, session.memory, kernel.trace, session.sheet, steady)
+        `fidelity.l2_start` (`simulator.runner.l2_start`); nothing for a cold start."""
+        start_warm(self.l2_warm, session.memory, kernel.trace, session.sheet)
 
     def finish(self, session: ReplaySession, warp_instructions: int,
                thread_instructions: int) -> ReplayRun:
