@@ -67,8 +67,9 @@ Kernel structure (`block` = 128 x (consumers + 1) threads, one CTA per m_tile ro
   e4m3 (saturating) in the order of the k32 A fragment: the accumulator gives a lane S
   columns 2t, 2t+1, 8+2t, 9+2t of each 16, the A fragment wants 4 consecutive k per
   register, so a register packs S columns (2t, 2t+1, 8+2t, 9+2t) and the transpose
-  writes V's keys in that same order (FA3's `permute_Cregs_fp8` on S with the byte
-  order its LDSM.T + byte_perm produces); the permutation is of the summed dimension,
+  writes V's keys in that same order (FA3 permutes the accumulator registers to the FP8
+  A-operand layout, notes fa3-forward.md; its exact permutation is not in the notes and
+  this order is derived from the fragment layouts); the permutation is of the summed dimension,
   so O comes out in order (the notes record FA3 un-permuting O; here each V column's
   keys go to that column's own row, so nothing is left to undo). v_descale and 1 /
   rowsum scale O at the end; lse drops the 8. Either schedule: with "plain" the consumer

@@ -689,8 +689,9 @@ def _pack_p_fp8(cfg) -> list[str]:
     8+2t, 9+2t, 16+2t, ... of each step, so register a0 of step c packs S elements
     16c + (0, 1, 4, 5), a1 (2, 3, 6, 7), a2 (8, 9, 12, 13), a3 (10, 11, 14, 15): A
     column 4t + j of a step holds key (2t, 2t+1, 8+2t, 9+2t)[j] of its 16-key half, the
-    key order FA3's `permute_Cregs_fp8` (a swap of 64-bit register pairs) gives P and
-    the producer's transpose gives V (`_producer_fp8`). Saturating conversion (P <= 256
+    key order this packing gives P (derived from the fragment layouts; FA3's own register
+    permutation is not in the notes) and the producer's transpose gives V
+    (`_producer_fp8`). Saturating conversion (P <= 256
     < 448)."""
     lines = []
     for c in range(cfg.kv_block // 32):
