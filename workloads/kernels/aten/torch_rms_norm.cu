@@ -23,6 +23,7 @@
 // shared memory, which both agree with), and whether rms_norm's combine still shuffles
 // mean and count (it moves them unused here; ptxas may drop them).
 // ptx: nvcc -ptx -O3 -arch=sm_90a torch_rms_norm.cu -o torch_rms_norm.ptx
+// ptx: nvcc -ptx -O3 -arch=sm_80 torch_rms_norm.cu -o torch_rms_norm.sm_80.ptx
 #include <cuda_bf16.h>
 
 #define WARP 32
