@@ -112,6 +112,11 @@ class SmSpec(SpecMixin):
         "usable: ptxas makes a kernel parameter a constant-bank-0 operand or a uniform "
         "register load (ULDC), a call-sequence parameter a register, never an L1 access; "
         "it takes an issue slot and no LSU slot (`models.units`).", default=1, above=0)
+    param_read_model: Literal["uniform", "ptxas_like"] = spec_field(
+        "Which kernel-parameter reads are per-thread LDCs: 'uniform' times every one at "
+        "`param_read_cycles`; 'ptxas_like' times the reads ptxas makes LDCs (a pointer fused "
+        "into a wide multiply-add, a read in an if-converted block: `models.param_reads`) at "
+        "`const_cache_hit_cycles`, the rest at `param_read_cycles`.", default="uniform")
     const_cache_hit_cycles: int = spec_field(
         "SM cycles of a `.const` load (LDC) that hits the SM's constant cache.",
         default=1, above=0)

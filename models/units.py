@@ -58,8 +58,9 @@ makes a kernel parameter a constant-bank-0 read (an operand `c[0x0][offset]` of 
 on sm_80; a ULDC into a uniform register, or an LDC, on sm_90a) and a call sequence's
 arguments registers. Each takes one issue slot on the one-cycle branch unit (standing for the
 uniform datapath; no LSU slot, no L1 access) and its value is usable `sm.param_read_cycles`
-later. `.const` loads stay memory instructions, served by the constant cache
-(`models.sm_memory`).
+later; with `sm.param_read_model = "ptxas_like"` the reads ptxas makes per-thread LDCs
+(`models.param_reads.ldc_reads`) are usable `sm.const_cache_hit_cycles` later instead.
+`.const` loads stay memory instructions, served by the constant cache (`models.sm_memory`).
 
 Co-design units (each off unless the config enables it): `vpcu.setprec` and `vmma` are timed
 by `models.vpcu`, `zmma` (zero-skipping MMA) by `models.zce`, all on the tensor unit. `vmma`
@@ -77,9 +78,8 @@ the stats are the same bit for bit with fewer events (4096x4096x7168 fp8 on h800
 15.8 -> 12.2 s CPU). Only under greedy-then-oldest (`simulator.runner.simulate.Replay.recorder`).
 
 Left out: dual issue, register-bank conflicts, operand collectors, per-opcode latencies
-inside a unit (all FP32 ops share the FP32 latency); which parameter reads ptxas makes LDCs
-(scoreboarded constant-cache reads, mostly hoisted to the kernel start) and which it folds
-into an operand or a ULDC: all are timed alike. Units: SM cycles.
+inside a unit (all FP32 ops share the FP32 latency); under the default
+`sm.param_read_model = "uniform"` every parameter read is timed alike. Units: SM cycles.
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ from isa.event_detail import EVENT_DETAILS
 from isa.operands import DAddr, DImm, DReg
 from isa.operands import registers_of as _registers
 from models import vpcu, zce
+from models.param_reads import ldc_reads
 from models.sm_state import BARRIERS
 
 UNIT_NAMES = ("fp32", "fp16", "fp64", "int32", "sfu", "conversion", "shuffle", "tensor", "lsu",
@@ -227,8 +228,11 @@ def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
     """Per-pc timings of `program` and the number of scoreboard registers per warp."""
     numbering = RegisterNumbering()
     timings = []
+    ldc = ldc_reads(program) if config.sm.param_read_model == "ptxas_like" else frozenset()
     for ins in program.instrs:
         unit, latency, interval = _unit_timing(ins, config)
+        if ins.pc in ldc:
+            latency = config.sm.const_cache_hit_cycles
         ops = list(ins.ops)
         writes = ins.opname not in NO_DESTINATION and ops
         dst_regs = _registers(ops[0]) if writes and not isinstance(ops[0], DAddr) else []
