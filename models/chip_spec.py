@@ -115,7 +115,8 @@ class SmSpec(SpecMixin):
     param_read_model: Literal["uniform", "ptxas_like"] = spec_field(
         "Which kernel-parameter reads are per-thread LDCs: 'uniform' times every one at "
         "`param_read_cycles`; 'ptxas_like' times the reads ptxas makes LDCs (a pointer fused "
-        "into a wide multiply-add, a read in an if-converted block: `models.param_reads`) at "
+        "into a wide multiply-add, a read in an if-converted block, an indexed read: "
+        "`models.param_reads`) at "
         "`const_cache_hit_cycles`, the rest at `param_read_cycles`.", default="uniform")
     const_cache_hit_cycles: int = spec_field(
         "SM cycles of a `.const` load (LDC) that hits the SM's constant cache.",
