@@ -118,6 +118,15 @@ def test_instructions_are_the_ampere_ones():
     verify_target(isa.compile_kernel(ptx, gemm_sm80_kernel().entry), "sm_80")
 
 
+def _ptxas_sm80(ptx: str, tmp_path) -> tuple[str, int]:
+    """ptxas -arch=sm_80 -v of `ptx`: (its report, the registers it used)."""
+    path = tmp_path / "kernel.ptx"
+    path.write_text(ptx)
+    out = subprocess.run(["ptxas", "-arch=sm_80", "-v", str(path), "-o", "/dev/null"],
+                         capture_output=True, text=True, check=True, timeout=300).stderr
+    return out, int(re.search(r"Used (\d+) registers", out).group(1))
+
+
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on PATH")
 @pytest.mark.parametrize("tiles", sorted(PTXAS_REGISTERS))
 def test_ptxas_sm80_assembles_without_spills_at_the_listed_registers(tiles, tmp_path):
@@ -125,12 +134,8 @@ def test_ptxas_sm80_assembles_without_spills_at_the_listed_registers(tiles, tmp_
     gives the launch."""
     for swizzle in (0, 3):          # the rasterized grid needs no more registers
         kernel = gemm_sm80_kernel(*tiles, stages=5, swizzle_log=swizzle)
-        path = tmp_path / "gemm.ptx"
-        path.write_text(kernel.ptx)
-        out = subprocess.run(["ptxas", "-arch=sm_80", "-v", str(path), "-o", "/dev/null"],
-                             capture_output=True, text=True, check=True, timeout=300).stderr
+        out, used = _ptxas_sm80(kernel.ptx, tmp_path)
         assert "0 bytes spill stores, 0 bytes spill loads" in out
-        used = int(re.search(r"Used (\d+) registers", out).group(1))
         assert used == kernel.registers if swizzle == 0 else used <= kernel.registers
 
 
@@ -142,12 +147,8 @@ def test_ptxas_sm80_assembles_split_k_kernels_without_spills(tmp_path):
                                 split_k=True) for tiles in sorted(PTXAS_REGISTERS)]
     kernels += [splitk_reduce_kernel(*key) for key in sorted(REDUCE_REGISTERS)]
     for kernel in kernels:
-        path = tmp_path / "kernel.ptx"
-        path.write_text(kernel.ptx)
-        out = subprocess.run(["ptxas", "-arch=sm_80", "-v", str(path), "-o", "/dev/null"],
-                             capture_output=True, text=True, check=True, timeout=300).stderr
+        out, used = _ptxas_sm80(kernel.ptx, tmp_path)
         assert "0 bytes spill stores, 0 bytes spill loads" in out
-        used = int(re.search(r"Used (\d+) registers", out).group(1))
         assert used <= kernel.registers if hasattr(kernel, "config") else used == kernel.registers
 
 

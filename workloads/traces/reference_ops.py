@@ -176,13 +176,12 @@ def kernel_config(config, front_end_us: float):
                                   "launch.kernel_front_end_us": float(front_end_us)})
 
 
-def row_config(row: dict, kind: str, config):
-    """The config a row's op is timed with: attention whose kernel is not XQA's runs the
-    FlashAttention-style template (module docstring)."""
-    if (kind == "attention" and config.kernels.decode_attention == "xqa"
-            and not XQA_KERNEL.search(str(row.get("name", "")))):
-        return config.with_overrides({"kernels.decode_attention": "fa3"})
-    return config
+def runs_fa3_instead(row: dict, kind: str, config) -> bool:
+    """Whether the row's attention, timed with `kernels.decode_attention = "xqa"`, ran a
+    kernel that is not XQA's and so runs the FlashAttention-style template (module
+    docstring)."""
+    return (kind == "attention" and config.kernels.decode_attention == "xqa"
+            and not XQA_KERNEL.search(str(row.get("name", ""))))
 
 
 def _reason(row: dict, text: str) -> str:
@@ -229,6 +228,7 @@ def simulate_reference(df: pd.DataFrame, config, fidelity: str | None = None,
         config = kernel_config(config, front_end_us)
     warm = (config.with_overrides({"fidelity.l2_start": l2_start})
             if l2_start is not None else config)
+    fa3 = config.with_overrides({"kernels.decode_attention": "fa3"})
     cache: dict[tuple, tuple[float | None, str | None]] = {}
     results = []
     rows = df.to_dict("records")
@@ -240,8 +240,9 @@ def simulate_reference(df: pd.DataFrame, config, fidelity: str | None = None,
             results.append((kind, sizes, math.nan, *refused))
             continue
         text = json.dumps(sizes, sort_keys=True)
-        op_config = row_config(row, kind, config)
-        variant = None if op_config is config else "fa3"
+        op_config, variant = config, None
+        if runs_fa3_instead(row, kind, config):
+            op_config, variant = fa3, "fa3"
         if l2_start is not None and kind in WARM_KINDS:
             op_config, variant = warm, l2_start
         driver = front_end_us is not None and kind == "memset"

@@ -205,23 +205,29 @@ def producer_stage_wait(cfg, tx_bytes: int, full0: int | None = None,
             f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%r3], {tx_bytes};"]
 
 
-def _producer(cfg) -> list[str]:
-    """One elected lane of warp 0 of the last warpgroup: Q once, then K/V per block."""
-    if cfg.fp8:
-        return _producer_fp8(cfg)
+def _load_q(cfg) -> list[str]:
+    """The producer lane's tensor-map addresses (%rd0..%rd2: Q, K, V) and the Q block's TMA
+    copies, one per 128-byte atom, on the first full barrier."""
     qbox = cfg.m_tile * cfg.k_span
-    lines = ["", "    // ---- producer: one elected lane issues the TMA copies ----",
-             "PRODUCER:", "    setmaxnreg.dec.sync.aligned.u32 24;",
-             f"    sub.u32 %r0, %thr, {128 * cfg.consumers};",
-             "    setp.ge.u32 %p0, %r0, 32;", "    @%p0 bra DONE;",
-             "    elect.sync %r1|%p0, 0xffffffff;", "    @!%p0 bra DONE;",
-             *param_addresses({"%rd0": "tmap_q", "%rd1": "tmap_k", "%rd2": "tmap_v"}),
+    lines = [*param_addresses({"%rd0": "tmap_q", "%rd1": "tmap_k", "%rd2": "tmap_v"}),
              f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%bars], {cfg.q_tx_bytes};",
              "    mov.u32 %r6, smem;"]
     for j in range(cfg.d_atoms):
         lines += [f"    add.u32 %r8, %r6, {j * qbox};",
                   TMA_LOAD.format(n=5, map="%rd0", bar="%bars",
                                   coords=f"{cfg.k_cols * j}, %qg, %hkv, %qs, %b")]
+    return lines
+
+
+def _producer(cfg) -> list[str]:
+    """One elected lane of warp 0 of the last warpgroup: Q once, then K/V per block."""
+    if cfg.fp8:
+        return _producer_fp8(cfg)
+    lines = ["", "    // ---- producer: one elected lane issues the TMA copies ----",
+             "PRODUCER:", "    setmaxnreg.dec.sync.aligned.u32 24;",
+             f"    sub.u32 %r0, %thr, {128 * cfg.consumers};",
+             "    setp.ge.u32 %p0, %r0, 32;", "    @%p0 bra DONE;",
+             "    elect.sync %r1|%p0, 0xffffffff;", "    @!%p0 bra DONE;", *_load_q(cfg)]
     lines += ["    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;", "    mov.u32 %it, 0;",
               "    mov.u32 %n, %nbeg;", "    setp.ge.u32 %p0, %n, %nend;", "    @%p0 bra DONE;"]
     seq = "%b"                               # the K/V box's outer coordinate
@@ -267,7 +273,6 @@ def _producer_fp8(cfg) -> list[str]:
     (`_transpose_v`, after V(n) landed and the consumers freed the slot), fence the
     generic-proxy writes for the async proxy, meet on a named barrier, and one thread
     marks the transposed V full and the as-loaded slot empty."""
-    qbox = cfg.m_tile * cfg.k_span
     c0 = 128 * cfg.consumers
 
     def issue_k(tag):
@@ -296,14 +301,7 @@ def _producer_fp8(cfg) -> list[str]:
              f"    sub.u32 %r11, %thr, {c0};   // producer thread",
              "    elect.sync %r1|%p2, 0xffffffff;",
              "    setp.lt.u32 %p3, %r11, 32;", "    and.pred %pel, %p2, %p3;",
-             *_transpose_lanes(cfg), "    @!%pel bra P_Q_DONE;",
-             *param_addresses({"%rd0": "tmap_q", "%rd1": "tmap_k", "%rd2": "tmap_v"}),
-             f"    mbarrier.arrive.expect_tx.shared::cta.b64 %rd3, [%bars], {cfg.q_tx_bytes};",
-             "    mov.u32 %r6, smem;"]
-    for j in range(cfg.d_atoms):
-        lines += [f"    add.u32 %r8, %r6, {j * qbox};",
-                  TMA_LOAD.format(n=5, map="%rd0", bar="%bars",
-                                  coords=f"{cfg.k_cols * j}, %qg, %hkv, %qs, %b")]
+             *_transpose_lanes(cfg), "    @!%pel bra P_Q_DONE;", *_load_q(cfg)]
     lines += ["P_Q_DONE:", "    mov.u32 %stage, 0;", "    mov.u32 %phase, 0;",
               "    mov.u32 %it, 0;",
               "    mov.u32 %n, %nbeg;", "    setp.ge.u32 %p0, %n, %nend;", "    @%p0 bra DONE;",
