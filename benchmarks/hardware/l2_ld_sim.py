@@ -1,14 +1,37 @@
-"""L2 -> SM read bandwidth of `ld.global.cg` loads, simulated against the H100 measurement.
+"""L2 -> SM read bandwidth, simulated against the H100 measurement (`l2_bandwidth.csv`).
 
-The `ld_cg` rows of `workloads/reference/h100/l2_bandwidth.csv` (1, 33 and 132 CTAs of 1024
-threads, each CTA reading its own 128 KiB with 16-byte `ld.global.cg`, four in flight per
-thread, L2 warm) are re-run on the simulator with the same kernel (`ld_read` of
-`l2_bandwidth_hw.ptx`, made by `nvcc -ptx -O3 -arch=sm_90a l2_bandwidth_hw.cu -o
-l2_bandwidth_hw.ptx`): bytes per SM cycle from launches of N and 2N passes, as the hardware
-run computed them (the difference cancels the cold first pass). Prints measured and
-simulated B/clk per SM and the aggregate TB/s. No GPU needed (~1 min).
+The rows of `workloads/reference/h100/l2_bandwidth.csv` are re-run on the simulator with the
+same kernels (`ld_read` and `bulk_read` of `l2_bandwidth_hw.ptx`, made by `nvcc -ptx -O3
+-arch=sm_90a l2_bandwidth_hw.cu -o l2_bandwidth_hw.ptx`), L2 warm:
 
-    python benchmarks/hardware/l2_ld_sim.py [--model h100_sxm] [--ctas 1 33 132]
+* `ld_cg`: 1, 33 and 132 CTAs of 1024 threads, each CTA reading its own 128 KiB with 16-byte
+  `ld.global.cg`, four in flight per thread;
+* `bulk`: one thread per CTA keeps 8 `cp.async.bulk` copies of 16 KiB in flight, each CTA
+  its own 128 KiB (`distinct`) or all the same 128 KiB (`shared`).
+
+Bytes per SM cycle come from launches of N and 2N passes, as the hardware run computed them
+(the difference cancels the cold first pass). Prints measured and simulated B/clk per SM
+(per CTA: one CTA per SM) and the aggregate TB/s. No GPU needed (~1-2 min).
+
+    python benchmarks/hardware/l2_ld_sim.py [--model h100_sxm] [--rows ld_cg:1 ld_cg:132 ...]
+
+Declared split of the L2 bandwidth calibration (written before any parameter was fitted
+to these rows; issue 42). The mechanism fitted: each SM's crossbar port
+(`noc.port_bandwidth_bytes_per_clk`) and one limit on the read data the crossbar returns to
+all SMs together (`noc.read_return_gbps`, bytes per second: the crossbar and L2 run on their
+own clock, not the SM's).
+
+* FIT (2 rows, 2 parameters): `ld_cg` 1 CTA (one SM alone: the port, 89.7 B per SM cycle)
+  and `ld_cg` 132 CTAs (every SM: the aggregate, 7837.5 GB/s). The port takes the measured
+  B/clk; the aggregate starts at the measured GB/s and is moved until the simulated 132-CTA
+  row is within 1 % of it.
+* HELD BACK: `ld_cg` 33 CTAs (44.1 B/clk per SM); `bulk distinct` 132 CTAs (7842.0 GB/s, TMA
+  copies: does the same limit hold for another engine?); `bulk shared` 132 CTAs (9166.1 GB/s:
+  above the ld_cg aggregate on the GPU); `bulk distinct` 1 CTA (35.2 B/clk, the copy
+  engine's per-thread rate, no L2 limit in play); and, outside this file, `template_ncu.csv`
+  c17's L2 read rate (6.16 M sectors in 34.0 us, 5.8 TB/s) and the same-program GEMM and
+  attention splits of `workloads.calibration.template_*_accuracy`, which stay as declared
+  there. The cuBLAS rows of `gemm_ncu_l2.csv` are not used: other programs than ours.
 """
 
 from __future__ import annotations
@@ -25,22 +48,60 @@ sys.path.insert(0, str(HERE.parents[1]))
 
 REGION = 131072
 PASSES = (4, 8)
+CHUNK = 16384
+STAGES = 8
+COPIES = (16, 32)
+ROWS = ("ld_cg:1", "ld_cg:33", "ld_cg:132", "bulk_distinct:1", "bulk_distinct:132",
+        "bulk_shared:132")
+FIT_ROWS = ("ld_cg:1", "ld_cg:132")
 
 
-def simulated_bytes_per_clk(ctas: int, config) -> float:
-    """Bytes per SM cycle of all `ctas` CTAs together (N and 2N passes differenced)."""
+def _ld_cycles(ctas: int, passes: int, config, ptx: str) -> int:
     import simulator
 
+    src = np.zeros(ctas * REGION // 4, np.uint32)
+    return simulator.simulate_kernel(
+        ptx, "ld_read", (ctas, 1, 1), (1024, 1, 1),
+        [src, np.int64(REGION), np.int32(passes), np.zeros(ctas, np.int64),
+         np.zeros(4096, np.uint32)], config=config, fidelity="full").cycles
+
+
+def _bulk_cycles(ctas: int, mode: int, copies: int, config, ptx: str) -> int:
+    import simulator
+
+    src = np.zeros((ctas if mode == 0 else 1) * REGION, np.uint8)
+    return simulator.simulate_kernel(
+        ptx, "bulk_read", (ctas, 1, 1), (32, 1, 1),
+        [src, np.int64(REGION), np.int32(mode), np.int32(CHUNK), np.int32(copies),
+         np.int32(STAGES), np.zeros(ctas, np.int64)], config=config,
+        shared_bytes=max(STAGES * CHUNK, REGION), fidelity="full").cycles
+
+
+def simulated_bytes_per_clk(row: str, config) -> float:
+    """Bytes per SM cycle of all CTAs of `row` ("kernel:ctas") together (N and 2N passes
+    differenced)."""
+    kernel, ctas = row.split(":")
+    ctas = int(ctas)
     ptx = (HERE / "l2_bandwidth_hw.ptx").read_text()
-    cycles = []
-    for passes in PASSES:
-        src = np.zeros(ctas * REGION // 4, np.uint32)
-        res = simulator.simulate_kernel(
-            ptx, "ld_read", (ctas, 1, 1), (1024, 1, 1),
-            [src, np.int64(REGION), np.int32(passes), np.zeros(ctas, np.int64),
-             np.zeros(4096, np.uint32)], config=config, fidelity="full")
-        cycles.append(res.cycles)
-    return ctas * REGION * (PASSES[1] - PASSES[0]) / (cycles[1] - cycles[0])
+    if kernel == "ld_cg":
+        c = [_ld_cycles(ctas, p, config, ptx) for p in PASSES]
+        return ctas * REGION * (PASSES[1] - PASSES[0]) / (c[1] - c[0])
+    mode = {"bulk_distinct": 0, "bulk_shared": 1}[kernel]
+    c = [_bulk_cycles(ctas, mode, n, config, ptx) for n in COPIES]
+    return ctas * CHUNK * (COPIES[1] - COPIES[0]) / (c[1] - c[0])
+
+
+def measured(row: str) -> pd.Series:
+    """The `l2_bandwidth.csv` row of `row` (16 KiB chunks for the bulk kernel)."""
+    kernel, ctas = row.split(":")
+    ref = pd.read_csv(HERE.parents[1] / "workloads/reference/h100/l2_bandwidth.csv")
+    if kernel == "ld_cg":
+        pick = ref[(ref.kernel == "ld_cg") & (ref.ctas == int(ctas))]
+    else:
+        mode = kernel.split("_")[1]
+        pick = ref[(ref.kernel == "bulk") & (ref["mode"] == mode) & (ref.ctas == int(ctas))
+                   & (ref.chunk_bytes == CHUNK)]
+    return pick.iloc[0]
 
 
 def main(argv=None) -> int:
@@ -48,21 +109,21 @@ def main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="h100_sxm")
-    ap.add_argument("--ctas", type=int, nargs="*", default=[1, 33, 132])
+    ap.add_argument("--rows", nargs="*", default=list(ROWS),
+                    help="kernel:ctas, of " + ", ".join(ROWS))
     a = ap.parse_args(argv)
     config = models.load_preset(a.model)
-    ref = pd.read_csv(HERE.parents[1] / "workloads/reference/h100/l2_bandwidth.csv")
-    ref = ref[ref.kernel == "ld_cg"].set_index("ctas")
-    for ctas in a.ctas:
-        sim = simulated_bytes_per_clk(ctas, config)
+    for row in a.rows:
+        kernel, ctas = row.split(":")
+        sim = simulated_bytes_per_clk(row, config)
         tbs = sim * config.chip.clock_ghz / 1e3
-        line = (f"ld.global.cg, {ctas:3d} CTAs: simulated {sim / ctas:6.1f} B/clk per SM, "
-                f"{tbs:5.2f} TB/s")
-        if ctas in ref.index:
-            r = ref.loc[ctas]
-            line += (f"; measured {r.bytes_per_sm_clk_per_cta:6.1f} B/clk per SM, "
-                     f"{r.gb_per_s / 1e3:5.2f} TB/s at {r.sm_clock_mhz:.0f} MHz")
-        print(line, flush=True)
+        r = measured(row)
+        split = "FIT " if row in FIT_ROWS else "HELD"
+        print(f"{split} {kernel:13s} {int(ctas):3d} CTAs: simulated {sim / int(ctas):6.1f} B/clk "
+              f"per SM, {tbs:5.2f} TB/s; measured {r.bytes_per_sm_clk_per_cta:6.1f} B/clk per SM, "
+              f"{r.gb_per_s / 1e3:5.2f} TB/s at {r.sm_clock_mhz:.0f} MHz; "
+              f"error {(sim / int(ctas) / r.bytes_per_sm_clk_per_cta - 1) * 100:+6.1f} % per "
+              f"cycle, {(tbs * 1e3 / r.gb_per_s - 1) * 100:+6.1f} % per second", flush=True)
     return 0
 
 
