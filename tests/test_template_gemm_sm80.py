@@ -22,7 +22,7 @@ from workloads.kernels.templates.gemm_sm80 import (
     gemm_sm80_kernel,
     splitk_reduce_kernel,
 )
-from workloads.ops.gemm_sm80 import choose_split_k
+from workloads.ops.gemm_sm80 import STAGES, choose_split_k, choose_tiles
 from workloads.ops.registry import build_op, simulate_op
 
 IN = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}
@@ -41,6 +41,16 @@ VARIANTS = {
     "bf16-64x64-s3-swizzle8-idle-ctas": (dict(m_tile=64, n_tile=64, stages=3, swizzle_log=3),
                                          130, 7 * 64 - 5, 40),
     "fp16-128x64-s4-swizzle2": (dict(dtype="fp16", n_tile=64, swizzle_log=1), 260, 150, 64),
+    # 64-element k-tiles (128-byte rows, the r & 7 swizzle): K tails inside the second and
+    # fourth k16 steps, edge tiles, more stages than k-tiles, rasterized idle CTAs
+    "bf16-128x128-k64-s3-edges": (dict(k_tile=64, stages=3), 200, 136, 88),
+    "bf16-64x64-k64-s3-f32-odd": (dict(k_tile=64, m_tile=64, n_tile=64, stages=3,
+                                       out_dtype="f32"), 77, 45, 40),
+    "fp16-128x128-k64-s3-odd-n": (dict(k_tile=64, dtype="fp16", stages=3), 130, 131, 168),
+    "bf16-64x128-k64-s5-more-stages-than-ktiles": (dict(k_tile=64, m_tile=64, stages=5),
+                                                   64, 257, 128),
+    "bf16-128x64-k64-s2-swizzle8-idle-ctas": (dict(k_tile=64, n_tile=64, stages=2,
+                                                   swizzle_log=3), 129, 7 * 64 - 5, 72),
 }
 
 
@@ -74,6 +84,8 @@ SPLIT_VARIANTS = {
     "128x64-s4-4-slices-f32": (dict(n_tile=64, stages=4, swizzle_log=1), 129, 64, 520, 4, "f32"),
     # 3 k-tiles over 4 slices: the last slice is empty and writes zeros
     "64x64-s2-empty-slice": (dict(m_tile=64, n_tile=64, stages=2), 64, 48, 96, 4, "bf16"),
+    "64x128-k64-s3-3-slices-odd-bf16": (dict(m_tile=64, stages=3, k_tile=64), 70, 130, 520, 3,
+                                        "bf16"),
 }
 
 
@@ -105,17 +117,22 @@ def test_split_k_needs_an_f32_workspace_and_a_split_kernel():
         gemm_sm80_kernel().grid(128, 128, 2)
 
 
-def test_instructions_are_the_ampere_ones():
-    """cp.async ring, ldmatrix, mma.sync m16n8k16 and nothing of Hopper (.target sm_80)."""
-    ptx = gemm_sm80_kernel().ptx
-    assert ".target sm_80" in ptx
+@pytest.mark.parametrize("k_tile", [32, 64])
+def test_instructions_are_the_ampere_ones(k_tile):
+    """cp.async ring, ldmatrix, mma.sync m16n8k16 and nothing of Hopper (.target sm_80); a
+    64-element k-tile runs 4 k16 steps (128 mma a warp a k-tile), a 32-element one 2."""
+    kernel = gemm_sm80_kernel(k_tile=k_tile)
+    ptx = kernel.ptx
+    assert ".target sm_80" in ptx and f"k{k_tile}_s4" in kernel.entry
     for needed in ("cp.async.cg.shared.global", "cp.async.wait_group 2",
                    "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
                    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"):
         assert needed in ptx
+    assert ptx.count("mma.sync") == 32 * k_tile // 16
+    assert kernel.shared_bytes == 4 * 256 * 2 * k_tile
     for hopper in ("wgmma", "mbarrier", "cp.async.bulk", "setmaxnreg", "elect"):
         assert hopper not in ptx
-    verify_target(isa.compile_kernel(ptx, gemm_sm80_kernel().entry), "sm_80")
+    verify_target(isa.compile_kernel(ptx, kernel.entry), "sm_80")
 
 
 def _ptxas_sm80(ptx: str, tmp_path) -> tuple[str, int]:
@@ -130,21 +147,27 @@ def _ptxas_sm80(ptx: str, tmp_path) -> tuple[str, int]:
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on PATH")
 @pytest.mark.parametrize("tiles", sorted(PTXAS_REGISTERS))
 def test_ptxas_sm80_assembles_without_spills_at_the_listed_registers(tiles, tmp_path):
-    """ptxas -arch=sm_80 -v: no spill stores or loads, the register count PTXAS_REGISTERS
-    gives the launch."""
-    for swizzle in (0, 3):          # the rasterized grid needs no more registers
-        kernel = gemm_sm80_kernel(*tiles, stages=5, swizzle_log=swizzle)
+    """ptxas -arch=sm_80 -v at the op's stage count for the k-tile: no spill stores or loads,
+    the register count PTXAS_REGISTERS gives the launch (k_tile 64: the most over stage
+    counts, so within 2 of it), and the rasterized grid needs no more."""
+    m_tile, n_tile, k_tile = tiles
+    for swizzle in (0, 3):
+        kernel = gemm_sm80_kernel(m_tile, n_tile, stages=STAGES[k_tile], k_tile=k_tile,
+                                  swizzle_log=swizzle)
         out, used = _ptxas_sm80(kernel.ptx, tmp_path)
         assert "0 bytes spill stores, 0 bytes spill loads" in out
-        assert used == kernel.registers if swizzle == 0 else used <= kernel.registers
+        assert used <= kernel.registers
+        if swizzle == 0:
+            assert used == kernel.registers if k_tile == 32 else used >= kernel.registers - 2
 
 
 @pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas is not on PATH")
 def test_ptxas_sm80_assembles_split_k_kernels_without_spills(tmp_path):
     """ptxas -arch=sm_80 -v: the split-K GEMMs spill nothing within the unsplit kernels'
     registers; the reductions spill nothing at REDUCE_REGISTERS."""
-    kernels = [gemm_sm80_kernel(*tiles, stages=5, out_dtype="f32", swizzle_log=3,
-                                split_k=True) for tiles in sorted(PTXAS_REGISTERS)]
+    kernels = [gemm_sm80_kernel(m, n, stages=STAGES[k], k_tile=k, out_dtype="f32",
+                                swizzle_log=3, split_k=True)
+               for m, n, k in sorted(PTXAS_REGISTERS)]
     kernels += [splitk_reduce_kernel(*key) for key in sorted(REDUCE_REGISTERS)]
     for kernel in kernels:
         out, used = _ptxas_sm80(kernel.ptx, tmp_path)
@@ -190,7 +213,7 @@ def test_swizzle_follows_cutlass_log_tile_and_grid_shape():
 
 @pytest.mark.parametrize("kwargs, accepted", [
     (dict(dtype="fp8"), "bf16, fp16"), (dict(out_dtype="f16"), "bf16, f32"),
-    (dict(m_tile=256), "64, 128"), (dict(stages=1), "2 .. 8")])
+    (dict(m_tile=256), "64, 128"), (dict(stages=1), "2 .. 8"), (dict(k_tile=128), "32, 64")])
 def test_bad_arguments_are_refused(kwargs, accepted):
     """A choice the template does not have names what it has."""
     with pytest.raises(InputError, match=accepted):
@@ -227,7 +250,7 @@ def test_sampled_gemm_cuts_k_and_reads_the_full_run():
     512x512x4096 on a100_sxm reads the full run's time within 1 % (measured 86.948 against
     87.009 µs) and its HBM bytes; a short K runs as it is."""
     config = models.load_preset("a100_sxm")
-    plan = build_op("gemm", config, m=512, n=512, k=4096, dtype="bf16", split_k=1)
+    plan = build_op("gemm", config, m=512, n=512, k=4096, dtype="bf16", split_k=1, k_tile=32)
     assert [launch.args[-1] for _, launch in plan.samples] == [12 * 32, 48 * 32]
     assert sum(w for w, _ in plan.samples) == pytest.approx(1.0)
     sampled = simulate_op(plan, config, "sampled")
@@ -235,7 +258,8 @@ def test_sampled_gemm_cuts_k_and_reads_the_full_run():
     assert sampled["fidelity_method"] == "op_model" and full["fidelity_method"] == "full"
     assert sampled["time_us"] == pytest.approx(full["time_us"], rel=0.01)
     assert sampled["hbm_bytes"] == pytest.approx(full["hbm_bytes"], rel=0.01)
-    assert not build_op("gemm", config, m=512, n=512, k=1024, dtype="bf16").samples
+    assert not build_op("gemm", config, m=512, n=512, k=1024, dtype="bf16",
+                        k_tile=32).samples
 
 
 def test_sampled_split_k_gemm_cuts_each_slice_and_reads_the_full_run():
@@ -243,9 +267,26 @@ def test_sampled_split_k_gemm_cuts_each_slice_and_reads_the_full_run():
     (K 768 and 3072) and the reduction runs as it is: 64x12288x6144 on a100_sxm reads the
     full run within 2 % (measured 171.42 against 168.66 µs)."""
     config = models.load_preset("a100_sxm")
-    plan = build_op("gemm", config, m=64, n=12288, k=6144, dtype="bf16")
+    plan = build_op("gemm", config, m=64, n=12288, k=6144, dtype="bf16", k_tile=32)
     assert [launch.args[-1] for _, launch in plan.samples] == [768, 3072, 2]
     assert plan.samples[-1][1] is plan.launches[1]
     sampled = simulate_op(plan, config, "sampled")
     full = simulate_op(plan, config, "full")
     assert sampled["time_us"] == pytest.approx(full["time_us"], rel=0.02)
+
+
+def test_k_tile_rule_takes_the_named_depth_or_64_where_one_cta_an_sm_holds_the_grid():
+    """kernels.gemm_sm80_k_tile: "32" and "64" everywhere, with 5 and 3 stages; "one_wave" 64
+    where the output tiles are at most the 108 compute SMs of a100_sxm (96 tiles of
+    128 x 12288; 64 of 8192 x 128), 32 from 109 (16 x 12 = 192 tiles of 256 x 12288)."""
+    def pick(rule, m, n, k):
+        config = models.load_preset("a100_sxm", {"kernels.gemm_sm80_k_tile": rule})
+        tiles = choose_tiles(m, n, k, config)
+        return tiles["k_tile"], tiles["stages"]
+    assert pick("32", 128, 12288, 12288) == (32, 5)
+    assert pick("64", 4096, 12288, 12288) == (64, 3)
+    assert pick("one_wave", 128, 12288, 12288) == (64, 3)
+    assert pick("one_wave", 8192, 128, 128) == (64, 3)
+    assert pick("one_wave", 256, 12288, 12288) == (32, 5)
+    with pytest.raises(InputError, match="k_tile 48: the sm_80 GEMM template takes 32, 64"):
+        choose_tiles(128, 128, 128, models.load_preset("a100_sxm"), 48)

@@ -36,6 +36,7 @@ AttentionSchedule = Literal["plain", "fa3"]
 CommCacheHints = Literal["plain", "deepep", "deepep_evict_first"]
 GemmEpilogue = Literal["tma", "registers"]
 GemmL2Policy = Literal["normal", "stream_weights"]
+GemmSm80KTile = Literal["32", "64", "one_wave"]
 L2Start = Literal["cold", "warm-inputs"]
 GEMM_TILE_RULES: tuple[str, ...] = typing.get_args(GemmTileRule)
 """The GEMM tile rules `workloads.ops.gemm.choose_tiles` knows (its module docstring)."""
@@ -47,6 +48,8 @@ GEMM_EPILOGUES: tuple[str, ...] = typing.get_args(GemmEpilogue)
 """How split-KV attention partials are merged (`KernelsSpec.attention_split_combine`)."""
 GEMM_L2_POLICIES: tuple[str, ...] = typing.get_args(GemmL2Policy)
 """The L2 cache policies of the Hopper GEMM's TMA loads (`KernelsSpec.gemm_l2_policy`)."""
+GEMM_SM80_K_TILES: tuple[str, ...] = typing.get_args(GemmSm80KTile)
+"""The k-tile rules of the sm_80 GEMM (`KernelsSpec.gemm_sm80_k_tile`)."""
 MAX_WAVES = float(COUNT_MAXIMUM)
 """The ceiling of a wave count: far beyond any grid worth sampling."""
 
@@ -273,6 +276,16 @@ class KernelsSpec(SpecMixin):
         source="DeepGEMM's sm90 FP8 GEMM issues its TMA loads with EVICT_NORMAL "
                "(../shared/notes/deepgemm-fp8.md, Pipeline); in a GEMM's own lines that is "
                "the normal class no hint gives (models.cached_memory)")
+    gemm_sm80_k_tile: GemmSm80KTile = spec_field(
+        "K depth of the sm_80 GEMM's CTA tile (`workloads.ops.gemm_sm80.choose_tiles`): "
+        "\"32\" 32 elements a stage, 5 stages (cuBLAS's ..._128x128_ldg8_f2f_stages_32x5); "
+        "\"64\" 64 elements, 3 stages (..._128x128_ldg8_f2f_stages_64x3: 128 B of each "
+        "operand row a k-tile); \"one_wave\" 64 where the output tiles are at most the "
+        "compute SMs (one CTA an SM holds the grid, so the second CTA slot the 32-deep "
+        "ring leaves room for stays idle), 32 elsewhere. An op's `k_tile` wins.",
+        default="32",
+        source="declared rule (workloads.ops.gemm_sm80 module docstring): the lowest MAPE "
+               "on the LLMCompass A100 GEMM FIT rows (llmcompass_a100_accuracy)")
 
     def problems(self) -> tuple[Problem, ...]:
         """A KV page must hold whole 16-key blocks."""

@@ -47,13 +47,15 @@ points to the 80 GB card (2039 GB/s) and would shorten the largest simulated row
 family; the preset is left as it is.
 
 `BASELINE` (`llmcompass_a100_accuracy_baseline.json`) stores the figures (date, preset,
-fidelity, harness_us per family, per-row simulated times, MAPE and r per family and subset);
+fidelity, the preset's `[kernels]` choices, harness_us per family, per-row simulated times, MAPE and r per family and subset);
 `tests/test_llmcompass_a100_accuracy.py` recomputes the cheapest held-back rows and holds
 their errors to the stored ones.
 
     python -m workloads.calibration.llmcompass_a100_accuracy                 # the tables
     python -m workloads.calibration.llmcompass_a100_accuracy --write-baseline
     python -m workloads.calibration.llmcompass_a100_accuracy --family softmax --write-baseline
+    python -m workloads.calibration.llmcompass_a100_accuracy --family gemm \
+        --set kernels.gemm_sm80_k_tile=64                    # a candidate, not stored
 
 With `--family`, `--write-baseline` replaces those families' rows, metrics and harness_us in
 the stored baseline and keeps the others as stored (GEMM's largest rows do not fit a run on a
@@ -166,10 +168,11 @@ def metrics(df: pd.DataFrame) -> dict:
     return result
 
 
-def run(fidelity: str | None = None, families=FAMILIES) -> tuple[pd.DataFrame, dict, dict]:
-    """Simulate every row of `families` (a line per row on stderr as it ends); (scored rows,
-    metrics, harness_us per family)."""
-    config = models.load_preset(PRESET)
+def run(fidelity: str | None = None, families=FAMILIES,
+        overrides: dict | None = None) -> tuple[pd.DataFrame, dict, dict]:
+    """Simulate every row of `families` on `PRESET` with dotted-key `overrides` (a line per
+    row on stderr as it ends); (scored rows, metrics, harness_us per family)."""
+    config = models.load_preset(PRESET, overrides)
     rows = load_rows()
     rows = rows[rows.family.isin(families)].reset_index(drop=True)
     simulated = []
@@ -205,10 +208,17 @@ def main(argv=None) -> int:
     parser.add_argument("--fidelity", default=None, help="sampled (default) or full")
     parser.add_argument("--family", action="append", choices=FAMILIES,
                         help="score only this family (repeatable; default: all)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="config override of the preset (a candidate's score; the "
+                             "baseline holds the preset's own values)")
     parser.add_argument("--write-baseline", action="store_true",
                         help=f"store the figures in {BASELINE.name}")
     args = parser.parse_args(argv)
-    scored, table, harness = run(args.fidelity, tuple(args.family or FAMILIES))
+    overrides = dict(s.split("=", 1) for s in args.set)
+    if overrides and args.write_baseline:
+        parser.error("--set with --write-baseline: the baseline holds the preset's own "
+                     "values; accepted: one of them")
+    scored, table, harness = run(args.fidelity, tuple(args.family or FAMILIES), overrides)
     pd.set_option("display.width", 200)
     print(scored[["family", "position", "subset", "M", "N", "K", "measured_us", "kernel_us",
                   "simulated_us", "raw_error_pct", "error_pct"]].round(2).to_string())
@@ -220,6 +230,7 @@ def main(argv=None) -> int:
                                                   "subset": "subset", "M": "M", "N": "N",
                                                   "K": "K"},
                                preset=PRESET, fidelity=args.fidelity or "sampled",
+                               kernels=models.load_preset(PRESET).kernels.to_dict(),
                                metrics=table, harness_us=harness)
     return 0
 

@@ -5,9 +5,9 @@ operands K-major, the "TN" GEMM cuBLAS runs for `torch.nn.Linear`), bf16 or fp16
 accumulation, C in bf16 or f32, with no instruction newer than sm_80.
 
 Kernel structure (CUTLASS 2.x `DefaultGemm` for `OpClassTensorOp` on `Sm80`, cuBLAS's
-`ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_tn`):
+`ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_tn` and `..._stages_64x3_tn`):
 
-* CTA tile m_tile x n_tile x 32 (128x128x32 by default), 4 warps in 2 x 2, each warp owning
+* CTA tile m_tile x n_tile x k_tile (k_tile 32 or 64; 128x128x32 by default), 4 warps in 2 x 2, each warp owning
   an (m_tile / 2) x (n_tile / 2) tile of C (64x64: 4 x 8 `mma` tiles, 128 f32 accumulators
   per thread). Grid (ceil(M / m_tile), ceil(N / n_tile)): consecutive CTAs share B's tile;
   with `swizzle_log` s > 0, CUTLASS's `GemmIdentityThreadblockSwizzle` rasterization: grid
@@ -16,20 +16,21 @@ Kernel structure (CUTLASS 2.x `DefaultGemm` for `OpClassTensorOp` on `Sm80`, cuB
   m-tile and a wave covers a compact block of C (both operands' panels reused in the L2);
   a CTA past N exits at once.
 * shared memory (dynamic, `shared_bytes`): a ring of `stages` buffers, each the A tile
-  (m_tile rows x 64 B) then the B tile (n_tile rows x 64 B). Rows are 32 K elements = four
-  16-byte chunks; chunk c of row r is stored at chunk c ^ ((r >> 1) & 3) (an XOR swizzle),
-  so the 8 rows an `ldmatrix` reads at one logical chunk fall in 8 distinct 16-byte bank
-  groups, and a warp's 16-byte `cp.async` stores fill whole rows: no bank conflict either way.
+  (m_tile rows x 2 k_tile B) then the B tile (n_tile rows x 2 k_tile B). A row of 32 K
+  elements is four 16-byte chunks, chunk c of row r stored at chunk c ^ ((r >> 1) & 3); a row
+  of 64 is eight, chunk c at c ^ (r & 7) (CUTLASS's 128-byte XOR swizzle). Either way the 8
+  rows an `ldmatrix` reads at one logical chunk fall in 8 distinct 16-byte bank groups, and a
+  warp's 16-byte `cp.async` stores fill whole rows: no bank conflict either way.
 * global -> shared: `cp.async.cg.shared.global` of 16 bytes (`ldg8` in cuBLAS's name: eight
-  16-bit elements), m_tile / 32 chunks of A and n_tile / 32 of B per thread per k-tile, the
-  source size 0 (zero fill) outside M, N or K; addresses are clamped into the operand so
+  16-bit elements), k_tile / 8 threads a row, m_tile k_tile / 1024 chunks of A and n_tile
+  k_tile / 1024 of B per thread per k-tile, the source size 0 (zero fill) outside M, N or K; addresses are clamped into the operand so
   none points outside it. One `cp.async.commit_group` per k-tile.
 * main loop (multistage): the prologue issues k-tiles 0 .. stages-2; iteration kt waits
   for its tile (`cp.async.wait_group stages-2`), `bar.sync`s (the tile is visible to all
   warps, and every warp has finished reading the slot the next copy overwrites), issues
-  k-tile kt + stages - 1 into that slot, then runs two k16 steps: per warp 4 `ldmatrix.x4`
-  of A, 4 of B and 32 `mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}` (m_tile or n_tile
-  64: 2 m16 or 4 n8 tiles per warp).
+  k-tile kt + stages - 1 into that slot, then runs k_tile / 16 k16 steps: per warp 4
+  `ldmatrix.x4` of A, 4 of B and 32 `mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}` a step
+  (m_tile or n_tile 64: 2 m16 or 4 n8 tiles per warp).
 * epilogue: each fragment pair (two neighbouring columns of one row) inside C with N even
   is converted (`cvt.rn.bf16x2.f32`) and stored with one `st.global.b32` (f32:
   `st.global.v2.f32`); pairs at the M and N edges, or any pair when N is odd, store each
@@ -64,9 +65,7 @@ from isa.errors import InputError
 DTYPES = {"bf16": "bf16", "fp16": "f16"}          # op dtype -> PTX mma type
 OUT_DTYPES = ("bf16", "f32")
 OUT_BYTES = {"bf16": 2, "f32": 4}
-K_TILE = 32                                        # elements of K per stage (64-byte rows)
-K_SHIFT = 5                                        # log2(K_TILE)
-ROW_BYTES = 64
+K_TILES = (32, 64)                                 # accepted k_tile: elements of K per stage
 CHUNK_BYTES = 16                                   # one cp.async, one ldmatrix row
 THREADS = 128                                      # 4 warps, 2 x 2
 WARPS_M = WARPS_N = 2
@@ -74,9 +73,14 @@ TILES = (64, 128)                                  # accepted m_tile and n_tile
 MAX_STAGES = 8
 K_ALIGN = 8                                        # K elements per 16-byte chunk
 ENTRY_LOOP = "MAIN_K"                              # the main loop's head label
-PTXAS_REGISTERS = {(128, 128): 224, (128, 64): 128, (64, 128): 128, (64, 64): 72}
-"""Registers per thread ptxas allocates, by (m_tile, n_tile), with no spill (`ptxas
--arch=sm_80 -v`, CUDA 13.0, any stage count and type): the launch count the occupancy uses."""
+PTXAS_REGISTERS = {(128, 128, 32): 224, (128, 64, 32): 128, (64, 128, 32): 128,
+                   (64, 64, 32): 72,
+                   (128, 128, 64): 244, (128, 64, 64): 162, (64, 128, 64): 166,
+                   (64, 64, 64): 96}
+"""Registers per thread ptxas allocates, by (m_tile, n_tile, k_tile), with no spill (`ptxas
+-arch=sm_80 -v`, CUDA 13.0): the launch count the occupancy uses. k_tile 32: the same at any
+stage count and type; k_tile 64: the most over 2-5 stages, both types, the rasterizations and
+split-K (they differ by up to 2, within one 8-register allocation step)."""
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,7 @@ class Config:
     m_tile: int = 128
     n_tile: int = 128
     stages: int = 4
+    k_tile: int = 32           # elements of K per stage: 32 (64-byte rows) or 64 (128-byte)
     dtype: str = "bf16"
     out_dtype: str = "bf16"
     swizzle_log: int = 0       # CTA rasterization: 2 ** swizzle_log n-tiles per m-tile run
@@ -110,8 +115,28 @@ class Config:
         return self.warp_n // 8
 
     @property
+    def row_bytes(self) -> int:
+        """Bytes of one operand row of a k-tile in shared memory."""
+        return self.k_tile * 2
+
+    @property
+    def chunks(self) -> int:
+        """16-byte chunks of one row of a k-tile (threads that copy one row together)."""
+        return self.row_bytes // CHUNK_BYTES
+
+    @property
+    def k_shift(self) -> int:
+        """log2(k_tile)."""
+        return self.k_tile.bit_length() - 1
+
+    @property
+    def k16_steps(self) -> int:
+        """mma k16 steps per k-tile."""
+        return self.k_tile // 16
+
+    @property
     def stage_bytes(self) -> int:
-        return (self.m_tile + self.n_tile) * ROW_BYTES
+        return (self.m_tile + self.n_tile) * self.row_bytes
 
     @property
     def shared_bytes(self) -> int:
@@ -120,7 +145,7 @@ class Config:
     @property
     def entry(self) -> str:
         return (f"gemm_sm80_{self.dtype}_{self.out_dtype}_m{self.m_tile}n{self.n_tile}"
-                f"k{K_TILE}_s{self.stages}"
+                f"k{self.k_tile}_s{self.stages}"
                 + (f"_sw{1 << self.swizzle_log}" if self.swizzle_log else "")
                 + ("_splitk" if self.split_k else ""))
 
@@ -147,7 +172,7 @@ class GemmSm80Kernel:
     @property
     def registers(self) -> int:
         """Registers per thread (`PTXAS_REGISTERS`)."""
-        return PTXAS_REGISTERS[(self.config.m_tile, self.config.n_tile)]
+        return PTXAS_REGISTERS[(self.config.m_tile, self.config.n_tile, self.config.k_tile)]
 
     def grid(self, m: int, n: int, splits: int = 1) -> tuple[int, int, int]:
         """(m-tiles x 2^s, ceil(n-tiles / 2^s), splits) for `swizzle_log` s (CUTLASS's
@@ -186,7 +211,8 @@ def swizzle_log(n_tiles: int, most: int = 8) -> int:
 
 def gemm_sm80_kernel(m_tile: int = 128, n_tile: int = 128, stages: int = 4,
                      dtype: str = "bf16", out_dtype: str = "bf16",
-                     swizzle_log: int = 0, split_k: bool = False) -> GemmSm80Kernel:
+                     swizzle_log: int = 0, split_k: bool = False,
+                     k_tile: int = 32) -> GemmSm80Kernel:
     """The kernel for these parameters (module docstring); an `InputError` for a choice the
     template does not have."""
     if dtype not in DTYPES:
@@ -196,6 +222,8 @@ def gemm_sm80_kernel(m_tile: int = 128, n_tile: int = 128, stages: int = 4,
     for name, value in (("m_tile", m_tile), ("n_tile", n_tile)):
         if value not in TILES:
             raise InputError(f"{name} {value}: accepted {', '.join(map(str, TILES))}")
+    if k_tile not in K_TILES:
+        raise InputError(f"k_tile {k_tile}: accepted {', '.join(map(str, K_TILES))}")
     if not 2 <= stages <= MAX_STAGES:
         raise InputError(f"stages {stages}: accepted 2 .. {MAX_STAGES}")
     if swizzle_log not in (0, 1, 2, 3):
@@ -203,7 +231,7 @@ def gemm_sm80_kernel(m_tile: int = 128, n_tile: int = 128, stages: int = 4,
     if split_k and out_dtype != "f32":
         raise InputError(f"out_dtype {out_dtype!r} with split_k: accepted f32 (the partial "
                          "sums' workspace; `splitk_reduce_kernel` writes C in its type)")
-    cfg = Config(m_tile, n_tile, stages, dtype, out_dtype, swizzle_log, split_k)
+    cfg = Config(m_tile, n_tile, stages, k_tile, dtype, out_dtype, swizzle_log, split_k)
     return GemmSm80Kernel(cfg, emit(cfg))
 
 
@@ -318,7 +346,12 @@ def emit(cfg: Config) -> str:
 
 def _loads(cfg: Config) -> tuple[int, int]:
     """16-byte chunks of A and of B each thread copies per k-tile."""
-    return cfg.m_tile * 4 // THREADS, cfg.n_tile * 4 // THREADS
+    return cfg.m_tile * cfg.chunks // THREADS, cfg.n_tile * cfg.chunks // THREADS
+
+
+def _copy_rows(cfg: Config) -> int:
+    """Rows one pass of the CTA's 128 threads copies (`cfg.chunks` threads a row)."""
+    return THREADS // cfg.chunks
 
 
 def _head(cfg: Config) -> list[str]:
@@ -340,7 +373,8 @@ def _head(cfg: Config) -> list[str]:
         f"    .reg .b32 %sa<{la}>;", f"    .reg .b32 %sb<{lb}>;",
         f"    .reg .b64 %cr<{2 * cfg.mi}>;",
         "    .reg .b32 %thr, %lane, %warp, %M, %N, %K, %kt, %ktiles, %slot, %ldslot;",
-        "    .reg .b32 %sts, %lda0, %lda1, %ldb0, %ldb1, %smem, %kcol, %ksz;",
+        "    .reg .b32 %sts, %smem, %kcol, %ksz;",
+        f"    .reg .b32 %lda<{cfg.k16_steps}>, %ldb<{cfg.k16_steps}>;",
         "    .reg .b64 %rdk;",
     ] + (["    .reg .b32 %kbeg;"] if cfg.split_k else [])
 
@@ -357,13 +391,16 @@ def _setup(cfg: Config) -> list[str]:
         "    cvta.to.global.u64 %rd0, %rd0;", "    cvta.to.global.u64 %rd1, %rd1;",
         "    cvta.to.global.u64 %rd2, %rd2;",
         "    mov.u32 %smem, smem;",
-        f"    add.u32 %ktiles, %K, {K_TILE - 1};",
-        f"    shr.u32 %ktiles, %ktiles, {K_SHIFT};",
+        f"    add.u32 %ktiles, %K, {cfg.k_tile - 1};",
+        f"    shr.u32 %ktiles, %ktiles, {cfg.k_shift};",
     ] + (_split_range() if cfg.split_k else []) + [
-        # this thread's copy slot: row (tid >> 2) + 32 i, chunk tid & 3, swizzled
-        "    shr.u32 %r0, %thr, 2;", "    and.b32 %r1, %thr, 3;",
-        "    shr.u32 %r2, %thr, 3;", "    and.b32 %r2, %r2, 3;", "    xor.b32 %r2, %r1, %r2;",
-        f"    shl.b32 %r2, %r2, 4;\n    mad.lo.u32 %sts, %r0, {ROW_BYTES}, %r2;",
+        # this thread's copy slot: row tid / chunks + rows i, chunk tid % chunks, swizzled
+        # (the swizzle term (tid >> 3) % chunks is the row's: (row >> 1) & 3 or row & 7)
+        f"    shr.u32 %r0, %thr, {cfg.chunks.bit_length() - 1};",
+        f"    and.b32 %r1, %thr, {cfg.chunks - 1};",
+        "    shr.u32 %r2, %thr, 3;", f"    and.b32 %r2, %r2, {cfg.chunks - 1};",
+        "    xor.b32 %r2, %r1, %r2;",
+        f"    shl.b32 %r2, %r2, 4;\n    mad.lo.u32 %sts, %r0, {cfg.row_bytes}, %r2;",
         "    shl.b32 %r3, %r1, 4;",                      # byte offset of the chunk in K
         "    mov.u32 %r4, %ctaid.x;", "    mov.u32 %r5, %ctaid.y;",
     ]
@@ -380,23 +417,25 @@ def _setup(cfg: Config) -> list[str]:
     lines += [
         "    sub.u32 %r6, %M, 1;", "    sub.u32 %r7, %N, 1;",
     ]
-    for i in range(la):       # A rows: m0 + (tid >> 2) + 32 i, clamped to M - 1
-        lines += [f"    add.u32 %r8, %r4, %r0;\n    add.u32 %r8, %r8, {32 * i};",
+    rows = _copy_rows(cfg)
+    for i in range(la):       # A rows: m0 + tid / chunks + rows i, clamped to M - 1
+        lines += [f"    add.u32 %r8, %r4, %r0;\n    add.u32 %r8, %r8, {rows * i};",
                   "    setp.lt.u32 %p0, %r8, %M;", "    min.u32 %r8, %r8, %r6;",
                   f"    selp.b32 %sa{i}, {CHUNK_BYTES}, 0, %p0;",
                   "    mul.wide.u32 %rd3, %r8, %K;", "    shl.b64 %rd3, %rd3, 1;",
                   f"    add.s64 %ga{i}, %rd0, %rd3;"]
-    for i in range(lb):       # B rows: n0 + (tid >> 2) + 32 i, clamped to N - 1
-        lines += [f"    add.u32 %r8, %r5, %r0;\n    add.u32 %r8, %r8, {32 * i};",
+    for i in range(lb):       # B rows: n0 + tid / chunks + rows i, clamped to N - 1
+        lines += [f"    add.u32 %r8, %r5, %r0;\n    add.u32 %r8, %r8, {rows * i};",
                   "    setp.lt.u32 %p0, %r8, %N;", "    min.u32 %r8, %r8, %r7;",
                   f"    selp.b32 %sb{i}, {CHUNK_BYTES}, 0, %p0;",
                   "    mul.wide.u32 %rd3, %r8, %K;", "    shl.b64 %rd3, %rd3, 1;",
                   f"    add.s64 %gb{i}, %rd1, %rd3;"]
-    # ldmatrix offsets for k16 steps 0 and 1: A rows (l & 7) + 8 ((l >> 3) & 1), logical
-    # chunk 2 ks + (l >> 4); B rows (l & 7) + 8 (l >> 4), chunk 2 ks + ((l >> 3) & 1);
-    # the swizzle term is (l >> 1) & 3 for both
-    wm = f"{cfg.warp_m * ROW_BYTES}"
-    wn = f"{cfg.warp_n * ROW_BYTES}"
+    # ldmatrix offsets for k16 step ks: A rows (l & 7) + 8 ((l >> 3) & 1), logical chunk
+    # 2 ks + (l >> 4); B rows (l & 7) + 8 (l >> 4), chunk 2 ks + ((l >> 3) & 1); the swizzle
+    # term is (l >> 1) & 3 for both with 64-byte rows (%r12), l & 7 with 128-byte rows (%r9)
+    wm = f"{cfg.warp_m * cfg.row_bytes}"
+    wn = f"{cfg.warp_n * cfg.row_bytes}"
+    swz = "%r12" if cfg.k_tile == 32 else "%r9"
     lines += [
         "    and.b32 %r9, %lane, 7;", "    shr.u32 %r10, %lane, 3;",
         "    and.b32 %r10, %r10, 1;", "    shr.u32 %r11, %lane, 4;",
@@ -406,16 +445,16 @@ def _setup(cfg: Config) -> list[str]:
         "    and.b32 %r15, %warp, 1;", "    shr.u32 %r16, %warp, 1;",         # wm, wn
         f"    mul.lo.u32 %r17, %r15, {wm};", f"    mul.lo.u32 %r18, %r16, {wn};",
     ]
-    for ks in (0, 1):
-        lines += [f"    add.u32 %r19, %r11, {2 * ks};", "    xor.b32 %r19, %r19, %r12;",
+    for ks in range(cfg.k16_steps):
+        lines += [f"    add.u32 %r19, %r11, {2 * ks};", f"    xor.b32 %r19, %r19, {swz};",
                   "    shl.b32 %r19, %r19, 4;",
-                  f"    mad.lo.u32 %lda{ks}, %r13, {ROW_BYTES}, %r19;",
+                  f"    mad.lo.u32 %lda{ks}, %r13, {cfg.row_bytes}, %r19;",
                   f"    add.u32 %lda{ks}, %lda{ks}, %r17;",
-                  f"    add.u32 %r19, %r10, {2 * ks};", "    xor.b32 %r19, %r19, %r12;",
+                  f"    add.u32 %r19, %r10, {2 * ks};", f"    xor.b32 %r19, %r19, {swz};",
                   "    shl.b32 %r19, %r19, 4;",
-                  f"    mad.lo.u32 %ldb{ks}, %r14, {ROW_BYTES}, %r19;",
+                  f"    mad.lo.u32 %ldb{ks}, %r14, {cfg.row_bytes}, %r19;",
                   f"    add.u32 %ldb{ks}, %ldb{ks}, %r18;",
-                  f"    add.u32 %ldb{ks}, %ldb{ks}, {cfg.m_tile * ROW_BYTES};"]
+                  f"    add.u32 %ldb{ks}, %ldb{ks}, {cfg.m_tile * cfg.row_bytes};"]
     lines += [f"    mov.f32 %d{j}, 0f00000000;" for j in range(cfg.mi * cfg.ni * 4)]
     return lines
 
@@ -438,8 +477,9 @@ def _split_range() -> list[str]:
 def _load_tile(cfg: Config, kt: str, slot_bytes: str, guard: str = "") -> list[str]:
     """cp.async of k-tile `kt` (a register) into the slot at shared offset `slot_bytes`."""
     la, lb = _loads(cfg)
+    step = _copy_rows(cfg) * cfg.row_bytes
     g = f"@{guard} " if guard else ""
-    lines = [f"    shl.b32 %kcol, {kt}, {K_SHIFT};",
+    lines = [f"    shl.b32 %kcol, {kt}, {cfg.k_shift};",
              "    shl.b32 %r20, %r1, 3;\n    add.u32 %kcol, %kcol, %r20;",   # first K element
              "    setp.lt.u32 %p1, %kcol, %K;",
              f"    sub.u32 %r20, %K, {K_ALIGN};\n    min.u32 %r20, %kcol, %r20;",
@@ -448,13 +488,13 @@ def _load_tile(cfg: Config, kt: str, slot_bytes: str, guard: str = "") -> list[s
     for i in range(la):
         lines += [f"    add.s64 %rd4, %ga{i}, %rdk;",
                   f"    selp.b32 %ksz, %sa{i}, 0, %p1;",
-                  f"    {g}cp.async.cg.shared.global [%r21+{i * 32 * ROW_BYTES}], [%rd4], "
+                  f"    {g}cp.async.cg.shared.global [%r21+{i * step}], [%rd4], "
                   f"{CHUNK_BYTES}, %ksz;"]
     for i in range(lb):
         lines += [f"    add.s64 %rd4, %gb{i}, %rdk;",
                   f"    selp.b32 %ksz, %sb{i}, 0, %p1;",
                   f"    {g}cp.async.cg.shared.global "
-                  f"[%r21+{cfg.m_tile * ROW_BYTES + i * 32 * ROW_BYTES}], [%rd4], "
+                  f"[%r21+{cfg.m_tile * cfg.row_bytes + i * step}], [%rd4], "
                   f"{CHUNK_BYTES}, %ksz;"]
     return lines
 
@@ -479,17 +519,17 @@ def _main_loop(cfg: Config) -> list[str]:
     lines += _load_tile(cfg, "%r22", "%ldslot", "%p2")
     lines.append("    cp.async.commit_group;")
     lines.append("    add.u32 %r23, %smem, %slot;")
-    for ks in (0, 1):
+    for ks in range(cfg.k16_steps):
         lines.append(f"    add.u32 %r20, %r23, %lda{ks};")
         for mi in range(cfg.mi):
             regs = ", ".join(f"%fa{4 * mi + j}" for j in range(4))
             lines.append(f"    ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{regs}}}, "
-                         f"[%r20+{mi * 16 * ROW_BYTES}];")
+                         f"[%r20+{mi * 16 * cfg.row_bytes}];")
         lines.append(f"    add.u32 %r21, %r23, %ldb{ks};")
         for nj in range(cfg.ni // 2):
             regs = ", ".join(f"%fb{4 * nj + j}" for j in range(4))
             lines.append(f"    ldmatrix.sync.aligned.m8n8.x4.shared.b16 {{{regs}}}, "
-                         f"[%r21+{nj * 16 * ROW_BYTES}];")
+                         f"[%r21+{nj * 16 * cfg.row_bytes}];")
         for mi in range(cfg.mi):
             a = ", ".join(f"%fa{4 * mi + j}" for j in range(4))
             for nj in range(cfg.ni):
