@@ -3,9 +3,13 @@ factors, on the pairs of the default run (one GPU of the DeepSeek-V3 EP32 prefil
 deployment, `ptxsim run`).
 
     python -m benchmarks.contention_window [--windows 0 25 50 100] [--no-whole]
+        [--pairs mb0/moe_sum:mb1/combine ...]
 
 Runs the layer once (op cache off) and keeps the (compute launch, collective launch) pairs
-its contention pass measured. Then, per pair, measures them again:
+its contention pass measured; with `--pairs` (compute node:collective node of the graph, as
+the run's contention table names them) it builds those pairs' launches from the graph
+instead (`representative_launch` of each node's op, as the run does) and runs no layer.
+Then, per pair, measures them again:
 
 * `whole`: each launch alone to its end and both together to the last one's end, the
   stretch taken as 1 + (time beside - time alone) / the shorter of the two beside (the
@@ -50,6 +54,8 @@ def main(argv=None) -> int:
     p.add_argument("--no-whole", action="store_true")
     p.add_argument("--run-window", type=float, default=0.0,
                    help="fidelity.contention_window_us of the layer run (default 0)")
+    p.add_argument("--pairs", nargs="+", default=None, metavar="COMPUTE:COMM",
+                   help="measure these node pairs only (no layer run)")
     a = p.parse_args(argv)
 
     deployment = load_deployment("deepseek-v3-prefill")
@@ -57,6 +63,9 @@ def main(argv=None) -> int:
     config = models.load_preset(deployment.preset,
                                 {"sm.comm_count": deployment.comm_sms,
                                  "fidelity.contention_window_us": a.run_window})
+    if a.pairs:
+        pairs = named_pairs(graph, config, a.pairs)
+        return measure(pairs, a)
     pairs = []
     inner = execute.measure_pair
 
@@ -75,6 +84,30 @@ def main(argv=None) -> int:
     spent = sum(p[5] for p in pairs)
     print(f"layer {res.time_us:.1f} us, {total:.1f} s CPU, of it {spent:.1f} s measuring "
           f"{len(pairs)} pairs (window {config.fidelity.contention_window_us} us)")
+    return measure(pairs, a)
+
+
+def named_pairs(graph, config, names: list[str]) -> list[tuple]:
+    """(compute op, comm op, compute launch, comm launch, config, 0, None) of each
+    "compute node:comm node", built as `workloads.execute` builds a pair's launches."""
+    from simulator.runner.contention import representative_launch
+    from workloads.ops import build_op
+
+    config, meta = execute._comm_setup(config, graph, None, None)
+    op_of = {node.name: op for node, op in zip(graph.nodes, execute._ops(graph, meta),
+                                               strict=True)}
+    pairs = []
+    for name in names:
+        c, m = (op_of[n] for n in name.split(":"))
+        pairs.append((c.kind, m.kind,
+                      representative_launch(build_op(c.kind, config, **c.kwargs)),
+                      representative_launch(build_op(m.kind, config, **m.kwargs)),
+                      config, 0.0, None))
+    return pairs
+
+
+def measure(pairs: list[tuple], a) -> int:
+    """Each pair again by every method of `a` (module docstring), printed."""
     print(f"{'pair':<28} {'method':<10} {'compute x':>10} {'comm x':>8} {'overlap us':>11} "
           f"{'CPU s':>7}")
     for compute_op, comm_op, c, m, cfg, _, _ in pairs:

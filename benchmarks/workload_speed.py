@@ -1,15 +1,18 @@
 """CPU and wall seconds of `simulate_workload` on a layer (default: the one-GPU DeepSeek-V3
-MoE prefill of 4096 tokens on h800_sxm, sampled, as `ptxsim run --deployment single-gpu`),
-and of each distinct op.
+MoE prefill of 4096 tokens on h800_sxm, sampled, as `ptxsim run --deployment single-gpu`;
+`--deployment NAME` runs a deployment's graph on its preset with its communication SMs, as
+`ptxsim run --deployment NAME --no-cache`), and of each distinct op.
 
     python benchmarks/workload_speed.py [--workload deepseek-v3 --phase prefill
         --tokens 4096 --ep 1 --model h800_sxm --fidelity sampled] [--per-op | --stages]
+    python benchmarks/workload_speed.py --deployment deepseek-v3-prefill --stages
 
 Prints the CPU seconds of the process (`time.process_time`: the goal's measure, as the
 wall clock of a shared machine includes waiting for a core) and the wall seconds of the
 whole simulation beside the goal (sampled <= 60 s on one core) and the simulated layer
 time (with `--stages` also the CPU seconds of each stage of the run, `STAGES`, timed without a
-profiler); with `--per-op` instead the CPU seconds and simulated time of every distinct op
+profiler, and the CPU seconds of every op timed and every contention pair measured in that
+run, largest first); with `--per-op` instead the CPU seconds and simulated time of every distinct op
 (each simulated once, as `simulate_workload` does, whose cost is their sum), largest
 first, so the nodes that dominate the run time are named, with how each was timed (in full,
 wave-sampled with the waves simulated, or by op-level samples). The numba JIT of the memory
@@ -76,13 +79,24 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ep", type=int, default=1)
     p.add_argument("--model", default="h800_sxm")
     p.add_argument("--fidelity", default="sampled", choices=("sampled", "full"))
+    p.add_argument("--deployment", default=None,
+                   help="a deployment (workloads/deployments) instead of --workload ...: its "
+                        "graph, preset and communication SMs")
     p.add_argument("--per-op", action="store_true", help="also time each distinct op")
     p.add_argument("--stages", action="store_true",
                    help="also print the CPU seconds of each stage (`STAGES`)")
     a = p.parse_args(argv)
-    config = models.load_preset(a.model)
-    graph = workloads.layer(a.workload, phase=a.phase, tokens=a.tokens, batch=a.batch,
-                            ep=a.ep)
+    if a.deployment:
+        from workloads.deployments import load_deployment
+
+        deployment = load_deployment(a.deployment)
+        a.model = deployment.preset
+        config = models.load_preset(a.model, {"sm.comm_count": deployment.comm_sms})
+        graph = deployment.graph()
+    else:
+        config = models.load_preset(a.model)
+        graph = workloads.layer(a.workload, phase=a.phase, tokens=a.tokens, batch=a.batch,
+                                ep=a.ep)
     _warm_up(config)
     if a.per_op:
         rows = per_op(graph, config, a.fidelity)
@@ -95,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
         return 0
     stages = timed_stages() if a.stages else None
+    calls = timed_calls() if a.stages else None
     start, cpu = time.perf_counter(), time.process_time()
     res = simulator.simulate_workload(graph, config=config, fidelity=a.fidelity)
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
@@ -105,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
           + f", simulated layer {res.time_us:.1f} us")
     for label, seconds in sorted((stages or {}).items(), key=lambda kv: -kv[1]):
         print(f"  {seconds:7.1f} s  {label}")
+    if calls is not None:
+        print(f"ops timed and pairs measured ({sum(s for s, _ in calls):.1f} s CPU):")
+        for seconds, label in sorted(calls, key=lambda r: -r[0]):
+            print(f"  {seconds:7.1f} s  {label}")
     return 0
 
 
@@ -118,9 +137,43 @@ STAGES = (
     ("simulator.runner.simulate", "Replay", "image", "replay images"),
     ("simulator.runner.simulate", "Replay", "session", "replay sessions built"),
     ("simulator.runner.simulate", "Replay", "finish", "replays closed (stats, timelines)"),
+    ("simulator.runner.contention", "", "prepare_launch",
+     "contention pairs: launches traced (prepare_launch)"),
+    ("simulator.runner.contention", "", "simulate_concurrent",
+     "contention pairs: runs together and alone (simulate_concurrent)"),
 )
 """(module, class or "", function, label) of the stages `--stages` times. They nest (drive
 inside the replays, tracing inside work synthesis), so they do not add up."""
+
+
+def timed_calls() -> list[tuple[float, str]]:
+    """(CPU s, label) of each op `simulate_workload` times (`workloads.execute._time_op`) and
+    each contention pair it measures (`workloads.execute.measure_pair`), filled as the
+    simulation runs."""
+    import workloads.execute as execute
+
+    calls: list[tuple[float, str]] = []
+    time_op, measure_pair = execute._time_op, execute.measure_pair
+
+    def timed_op(plan, *args, **kwargs):
+        begin = time.process_time()
+        try:
+            return time_op(plan, *args, **kwargs)
+        finally:
+            sizes = ", ".join(f"{k}={v}" for k, v in plan.sizes.items())
+            calls.append((time.process_time() - begin, f"op {plan.kind} ({sizes})"))
+
+    def timed_pair(compute_launch, comm_launch, config, compute_op="", comm_op="", **kwargs):
+        begin = time.process_time()
+        try:
+            return measure_pair(compute_launch, comm_launch, config, compute_op, comm_op,
+                                **kwargs)
+        finally:
+            calls.append((time.process_time() - begin,
+                          f"pair {compute_op} ({compute_launch.name}) + {comm_op}"))
+
+    execute._time_op, execute.measure_pair = timed_op, timed_pair
+    return calls
 
 
 def timed_stages() -> dict[str, float]:
