@@ -69,9 +69,10 @@ def test_generic_silu_of_a_column_slice():
 
 
 def test_unrolled_cast_and_arange():
-    """An i64 -> f32 copy takes the unrolled path (512 per block); arange the index path."""
+    """An i64 -> f32 copy takes the unrolled path (512 per block) with run-time casts;
+    arange the index path."""
     copy = run(build_op("copy", CONFIG, shape="1000", dtype="i64", out_dtype="f32"))
-    assert copy.entry == "pw_unr_copy1_l_f" and copy.grid == (2, 1, 1)
+    assert copy.entry == "pw_unrcast_copy1_f_f" and copy.grid == (2, 1, 1)
     assert np.array_equal(copy.args[3], copy.args[4].astype(np.float32))
     arange = run(build_op("elementwise", CONFIG, functor="arange", shape="64", dtype="i64",
                           alpha=3.0, beta=2.0))
@@ -92,9 +93,10 @@ def test_pow_with_a_broadcast_zero_dim_base():
 
 
 def test_transpose_copy_and_cast():
-    """A transposed bf16 -> f32 copy: the output is the input's transpose."""
+    """A transposed bf16 -> f32 copy compiled for its dtypes (--cast static): the output is
+    the input's transpose."""
     launch = run(build_op("copy", CONFIG, shape="24x40", dtype="bf16", out_dtype="f32",
-                          strides="1,24"))
+                          strides="1,24", cast="static"))
     x = strided(launch.args[4], (24, 40), (1, 24))
     assert launch.entry == "pw_gen4_copy1_b_f"
     assert np.array_equal(launch.args[3].reshape(24, 40), x.astype(np.float32))
@@ -120,15 +122,15 @@ def test_index_select_gathers_rows():
 @pytest.mark.parametrize(("sizes", "path", "entry"), [
     ({"functor": "add", "shape": "4096x4096", "dtype": "bf16"}, "vectorized", "pw_vec_add2_b_b_v8"),
     ({"functor": "add", "shape": "64", "dtype": "i64", "inputs": 1, "out_dtype": "f32"},
-     "unrolled", "pw_unr_add1_l_f"),
+     "unrolled", "pw_unrcast_add1_f_f"),
     ({"functor": "mul", "shape": "4096x32x64", "dtype": "f32", "strides": "4096,128,2;64,0,1"},
      "generic", "pw_gen2_mul2_f_f"),
     ({"functor": "mul", "shape": "4096x14336", "dtype": "bf16", "strides": "14336,1;28672,1"},
      "generic", "pw_gen4_mul2_b_b"),
 ])
 def test_auto_path_is_atens_choice(sizes, path, entry):
-    """Contiguous one-dtype: vectorized; contiguous with a cast: unrolled; strided: generic,
-    2 elements per thread for cast-free 4-byte values, else 4."""
+    """Contiguous one-dtype: vectorized; contiguous with a cast: unrolled, cast at run time;
+    strided: generic, 2 elements per thread for cast-free 4-byte values, else 4."""
     launch = build_op("elementwise", CONFIG, shape_only=True, **sizes).launches[0]
     assert (launch.detail["path"], launch.entry) == (path, entry)
 

@@ -28,12 +28,24 @@ allow it, size-1 dimensions vanish):
               else 4; each element's offsets computed by magic-number division per dimension.
 * index       arange (`elementwise_kernel_with_index`): 64 threads x 4 elements.
 
-A trace's kernel name says which path ran; the compare mapping passes it (`--path`, `--vec`)
-rather than trusting this choice. Each (path, functor, inputs, dtypes) is one entry of the CUDA
-file; a combination without an entry is an `InputError` naming the entries there are.
-f16 runs the bf16 entries (the same bytes and instructions); inputs share one dtype in the
-kernel, so a broadcast operand of another dtype (a 0-dim f64 base of `pow`) is read as the
-input dtype. Arithmetic in f32 (ATen's opmath for these dtypes).
+Casts (`--cast`): where an operand's dtype differs from the functor's, ATen's `gpu_kernel_impl`
+casts at run time (`needs_dynamic_casting`): on the unrolled and generic paths every access
+goes through `c10::fetch_and_cast` / `cast_and_store`, a switch over the operand's ScalarType
+(a kernel parameter), and the generic path takes 4 elements per thread
+(`workloads/kernels/aten/torch_elementwise_cast.cu`, entries compiled for the f32 functor
+only, any operand dtype). `auto` does as ATen does (dynamic on those paths where an input
+dtype differs from the output's; the vectorized f32 -> bf16 copy casts at compile time);
+`static` runs the compile-time casts of `torch_elementwise.cu` instead (a kernel written for
+its dtypes), `dynamic` the run-time ones.
+
+A trace's kernel name says which path ran and whether it cast at run time (`gpu_kernel_impl`
+against `gpu_kernel_impl_nocast`, `LoadWithCast`); the compare mapping passes them (`--path`,
+`--vec`, `--cast`) rather than trusting this choice. Each (path, functor, inputs, dtypes) is
+one entry of the compile-time file, each (path, functor, inputs) one of the run-time file; a
+combination without an entry is an `InputError` naming the entries there are. On the
+compile-time path f16 runs the bf16 entries (the same bytes and instructions); inputs share
+one dtype, so a broadcast operand of another dtype (a 0-dim f64 base of `pow`) is read as
+the input dtype. Arithmetic in f32 (ATen's opmath for these dtypes).
 
 FLOPs (roofline only): one per arithmetic operation or libm call per element. Bytes: every
 distinct element of every operand once (a broadcast operand counts its own size). Below
@@ -41,7 +53,7 @@ distinct element of every operand once (a broadcast operand counts its own size)
 timing); above, in timing mode with `isa.ShapeOnly` tensors (no branch depends on data).
 Tensors beyond the device memory are refused first (`registry.check_op_size`). Left out:
 64-bit indexing (more than 2^31 elements is refused, ATen splits such launches),
-unaligned vector paths, dynamic-dtype dispatch (`fetch_and_cast`'s switch).
+unaligned vector paths.
 Units: elements, bytes, FLOP.
 """
 
@@ -61,6 +73,7 @@ from workloads.kernels.case import KERNEL_DIR, ceil_div, load_ptx
 from workloads.ops.registry import Flag, Launch, OpPlan, check_op_size, positive, register
 
 KERNEL_FILE = "aten/torch_elementwise.cu"
+CAST_FILE = "aten/torch_elementwise_cast.cu"
 FUNCTIONAL_ELEMENTS = 1 << 16
 THREADS = 128
 VEC_BLOCK_ELEMENTS = THREADS * 8
@@ -80,10 +93,21 @@ FLOPS_PER_ELEMENT = {"copy": 0, "silu": 3, "cos": 1, "sin": 1, "pow": 1, "fill":
                      "arange": 2}
 PATHS = ("auto", "vectorized", "unrolled", "generic", "index")
 PATH_TAGS = {"vectorized": "vec", "unrolled": "unr", "index": "idx"}
+CASTS = ("auto", "static", "dynamic")
+CAST_PATH_TAGS = {"unrolled": "unrcast", "generic": "gencast"}
+CAST_GENERIC_PER_THREAD = 4       # launch_legacy_kernel<128, 4> of gpu_kernel_impl
+SCALAR_TYPES = {"bf16": 15, "f16": 5, "f32": 6, "f64": 7, "i64": 4}
+"""c10::ScalarType codes (c10/core/ScalarType.h) the run-time casts switch on."""
+CAST_NUMPY = {"f16": np.float16}
+"""Buffers of a run-time cast hold their own dtype (the compile-time entries run f16 as
+bf16)."""
 DEFAULT_ALPHA = {"add": 1.0, "mul": 1.0, "fill": 0.0, "arange": 0.0}
 GEOMETRY = np.dtype([("dims", "<i4"), ("divisor", "<u4", MAX_DIMS),
                      ("magic", "<u4", MAX_DIMS), ("shift", "<u4", MAX_DIMS),
                      ("stride", "<u4", (MAX_DIMS, 4))])
+CAST_ARG = np.dtype([("dtype", "u1", 4), ("size", "<u4", 4)])
+"""The by-value `Casts` argument of torch_elementwise_cast.cu: ScalarType and element size
+per operand, the output first."""
 
 SHAPE = Flag("--shape", "output shape, e.g. 4096x14336 (the broadcast shape of the inputs)",
              kind="str", required=True)
@@ -99,6 +123,10 @@ PATH = Flag("--path", "launch path: auto (as ATen chooses), vectorized, unrolled
             "index", kind="str", default="auto", choices=PATHS)
 VEC = Flag("--vec", "vectorized: elements per vector access; generic: elements per thread "
            "(default: the kernel's)")
+CAST = Flag("--cast", "dtype casts: auto (as ATen: at run time on the unrolled and generic "
+            "paths where an input dtype differs from the output's), static (compiled for the "
+            "dtypes), dynamic (ATen's fetch_and_cast / cast_and_store switch per access)",
+            kind="str", default="auto", choices=CASTS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,10 +244,10 @@ def geometry(shape: tuple[int, ...], operands: list[Operand]) -> np.ndarray:
     return geo
 
 
-@lru_cache(maxsize=1)
-def kernel_entries() -> frozenset[str]:
-    """The entry names of torch_elementwise.ptx."""
-    text = (KERNEL_DIR / KERNEL_FILE).with_suffix(".ptx").read_text()
+@lru_cache(maxsize=2)
+def kernel_entries(file: str = KERNEL_FILE) -> frozenset[str]:
+    """The entry names of `file`'s PTX (torch_elementwise.ptx by default)."""
+    text = (KERNEL_DIR / file).with_suffix(".ptx").read_text()
     return frozenset(re.findall(r"\.entry\s+(\w+)\(", text))
 
 
@@ -230,7 +258,7 @@ def choose_path(path: str, functor: str, shape, operands: list[Operand]) \
     if functor == "arange":
         return "index", None
     dense = len(shape) <= 1 and all(o.strides in ((), (1,)) for o in operands)
-    same = all(DTYPES[o.dtype][0] == DTYPES[out.dtype][0] for o in inputs)
+    same = all(o.dtype == out.dtype for o in inputs)
     if path == "auto":
         if dense and (same or (functor == "copy" and inputs[0].dtype == "f32"
                                and DTYPES[out.dtype][0] == "b")):
@@ -240,6 +268,42 @@ def choose_path(path: str, functor: str, shape, operands: list[Operand]) \
     if path == "generic":
         return path, 2 if same and out.itemsize >= 4 else 4
     return path, None
+
+
+def cast_mode(cast: str, path: str, operands: list[Operand]) -> str:
+    """"static" or "dynamic": how the launch casts (module docstring, `--cast`)."""
+    if cast not in CASTS:
+        raise InputError(f"--cast {cast!r}: accepted {', '.join(CASTS)}")
+    out, inputs = operands[0], operands[1:]
+    if cast == "auto":
+        differs = any(o.dtype != out.dtype for o in inputs)
+        return "dynamic" if differs and path in CAST_PATH_TAGS else "static"
+    if cast == "dynamic" and path not in CAST_PATH_TAGS:
+        raise InputError(f"--cast dynamic: ATen casts at run time on the unrolled and generic "
+                         f"paths only; this launch takes the {path} path")
+    return cast
+
+
+def cast_entry_name(path: str, functor: str, nin: int) -> str:
+    """The run-time-cast entry of this launch (an `InputError` listing the instantiated
+    ones when there is none)."""
+    tag = CAST_PATH_TAGS[path] + (str(CAST_GENERIC_PER_THREAD) if path == "generic" else "")
+    name = f"pw_{tag}_{functor}{nin}_f_f"
+    entries = kernel_entries(CAST_FILE)
+    if name in entries:
+        return name
+    raise InputError(f"elementwise: no run-time-cast kernel for path {path}, functor {functor} "
+                     f"on {nin} input(s) in {CAST_FILE} (--cast dynamic); instantiated: "
+                     f"{', '.join(sorted(entries))}")
+
+
+def casts_argument(operands: list[Operand]) -> np.ndarray:
+    """The by-value `Casts` argument: each operand's ScalarType and element size."""
+    arg = np.zeros((), CAST_ARG)
+    for k, op in enumerate(operands):
+        arg["dtype"][k] = SCALAR_TYPES[op.dtype]
+        arg["size"][k] = op.itemsize
+    return arg
 
 
 def entry_name(path: str, functor: str, nin: int, dtype: str, out_dtype: str,
@@ -266,10 +330,11 @@ def entry_name(path: str, functor: str, nin: int, dtype: str, out_dtype: str,
                      f"{', '.join(same) or 'none'}")
 
 
-def _tensor(op: Operand, shape, functional: bool, rng):
-    """The buffer an operand's launch strides walk: its span of elements."""
+def _tensor(op: Operand, shape, functional: bool, rng, dynamic: bool = False):
+    """The buffer an operand's launch strides walk: its span of elements (of its own dtype
+    under a run-time cast, `CAST_NUMPY`)."""
     span = max(op.span(shape), 1)
-    dtype = DTYPES[op.dtype][1]
+    dtype = CAST_NUMPY.get(op.dtype, DTYPES[op.dtype][1]) if dynamic else DTYPES[op.dtype][1]
     if not functional:
         return isa.ShapeOnly((span,), dtype)
     if op.dtype == "i64":
@@ -290,7 +355,7 @@ def pointwise_plan(config, kind: str, functor: str, shape, inputs: int | None = 
                    dtype: str = "bf16", out_dtype: str | None = None, strides=None,
                    out_strides=None, path: str = "auto", vec: int | None = None,
                    alpha: float | None = None, beta: float = 1.0, seed: int = 0,
-                   shape_only: bool | None = None) -> OpPlan:
+                   shape_only: bool | None = None, cast: str = "auto") -> OpPlan:
     """The plan of one element-wise launch (the `elementwise`, `copy` and `memset` ops)."""
     if functor not in FUNCTORS:
         raise InputError(f"--functor {functor!r}: accepted {', '.join(FUNCTORS)}")
@@ -326,14 +391,23 @@ def pointwise_plan(config, kind: str, functor: str, shape, inputs: int | None = 
         raise InputError(f"--path {chosen}: accepted for contiguous operands only; these "
                          f"have strides {[o.strides for o in operands]} over "
                          f"{'x'.join(map(str, launch_shape)) or 'a scalar'}")
-    if chosen == "generic" and vec is not None:
+    mode = cast_mode(cast, chosen, operands)
+    if mode == "dynamic" and chosen == "generic":
+        if vec not in (None, CAST_GENERIC_PER_THREAD):
+            raise InputError(f"--vec {vec}: ATen's run-time-cast generic path takes "
+                             f"{CAST_GENERIC_PER_THREAD} elements per thread (--cast dynamic)")
+        per_thread = CAST_GENERIC_PER_THREAD
+    elif chosen == "generic" and vec is not None:
         per_thread = vec
-    entry = entry_name(chosen, functor, nin, dtype, out_dtype,
-                       vec if chosen == "vectorized" else per_thread)
+    if mode == "dynamic":
+        entry = cast_entry_name(chosen, functor, nin)
+    else:
+        entry = entry_name(chosen, functor, nin, dtype, out_dtype,
+                           vec if chosen == "vectorized" else per_thread)
     functional = (sum(o.span(launch_shape) for o in operands) <= FUNCTIONAL_ELEMENTS
                   if shape_only is None else not shape_only)
     rng = np.random.default_rng(seed)
-    tensors = [_tensor(o, launch_shape, functional, rng) for o in operands]
+    tensors = [_tensor(o, launch_shape, functional, rng, mode == "dynamic") for o in operands]
     alpha = DEFAULT_ALPHA.get(functor, 0.0) if alpha is None else alpha
     args = [n, np.float32(alpha), np.float32(beta), tensors[0],
             *tensors[1:], *([0] * (3 - nin))]
@@ -347,14 +421,17 @@ def pointwise_plan(config, kind: str, functor: str, shape, inputs: int | None = 
     else:
         grid, block = ceil_div(n, THREADS * per_thread), THREADS
         args.append(geometry(launch_shape, operands))
-    launch = Launch(kind, load_ptx(KERNEL_FILE, config.chip.isa_target), entry,
+    if mode == "dynamic":
+        args.append(casts_argument(operands))
+    launch = Launch(kind, load_ptx(CAST_FILE if mode == "dynamic" else KERNEL_FILE,
+                                   config.chip.isa_target), entry,
                     (max(grid, 1), 1, 1), (block, 1, 1),
                     args, 0, timing_only=not functional,
-                    detail={"path": chosen, "launch_shape": list(launch_shape),
+                    detail={"path": chosen, "cast": mode, "launch_shape": list(launch_shape),
                             **({"per_thread": per_thread} if per_thread else {})})
     sizes = {"functor": functor, "shape": "x".join(map(str, full)), "inputs": nin,
              "dtype": dtype,
-             "out_dtype": out_dtype, "path": chosen}
+             "out_dtype": out_dtype, "path": chosen, "cast": mode}
     nbytes = sum(o.distinct(launch_shape) * o.itemsize for o in operands)
     return OpPlan(kind, sizes, (launch,), _flops(functor, nin, n), float(nbytes), PEAK)
 
@@ -363,7 +440,7 @@ def pointwise_plan(config, kind: str, functor: str, shape, inputs: int | None = 
                                       default="add", choices=tuple(FUNCTORS)),
                           Flag("--inputs", "tensor inputs (default: the functor's arity; add and "
                                "mul take 1 to 3, with 1 the other operand is --alpha)"),
-                          DTYPE, OUT_DTYPE, STRIDES, OUT_STRIDES, PATH, VEC,
+                          DTYPE, OUT_DTYPE, STRIDES, OUT_STRIDES, PATH, VEC, CAST,
                           Flag("--alpha", "scalar operand (add: x0 + alpha * x1, one input: "
                                "x0 + alpha; mul with one input: x0 * alpha; fill value; "
                                "arange start)", kind="float"),
@@ -375,23 +452,23 @@ def elementwise_op(config, shape, functor: str = "add", inputs: int | None = Non
                    dtype: str = "bf16", out_dtype: str | None = None, strides=None,
                    out_strides=None, path: str = "auto", vec: int | None = None,
                    alpha: float | None = None, beta: float = 1.0, seed: int = 0,
-                   shape_only: bool | None = None) -> OpPlan:
+                   shape_only: bool | None = None, cast: str = "auto") -> OpPlan:
     """An n-ary element-wise op over `shape` as ATen launches it (module docstring)."""
     return pointwise_plan(config, "elementwise", functor, shape, inputs, dtype, out_dtype,
-                          strides, out_strides, path, vec, alpha, beta, seed, shape_only)
+                          strides, out_strides, path, vec, alpha, beta, seed, shape_only, cast)
 
 
 @register("copy", (SHAPE, DTYPE, OUT_DTYPE,
                    Flag("--strides", "input strides in elements (default: contiguous; a "
                         "transpose permutes them)", kind="str"),
-                   OUT_STRIDES, PATH, VEC),
+                   OUT_STRIDES, PATH, VEC, CAST),
           "PyTorch copy / cast / transpose (aten::copy_, .to, .contiguous)")
 def copy_op(config, shape, dtype: str = "bf16", out_dtype: str | None = None, strides=None,
             out_strides=None, path: str = "auto", vec: int | None = None, seed: int = 0,
-            shape_only: bool | None = None) -> OpPlan:
+            shape_only: bool | None = None, cast: str = "auto") -> OpPlan:
     """y = x (cast to --out-dtype) over `shape`, x read through --strides."""
     return pointwise_plan(config, "copy", "copy", shape, 1, dtype, out_dtype, strides,
-                          out_strides, path, vec, None, 1.0, seed, shape_only)
+                          out_strides, path, vec, None, 1.0, seed, shape_only, cast)
 
 
 @register("memcpy", (Flag("--bytes", "bytes copied", required=True),),

@@ -9,8 +9,9 @@ and the rule's name. Kernel names are read only to tell apart what one operator 
 (`OperatorRule.kernel`: cuBLAS's split-K reduction beside its GEMM, the memsets cuBLAS and
 cuDNN issue, cuDNN's attention kernels) and for what the trace does not record (the launch
 path of an element-wise kernel, `vectorized_elementwise_kernel<8` / `unrolled_` /
-`elementwise_kernel<128, 4`, and a cat's element size, `OpaqueType<4u>`, where the operator
-records its inputs as a TensorList without dtype).
+`elementwise_kernel<128, 4`, whether it casts at run time, `gpu_kernel_impl<` or
+`LoadWithCast<` against `gpu_kernel_impl_nocast<`, and a cat's element size,
+`OpaqueType<4u>`, where the operator records its inputs as a TensorList without dtype).
 
 Rules by operator:
 
@@ -388,6 +389,17 @@ KERNEL_PATH = (
 )
 
 
+DYNAMIC_CAST = re.compile(r"gpu_kernel_impl<|LoadWithCast<")
+"""Kernel names of ATen's run-time casts: the generic path of `gpu_kernel_impl` (its
+`_nocast` twin casts nothing) and the unrolled path's `memory::LoadWithCast`."""
+
+
+def kernel_cast(name: str) -> str | None:
+    """"dynamic" where an ATen element-wise kernel's name shows run-time casts, else None
+    (the op's `--cast auto`)."""
+    return "dynamic" if DYNAMIC_CAST.search(name) else None
+
+
 def kernel_path(name: str) -> tuple[str, int | None]:
     """The launch path an ATen element-wise kernel's name shows, and its VEC / V."""
     for pattern, path in KERNEL_PATH:
@@ -443,6 +455,8 @@ def build_elementwise(call: OpCall, row: dict, siblings: list) -> Mapped:
              "out_dtype": out_dtype, "path": path}
     if vec is not None:
         sizes["vec"] = vec
+    if kernel_cast(name):
+        sizes["cast"] = kernel_cast(name)
     if strides:
         sizes["strides"] = strides
     if out_strides != contiguous(out_shape):
@@ -472,9 +486,12 @@ def build_copy(call: OpCall, row: dict, siblings: list) -> Mapped:
     if dst is None or src is None:
         raise Unmappable(f"{call.name}: destination and source shapes not recorded")
     src_strides = broadcast_strides(src, call.tensor_strides(1), dst)
-    path, vec = kernel_path(str(row.get("name", "")))
+    name = str(row.get("name", ""))
+    path, vec = kernel_path(name)
     sizes = {"shape": "x".join(map(str, dst)) or "1", "dtype": _dtype(call, 1, "source"),
              "out_dtype": _dtype(call, 0, "destination"), "path": path}
+    if kernel_cast(name):
+        sizes["cast"] = kernel_cast(name)
     if src_strides != contiguous(dst):
         sizes["strides"] = ",".join(map(str, src_strides))
     if call.tensor_strides(0) != contiguous(dst):

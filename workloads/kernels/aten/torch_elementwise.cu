@@ -20,28 +20,12 @@
 // Entries: pw_<path>_<op><inputs>_<input dtype>_<output dtype>, dtypes b (bf16), f (f32),
 // d (f64), l (i64); the vec entries end in _v<VEC>, the gen entries name V in the path.
 // Arguments: n, alpha, beta, out, in0, in1, in2 (unused inputs 0), and for gen the
-// Geometry struct by value.
+// Geometry struct by value. The launch constants, Geometry, the functors and the offset
+// calculator are torch_elementwise.cuh's, shared with the run-time casts of
+// torch_elementwise_cast.cu.
 // ptx: nvcc -ptx -O3 -arch=sm_90 torch_elementwise.cu -o torch_elementwise.ptx
 // ptx: nvcc -ptx -O3 -arch=sm_80 torch_elementwise.cu -o torch_elementwise.sm_80.ptx
-#include <cuda_bf16.h>
-
-#define THREADS 128
-#define VEC_ELEMS_PER_THREAD 8
-#define UNROLL_ELEMS_PER_THREAD 4
-#define INDEX_THREADS 64
-#define MAX_DIMS 6
-
-enum Op { COPY, ADD, MUL, SILU, COS, SIN, POW, FILL, ARANGE };
-
-struct Geometry {                  // ATen's OffsetCalculator<NIN + 1>, dims fastest first
-    int dims;
-    unsigned divisor[MAX_DIMS];
-    unsigned magic[MAX_DIMS];      // IntDivider: q = (umulhi(n, magic) + n) >> shift
-    unsigned shift[MAX_DIMS];
-    unsigned stride[MAX_DIMS][4];  // bytes; operand 0 is the output
-};
-
-typedef __nv_bfloat16 b16;
+#include "torch_elementwise.cuh"
 
 __device__ __forceinline__ float to_f32(float x) { return x; }
 __device__ __forceinline__ float to_f32(b16 x) { return __bfloat162float(x); }
@@ -54,27 +38,6 @@ template <> __device__ __forceinline__ b16 from_f32<b16>(float x) { return __flo
 template <> __device__ __forceinline__ double from_f32<double>(float x) { return (double)x; }
 template <> __device__ __forceinline__ long long from_f32<long long>(float x) {
     return (long long)x;
-}
-
-template <int OP, int NIN>
-__device__ __forceinline__ float apply(const float* x, float alpha, float beta, unsigned i) {
-    if (OP == COPY) return x[0];
-    if (OP == ADD) {
-        if (NIN == 1) return x[0] + alpha;
-        if (NIN == 2) return x[0] + alpha * x[1];
-        return x[0] + alpha * (x[1] + x[2]);
-    }
-    if (OP == MUL) {
-        if (NIN == 1) return x[0] * alpha;
-        if (NIN == 2) return x[0] * x[1];
-        return x[0] * x[1] * x[2];
-    }
-    if (OP == SILU) return x[0] / (1.0f + expf(-x[0]));
-    if (OP == COS) return cosf(x[0]);
-    if (OP == SIN) return sinf(x[0]);
-    if (OP == POW) return powf(x[0], x[1]);
-    if (OP == FILL) return alpha;
-    return alpha + beta * (float)i;   // ARANGE
 }
 
 // One element: a COPY of equal types moves the value untouched; everything else goes
@@ -163,17 +126,8 @@ __device__ __forceinline__ void generic(int n, float alpha, float beta, char* __
 #pragma unroll
     for (int e = 0; e < V; ++e) {
         if (idx < n) {
-            unsigned offset[4] = {0u, 0u, 0u, 0u};
-            unsigned linear = idx;
-#pragma unroll
-            for (int d = 0; d < MAX_DIMS; ++d) {
-                if (d == g.dims) break;
-                unsigned q = (__umulhi(linear, g.magic[d]) + linear) >> g.shift[d];
-                unsigned r = linear - q * g.divisor[d];
-                linear = q;
-#pragma unroll
-                for (int k = 0; k <= NIN; ++k) offset[k] += r * g.stride[d][k];
-            }
+            unsigned offset[4];
+            offsets<NIN>(g, idx, offset);
             Ti v[3];
 #pragma unroll
             for (int k = 0; k < NIN; ++k)
