@@ -3,6 +3,7 @@ the compute SMs beside an all-to-all dispatch on the reserved SMs shares L2 and 
 
 from dataclasses import replace
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -228,3 +229,53 @@ def test_the_compute_launch_serves_its_requests_inside_the_loop_with_the_same_fi
     for name, result in ours.kernels.items():
         assert result.cycles == through.kernels[name].cycles
         pd.testing.assert_frame_equal(result.stats, through.kernels[name].stats)
+
+
+def _event_sectors(trace):
+    """Every sector event's sectors, in event order (however the trace stores them)."""
+    from isa.trace_format import SECTOR_KINDS
+
+    events = np.isin(trace.kind, sorted(SECTOR_KINDS))
+    starts, counts = trace.sector_start[events], trace.detail[events].astype(np.int64)
+    within = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+    return trace.sectors[np.repeat(starts, counts) + within]
+
+
+def test_a_synthesized_trace_runs_beside_a_collective_as_the_traced_one():
+    """`prepare_launch` builds the CTAs after the first ones from their template
+    (`fidelity.trace_synthesis`): the pair's run and each launch's figures are those of the
+    launch traced CTA by CTA, bit for bit."""
+    from simulator.runner.concurrent import prepare_launch
+    from simulator.runner.contention import measure_pair
+
+    cfg = models.load_preset("h800_sxm", SMALL_L2)
+    add = build_op("residual-add", cfg, rows=2048, cols=1024, inputs=2).launches[0]
+    dispatch = build_op("alltoall", cfg, ranks=8, tokens=128, hidden=7168).launches[0]
+    traced = cfg.with_overrides({"fidelity.trace_synthesis": False})
+    synthesized_image = prepare_launch(add, 0, cfg).image.trace
+    traced_image = prepare_launch(add, 0, traced).image.trace
+    assert synthesized_image.n_ctas > cfg.fidelity.trace_synthesis_first_ctas
+    for name in ("warp_offsets", "pc", "active", "kind", "detail"):
+        assert (getattr(synthesized_image, name) == getattr(traced_image, name)).all()
+    assert _event_sectors(traced_image).size > 0
+    assert (_event_sectors(synthesized_image) == _event_sectors(traced_image)).all()
+    ours = simulate_concurrent([add, dispatch], cfg)
+    ref = simulate_concurrent([add, dispatch], traced)
+    for name in (add.name, dispatch.name):
+        assert ours.kernels[name].cycles == ref.kernels[name].cycles
+        pd.testing.assert_frame_equal(ours.kernels[name].stats, ref.kernels[name].stats)
+    assert measure_pair(add, dispatch, cfg) == measure_pair(add, dispatch, traced)
+
+
+def test_progress_counts_a_fused_run_as_the_instructions_it_stands_for():
+    """Under greedy-then-oldest a run of plain unit ops is one event of the prepared trace;
+    the progress count gives every warp the events its trace has without fusion."""
+    from simulator.runner.concurrent import prepare_launch
+
+    cfg = models.load_preset("h800_sxm")
+    add = build_op("residual-add", cfg, rows=256, cols=7168, inputs=9).launches[0]
+    fused = prepare_launch(add, 0, cfg)
+    plain = prepare_launch(add, 0, cfg, policy="lrr")
+    assert fused.fused_events.size > 0
+    assert fused.image.offsets[-1] < plain.image.offsets[-1]
+    assert (fused.instructions_before(fused.image.offsets) == plain.image.offsets).all()

@@ -48,6 +48,8 @@ import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 import isa
 from isa.launch import dim3
 from models.cached_memory import CachedMemoryTracer
@@ -58,11 +60,14 @@ from models.sm import DEFAULT_QUANTUM_CYCLES, StreamingMultiprocessor
 from models.sm_state import W_END, W_POS, W_USED, PhaseTable
 from models.sm_tracer import MemoryTracer, SmTracer
 from models.timeline_tracer import TimelineTracer
-from models.units import event_timings, instruction_timings
+from models.units import event_timings, fused_count
 from simulator.framework.hooks import Hooks
 from simulator.framework.stats import StatSheet
+from simulator.runner.sampling import SampledRun
 from simulator.runner.simulate import (
+    KernelLaunch,
     KernelResult,
+    Replay,
     _kernel_stats,
     check_cluster_launch,
     check_isa_target,
@@ -71,7 +76,7 @@ from simulator.runner.simulate import (
     resolve_config,
 )
 from simulator.runner.system import DEFAULT_MEMORY, MEMORY_MODELS, SM_ROLES, build_system
-from simulator.runner.trace import SECTOR_SHIFT, TraceRecorder
+from simulator.runner.trace import SECTOR_SHIFT
 
 ADDRESS_SPACING_BYTES = 1 << 48
 """Distance between the address spaces of concurrent launches (below the traced local
@@ -105,6 +110,18 @@ class _Prepared:
     windows: tuple
     overrides: dict = field(default_factory=dict)
     config_key: str = ""      # the resolved config it was traced and timed under
+    policy: str | None = None  # the scheduler policy its trace was recorded for (None: config's)
+    fused_events: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    fused_extra: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    """The trace's events that stand for a run of several instructions (`Replay.recorder`),
+    ascending, and the instructions they add beyond one each, summed (0 first): what
+    `instructions_before` counts."""
+
+    def instructions_before(self, events):
+        """Warp instructions of the trace's events before event index (or indices)
+        `events`: the events, a fused run counted as the instructions it stands for."""
+        events = np.asarray(events, np.int64)
+        return events + self.fused_extra[np.searchsorted(self.fused_events, events)]
 
 
 def _role(launch) -> str:
@@ -128,10 +145,17 @@ def shared_config(launches, config):
     return config.with_overrides(merged) if merged else config
 
 
-def prepare_launch(launch, index: int, config) -> _Prepared:
-    """Functional run with a trace, timings, occupancy; sectors and windows moved to the
-    launch's own address space (that of position `index`). Reusable: `simulate_concurrent`
-    takes it in place of the launch and does not change it."""
+def prepare_launch(launch, index: int, config, policy: str | None = None) -> _Prepared:
+    """Trace, timings, occupancy; sectors and windows moved to the launch's own address
+    space (that of position `index`). Reusable: `simulate_concurrent` takes it in place of
+    the launch and does not change it, under the same resolved config and `policy`.
+
+    The trace is the one `simulate_kernel` replays at full fidelity, built as its sampled
+    fidelity builds it: runs of plain unit ops as one event under greedy-then-oldest
+    (`Replay.recorder`, the same stats bit for bit), and, with `fidelity.trace_synthesis`,
+    the CTAs after the first `fidelity.trace_synthesis_first_ctas` synthesized from their
+    template where its checks pass (`SampledRun.trace_to`; the same trace as tracing them,
+    `tests/test_comm_concurrent.py`), else traced."""
     program = (launch.ptx if isinstance(launch.ptx, isa.launch.Program)
                else isa.compile_kernel(launch.ptx, launch.entry))
     check_isa_target(program, config)
@@ -139,23 +163,30 @@ def prepare_launch(launch, index: int, config) -> _Prepared:
     threads = block[0] * block[1] * block[2]
     regs = getattr(launch, "regs_per_thread", None) or estimate_registers(program)
     occ = occupancy(config, threads, regs, program.shared_bytes + launch.shared_bytes)
-    sms = config.sm.comm_count if _role(launch) == "comm" else config.sm.compute_count
+    role = _role(launch)
+    sms = config.sm.comm_count if role == "comm" else config.sm.compute_count
     check_cluster_launch(program, grid, grid[0] * grid[1] * grid[2], occ.ctas_per_sm * sms)
-    recorder = TraceRecorder(grid, threads, program.local_bytes)
-    functional = isa.run_kernel(program, launch.entry, grid, block, list(launch.args),
-                                launch.shared_bytes, observer=recorder,
-                                timing_only=bool(getattr(launch, "timing_only", False)))
-    timings, n_regs = instruction_timings(program, config)
-    trace, timings = event_timings(recorder.finish(), timings, program, config)
+    traced = KernelLaunch(program, launch.entry, grid, block, list(launch.args),
+                          launch.shared_bytes, bool(getattr(launch, "timing_only", False)),
+                          memory_budget_bytes=int(config.limits.host_memory_bytes))
+    replay = Replay(config, None, policy, DEFAULT_QUANTUM_CYCLES, occ, "run", launch.entry,
+                    role)
+    run = SampledRun(traced, replay, None)
+    run.trace_to(traced.n_ctas)
+    timings, n_regs = replay.timings(program)
+    trace, timings = event_timings(run.recorder.finish(), timings, program, config)
     offset = index * ADDRESS_SPACING_BYTES
     if offset:
         trace = replace(trace, sectors=trace.sectors + (offset >> SECTOR_SHIFT))
     memory = getattr(launch, "options", {}).get("memory")
     windows = tuple(_moved(w, offset) for w in getattr(memory, "windows", ()))
-    return _Prepared(launch.name, launch.entry, _role(launch),
-                     KernelImage(trace, timings, n_regs), occ, functional.warp_instructions,
-                     functional.thread_instructions, windows,
-                     dict(getattr(launch, "overrides", {})), config_key(config))
+    image = KernelImage(trace, timings, n_regs)
+    counts = np.array([fused_count(t) for t in timings] or [1], np.int64)[image.ev_pc]
+    fused = np.flatnonzero(counts > 1)
+    return _Prepared(launch.name, launch.entry, role, image, occ, run.warp_instr,
+                     run.thread_instr, windows, dict(getattr(launch, "overrides", {})),
+                     config_key(config), policy, fused,
+                     np.concatenate([[0], np.cumsum(counts[fused] - 1)]).astype(np.int64))
 
 
 def config_key(config) -> str:
@@ -218,12 +249,13 @@ def simulate_concurrent(launches, config=None, *, memory=None, policy: str | Non
     prepared = []
     for i, launch in enumerate(launches):
         if isinstance(launch, _Prepared):
-            if launch.config_key != key:
+            if launch.config_key != key or launch.policy != policy:
                 raise ValueError(f"launch {launch.name!r} was prepared under another config "
-                                 "than this run's; prepare it with the run's resolved config")
+                                 "or scheduler policy than this run's; prepare it with the "
+                                 "run's resolved config and policy")
             prepared.append(launch)
         else:
-            prepared.append(prepare_launch(launch, i, config))
+            prepared.append(prepare_launch(launch, i, config, policy))
     _check_roles(prepared, config)
     carveout = next((p.occ.shared_carveout_bytes for p in prepared if p.role == "compute"),
                     prepared[0].occ.shared_carveout_bytes)
@@ -337,17 +369,18 @@ class _Run:
     def progress(self) -> float:
         """Share of the trace's warp instructions issued: those of CTAs not yet handed out
         and those left to the resident warps are outstanding."""
-        image = self.prepared.image
-        offsets = image.offsets
-        total = int(offsets[-1])
+        prepared = self.prepared
+        offsets = prepared.image.offsets
+        count = prepared.instructions_before
+        total = int(count(offsets[-1]))
         if total == 0:
             return 1.0
-        undispatched = self.dispatcher.next_cta * image.trace.warps_per_cta
-        left = total - int(offsets[min(undispatched, offsets.size - 1)])
+        undispatched = self.dispatcher.next_cta * prepared.image.trace.warps_per_cta
+        left = total - int(count(offsets[min(undispatched, offsets.size - 1)]))
         for sm in self.sms:
             wi = sm.state.wi
             used = wi[:, W_USED] != 0
-            left += int((wi[used, W_END] - wi[used, W_POS]).sum())
+            left += int((count(wi[used, W_END]) - count(wi[used, W_POS])).sum())
         return 1.0 - left / total
 
     def result(self, system, config, run_id: str, stop_cycle: int | None = None) \
