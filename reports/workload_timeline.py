@@ -112,16 +112,18 @@ def _within_peaks(out: pd.DataFrame, peaks: Mapping[str, float]) -> pd.DataFrame
     return out
 
 
-def _node_intervals(node: pd.Series, frame: pd.DataFrame, overhead_us: float,
-                    peaks: Mapping[str, float]) -> pd.DataFrame:
-    """The node's intervals on the workload axis: a, b, component, stat, value
-    (utilization fractions, bytes), laid out as the module docstring says."""
+def _launch_buckets(node: pd.Series, frame: pd.DataFrame, peaks: Mapping[str, float]) \
+        -> tuple[pd.DataFrame, float, float, pd.Series, pd.Series] | None:
+    """The buckets of a node's representative launch on its own axis (a, b from its
+    start), within the levels' peaks; its span (us), the number of launches (weights
+    summed), the bytes per level the buckets show and the node's total bytes per level.
+    None when it has no buckets. What does not depend on where the node runs: nodes of one
+    op share it (`workload_timeline`)."""
     rows = _bucket_rows(_representative(frame))
     rows = rows[(rows["stat"] == "utilization") | (rows["stat"] == "bytes")]
     rows = rows[rows["component"].astype(str).str.fullmatch(r"sm\.\d+|" + LEVEL_PATTERN)]
     if rows.empty:
-        return _EMPTY
-    start, end = float(node["start_us"]), float(node["end_us"])
+        return None
     out = pd.DataFrame({"a": rows["start_us"].to_numpy(float),
                         "b": rows["end_us"].to_numpy(float),
                         "component": rows["component"].astype(str).to_numpy(),
@@ -130,11 +132,29 @@ def _node_intervals(node: pd.Series, frame: pd.DataFrame, overhead_us: float,
     out = _within_peaks(out, peaks)
     launch_us = float(out["b"].max())
     launches = float(frame.groupby("launch")["weight"].first().sum())
+    shown = out[out["stat"] == "bytes"].groupby("component")["value"].sum()
+    total = _node_totals(node, frame).reindex(shown.index).fillna(shown)
+    return out, launch_us, launches, shown, total
+
+
+def _node_intervals(node: pd.Series, frame: pd.DataFrame, overhead_us: float,
+                    peaks: Mapping[str, float], buckets: dict | None = None) -> pd.DataFrame:
+    """The node's intervals on the workload axis: a, b, component, stat, value
+    (utilization fractions, bytes), laid out as the module docstring says. `buckets` (a
+    dict the caller keeps for one workload) holds `_launch_buckets` per series table and
+    the node's byte totals, so nodes of one op compute them once."""
+    key = (id(frame), *(repr(node.get(column)) for column in TABLE_BYTES.values()))
+    buckets = {} if buckets is None else buckets
+    if key not in buckets:
+        buckets[key] = (frame, _launch_buckets(node, frame, peaks))
+    launch = buckets[key][1]
+    if launch is None:
+        return _EMPTY
+    out, launch_us, launches, shown, total = launch
+    out = out.copy()
+    start, end = float(node["start_us"]), float(node["end_us"])
     lead = min(max(launches * overhead_us, 0.0), max(end - start - launch_us, 0.0))
     rest_us = end - start - lead - launch_us
-    is_bytes = out["stat"] == "bytes"
-    shown = out[is_bytes].groupby("component")["value"].sum()
-    total = _node_totals(node, frame).reindex(shown.index).fillna(shown)
     if rest_us <= 0:                   # no time beyond the launch: it fills the node
         scale = min((end - start) / launch_us, 1.0) if launch_us else 0.0
         out["a"], out["b"] = start + lead + out["a"] * scale, start + lead + out["b"] * scale
@@ -186,7 +206,8 @@ def workload_timeline(result, bins: int = 200) -> pd.DataFrame:
         return pd.DataFrame(columns=list(COLUMNS))
     config = _config_dict(getattr(result, "config", None))
     overhead_us, peaks = _launch_overhead_us(config), chip_peaks(config)
-    parts = [_node_intervals(node, series[node["name"]], overhead_us, peaks)
+    buckets: dict = {}
+    parts = [_node_intervals(node, series[node["name"]], overhead_us, peaks, buckets)
              for _, node in kernels.iterrows() if node["name"] in series]
     links = kernels[(kernels["link_bytes"].fillna(0) > 0) & (kernels["time_us"] > 0)]
     if len(links):

@@ -152,3 +152,14 @@ def test_report_of_a_workload_draws_the_heatmap_and_bandwidth(result, tmp_path):
     tl = pd.read_csv(out / "timeline.csv")
     assert tl["component"].str.fullmatch(r"sm\.\d+").any()
     assert "memory.link" in set(tl["component"])
+
+
+def test_nodes_of_one_op_share_their_buckets_with_the_same_series(result):
+    """Nodes sharing their op's series table have its buckets prepared once; the series are
+    those of every node prepared from its own copy of the table."""
+    import dataclasses
+
+    assert result.kernel_timelines["act_again"] is result.kernel_timelines["act"]
+    apart = dataclasses.replace(result, kernel_timelines={
+        name: frame.copy() for name, frame in result.kernel_timelines.items()})
+    pd.testing.assert_frame_equal(workload_timeline(result), workload_timeline(apart))
