@@ -36,7 +36,8 @@ FORMER_SWITCHES = {
     "kernels": ("attention_split_combine", "attention_packed_decode_ctas_per_sm",
                 "attention_packed_decode_whole_pages", "attention_kv_page_keys",
                 "gemm_tile_rule", "comm_cache_hints", "gemm_epilogue",
-                "gemm_l2_policy", "decode_attention", "attention_schedule"),
+                "gemm_l2_policy", "decode_attention", "attention_schedule",
+                "gemm_sm80_k_tile"),
 }
 """Every key of the two tables: the former module switches, and the keys added since."""
 

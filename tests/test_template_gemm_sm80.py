@@ -189,10 +189,10 @@ def test_split_k_rule_fills_one_wave_of_cta_slots():
 
 
 def test_gemm_op_splits_k_and_reduces_into_c():
-    """A one-tile GEMM with a long K runs as 3 K slices and a reduction on a100_sxm, and the
-    simulated launches write A B^T to C."""
+    """A one-tile GEMM with a long K runs as 3 K slices of 32-element k-tiles (2048 / 32 / 20)
+    and a reduction on a100_sxm, and the simulated launches write A B^T to C."""
     a100 = models.load_preset("a100_sxm")
-    plan = build_op("gemm", a100, m=50, n=71, k=2048)
+    plan = build_op("gemm", a100, m=50, n=71, k=2048, k_tile=32)
     gemm, reduce = plan.launches
     assert gemm.grid[2] == 3 and gemm.entry.endswith("_splitk")
     assert reduce.entry == "gemm_sm80_splitk_reduce_f32_bf16_v1"      # 50 x 71: not 4-aligned
@@ -221,13 +221,14 @@ def test_bad_arguments_are_refused(kwargs, accepted):
 
 
 def test_gemm_op_on_a100_runs_the_ampere_template_and_computes_c():
-    """On a100_sxm the gemm op launches the sm_80 template, and the simulated launch writes
+    """On a100_sxm the gemm op launches the sm_80 template (4 output tiles, under the 108
+    SMs: 64-element k-tiles by the default "one_wave"), and the simulated launch writes
     A B^T."""
     a100 = models.load_preset("a100_sxm")
     plan = build_op("gemm", a100, m=200, n=136, k=88)
     launch = plan.launches[0]
     assert launch.detail["template"] == "gemm_sm80_cpasync_mma"
-    assert launch.entry == "gemm_sm80_bf16_bf16_m128n128k32_s5_sw2"     # 2 n-tiles
+    assert launch.entry == "gemm_sm80_bf16_bf16_m128n128k64_s3_sw2"     # 2 n-tiles
     res = simulate_op(plan, a100, "full")
     assert res["kernel"]["ptx_target"] == "sm_80"
     a, b, c = launch.args[:3]

@@ -8,7 +8,8 @@ included). Four families, one row per shape:
 
 * gemm       C[M,N] = A[M,K] B[K,N] in bf16 (the note: `Matmul.run_on_gpu` makes bf16
              inputs), measured `latency_ms`; simulated as `ptxsim op gemm --dtype bf16`,
-             the Ampere multistage template (`gemm_sm80_cpasync_mma`) at the preset's tile rule.
+             the Ampere multistage template (`gemm_sm80_cpasync_mma`) at the preset's
+             `kernels.gemm_sm80_k_tile`.
 * softmax    over the last dim of an fp16 [M, N]; measured M N / throughput; simulated as
              `ptxsim op softmax --rows M --cols N --dtype fp16`: PyTorch's own fp16 kernels
              as ATen launches them (`workloads.ops.torch_norms`): the persistent warp softmax

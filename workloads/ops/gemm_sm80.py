@@ -40,11 +40,14 @@ kernel one SM holds (`models.cta_dispatch.occupancy` at its registers and shared
 tiles alone leave at least half the slots idle), each slice at least four rings of the stage
 ring long so that the prologue (stages - 1 k-tiles in flight before the first mma) stays
 under a quarter of it. Then the GEMM writes f32 partial sums to a workspace [Z, M, N] and a
-second launch reduces them into C. On a100_sxm (108 SMs): 64 and 128 x 12288 x 12288 (96
-tiles, 2 CTAs an SM: 216 slots) take Z = 2; every other shape of the LLMCompass rows runs
-unsplit. `split_k=1` (a `tiles` key) turns it off. Effect: 512x512x4096 (16 tiles, 6 slices)
-86.97 -> 33.05 µs; 64x12288x12288 352.6 -> 325.6 µs sampled, 319.2 -> 319.6 µs full, where
-the HBM's row activations (64 B of each weight row a k-tile), not the CTA count, bound it.
+second launch reduces them into C. On a100_sxm (108 SMs) with the default k-tile rule: 64 x
+12288 x 12288 (96 tiles of 64x128x64, 2 CTAs an SM: 216 slots) takes Z = 2; 128 x 12288 x
+12288 (96 tiles of 128x128x64, one CTA an SM: 108 slots) and every other shape of the
+LLMCompass rows run unsplit. `split_k=1` (a `tiles` key) turns it off. Effect with 32-element
+k-tiles: 512x512x4096 (16 tiles, 6 slices) 86.97 -> 33.05 µs; 64x12288x12288 352.6 -> 325.6
+µs sampled, 319.2 -> 319.6 µs full, where the HBM's row activations (64 B of each weight row a
+k-tile), not the CTA count, bound it; 64-element k-tiles visit each row for 128 B (234.1 µs
+sampled).
 
 Accepted: bf16 or fp16 operands (f32 accumulation), C in bf16 or f32, K a multiple of 8.
 Refused with an `InputError` naming the op, the target and what exists: fp8 (needs sm_89),
@@ -52,11 +55,12 @@ tf32, and grouped GEMMs (no sm_80 template for them yet).
 Sampled fidelity cuts K as the Hopper op does (`workloads.ops.gemm_sampling`, depths only:
 the grid is not persistent, so its tile rounds are the simulator's waves): two reduced
 launches of 2 and 8 rings of k-tiles ((stages + 1) k-tiles each; 12 and 48 of 32 elements at
-5 stages, 8 and 32 of 64 at 3), every one wave-sampled,
-extrapolated linearly in the k-tiles, when K has at least 1.5 x the deeper one. A reduced
+5 stages, 8 and 32 of 64 at 3), every one wave-sampled, extrapolated linearly in the
+k-tiles, when K has at least 1.5 x the deeper one. A reduced
 launch passes the cut K as the kernel's K, which is also its operands' row stride, so its A
-and B rows lie closer together than the real operands'. Against full runs on a100_sxm:
-1024x1024x8192 164.59 against 164.89 µs, 2048x4096x4096 287.11 against 286.19 µs. HBM bytes
+and B rows lie closer together than the real operands'. Against full runs on a100_sxm
+(32-element k-tiles): 1024x1024x8192 164.59 against 164.89 µs, 2048x4096x4096 287.11 against
+286.19 µs. HBM bytes
 extrapolate with the time's weights, linearly in K, so they read low where the whole
 operands outgrow the L2 and the reduced ones do not (2048x4096x4096: 70.7 against 104.8 MB).
 

@@ -40,7 +40,8 @@ class Template:
 TEMPLATES: tuple[Template, ...] = (
     Template("gemm", "gemm_sm80_cpasync_mma", "sm_80",
              "workloads/kernels/templates/gemm_sm80.py",
-             "multistage cp.async + ldmatrix + mma.sync m16n8k16, 128x128x32 CTA tiles"),
+             "multistage cp.async + ldmatrix + mma.sync m16n8k16, 128x128 CTA tiles 32 or 64 "
+             "deep in K"),
     Template("gemm", "gemm_sm90a_tma_wgmma", "sm_90a", "workloads/kernels/templates/gemm.py",
              "warp-specialized TMA + wgmma, persistent, cluster multicast"),
     Template("attention", "attention_sm80_cpasync_mma", "sm_80",
