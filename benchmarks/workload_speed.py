@@ -35,13 +35,16 @@ def _warm_up(config) -> None:
 
 
 def per_op(graph, config, fidelity: str) -> list[tuple[float, str, dict, float]]:
-    """(CPU s, op kind, keywords, simulated us) per distinct op of `graph`."""
+    """(CPU s, op kind, keywords, simulated us) per distinct op of `graph`, built as
+    `simulate_workload` builds them (its communication SMs and nodes)."""
+    from workloads.execute import _comm_setup
     from workloads.node_ops import LINK, node_op
     from workloads.ops import build_op, simulate_op
 
+    config, meta = _comm_setup(config, graph, None, None)
     seen, rows = set(), []
     for node in graph.nodes:
-        op = node_op(node, dict(graph.meta))
+        op = node_op(node, meta)
         if op.kind == LINK or op.key in seen:
             continue
         seen.add(op.key)
