@@ -16,6 +16,8 @@ through every level in one numba call (`models.cached_memory_kernel`).
 2. Misses cross the SM's crossbar port (one pipe per direction per SM at
    `noc.port_bandwidth_bytes_per_clk`: write data up, read data down) to the L2 slice chosen by
    the `models.address_map` hash. The slice's pipe moves `l2.slice_bandwidth_bytes_per_clk`.
+   Read data of all SMs together crosses the crossbar at `noc.read_return_gbps` at most
+   (0: no such limit), booked with the port at the request's issue.
    The L2 is write-back and write-allocate at sector granularity (LRU per slice). SM i sits
    next to partition `i % l2.partitions`; slices are numbered partition by partition and
    the hashed slice is a line's home; a slice of another partition adds `far - near` cycles.
@@ -89,7 +91,13 @@ Timing rules (approximations):
   the waits only (its own transfer overlaps the cited latency), except that a load completes
   no earlier than its last byte has crossed its port. The SM replay calls in nearly time
   order (SMs run ahead of each other by at most one quantum), so a request may queue behind
-  one issued up to a quantum later in simulated time.
+  one issued up to a quantum later in simulated time. The crossbar's shared read return is
+  not such a pipe but a calendar of `RETURN_BIN_CYCLES`-cycle bins, each holding that many
+  cycles of transfer at `noc.read_return_gbps`: a request takes room in the bin of its issue
+  and the following ones, so when a request starts does not depend on the order of calls
+  within a bin, and a request waits only when the bins are full (the limit holds over a bin,
+  not within it). It starts at issue, or at the first bin with room when the bins from its
+  issue on are full, and completes no earlier than the room it took ends.
 * Tag state changes when the request is served; data carries a ready time per sector, so a
   request hitting a sector whose fill is still on its way completes when the fill arrives
   (miss merging without MSHR limits).
@@ -219,8 +227,9 @@ class CachedMemory:
             _tags(l3.slices if l3.enabled else 1, l3.size_bytes // l3.slices if l3.enabled else 0,
                   l2.line_bytes, l2.sector_bytes, l3.associativity),
             strict=True)
-        self.free_fs = np.zeros(int(self.params[k.P_PIPE_ATOMIC])
-                                + 2 * l2.slices * k.ATOMIC_ENTRIES, np.int64)
+        self.free_fs = np.zeros(int(self.params[k.P_PIPE_RETURN]) + 2 * k.RETURN_BINS,
+                                np.int64)
+        self.free_fs[int(self.params[k.P_PIPE_RETURN])::2] = -1      # no bin booked yet
         self.banks = np.zeros((hbm.channels, hbm.banks_per_channel + 1, 2), np.int64)
         self.banks[:, :-1, 0] = -1
         self.banks[:, -1] = 0  # data bus: last direction read, no write-back waiting
@@ -276,6 +285,11 @@ class CachedMemory:
             k.P_ATOMIC_PS: round(l2.same_address_atomic_ns * 1000),
             k.P_PIPE_ATOMIC: 2 * n_sms + l2.slices + l3_slices + hbm.channels,
             k.P_PERSIST_WAYS: int(l2.associativity * l2.persisting_max_fraction),
+            k.P_RETURN_FS: (_fs_per_byte(config.noc.read_return_gbps * 1e9 / 1024)
+                            if config.noc.read_return_gbps > 0 else 0),
+            k.P_RETURN_BIN_FS: clock.cycles_to_ps(k.RETURN_BIN_CYCLES) * 1000,
+            k.P_PIPE_RETURN: 2 * n_sms + l2.slices + l3_slices + hbm.channels
+            + 2 * l2.slices * k.ATOMIC_ENTRIES,
         }
         for index, value in values.items():
             p[index] = value

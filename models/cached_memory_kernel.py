@@ -13,8 +13,9 @@ this module holds only the arithmetic, on arrays the caller owns:
 * `flags[level]` uint8 `[unit, set, way, 2]`: the valid-sector and dirty-sector masks;
 * `free_fs` int64: the "next free" time of every bandwidth pipe in femtoseconds, laid out as
   the `PIPE_*` offsets in `params` say, then from `P_PIPE_ATOMIC` the slices' atomic tables
-  (per entry a tag, line + 1, and the ps its last atomic is done: `_atomic_unit`);
-  `lru` int64 `[1]`: the LRU stamp counter;
+  (per entry a tag, line + 1, and the ps its last atomic is done: `_atomic_unit`), then from
+  `P_PIPE_RETURN` the calendar of the crossbar's read return (per bin its number and the fs
+  of transfer booked in it: `_book_return`); `lru` int64 `[1]`: the LRU stamp counter;
 * `banks` int64 `[channel, bank + 1, 2]`: per bank the open row (-1 = closed) and the ps the
   bank is free; the extra last entry of each channel (`bank = banks_per_channel`) holds the
   channel's data bus: the direction of its last transfer (0 read, 1 write) and the bytes of
@@ -117,13 +118,17 @@ from models.cached_memory_layout import (
     P_PIPE_ATOMIC,
     P_PIPE_DOWN,
     P_PIPE_L3,
+    P_PIPE_RETURN,
     P_PIPE_SLICE,
     P_PIPE_UP,
     P_PORT_FS,
+    P_RETURN_BIN_FS,
+    P_RETURN_FS,
     P_SECTOR_BYTES,
     P_SLICE_FS,
     P_SLICE_PS,
     P_SLICES,
+    RETURN_BINS,
     ceil_ps,
     hbm_channel_of_line,
     l2_set_of_line,
@@ -143,6 +148,34 @@ def _book(free_fs, pipe, at_ps, size_bytes, fs_per_byte):
     start = max(at_ps * 1000, free_fs[pipe])
     free_fs[pipe] = start + size_bytes * fs_per_byte
     return ceil_ps(start)
+
+
+@step
+def _book_return(p, free_fs, at_ps, size_bytes):
+    """Reserve `size_bytes` of the crossbar's shared read return from `at_ps` on, in the bins
+    of its calendar (`models.cached_memory`, timing rules); returns (start, end) in ps: the
+    start of the first bin with room (`at_ps` when that is its own bin) and the end of the
+    room taken (bins filled in call order, not before `start` plus its own transfer)."""
+    bin_fs = p[P_RETURN_BIN_FS]
+    total = size_bytes * p[P_RETURN_FS] // 1024
+    need = total
+    b = at_ps * 1000 // bin_fs
+    start = -1
+    while True:
+        slot = p[P_PIPE_RETURN] + 2 * (b % RETURN_BINS)
+        if free_fs[slot] != b:              # a bin not booked yet (or one beyond the horizon)
+            free_fs[slot] = b
+            free_fs[slot + 1] = 0
+        used = free_fs[slot + 1]
+        if used < bin_fs:
+            if start < 0:
+                start = max(at_ps * 1000, b * bin_fs)
+            take = min(bin_fs - used, need)
+            free_fs[slot + 1] = used + take
+            need -= take
+            if need <= 0:
+                return ceil_ps(start), ceil_ps(max(start + total, b * bin_fs + used + take))
+        b += 1
 
 
 @step
@@ -669,6 +702,10 @@ def _serve(kind, sm, sectors, now_ps, p, meta, flags, free_fs, banks, lru, count
     if kind != KIND_STORE:
         start = max(start, _book(free_fs, p[P_PIPE_DOWN] + sm, now_ps, size, p[P_PORT_FS]))
         done = max(done, ceil_ps(free_fs[p[P_PIPE_DOWN] + sm]))
+        if p[P_RETURN_FS] > 0:
+            begin, end = _book_return(p, free_fs, now_ps, size)
+            start = max(start, begin)
+            done = max(done, end)
     at_slice = start + p[P_NOC_PS]
     # 3. L2 slices, one line at a time (sectors of a line are adjacent in a sorted request).
     i = 0

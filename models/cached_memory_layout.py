@@ -37,7 +37,19 @@ KIND_LOAD, KIND_STORE, KIND_ATOMIC, KIND_BULK_LOAD, KIND_LOAD_CG = 0, 1, 2, 3, 4
  P_PIPE_UP, P_PIPE_DOWN, P_PIPE_SLICE, P_PIPE_L3, P_PIPE_CHANNEL,
  P_REFRESH_INTERVAL_FS, P_REFRESH_FS, P_WRITE_TO_READ_FS, P_READ_TO_WRITE_FS,
  P_ATOMIC_PS, P_PIPE_ATOMIC, P_ROW_CHANNELS, P_PERSIST_WAYS,
- N_PARAMS) = range(38)
+ P_RETURN_FS, P_RETURN_BIN_FS, P_PIPE_RETURN,
+ N_PARAMS) = range(41)
+
+RETURN_BINS = 1024
+"""Bins of the calendar that books the crossbar's shared read return (`free_fs` from
+`P_PIPE_RETURN` on: per bin its number and the fs of transfer booked in it; bin `b` sits at
+`b % RETURN_BINS`; `P_RETURN_FS` is fs per 1024 bytes, as one byte at 7.8 TB/s is 128 fs,
+too coarse a step). With `RETURN_BIN_CYCLES` per bin it looks 32768 cycles ahead, far more
+than the backlog of the SMs' outstanding loads at the limit."""
+RETURN_BIN_CYCLES = 32
+"""SM cycles per bin of that calendar: the bytes of a bin are booked in any order, so requests
+that reach the memory out of time order (SMs run a quantum apart) do not queue behind later
+ones; within a bin the limit is not enforced."""
 
 ATOMIC_ENTRIES = 64
 """Entries per L2 slice of the table that serializes atomics on one line (`free_fs` from

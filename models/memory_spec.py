@@ -131,6 +131,10 @@ class NocSpec(SpecMixin):
         "One-way traversal SM <-> L2 slice, part of the L2 hit latencies.", minimum=0)
     port_bandwidth_bytes_per_clk: int = spec_field("Bytes per clock through one SM's port.",
                                                    above=0)
+    read_return_gbps: float = spec_field(
+        "Read data (L2 -> SMs) the crossbar returns to all SMs together, bytes per second "
+        "(it runs on its own clock, not the SM's); 0: no limit beyond the ports and slices.",
+        default=0.0, minimum=0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -428,3 +428,55 @@ def test_refresh_parameters_come_from_the_preset():
     assert abs(without / with_refresh - REFRESH_SHARE) <= 0.03
     with pytest.raises(simulator.ConfigError, match="hbm.refresh_ns"):
         _config({"hbm.refresh_ns": 5000.0})
+
+
+def _warm_read_done_ps(cfg, size: int, sms: int) -> int:
+    """Last completion of `sms` SMs each loading its own share of `size` bytes, L2 resident
+    (preloaded, clean), every request issued at time 0 (`load_cg`: no L1)."""
+    mem = CachedMemory(cfg, cfg.sm.count)
+    sectors = np.arange(size // SECTOR, dtype=np.int64)
+    mem.preload_l2(sectors, dirty=False)
+    done = 0
+    share = size // SECTOR // sms
+    for first in range(0, share, 4):            # one line per request, SMs in turn
+        for sm in range(sms):
+            at = sm * share + first
+            done = max(done, mem.access(sm, "load_cg", sectors[at:at + 4], 0))
+    return done
+
+
+def test_read_return_limit_bounds_all_sms_together():
+    """With `noc.read_return_gbps` set below the slices' and ports' sums, 4 MiB read from
+    L2 by every SM at once completes in size over that limit plus a far hit, within 2 %."""
+    cfg = _config({"noc.read_return_gbps": 1000.0})
+    size = 4 << 20
+    done = _warm_read_done_ps(cfg, size, cfg.sm.count)
+    expected_ps = (size / (cfg.noc.read_return_gbps * 1e9) * 1e12
+                   + cfg.l2.far_hit_latency_cycles * 1e3 / cfg.chip.clock_ghz)
+    assert abs(_report("read return", expected_ps, done)) <= 0.02
+
+
+def test_no_read_return_limit_leaves_the_slices_and_ports_to_bound_it():
+    """`noc.read_return_gbps = 0` sets no limit: the same read takes less than a third of
+    its time at 1000 GB/s (the slices' 13 TB/s and the ports bound it)."""
+    cfg = _config({"noc.read_return_gbps": 0.0})
+    size = 4 << 20
+    done = _warm_read_done_ps(cfg, size, cfg.sm.count)
+    assert done < size / 1000e9 * 1e12 / 3
+
+
+def test_read_return_does_not_queue_an_earlier_request_behind_a_later_one():
+    """A load issued at 0 but served after another SM's load issued 20 cycles later (to a
+    line of other slices) finds the limit's bins with room: it costs what it costs alone."""
+    cfg = _config({"noc.read_return_gbps": 1000.0})
+    period_ps = 1e3 / cfg.chip.clock_ghz
+    per = cfg.l2.slices // cfg.l2.partitions
+    other = next(line for line in range(1, 64)
+                 if kern.l2_slice_of_line(line, cfg.l2.slices) % per
+                 != kern.l2_slice_of_line(0, cfg.l2.slices) % per)
+    first, second = _line_sectors(0), _line_sectors(other * LINE)
+    alone, late = CachedMemory(cfg, cfg.sm.count), CachedMemory(cfg, cfg.sm.count)
+    for mem in (alone, late):
+        mem.preload_l2(np.concatenate([first, second]), dirty=False)
+    late.access(1, "load_cg", second, round(20 * period_ps))
+    assert late.access(0, "load_cg", first, 0) == alone.access(0, "load_cg", first, 0)

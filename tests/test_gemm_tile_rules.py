@@ -16,20 +16,25 @@ def _shape(choice: dict) -> tuple[int, int, int]:
 
 
 def test_tile_rates_read_the_preset():
-    """Tensor FMAs per clock of the dtype, all L2 slices together, one crossbar port."""
+    """Tensor FMAs per clock of the dtype, the lesser of all L2 slices together and the
+    crossbar's read return per SM cycle, one crossbar port."""
     rates = tile_rates(H100, "fp8")
     assert rates.fma_per_clk == H100.units.tensor.fp8_fma_per_clk_per_sm
-    assert rates.l2_bytes_per_clk == H100.l2.slices * H100.l2.slice_bandwidth_bytes_per_clk
+    slices = H100.l2.slices * H100.l2.slice_bandwidth_bytes_per_clk
+    assert rates.l2_bytes_per_clk == min(slices, H100.noc.read_return_gbps / H100.chip.clock_ghz)
     assert rates.port_bytes_per_clk == H100.noc.port_bandwidth_bytes_per_clk
+    unlimited = models.load_preset("h100_sxm", {"noc.read_return_gbps": 0.0})
+    assert tile_rates(unlimited, "fp8").l2_bytes_per_clk == slices
 
 
 def test_fill_spreads_a_few_tiles_over_more_sms():
-    """M = 128, N = 4096 on 132 SMs: 128x128 tiles busy 32 SMs; per k-tile 64x64 costs
-    max(128 tensor cycles, 16 KiB / min(port, L2 / 128 SMs)) < 512 cycles of 128x128."""
+    """M = 128, N = 4096 on 132 SMs: 128x128 tiles busy 32 SMs; per k-tile 64x128 (64 SMs)
+    costs max(256 tensor cycles, 24 KiB / min(90 B/clk port, 4284 B/clk L2 / 64)) = 367
+    cycles, less than 64x64's 16 KiB / (4284 / 128) = 490 and 128x128's 512 tensor cycles."""
     rates = tile_rates(H100, "bf16")
     assert _shape(choose_tiles(128, 4096, 8192, "bf16", 132, "waves")) == (128, 128, 2)
     fill = choose_tiles(128, 4096, 8192, "bf16", 132, "fill", rates=rates)
-    assert _shape(fill) == (64, 64, 1) and not fill["persistent"]
+    assert _shape(fill) == (64, 128, 1) and not fill["persistent"]
 
 
 def test_fill_keeps_large_tiles_when_the_grid_is_full():

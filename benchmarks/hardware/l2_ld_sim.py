@@ -14,6 +14,7 @@ Bytes per SM cycle come from launches of N and 2N passes, as the hardware run co
 (per CTA: one CTA per SM) and the aggregate TB/s. No GPU needed (~1-2 min).
 
     python benchmarks/hardware/l2_ld_sim.py [--model h100_sxm] [--rows ld_cg:1 ld_cg:132 ...]
+        [--set KEY=VALUE ...]
 
 Declared split of the L2 bandwidth calibration (written before any parameter was fitted
 to these rows; issue 42). The mechanism fitted: each SM's crossbar port
@@ -111,8 +112,14 @@ def main(argv=None) -> int:
     ap.add_argument("--model", default="h100_sxm")
     ap.add_argument("--rows", nargs="*", default=list(ROWS),
                     help="kernel:ctas, of " + ", ".join(ROWS))
+    ap.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="preset overrides, e.g. noc.read_return_gbps=7837.5")
     a = ap.parse_args(argv)
-    config = models.load_preset(a.model)
+    overrides = {}
+    for item in a.set:
+        key, _, value = item.partition("=")
+        overrides[key] = float(value) if "." in value else int(value)
+    config = models.load_preset(a.model, overrides or None)
     for row in a.rows:
         kernel, ctas = row.split(":")
         sim = simulated_bytes_per_clk(row, config)

@@ -157,7 +157,8 @@ def compute_sms(config) -> int:
 @dataclass(frozen=True)
 class TileRates:
     """What rule "fill" weighs a tile with: tensor FMAs per SM cycle for the dtype, bytes per
-    cycle of all L2 slices together, bytes per cycle of one SM's crossbar port."""
+    SM cycle the L2 returns to all SMs together (the slices' sum, or the crossbar's read
+    return `noc.read_return_gbps` where that is less), bytes per cycle of one SM's port."""
     fma_per_clk: float
     l2_bytes_per_clk: float
     port_bytes_per_clk: float
@@ -166,8 +167,10 @@ class TileRates:
 def tile_rates(config, dtype: str) -> TileRates:
     """`TileRates` of a preset (`dtype` a `DTYPES` name)."""
     precision = {"fp8": "fp8", "tf32": "tf32", "fp16": "fp16"}.get(dtype, "bf16")
-    return TileRates(float(config.units.tensor.fma_per_clk_per_sm(precision)),
-                     float(config.l2.slices * config.l2.slice_bandwidth_bytes_per_clk),
+    l2 = float(config.l2.slices * config.l2.slice_bandwidth_bytes_per_clk)
+    if config.noc.read_return_gbps > 0:
+        l2 = min(l2, config.noc.read_return_gbps / config.chip.clock_ghz)
+    return TileRates(float(config.units.tensor.fma_per_clk_per_sm(precision)), l2,
                      float(config.noc.port_bandwidth_bytes_per_clk))
 
 
