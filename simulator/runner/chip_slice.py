@@ -52,7 +52,10 @@ row-sliced at any number of waves (`simulator.runner.sampling` would extrapolate
 all of the first row). Against full (h800_sxm, f = 4): RoPE 4096x8256 (17.2 waves, 5
 column chunks, the last short) -0.73 % (wave-sampled +8.9 %), quantize 4096x1536 (3.9
 waves) -2.8 %, 8192x1536 -2.2 %, 16384x1536 -0.1 %, 32768x1536 (31 waves) +0.3 %
-(wave-sampled +18.1 %, its first 7 waves all of the first row).
+(wave-sampled +18.1 %, its first 7 waves all of the first row). A template whose table
+places start over every Q CTAs in x (`CtaTemplate.wrapped`, a launch's declared wrap) is
+row-sliced by the first ceil(Q/f) CTAs of every Q of each row (`row_slice`): RoPE 8192x8256
+at 4096 positions (h800_sxm, 20 communication SMs) -0.10 %, HBM bytes +0.03 %.
 
 Left out: kernels without a template (atomics, TMA copies, mbarrier phases, clusters,
 CTAs of different work: GEMMs, attention), with CTAs unlike the first ones other than a
@@ -121,7 +124,10 @@ def proportional(tpl, n_ctas: int, f: int, ctas: np.ndarray | None = None, *,
     reads. The slice reads all of it while doing 1/f of the work, so its L2 and HBM loads
     are not the chip's over f. Each place counts the distinct coordinates of the dimensions
     it moves along: over the grid, and over the slice's CTAs (x fastest); a template with a
-    tail (its grid's last row) counts each part over its own rows."""
+    tail (its grid's last row) counts each part over its own rows. A place that starts over
+    every Q CTAs in x (`CtaTemplate.wrapped`: a table row read at x mod Q) counts x mod Q,
+    and such places that are the same sector in every CTA (one table row read by every warp
+    of a CTA) count once."""
     if ctas is None:
         ctas = np.arange(sliced_ctas(n_ctas, f), dtype=np.int64)
     total = part = 0
@@ -140,28 +146,46 @@ def _footprint(tpl, ctas: np.ndarray) -> tuple[int, int]:
                       tpl.strides[1] != 0, tpl.strides[2] != 0])
     coords = np.stack([ctas % gx, ctas // gx % gy, ctas // (gx * gy)])
     total = part = 0
-    for pattern in {tuple(col) for col in moves.T.tolist()}:
-        places = int((moves.T == pattern).all(axis=1).sum())
+    wrapped = (np.zeros(moves.shape[1], np.bool_) if tpl.wrapped is None
+               else tpl.wrapped & moves[0])
+    for pattern in {tuple(col) for col in moves[:, ~wrapped].T.tolist()}:
+        places = int((moves[:, ~wrapped].T == pattern).all(axis=1).sum())
         dims = [d for d in range(3) if pattern[d]]
         total += places * math.prod((gx, gy, gz)[d] for d in dims)
         key = np.zeros(ctas.size, np.int64)
         for d in dims:
             key = key * (gx, gy, gz)[d] + coords[d]
         part += places * (np.unique(key).size if dims else 1)
+    if wrapped.any():                      # one table: its distinct places, x mod Q
+        table = np.unique(np.vstack([tpl.sectors0, tpl.strides])[:, wrapped], axis=1)
+        dims = [d for d in (1, 2) if table[tpl.sectors0.shape[0] + d].any()]
+        sizes = (min(gx, tpl.wrap_x), gy, gz)
+        total += table.shape[1] * math.prod(sizes[d] for d in (0, *dims))
+        key = coords[0] % tpl.wrap_x
+        for d in dims:
+            key = key * sizes[d] + coords[d]
+        part += table.shape[1] * np.unique(key).size
     return total, part
 
 
-def row_slice(grid, f: int) -> np.ndarray | None:
+def row_slice(grid, f: int, wrap_x: int = 0) -> np.ndarray | None:
     """The CTAs a slice of 1/f of the chip times of a 2-D `grid` in row slices: the first
     ceil(gx / f) of every row (y), in the grid's order (x fastest), so each row's share
     of the slice is its share of the grid and the rows follow each other as on the whole
-    chip; None for a grid of one row or of planes, or of fewer than f CTAs per row."""
+    chip; None for a grid of one row or of planes, or of fewer than f CTAs per row. With a
+    wrap Q < gx (`CtaTemplate.wrap_x`: a table read at x mod Q), the first ceil(Q / f) of
+    every Q CTAs of a row instead, so the slice re-reads a 1/f share of the table as often
+    as the grid re-reads all of it (the first ceil(gx / f) alone would read each table row
+    once per row of the grid: RoPE 8192x8256 at 4096 positions +3.8 % against full)."""
     gx, gy, gz = grid
     if gy < 2 or gz != 1 or gx < f:
         return None
-    cut = math.ceil(gx / f)
-    return (np.arange(gy, dtype=np.int64)[:, None] * gx
-            + np.arange(cut, dtype=np.int64)[None, :]).reshape(-1)
+    if 0 < wrap_x < gx:
+        x = np.arange(gx, dtype=np.int64)
+        xs = x[x % wrap_x < math.ceil(wrap_x / f)]
+    else:
+        xs = np.arange(math.ceil(gx / f), dtype=np.int64)
+    return (np.arange(gy, dtype=np.int64)[:, None] * gx + xs[None, :]).reshape(-1)
 
 
 def sliced_ctas(n_ctas: int, f: int) -> int:

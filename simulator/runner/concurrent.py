@@ -168,7 +168,8 @@ def prepare_launch(launch, index: int, config, policy: str | None = None) -> _Pr
     check_cluster_launch(program, grid, grid[0] * grid[1] * grid[2], occ.ctas_per_sm * sms)
     traced = KernelLaunch(program, launch.entry, grid, block, list(launch.args),
                           launch.shared_bytes, bool(getattr(launch, "timing_only", False)),
-                          memory_budget_bytes=int(config.limits.host_memory_bytes))
+                          memory_budget_bytes=int(config.limits.host_memory_bytes),
+                          wrap_x=int(getattr(launch, "options", {}).get("cta_wrap_x", 0)))
     replay = Replay(config, None, policy, DEFAULT_QUANTUM_CYCLES, occ, "run", launch.entry,
                     role)
     run = SampledRun(traced, replay, None)

@@ -64,7 +64,9 @@ A 2-D grid whose last row of CTAs runs other events than the rows before it (a t
 first rows, so they do not stand for the grid (quantizing 32768x1536 on h800_sxm, whose
 second CTA per row quantizes 4 strips of 8, reads +18.1 % wave-sampled; the layer's RoPE
 4096x8256, +8.9 %). It is row-sliced (`simulator.runner.chip_slice.row_slice`) from two waves
-on, or else timed in full.
+on, or else timed in full. A launch that declares a wrap in x (`KernelLaunch.wrap_x`: a table
+read at x mod Q, RoPE's cos/sin rows) has it in its template when
+`trace_synthesis_wrap` is on, and its row slice takes the first Q/f CTAs of every Q.
 A persistent kernel launched with a `simulator.runner.work_synthesis.CtaWork` (the plain GEMMs:
 one wave, timed in full) has a few CTAs per work class traced and the others synthesized
 from them when `work_synthesis` is on (`simulator.runner.work_synthesis`), the same trace as
@@ -234,9 +236,10 @@ class SampledRun:
     def build_template(self):
         if self.template is None:
             grouped, sectors = self.recorder.grouped()
+            wrap_x = self.launch.wrap_x if self.policy.trace_synthesis_wrap else 0
             self.template = trace_synthesis.template(
                 grouped, sectors, self.recorder.warps_per_cta, self.traced, self.warp_instr,
-                self.thread_instr, self.launch.grid, self.real_cta)
+                self.thread_instr, self.launch.grid, self.real_cta, wrap_x)
         return self.template
 
     def trace_to(self, stop: int) -> None:
@@ -311,7 +314,8 @@ class SampledRun:
         tolerance = policy.chip_slice_footprint_tolerance_fraction
         if tpl.tail is None and chip_slice.proportional(tpl, n_ctas, f, tolerance=tolerance):
             return f, None
-        rows = chip_slice.row_slice(launch.grid, f)
+        rows = chip_slice.row_slice(launch.grid, f,
+                                    tpl.wrap_x if tpl.wrapped is not None else 0)
         traced = self.traced
         if (rows is not None and rows.size > traced
                 and (rows[:traced] == np.arange(traced)).all()

@@ -149,7 +149,7 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
                     memory=None, run_id: str = "run",
                     quantum_cycles: int = DEFAULT_QUANTUM_CYCLES, fidelity: str = "full",
                     timing_only: bool = False, sms: str = "compute",
-                    cta_work=None) -> KernelResult:
+                    cta_work=None, cta_wrap_x: int = 0) -> KernelResult:
     """Run `entry` functionally (arrays updated in place) and time it on `config`.
 
     `config` defaults to the `h100_sxm` preset; `policy` overrides `sm.scheduler_policy`;
@@ -160,7 +160,10 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
     `"full"` or `"sampled"` (see the module docstring); `timing_only` as `isa.run_kernel`;
     `sms` is "compute" or "comm" (the SMs the CTAs run on); `cta_work` (a
     `simulator.runner.work_synthesis.CtaWork` of the grid's CTAs) lets sampled fidelity trace a
-    few CTAs of a persistent kernel and synthesize the others.
+    few CTAs of a persistent kernel and synthesize the others; `cta_wrap_x` (Q > 0) declares
+    that some operand's addresses start over every Q CTAs along grid x (a table indexed by
+    x mod Q: RoPE's cos/sin rows), which trace synthesis checks and uses
+    (`simulator.runner.trace_synthesis`).
     """
     if fidelity not in FIDELITIES:
         raise ValueError(f"fidelity={fidelity!r}; accepted: {', '.join(FIDELITIES)}")
@@ -175,7 +178,7 @@ def simulate_kernel(ptx, entry: str, grid, block, args: list, config=None, share
         cta_work = dataclasses.replace(cta_work, k_loop=cta_work.k_loop.bound(ptx))
     launch = KernelLaunch(program, entry, dim3(grid, "grid"), dim3(block, "block"), list(args),
                           shared_bytes, timing_only, cta_work,
-                          int(config.limits.host_memory_bytes))
+                          int(config.limits.host_memory_bytes), int(cta_wrap_x))
     if cta_work is not None and cta_work.classes.size != launch.n_ctas:
         raise ValueError(f"cta_work describes {cta_work.classes.size} CTAs; accepted one "
                          f"row per CTA of the grid ({launch.n_ctas})")
@@ -281,6 +284,7 @@ class KernelLaunch:
     timing_only: bool
     work: Any = None          # a `simulator.runner.work_synthesis.CtaWork`, or None
     memory_budget_bytes: int = isa.launch.DEFAULT_MEMORY_BUDGET_BYTES  # limits.host_memory_bytes
+    wrap_x: int = 0           # CTAs in x after which an operand's addresses start over (0: none)
 
     @property
     def block_threads(self) -> int:

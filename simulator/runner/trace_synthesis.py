@@ -16,7 +16,13 @@ is made from them when they pass every check (`fidelity.trace_synthesis` on):
 * sectors are affine in the CTA coordinates (x, y, z) up to a period P in x: the j-th
   sector of CTA (x, y, z) is s_j(x mod P) + (x div P) d_j^x + y d_j^y + z d_j^z, one stride
   per event and dimension, P the smallest of 1, 2, 4, ... 32 that fits every traced CTA (a
-  period > 1: CTAs that share sectors, as 16-byte rows of scales do).
+  period > 1: CTAs that share sectors, as 16-byte rows of scales do);
+* with a wrap Q declared by the launch (`simulate_kernel(cta_wrap_x=Q)`, `KernelLaunch.wrap_x`:
+  an operand indexed by x mod Q, as RoPE's cos/sin rows by row mod seqlen) and
+  `fidelity.trace_synthesis_wrap` on, a sector place may start over every Q CTAs in x: its
+  sector is the formula above at x mod Q. Which places wrap is read off CTA x = Q (traced,
+  or traced alone): each of its places must equal either the plain formula or, wrapped,
+  CTA 0's; the traced CTAs must then follow the formula, each place as flagged.
 
 A synthesized CTA then has CTA 0's events and those sectors. Before any is used,
 two CTAs of the synthesized range (its last and its middle) are traced for real and must
@@ -65,7 +71,8 @@ class CtaTemplate:
     instruction counts of one CTA. A template of part of a grid starts at CTA `first_cta`
     (its CTAs are counted from there); `tail` is the template of the grid's last row when
     that row runs other events (module docstring), the template itself then covers the rows
-    before it (its `grid` has one row fewer)."""
+    before it (its `grid` has one row fewer). `wrapped` flags the sector places that start
+    over every `wrap_x` CTAs in x (None: none does)."""
 
     grid: tuple[int, int, int]
     per_warp: np.ndarray          # events per warp of one CTA
@@ -80,6 +87,8 @@ class CtaTemplate:
     thread_instructions: int
     first_cta: int = 0
     tail: CtaTemplate | None = None
+    wrap_x: int = 0
+    wrapped: np.ndarray | None = None     # [sectors per CTA] bool
 
     def sectors(self, ctas: np.ndarray) -> np.ndarray:
         """Sectors of the CTAs with linear indices `ctas` (of the grid, all of this part),
@@ -89,7 +98,14 @@ class CtaTemplate:
         ctas = ctas - self.first_cta
         x = ctas % gx
         coords = np.stack([x // period, ctas // gx % gy, ctas // (gx * gy)], axis=1)
-        return self.sectors0[x % period] + coords @ self.strides
+        out = self.sectors0[x % period] + coords @ self.strides
+        if self.wrapped is not None:
+            places = np.flatnonzero(self.wrapped)
+            x = x % self.wrap_x
+            coords[:, 0] = x // period
+            out[:, places] = (self.sectors0[x % period][:, places]
+                              + coords @ self.strides[:, places])
+        return out
 
     def part(self, cta: int) -> CtaTemplate:
         """The template of linear CTA `cta`: the tail's from its first CTA on."""
@@ -137,12 +153,12 @@ def _same_events(a: dict, b: dict) -> bool:
 
 def template(grouped: dict, sectors: np.ndarray, warps_per_cta: int, n_ctas: int,
              warp_instructions: int, thread_instructions: int, grid: tuple[int, int, int],
-             real_cta) -> CtaTemplate | None:
+             real_cta, wrap_x: int = 0) -> CtaTemplate | None:
     """The template of CTAs 0 .. n_ctas - 1 (all of `grouped`, the recorder's events in
     warp order, and `sectors`, its sector array) on `grid`, or None when a check fails
     (module docstring). `real_cta(c)` traces CTA c alone and gives `cta_events` of it: the
     first CTA of the next row (and plane) of the grid when it was not traced, for the
-    strides in y (and z)."""
+    strides in y (and z), and CTA x = `wrap_x` (0: no wrap) when it was not traced."""
     if n_ctas < 2 or grouped["slot"] is not None or grouped["first_warp"] != 0:
         return None
     if warp_instructions % n_ctas or thread_instructions % n_ctas:
@@ -187,12 +203,37 @@ def template(grouped: dict, sectors: np.ndarray, warps_per_cta: int, n_ctas: int
         tpl = CtaTemplate(main, row["per_warp"], row["pc"], row["active"], kind, detail,
                           offset, table[:min(period, gx)].copy(), strides,
                           warp_instructions // n_ctas, thread_instructions // n_ctas)
+        if 0 < wrap_x < gx:
+            at = table[wrap_x] if wrap_x < n_ctas else _alike(real_cta(wrap_x), row)
+            tpl = None if at is None else _wrapping(tpl, at, wrap_x)
+            if tpl is None:
+                continue
         if (tpl.sectors(np.arange(n_ctas, dtype=np.int64)) == table).all():
             if not tail_from:
                 return tpl
             tail = _tail_template(tpl, tail_from, real_cta)
             return None if tail is None else replace(tpl, tail=tail)
     return None
+
+
+def _alike(found, row: dict) -> np.ndarray | None:
+    """The sectors of a CTA traced alone (`cta_events` and counts) when it runs `row`'s
+    events, else None."""
+    return found[1] if found is not None and _same_events(found[0], row) else None
+
+
+def _wrapping(tpl: CtaTemplate, at: np.ndarray, wrap_x: int) -> CtaTemplate | None:
+    """`tpl` with the places that start over at x = `wrap_x` flagged (`wrapped`, None when
+    none does), from `at`, the sectors of its CTA x = `wrap_x` of its first row; None when a
+    place of `at` is neither the plain formula's sector nor, wrapped, CTA x = 0's."""
+    plain = replace(tpl, wrapped=None).sectors(np.array([tpl.first_cta + wrap_x]))[0]
+    restart = tpl.sectors0[0]
+    if at.shape != plain.shape:
+        return None
+    wrapped = (at != plain) & (at == restart)
+    if ((at != plain) & ~wrapped).any():
+        return None
+    return replace(tpl, wrap_x=wrap_x, wrapped=wrapped) if wrapped.any() else tpl
 
 
 def _events_allowed(kind: np.ndarray, detail: np.ndarray) -> bool:
@@ -234,8 +275,9 @@ def _tail_row(row: dict, n_ctas: int, grid, real_cta) -> int | None:
 def _tail_template(main: CtaTemplate, first: int, real_cta) -> CtaTemplate | None:
     """The template of the grid's last row, from its CTA `first` on: CTAs x = 0 .. P and 2P
     of the row (P: the period of `main`) traced alone, their sectors affine in x as the rows
-    before; None when they differ from each other, carry a fused run the evidence lacks or
-    another check fails (module docstring)."""
+    before (and, when `main` wraps, its CTA x = Q alone, for the places that wrap); None when
+    they differ from each other, carry a fused run the evidence lacks or another check fails
+    (module docstring)."""
     gx = main.grid[0]
     period = main.sectors0.shape[0]
     xs = np.array([x for x in (*range(period), period, 2 * period) if x < gx], np.int64)
@@ -259,7 +301,10 @@ def _tail_template(main: CtaTemplate, first: int, real_cta) -> CtaTemplate | Non
     tail = CtaTemplate((gx, 1, 1), events["per_warp"], events["pc"], events["active"], kind,
                        detail, offset, table[:min(period, gx)].copy(), strides, warp, thread,
                        first_cta=first)
-    return tail if (tail.sectors(first + xs) == table).all() else None
+    if main.wrapped is not None:
+        at = _alike(real_cta(first + main.wrap_x), events)
+        tail = None if at is None else _wrapping(tail, at, main.wrap_x)
+    return tail if tail is not None and (tail.sectors(first + xs) == table).all() else None
 
 
 def _basis_rows(table: np.ndarray, row: dict, n_ctas: int, grid, real_cta) -> list | None:

@@ -3,6 +3,8 @@
 * swiglu        `swiglu_bf16` / `swiglu_bwd_bf16`: [rows, 2 cols] gate|up -> [rows, cols]
 * gelu          `gelu_bf16` / `gelu_bwd_bf16` (tanh form) on [rows, cols]
 * rope          `rope_bf16`: interleaved pairs, f32 cos/sin table [seqlen, rot_dim / 2]
+                (grid x = row: the launch declares its table rows start over every seqlen
+                CTAs in x, `simulate_kernel(cta_wrap_x=...)`, for trace synthesis)
                 (backward: the same kernel rotating back, sin_sign = -1)
 * residual-add  `add_n_bf16`: sum of `inputs` stacked [rows, cols] tensors (residual add,
                 MoE combine sum, gradient accumulation)
@@ -84,11 +86,12 @@ def _multiple(flag: str, value: int, of: int, why: str) -> None:
         raise InputError(f"{flag} {value}: accepted a multiple of {of} ({why})")
 
 
-def _launch(config, name: str, file: str, entry: str, launch, args, t: Tensors) -> Launch:
+def _launch(config, name: str, file: str, entry: str, launch, args, t: Tensors,
+            options: dict | None = None) -> Launch:
     """The launch of `entry` from `file`'s PTX build for the chip's ISA target."""
     grid, block = launch
     return Launch(name, load_ptx(file, config.chip.isa_target), entry, grid, block, args, 0,
-                  timing_only=t.shape_only)
+                  timing_only=t.shape_only, options=options or {})
 
 
 def _plan(kind, sizes, launches, flops, nbytes) -> OpPlan:
@@ -167,8 +170,10 @@ def rope_op(config, rows: int, cols: int, rot_dim: int = 64, seqlen: int | None 
              else geo.rope_table(seqlen, rot_dim))
     args = [t((rows, cols)), table, t((rows, cols), zeros=True), rows, cols, rot_dim, seqlen,
             np.float32(-1.0 if backward else 1.0)]
+    # grid x is the row: the cos/sin rows start over every seqlen CTAs in x
     lau = _launch(config, "rope_bwd" if backward else "rope", "rope.cu", "rope_bf16",
-                  geo.row_vector_launch(rows, cols), args, t)
+                  geo.row_vector_launch(rows, cols), args, t,
+                  {"cta_wrap_x": seqlen} if seqlen < rows else None)
     nbytes = BF16_BYTES * 2 * rows * cols + 4 * seqlen * rot_dim
     return _plan("rope", {"rows": rows, "cols": cols, "rot_dim": rot_dim, "seqlen": seqlen,
                           "backward": backward}, [lau],
