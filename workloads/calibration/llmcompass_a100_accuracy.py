@@ -48,7 +48,8 @@ points to the 80 GB card (2039 GB/s) and would shorten the largest simulated row
 family; the preset is left as it is.
 
 `BASELINE` (`llmcompass_a100_accuracy_baseline.json`) stores the figures (date, preset,
-fidelity, the preset's `[kernels]` choices, harness_us per family, per-row simulated times, MAPE and r per family and subset);
+fidelity, the preset's `[kernels]` choices, harness_us per family, per-row simulated times,
+MAPE and r per family and subset);
 `tests/test_llmcompass_a100_accuracy.py` recomputes the cheapest held-back rows and holds
 their errors to the stored ones.
 

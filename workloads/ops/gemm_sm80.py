@@ -27,8 +27,8 @@ rows are read. The stages shrink to what `sm.max_shared_memory_per_cta_bytes` ho
 The grid is one CTA per output tile (not persistent), rasterized as CUTLASS's library
 generates its Ampere GEMMs (`SwizzlingFunctor.Identity8`: runs of up to 8 n-tiles per m-tile,
 `swizzle_log`), which keeps a wave's operand panels in the L2 where the grid's A is larger
-than it; which rasterization cuBLAS picks per shape is not known. The simulator's own sampling (wave extrapolation, chip
-slices) shortens the grid.
+than it; which rasterization cuBLAS picks per shape is not known. The simulator's own
+sampling (wave extrapolation, chip slices) shortens the grid.
 
 Split-K, parallel (CUTLASS 2.x's `GemmSplitKParallel` with `ReduceSplitK`; cuBLASLt's
 skinny GEMMs run a GEMM kernel and then `cublasLt::splitKreduce_kernel`, recalled from

@@ -7,9 +7,10 @@ accumulation, C in bf16 or f32, with no instruction newer than sm_80.
 Kernel structure (CUTLASS 2.x `DefaultGemm` for `OpClassTensorOp` on `Sm80`, cuBLAS's
 `ampere_bf16_s16816gemm_bf16_128x128_ldg8_f2f_stages_32x5_tn` and `..._stages_64x3_tn`):
 
-* CTA tile m_tile x n_tile x k_tile (k_tile 32 or 64; 128x128x32 by default), 4 warps in 2 x 2, each warp owning
-  an (m_tile / 2) x (n_tile / 2) tile of C (64x64: 4 x 8 `mma` tiles, 128 f32 accumulators
-  per thread). Grid (ceil(M / m_tile), ceil(N / n_tile)): consecutive CTAs share B's tile;
+* CTA tile m_tile x n_tile x k_tile (k_tile 32 or 64; 128x128x32 by default), 4 warps in
+  2 x 2, each warp owning an (m_tile / 2) x (n_tile / 2) tile of C (64x64: 4 x 8 `mma`
+  tiles, 128 f32 accumulators per thread). Grid (ceil(M / m_tile), ceil(N / n_tile)):
+  consecutive CTAs share B's tile;
   with `swizzle_log` s > 0, CUTLASS's `GemmIdentityThreadblockSwizzle` rasterization: grid
   (m-tiles x 2^s, ceil(n-tiles / 2^s)), CTA (x, y) computes tile (x >> s, (y << s) +
   (x & (2^s - 1))), so consecutive CTAs walk 2^s n-tiles of one m-tile before the next
@@ -23,8 +24,9 @@ Kernel structure (CUTLASS 2.x `DefaultGemm` for `OpClassTensorOp` on `Sm80`, cuB
   warp's 16-byte `cp.async` stores fill whole rows: no bank conflict either way.
 * global -> shared: `cp.async.cg.shared.global` of 16 bytes (`ldg8` in cuBLAS's name: eight
   16-bit elements), k_tile / 8 threads a row, m_tile k_tile / 1024 chunks of A and n_tile
-  k_tile / 1024 of B per thread per k-tile, the source size 0 (zero fill) outside M, N or K; addresses are clamped into the operand so
-  none points outside it. One `cp.async.commit_group` per k-tile.
+  k_tile / 1024 of B per thread per k-tile, the source size 0 (zero fill) outside M, N or K;
+  addresses are clamped into the operand so none points outside it. One
+  `cp.async.commit_group` per k-tile.
 * main loop (multistage): the prologue issues k-tiles 0 .. stages-2; iteration kt waits
   for its tile (`cp.async.wait_group stages-2`), `bar.sync`s (the tile is visible to all
   warps, and every warp has finished reading the slot the next copy overwrites), issues
