@@ -156,8 +156,14 @@ class LinkMemory:
         return which, (which >= 0) & (sectors < self._ends[np.maximum(which, 0)])
 
     def touches(self, sectors: np.ndarray) -> bool:
-        """Whether any of `sectors` lies in a window."""
-        return bool(self.windows) and bool(sectors.size) and bool(self._inside(sectors)[1].any())
+        """Whether any of `sectors` lies in a window (none does when no window meets their
+        range)."""
+        if not self.windows or not sectors.size:
+            return False
+        lo, hi = int(sectors.min()), int(sectors.max())
+        if not ((self._starts <= hi) & (self._ends > lo)).any():
+            return False
+        return bool(self._inside(sectors)[1].any())
 
     def _remote(self, sm_id: int, kind: str, window: LinkWindow, sectors: np.ndarray,
                 now_ps: int, policy: np.ndarray | None) -> int:

@@ -10,12 +10,15 @@ past the window (`RC_YIELD`) the SM is scheduled again at the edge of its next c
 
 `SmQueue` holds that queue as a binary heap in an int64 array (a row per entry: time in
 ps, priority, scheduling order, SM index; each SM is queued at most once) with its counters
-(`ctl`: entries, next scheduling order, the time of the last entry taken, a stop request).
+(`ctl`: entries, next scheduling order, the time of the last entry taken, a stop request,
+a stop key).
 `drive` pops entries and runs their SMs' loops on per-SM typed lists of the state arrays
 (`models.sm_state.SmState`), re-queueing yielding SMs itself, until an SM needs Python:
 a request of its loop (memory the loop cannot serve, wider wgmma groups, no warp can
 issue), its end, a full stall log at a yield, or a stop requested by the caller at the
-next yield. A finished CTA is answered inside (`_turnover`): the dispatcher's next CTA
+next yield, or the stop key (time, priority, order): `drive` takes no entry that comes after
+it (the first event of a SimPy queue the SMs share, `SmDriver.share`).
+A finished CTA is answered inside (`_turnover`): the dispatcher's next CTA
 (`models.cta_dispatch.CtaDispatcher.state`) is launched at once and the hooks of both are
 logged per SM (`SmState.cta_log`, with the stall-log rows before each) for Python to fire
 in order when the SM next returns (`StreamingMultiprocessor.replay_cta_log`); only a full
@@ -40,16 +43,25 @@ concurrent launches) wake the waiting SM's process instead
 in another order, so for cluster launches the two agree closely (within 1 % in
 `tests/test_sm_driver.py`), not bit for bit as for plain CTAs.
 
-Left out: processes other than SMs (a session with other processes uses SimPy). Units: ps
+Beside other SimPy processes (`SmDriver.share`), the SMs' entries take their scheduling order
+from the environment's counter, and the queue's first entry stands in SimPy's queue under its
+own key: when SimPy reaches it, `drive` steps the SMs' entries up to SimPy's next event, as
+SimPy would have stepped their processes in between.
+
+Left out: cluster launches beside other processes (their wake-ups across SMs). Units: ps
 (queue), SM cycles (loops).
 """
 
 from __future__ import annotations
 
+from heapq import heappush
+from itertools import count
+
 import numba as nb
 import numpy as np
 from numba.typed import List
 from simpy.core import NORMAL
+from simpy.events import Event
 
 from models import sm_core as core
 from models import sm_state as st
@@ -59,8 +71,11 @@ from models.sm_core import waits_on_phase, wake_remote
 from models.sm_memory import edge_ps
 from simulator.framework.engine import KHZ_PS_PRODUCT
 
-Q_N, Q_ORDER, Q_NOW, Q_STOP = range(4)
+Q_N, Q_ORDER, Q_NOW, Q_STOP, Q_UNTIL = range(5)
+Q_FIELDS = Q_UNTIL + 3      # the stop key: time, priority, scheduling order
 E_TIME, E_PRIORITY, E_ORDER, E_SM = range(4)
+NO_LIMIT = np.iinfo(np.int64).max
+"""A stop key's field that no entry comes after."""
 NO_SM = -1
 """`drive`'s SM when the queue ran empty."""
 
@@ -71,6 +86,15 @@ def _before(q, i, j):
     for c in range(E_SM):
         if q[i, c] != q[j, c]:
             return q[i, c] < q[j, c]
+    return False
+
+
+@step
+def _past(q, ctl):
+    """The heap's first entry comes after the stop key (`ctl[Q_UNTIL:]`)."""
+    for c in range(E_SM):
+        if q[0, c] != ctl[Q_UNTIL + c]:
+            return q[0, c] > ctl[Q_UNTIL + c]
     return False
 
 
@@ -237,8 +261,9 @@ def drive(q, ctl, sm, quantum_ps, freq_khz, ev_pc, ev_kind, ev_detail, ev_slot, 
           slot_events, ph, ev_sstart, sectors, memory, disp, offsets, wis, wrs, wms, wgs, sis,
           ufs, sws, cis, cas, lps, stalls, stall_logs, cta_logs, logs):
     """Run SM `sm`'s loop on (or, with `NO_SM`, the queue's first entry's), then the
-    queue's, until one needs Python: (`RC_*`, SM), or (`RC_END`, `NO_SM`) when the queue
-    is empty (module docstring). An SM whose warps all wait for mbarrier phases parks
+    queue's, until one needs Python: (`RC_*`, SM), (`RC_END`, `NO_SM`) when the queue
+    is empty, or (`RC_YIELD`, `NO_SM`) when its first entry comes after the stop key
+    `ctl[Q_UNTIL:]` (module docstring). An SM whose warps all wait for mbarrier phases parks
     (`L_PARKED`, not queued) until another SM completes one (`_remote_wakes`); parked SMs
     left when the queue runs empty are stuck (`RC_STUCK`)."""
     while True:
@@ -248,6 +273,8 @@ def drive(q, ctl, sm, quantum_ps, freq_khz, ev_pc, ev_kind, ev_detail, ev_slot, 
                 if parked >= 0:
                     return st.RC_STUCK, parked
                 return st.RC_END, NO_SM
+            if _past(q, ctl):
+                return st.RC_YIELD, NO_SM
             sm = _pop(q, ctl)
             lps[sm][st.L_WINDOW] = (ctl[Q_NOW] + quantum_ps) * freq_khz // KHZ_PS_PRODUCT
         lp = lps[sm]
@@ -280,8 +307,9 @@ class SmQueue:
 
     def __init__(self, n_sms: int, order: int = 0) -> None:
         self.q = np.zeros((max(n_sms, 1), E_SM + 1), np.int64)
-        self.ctl = np.zeros(4, np.int64)
+        self.ctl = np.zeros(Q_FIELDS, np.int64)
         self.ctl[Q_ORDER] = order
+        self.ctl[Q_UNTIL:] = NO_LIMIT
 
     def __len__(self) -> int:
         return int(self.ctl[Q_N])
@@ -401,3 +429,67 @@ class SmDriver:
             memory = first._memory_state()       # the scratch arrays may have grown
             if stop is not None and stop():
                 ctl[Q_STOP] = 1
+
+    def share(self, env, ends: list) -> None:
+        """Step the SMs among the other processes of SimPy environment `env` (module
+        docstring): their entries, queued already with orders from `env`'s counter
+        (`next_order`), are stepped when SimPy reaches them; `ends[i]`, an event, succeeds
+        when SM i ends, as its process would."""
+        self.env, self.ends = env, ends
+        self._stand_in()
+
+    def _stand_in(self) -> None:
+        """The queue's first entry into SimPy's queue under its key, if there is one."""
+        q = self.queue.q
+        if len(self.queue):
+            event = Event(self.env)
+            event._ok, event._value, event.callbacks = True, None, [self._step_shared]
+            heappush(self.env._queue, (int(q[0, E_TIME]), int(q[0, E_PRIORITY]),
+                                       int(q[0, E_ORDER]), event))
+
+    def _step_shared(self, _event) -> None:
+        """SimPy reached the queue's first entry: step every entry before SimPy's next
+        event, then stand in again."""
+        env, sms, q, ctl = self.env, self.sms, self.queue.q, self.queue.ctl
+        first = sms[0]
+        kernel, lists = first.kernel, self.lists
+        kernel_args = (kernel.ev_pc, kernel.ev_kind, kernel.ev_detail, kernel.ev_slot,
+                       kernel.pcs, kernel.regs, kernel.slot_events, first.phases.table,
+                       kernel.ev_sstart, kernel.ev_sectors)
+        state_args = tuple(lists[name] for name in (*_FIELDS, "log"))
+        quantum_ps, freq_khz = first.quantum_ps, first.clock.freq_khz
+        memory = first._memory_state()
+        disp = first.dispatcher.state
+        sm = NO_SM
+        while True:
+            ctl[Q_UNTIL:] = env._queue[0][:3] if env._queue else (NO_LIMIT,) * 3
+            ctl[Q_ORDER] = next_order(env)
+            rc, sm = drive(q, ctl, sm, quantum_ps, freq_khz, *kernel_args, memory, disp,
+                           kernel.offsets, *state_args)
+            env._eid = count(int(ctl[Q_ORDER]))
+            env._now = int(ctl[Q_NOW])
+            if sm == NO_SM:
+                self.replay_logs()
+                break
+            unit = sms[sm]
+            unit.replay_cta_log()
+            if rc == st.RC_YIELD or rc == st.RC_END:    # the SM's step ended
+                if rc == st.RC_YIELD:
+                    unit.yielding()
+                else:
+                    unit.end()
+                    self.ends[sm].succeed()
+                sm = NO_SM
+                continue
+            unit.answer(rc)
+            unit.listen()
+            self._refresh(sm)
+            memory = first._memory_state()
+        self._stand_in()
+
+
+def next_order(env) -> int:
+    """The scheduling order (`eid`) SimPy environment `env` gives its next event."""
+    order = next(env._eid)
+    env._eid = count(order)
+    return order

@@ -279,3 +279,62 @@ def test_progress_counts_a_fused_run_as_the_instructions_it_stands_for():
     assert fused.fused_events.size > 0
     assert fused.image.offsets[-1] < plain.image.offsets[-1]
     assert (fused.instructions_before(fused.image.offsets) == plain.image.offsets).all()
+
+
+def test_the_compiled_driver_steps_a_launch_as_its_simpy_processes(small_pair, monkeypatch):
+    """The SMs of a launch on the cached memory, in no clusters, step in the compiled driver
+    (`models.sm_driver.SmDriver.share`), alone or beside a collective's SimPy processes, to
+    the end or to a stop: the same cycles, progress, stats and timeline as their SimPy
+    processes, bit for bit, and so the same pair measurements."""
+    import simulator.runner.concurrent as concurrent
+    from simulator.framework.engine import Clock
+    from simulator.runner.contention import measure_pair
+
+    cfg, gemm, dispatch = small_pair
+    add = build_op("residual-add", cfg, rows=2048, cols=1024, inputs=2).launches[0]
+    plain = build_op("gemm", cfg, m=512, n=1024, k=1024, dtype="bf16",
+                     rule="last_wave").launches[0]
+    prepared = [concurrent.prepare_launch(launch, 0, cfg) for launch in (plain, add)]
+    assert not any(p.clustered for p in prepared)
+    assert concurrent.prepare_launch(gemm, 0, cfg).clustered     # SimPy for it (test_sm_driver)
+    comm = concurrent.prepare_launch(dispatch, 1, cfg)
+    clock = Clock(cfg.chip.clock_ghz)
+    compiled = []
+    chosen = concurrent._compiled
+
+    def spy(run, runs):               # beside the collective too (`_compiled` does not)
+        compiled.append(chosen(run, [run]))
+        return compiled[-1]
+
+    def runs():
+        out = []
+        for p in prepared:
+            whole = simulate_concurrent([p], cfg)
+            out.append(whole)
+            for share in (0.1, 0.37, 0.8):      # stops at an SM cycle's edge, as measure_pair's
+                stop = clock.cycles_to_ps(int(whole.cycles * share)) / 1e6
+                out.append(simulate_concurrent([p], cfg, until_us=stop))
+            out.append(simulate_concurrent([p], cfg, until_us=whole.time_us * 0.55))
+            out.append(simulate_concurrent([p, comm], cfg))
+            out.append(simulate_concurrent([p, comm], cfg, stop_at="first"))
+            out.append(simulate_concurrent([p, comm], cfg, until_us=whole.time_us * 0.3))
+        window = out[0].time_us / 3
+        return out, [measure_pair(gemm, dispatch, cfg), measure_pair(add, dispatch, cfg),
+                     measure_pair(gemm, dispatch, cfg, window_us=window),
+                     measure_pair(add, dispatch, cfg, window_us=window)]
+
+    monkeypatch.setattr(concurrent, "_compiled", spy)
+    ours, our_pairs = runs()
+    assert compiled.count(True) == 2 * 8 + 4    # the runs above; the residual add's in pairs
+    assert not chosen(concurrent._Run.__new__(concurrent._Run), [None, None])
+    monkeypatch.setattr(concurrent, "_compiled", lambda run, runs: False)
+    ref, ref_pairs = runs()
+    assert our_pairs == ref_pairs
+    assert any(0.0 < p < 1.0 for r in ours for p in r.progress.values())
+    for a, b in zip(ours, ref, strict=True):
+        assert (a.cycles, a.time_us, a.progress) == (b.cycles, b.time_us, b.progress)
+        for name, result in a.kernels.items():
+            other = b.kernels[name]
+            assert result.cycles == other.cycles
+            pd.testing.assert_frame_equal(result.stats, other.stats)
+            pd.testing.assert_frame_equal(result.timeline, other.timeline)

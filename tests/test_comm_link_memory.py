@@ -69,3 +69,14 @@ def test_overlapping_windows_are_refused():
                                                   LinkWindow(2048, 8192, "network")))
     with pytest.raises(ValueError, match="accepted: nvlink, network"):
         LinkWindow(0, 4096, "pcie")
+
+
+def test_touches_tells_whether_any_sector_lies_in_a_window():
+    """Sectors below, above and between the windows touch none; one inside touches."""
+    _, mem = _memory()
+    below, above = _sectors(0, 4096), _sectors(BASE + 8 * SIZE, 4096)
+    between = _sectors(BASE + SIZE + 4096, SIZE - 4096)       # the gap before the network one
+    assert not mem.touches(below) and not mem.touches(above) and not mem.touches(between)
+    assert not mem.touches(np.concatenate([below, between, above]))
+    assert not mem.touches(np.zeros(0, np.int64))
+    assert mem.touches(np.concatenate([below, _sectors(BASE + 2 * SIZE + 64, 32), above]))

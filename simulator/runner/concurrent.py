@@ -28,7 +28,11 @@ Stats: `ConcurrentResult.kernels[name]` is a `KernelResult` per launch: its cycl
 when its last SM finished (all start at cycle 0), its stats table (kernel = the entry, as
 `simulate_kernel` names it) holds its SMs' counters and the memory requests its SMs issued
 (split by `sm_id`), plus the link counters for the launch that owns link windows.
-A single launch gives exactly `simulate_kernel`'s figures (tested).
+A single launch gives exactly `simulate_kernel`'s figures (tested). The SMs of a launch alone
+that serve their requests inside their loop (the cached memory) and run no clusters are
+stepped by the compiled driver (`models.sm_driver.SmDriver.share`) in SimPy's order of
+events, to the end or to a stop: the same figures and progress as their SimPy processes
+(tested, also beside a collective's processes, where `_compiled` does not choose it).
 
 Ending early: `stop_at="first"` ends the run when the first launch ends, `until_us` at a
 time; `ConcurrentResult.progress` gives each launch's share of its trace's warp
@@ -46,17 +50,21 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field, replace
+from itertools import count
 from typing import Any
 
 import numpy as np
+from simpy.core import URGENT
 
 import isa
+from isa.cluster import cluster_shape
 from isa.launch import dim3
 from models.cached_memory import CachedMemoryTracer
 from models.cta_dispatch import CtaDispatcher, estimate_registers, occupancy
 from models.kernel_image import KernelImage
 from models.link_memory import LinkMemory
 from models.sm import DEFAULT_QUANTUM_CYCLES, StreamingMultiprocessor
+from models.sm_driver import Q_ORDER, SmDriver, SmQueue, next_order
 from models.sm_state import W_END, W_POS, W_USED, PhaseTable
 from models.sm_tracer import MemoryTracer, SmTracer
 from models.timeline_tracer import TimelineTracer
@@ -116,6 +124,7 @@ class _Prepared:
     """The trace's events that stand for a run of several instructions (`Replay.recorder`),
     ascending, and the instructions they add beyond one each, summed (0 first): what
     `instructions_before` counts."""
+    clustered: bool = False   # its CTAs run in clusters of several (phases across SMs)
 
     def instructions_before(self, events):
         """Warp instructions of the trace's events before event index (or indices)
@@ -187,7 +196,8 @@ def prepare_launch(launch, index: int, config, policy: str | None = None) -> _Pr
     return _Prepared(launch.name, launch.entry, role, image, occ, run.warp_instr,
                      run.thread_instr, windows, dict(getattr(launch, "overrides", {})),
                      config_key(config), policy, fused,
-                     np.concatenate([[0], np.cumsum(counts[fused] - 1)]).astype(np.int64))
+                     np.concatenate([[0], np.cumsum(counts[fused] - 1)]).astype(np.int64),
+                     cluster_shape(program, grid)[0] != (1, 1, 1))
 
 
 def config_key(config) -> str:
@@ -271,7 +281,7 @@ def simulate_concurrent(launches, config=None, *, memory=None, policy: str | Non
         if run.prepared.windows:
             system.memory.attach_tracers(run.sheet)
     for run in runs:
-        run.start()
+        run.start(_compiled(run, runs))
     _run_until(system, runs, stop_at, until_us)
     stop_cycle = system.clock.ps_to_cycles(system.env.now)
     progress = {run.prepared.name: run.progress() for run in runs}
@@ -297,6 +307,15 @@ def _memory_of(prepared: _Prepared, memory):
             or memory.touches(prepared.image.trace.sectors)):
         return memory
     return memory.inner
+
+
+def _compiled(run: _Run, runs: list[_Run]) -> bool:
+    """Whether `run`'s SMs step in the compiled driver (`_Run.start`): it runs alone, its
+    SMs serve their requests inside their loop (the cached memory) and its CTAs run in no
+    clusters. Beside a collective the driver gives the same figures but saves no time (its
+    SMs' work in the loop, and the collective's requests in Python, are what the run
+    costs: docs/performance.md), so their SimPy processes step them there."""
+    return len(runs) == 1 and run.sms[0].inline is not None and not run.prepared.clustered
 
 
 STOP_AT = ("last", "first")
@@ -362,10 +381,26 @@ class _Run:
         self.system = system
         self.procs: list = []
 
-    def start(self) -> None:
+    def start(self, compiled: bool = False) -> None:
+        """Hand out the first CTAs and start the SMs holding one: as SimPy processes, or,
+        `compiled` (`_compiled`), as entries of a compiled driver's queue among the
+        environment's events (`models.sm_driver.SmDriver.share`: the same order of events,
+        so the same figures); `procs` are the processes or the events that stand for their
+        ends."""
         self.dispatcher.initial_fill(self.sms, self.prepared.occ.ctas_per_sm)
-        self.procs = [self.system.env.process(sm.process()) for sm in self.sms
-                      if sm.resident]
+        env = self.system.env
+        if not compiled:
+            self.procs = [env.process(sm.process()) for sm in self.sms if sm.resident]
+            return
+        queue = SmQueue(len(self.sms), next_order(env))
+        ends = [None] * len(self.sms)
+        for i, sm in enumerate(self.sms):
+            if sm.resident:
+                queue.push(env.now, URGENT, i)      # SimPy's start-up of its process
+                ends[i] = env.event()
+        env._eid = count(int(queue.ctl[Q_ORDER]))
+        self.procs = [end for end in ends if end is not None]
+        SmDriver(self.sms, queue).share(env, ends)
 
     def progress(self) -> float:
         """Share of the trace's warp instructions issued: those of CTAs not yet handed out
