@@ -27,6 +27,9 @@ def test_h800_slices_by_four_keeping_sets_per_slice_and_channel_bandwidth():
         assert cut.hbm.stacks * cut.hbm.channels_per_stack * f == \
             H800.hbm.stacks * H800.hbm.channels_per_stack
         assert cut.hbm.channel_bandwidth_gbps == H800.hbm.channel_bandwidth_gbps
+        assert H800.noc.read_return_gbps > 0
+        assert cut.noc.read_return_gbps * f == pytest.approx(H800.noc.read_return_gbps)
+        assert cut.noc.port_bandwidth_bytes_per_clk == H800.noc.port_bandwidth_bytes_per_clk
 
 
 @pytest.mark.parametrize("overrides, factors, factor", [

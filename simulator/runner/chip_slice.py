@@ -9,7 +9,8 @@ same instructions in every CTA with addresses that move with the CTA index
 memory system they share is built of identical units: L2 slices (each with its sets, ways and
 bandwidth), HBM channels, one NoC port per SM. A slice of the chip with 1/f of each unit
 (`sliced_config`: SMs, reserved communication SMs, L2 slices and capacity at the same sets
-per slice, HBM channels per stack, L3 slices and capacity when enabled) runs ceil(n/f) of
+per slice, HBM channels per stack, L3 slices and capacity when enabled, 1/f of the
+crossbar's read return) runs ceil(n/f) of
 the grid's n CTAs with the same per-unit loads, in the same waves (W/f CTAs each), so in
 the time the whole chip runs the whole grid. `simulator.runner.sampling` times all of the first
 ceil(n/f) CTAs of such a kernel on the slice, from a cold system (f = the first of
@@ -99,11 +100,14 @@ def slice_factor(config) -> int:
 
 
 def sliced_config(config, f: int):
-    """`config` with 1/f of the SMs, L2 slices and capacity, HBM channels and L3 slices."""
+    """`config` with 1/f of the SMs, L2 slices and capacity, HBM channels, L3 slices and the
+    crossbar's read return (`noc.read_return_gbps`, shared by all SMs)."""
     sm, l2, hbm, l3 = config.sm, config.l2, config.hbm, config.l3
     overrides = {"sm.count": sm.count // f, "sm.comm_count": sm.comm_count // f,
                  "l2.slices": l2.slices // f, "l2.size_bytes": l2.size_bytes // f,
                  "hbm.row_map_channels": hbm.row_channels}
+    if config.noc.read_return_gbps > 0:
+        overrides["noc.read_return_gbps"] = config.noc.read_return_gbps / f
     if hbm.channels_per_stack % f == 0:
         overrides["hbm.channels_per_stack"] = hbm.channels_per_stack // f
     else:
