@@ -386,6 +386,18 @@ class SmDriver:
         for sm in self.sms:
             sm.replay_cta_log()
 
+    def _drive_args(self):
+        """What every `drive` call of this replay passes: the kernel, its event tables, the
+        SMs' state lists, the quantum, the clock and the dispatcher's state."""
+        first = self.sms[0]
+        kernel = first.kernel
+        kernel_args = (kernel.ev_pc, kernel.ev_kind, kernel.ev_detail, kernel.ev_slot,
+                       kernel.pcs, kernel.regs, kernel.slot_events, first.phases.table,
+                       kernel.ev_sstart, kernel.ev_sectors)
+        state_args = tuple(self.lists[name] for name in (*_FIELDS, "log"))
+        return (kernel, kernel_args, state_args, first.quantum_ps, first.clock.freq_khz,
+                first.dispatcher.state)
+
     def run(self, env, stop=None) -> bool:
         """Step until the queue is empty (False) or, with `stop` (a callable), until the
         first event boundary with entries left at which `stop()` holds (True). Only an
@@ -393,14 +405,8 @@ class SmDriver:
         had one."""
         sms, q, ctl = self.sms, self.queue.q, self.queue.ctl
         first = sms[0]
-        kernel, lists = first.kernel, self.lists
-        kernel_args = (kernel.ev_pc, kernel.ev_kind, kernel.ev_detail, kernel.ev_slot,
-                       kernel.pcs, kernel.regs, kernel.slot_events, first.phases.table,
-                       kernel.ev_sstart, kernel.ev_sectors)
-        state_args = tuple(lists[name] for name in (*_FIELDS, "log"))
-        quantum_ps, freq_khz = first.quantum_ps, first.clock.freq_khz
+        kernel, kernel_args, state_args, quantum_ps, freq_khz, disp = self._drive_args()
         memory = first._memory_state()
-        disp = first.dispatcher.state
         sm = NO_SM
         while True:
             rc, sm = drive(q, ctl, sm, quantum_ps, freq_khz, *kernel_args, memory, disp,
@@ -452,14 +458,8 @@ class SmDriver:
         event, then stand in again."""
         env, sms, q, ctl = self.env, self.sms, self.queue.q, self.queue.ctl
         first = sms[0]
-        kernel, lists = first.kernel, self.lists
-        kernel_args = (kernel.ev_pc, kernel.ev_kind, kernel.ev_detail, kernel.ev_slot,
-                       kernel.pcs, kernel.regs, kernel.slot_events, first.phases.table,
-                       kernel.ev_sstart, kernel.ev_sectors)
-        state_args = tuple(lists[name] for name in (*_FIELDS, "log"))
-        quantum_ps, freq_khz = first.quantum_ps, first.clock.freq_khz
+        kernel, kernel_args, state_args, quantum_ps, freq_khz, disp = self._drive_args()
         memory = first._memory_state()
-        disp = first.dispatcher.state
         sm = NO_SM
         while True:
             ctl[Q_UNTIL:] = env._queue[0][:3] if env._queue else (NO_LIMIT,) * 3

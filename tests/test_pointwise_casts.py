@@ -13,9 +13,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import isa
 import models
 from isa.errors import InputError
+from tests.test_pointwise_ops import run, strided
 from workloads.kernels.case import KERNEL_DIR
 from workloads.ops import build_op, simulate_op
 from workloads.traces.operators import kernel_cast
@@ -23,19 +23,6 @@ from workloads.traces.operators import kernel_cast
 CONFIG = models.load_preset("h100_sxm")
 BF16 = ml_dtypes.bfloat16
 CAST_PTX = KERNEL_DIR / "aten" / "torch_elementwise_cast"
-
-
-def run(plan):
-    """Run the plan's single launch functionally; its arguments hold the result."""
-    (launch,) = plan.launches
-    isa.run_kernel(launch.ptx, launch.entry, launch.grid, launch.block, list(launch.args))
-    return launch
-
-
-def strided(buffer, shape, strides):
-    """The view of `buffer` a kernel walks with element `strides`."""
-    step = buffer.dtype.itemsize
-    return np.lib.stride_tricks.as_strided(buffer, shape, [s * step for s in strides])
 
 
 def test_generic_bf16_to_f32_copy_of_a_row_slice_is_exact():
