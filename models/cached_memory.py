@@ -139,6 +139,7 @@ from models.cached_memory_kernel import serve_request
 from models.cached_memory_layout import l2_set_of_line, l2_slice_of_line
 from models.hbm import hbm_fixed_latency_ps
 from models.l2 import l2_slice_latency_cycles
+from models.link_memory_kernel import no_links
 from models.sm_memory import LOG_COUNTS, LOG_DONE, LOG_ISSUE, LOG_KIND
 from simulator.framework.engine import Clock
 from simulator.framework.hooks import Hooks
@@ -186,7 +187,7 @@ def _tags(units: int, size_bytes: int, line_bytes: int, sector_bytes: int, ways:
 NO_INLINE_MEMORY = (np.zeros(k.N_PARAMS, np.int64), *(tuple(level) for level in zip(
     *(_tags(1, 0, 32, 32, 1) for _ in range(3)), strict=True)), np.zeros(1, np.int64),
     np.zeros((1, 1, 2), np.int64), np.zeros(1, np.int64), np.zeros(k.N_COUNTS, np.int64),
-    np.ones(1, np.bool_), np.zeros(1, np.int64))
+    *no_links(), np.ones(1, np.bool_), np.zeros(1, np.int64))
 """What SMs in front of another memory pass for `CachedMemory.inline_state` (same types,
 never used: their `L_INLINE` is off)."""
 
@@ -353,12 +354,13 @@ class CachedMemory:
     def inline_state(self, max_sectors: int = 0) -> tuple:
         """The arrays `serve_scratch` works on (with scratch room for requests of up to
         `max_sectors`), for SMs that serve their requests inside the compiled loop
-        (`models.sm_memory`). SMs read it again before each call of the loop, as a larger
-        request elsewhere may have replaced the scratch arrays."""
+        (`models.sm_memory`), with empty link tables (`models.link_memory_kernel.no_links`;
+        `LinkMemory.inline_state` fills them). SMs read it again before each call of the
+        loop, as a larger request elsewhere may have replaced the scratch arrays."""
         if self.inline is None or self.inline[-1].size < max_sectors:
             size = max(max_sectors, _SCRATCH_SECTORS)
             self.inline = (self.params, self.meta, self.flags, self.free_fs, self.banks,
-                           self.lru, self.counts, np.ones(size, np.bool_),
+                           self.lru, self.counts, *no_links(size), np.ones(size, np.bool_),
                            np.zeros(size, np.int64))
         return self.inline
 

@@ -24,10 +24,16 @@ the traffic uneven).
 * Data load from a window (a remote read): a request leaves after the queued egress, the
   data comes back over the ingress: two latencies plus the bytes.
 
+SMs in front of a `LinkMemory` around the cached memory serve these rules inside their
+compiled loop (`inline_state`: the inner memory's arrays with the windows and the links'
+pipes as tables, `models.link_memory_kernel`), with the same results; `LinkPipes` keeps its
+pipes in the same table, so requests answered here and in the loop share them.
+
 Each link fires `LINK_SEND` (size_bytes, start_ps, end_ps) on its own `Hooks`
 (`link.nvlink`, `link.network`), so `simulator.framework.stats.LinkTracer`
 reports bytes, messages and
-busy time per link (`attach_tracers`).
+busy time per link (`attach_tracers`); sends made inside the loop reach them from the SMs'
+request logs (`fire_batch`).
 
 Left out: per-peer links and NVSwitch contention (all NVLink traffic of a GPU shares one
 pipe per direction: the switch is non-blocking), packet headers beyond the per-message
@@ -41,8 +47,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from models import link_memory_kernel as lk
 from models.flat_memory import LOAD_KINDS, SECTOR_BYTES, BandwidthPipe
 from models.memory_system import MEMORY_MODELS
+from models.sm_memory import LOG_COUNTS, LOG_DONE, LOG_ISSUE, LOG_KIND
 from simulator.framework.hooks import LINK_SEND, Hooks
 from simulator.framework.stats import LinkTracer
 
@@ -68,32 +76,47 @@ class LinkWindow:
 
 
 class LinkPipes:
-    """Egress and ingress pipe, latency and per-message cost of one link of rank 0."""
+    """Egress and ingress pipe, latency and per-message cost of one link of rank 0, kept in
+    `row` (a row of the `links` array of `models.link_memory_kernel`, which the compiled
+    loop books too); the pipes behave as `models.flat_memory.BandwidthPipe`s."""
 
-    def __init__(self, name: str, gbps: float, latency_ns: float, overhead_ns: float) -> None:
+    def __init__(self, name: str, gbps: float, latency_ns: float, overhead_ns: float,
+                 row: np.ndarray) -> None:
         self.name = name
-        self.egress = BandwidthPipe(gbps * 1e9)
-        self.ingress = BandwidthPipe(gbps * 1e9)
-        self.latency_ps = round(latency_ns * 1000)
-        self.overhead_bytes = round(overhead_ns * gbps)     # ns x GB/s = bytes of pipe time
+        self.row = row
+        row[lk.L_EGRESS_FS] = row[lk.L_INGRESS_FS] = 0
+        row[lk.L_FS_PER_BYTE] = BandwidthPipe(gbps * 1e9).fs_per_byte
+        row[lk.L_LATENCY_PS] = round(latency_ns * 1000)
+        row[lk.L_OVERHEAD_BYTES] = round(overhead_ns * gbps)   # ns x GB/s = bytes of pipe time
         self.hooks = Hooks(f"link.{name}")
+
+    @property
+    def latency_ps(self) -> int:
+        return int(self.row[lk.L_LATENCY_PS])
+
+    def _reserve(self, col: int, now_ps: int, size_bytes: int) -> int:
+        row = self.row
+        start = max(now_ps * 1000, int(row[col]))
+        row[col] = start + size_bytes * int(row[lk.L_FS_PER_BYTE])
+        return -(-int(row[col]) // 1000)
 
     def send(self, now_ps: int, size_bytes: int, message: bool = False) -> int:
         """Queue `size_bytes` (plus the per-message cost for a `message`) on the egress;
         return when the last byte has landed."""
-        start = max(now_ps, -(-self.egress.free_fs // 1000))
-        left = self.egress.reserve(now_ps, size_bytes + (self.overhead_bytes if message else 0))
+        start = max(now_ps, -(-int(self.row[lk.L_EGRESS_FS]) // 1000))
+        extra = int(self.row[lk.L_OVERHEAD_BYTES]) if message else 0
+        left = self._reserve(lk.L_EGRESS_FS, now_ps, size_bytes + extra)
         if self.hooks.listening:
             self.hooks.fire(LINK_SEND, size_bytes=size_bytes, start_ps=start, end_ps=left)
         return left + self.latency_ps
 
     def receive(self, now_ps: int, size_bytes: int) -> int:
         """Queue `size_bytes` arriving on the ingress; return when they are in."""
-        return self.ingress.reserve(now_ps, size_bytes)
+        return self._reserve(lk.L_INGRESS_FS, now_ps, size_bytes)
 
     def drained(self, now_ps: int) -> int:
         """When everything queued so far on both directions has landed."""
-        last = max(self.egress.free_fs, self.ingress.free_fs)
+        last = max(int(self.row[lk.L_EGRESS_FS]), int(self.row[lk.L_INGRESS_FS]))
         return max(now_ps, -(-last // 1000)) + self.latency_ps
 
 
@@ -108,20 +131,72 @@ class LinkMemory:
         for a, b in zip(self.windows, self.windows[1:], strict=False):
             if b.start < a.end:
                 raise ValueError(f"link windows overlap at {b.start:#x}")
+        self.links = np.zeros((len(lk.LINK_ROWS), lk.L_FIELDS), np.int64)
+        rows = {name: self.links[i] for i, name in enumerate(lk.LINK_ROWS)}
         self.pipes = {
             "nvlink": LinkPipes("nvlink", links.nvlink_achieved_gbps, links.nvlink_latency_ns,
-                                links.nvlink_message_overhead_ns),
+                                links.nvlink_message_overhead_ns, rows["nvlink"]),
             "network": LinkPipes("network", links.network_pipe_gbps, links.network_latency_ns,
-                                 links.network_message_overhead_ns),
+                                 links.network_message_overhead_ns, rows["network"]),
         }
         self._starts = np.array([w.start // SECTOR_BYTES for w in self.windows], np.int64)
         self._ends = np.array([-(-w.end // SECTOR_BYTES) for w in self.windows], np.int64)
+        table = np.zeros((len(self.windows), lk.W_FIELDS), np.int64)
+        for i, w in enumerate(self.windows):
+            table[i, lk.W_START], table[i, lk.W_END] = self._starts[i], self._ends[i]
+            table[i, lk.W_LINK] = lk.LINK_ROWS.index(w.link)
+            table[i, lk.W_SIGNAL] = w.signal
+            if w.mirror_start is not None:
+                table[i, lk.W_MIRROR] = 1
+                table[i, lk.W_MIRROR_OFFSET] = (w.mirror_start // SECTOR_BYTES
+                                                - w.start // SECTOR_BYTES)
+        self._table = table
+        self._scales = np.array([w.ingress_scale for w in self.windows], np.float64)
+        self._inline: tuple | None = None
+        self._inner_inline: tuple | None = None
+        if getattr(inner, "inline_state", None) is None:
+            self.inline_state = None          # SMs in front of it answer in Python
 
     @classmethod
     def factory(cls, windows, inner: str = "cached") -> LinkMemoryFactory:
         """A `build_system` memory factory: `(config, n_sms, carveout) -> LinkMemory`; its
         `windows` stay readable (`simulator.runner.concurrent` merges them)."""
         return LinkMemoryFactory(tuple(windows), inner)
+
+    def inline_state(self, max_sectors: int = 0) -> tuple:
+        """The inner cached memory's `inline_state` with this memory's link tables
+        (`models.link_memory_kernel`), for SMs that serve their requests inside the compiled
+        loop: the loop then sends window sectors over the links as `access` does."""
+        inner = self.inner.inline_state(max_sectors)
+        if inner is not self._inner_inline:
+            size = inner[-1].size
+            self._inline = (*inner[:7], self._table, self._scales, self.links,
+                            np.zeros((2, size), np.int64), *inner[-2:])
+            self._inner_inline = inner
+        return self._inline
+
+    @property
+    def listening(self) -> bool:
+        """Whether the inner memory's or a link's hooks listen (SMs then log their requests
+        for `fire_batch`)."""
+        return self.inner.hooks.listening or any(p.hooks.listening
+                                                 for p in self.pipes.values())
+
+    def fire_batch(self, sm_id: int, log: np.ndarray) -> None:
+        """Hand requests served inside SM `sm_id`'s loop to the inner memory's listeners and
+        its link sends (log kind `LINK_LOG_KIND - link row`) to the links' as `LINK_SEND`."""
+        kinds = log[:, LOG_KIND]
+        sends = kinds < 0
+        if not sends.any():
+            self.inner.fire_batch(sm_id, log)
+            return
+        if not sends.all():
+            self.inner.fire_batch(sm_id, log[~sends])
+        for row in log[sends]:
+            hooks = self.pipes[lk.LINK_ROWS[lk.LINK_LOG_KIND - int(row[LOG_KIND])]].hooks
+            if hooks.listening:
+                hooks.fire(LINK_SEND, size_bytes=int(row[LOG_COUNTS]),
+                           start_ps=int(row[LOG_ISSUE]), end_ps=int(row[LOG_DONE]))
 
     def attach_tracers(self, sheet) -> list:
         """A `LinkTracer` on every link's hooks (bytes, transfers, busy ps per link)."""

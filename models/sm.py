@@ -260,7 +260,7 @@ class StreamingMultiprocessor:
             ops = max(int(kernel.ev_slot[e]), 1)
         policy = kernel.pcs[int(kernel.ev_pc[e]), st.P_POLICY:st.P_FIELDS]
         if lp[st.L_INLINE]:                 # the request log was full
-            self._drain_log()
+            self.drain_log()
             return sm_memory.serve_event(kind, tma, cycle, kernel.ev_sectors[s:s + n],
                                          self.inline(max(n, kernel.max_sectors)), lp, self.log,
                                          ops, policy)
@@ -271,8 +271,9 @@ class StreamingMultiprocessor:
             return done
         return self.lsu.issue(cycle, kind, trace.sectors[s:s + n], ops, policy)
 
-    def _drain_log(self) -> None:
-        """Hand the logged requests to the memory's listeners (`models.sm_memory`)."""
+    def drain_log(self) -> None:
+        """Hand the logged requests to the memory's listeners (`models.sm_memory`); a run
+        stopped before the SM ended calls it for the requests served so far."""
         lp = self.state.lp
         n = int(lp[st.L_LOG_N])
         if n:
@@ -431,7 +432,7 @@ class StreamingMultiprocessor:
         """Tell the loop whether hooks listen (the SM's, the memory's)."""
         lp = self.state.lp
         lp[st.L_LISTEN] = self.hooks.listening
-        lp[st.L_MEM_LISTEN] = self.memory.hooks.listening
+        lp[st.L_MEM_LISTEN] = getattr(self.memory, "listening", self.memory.hooks.listening)
 
     def yielding(self) -> None:
         """The loop stopped past its window: drain a full stall log before waiting."""
@@ -452,7 +453,7 @@ class StreamingMultiprocessor:
 
     def end(self) -> None:
         """The loop ended (nothing resident, nothing to dispatch): the logs' rest."""
-        self._drain_log()
+        self.drain_log()
         if self.hooks.listening:
             self._fire_stalls(self.cycle)
         lp = self.state.lp

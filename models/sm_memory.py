@@ -31,12 +31,17 @@ data path or TMA engine (`lsu_window`, `tma_window`, as `LoadStoreUnit.issue` an
 `models.cached_memory_kernel.serve_request` on the memory's arrays, with its instruction's
 cache-policy row (`P_POLICY` columns of the pc table), and returns the completion cycle.
 The order of requests is that of the issues, exactly as when the loop asked Python for each
-one, so results are identical; only the Python round trip per request is gone.
+one, so results are identical; only the Python round trip per request is gone. In front of
+a `models.link_memory.LinkMemory` around the cached memory the same holds: a request's
+sectors in a peer's window go over the link's pipes as `LinkMemory.access` sends them
+(`_request`, `models.link_memory_kernel`), the rest to the cached memory.
 
 What the per-request hook (`CACHED_MEMORY_ACCESS`) carried goes to the SM's request log
 (`LOG_*` columns: memory kind, issue and done ps, then the `COUNT_NAMES` counts); the SM
 hands full logs, and what is left at its end, to the memory's listeners as one
-`CACHED_MEMORY_BATCH` firing (`models.sm`). With no listener nothing is logged. When the
+`CACHED_MEMORY_BATCH` firing (`models.sm`); a link send is a row of kind
+`LINK_LOG_KIND - link` that `LinkMemory.fire_batch` hands to the link's hooks. With no
+listener nothing is logged. When the
 log lacks room for an event's requests (or the memory's scratch arrays for one request)
 `serve_event` returns -1 and the loop asks Python, which drains the log (grows the
 scratch) and calls it again.
@@ -47,8 +52,8 @@ The SM's parameters and bookings live in its loop variables (`models.sm_state`):
 (engine free cycle, bytes per cycle), `L_LOG_N` (rows used), `L_MEM_LISTEN`.
 
 Through Python (`LoadStoreUnit`, `models.tma.TmaEngine`) each request carries its
-instruction's cache-policy row too, so a memory wrapping the cached one (the link windows of
-`models.link_memory`) applies the same policies.
+instruction's cache-policy row too, so a memory wrapping another (the link windows of
+`models.link_memory` around a memory other than the cached one) applies the same policies.
 
 Left out: L1 hits in the flat memory (it keeps no L1 data), cache policies in the flat and
 fixed-latency memories (they have no tag arrays), MSHR limits, write coalescing buffers,
@@ -75,6 +80,20 @@ from models.cached_memory_layout import (
     KIND_STORE,
     N_COUNTS,
     step,
+)
+from models.link_memory_kernel import (
+    L_INGRESS_FS,
+    L_LATENCY_PS,
+    LINK_LOG_KIND,
+    W_LINK,
+    W_MIRROR,
+    W_MIRROR_OFFSET,
+    W_SIGNAL,
+    drained,
+    reserve,
+    round_half_even,
+    send,
+    window_of,
 )
 from models.sm_state import (
     L_FREQ_KHZ,
@@ -150,12 +169,10 @@ def shared_access(cycle, free, degree, latency):
 
 
 @step
-def _request(kind, sectors, at_cycle, mem, lp, log, ops, policy):
-    """One request to the cached memory at cycle `at_cycle` (`ops`: an atomic's lane
-    operations on one address; `policy`: its instruction's cache-policy row); its done
-    cycle."""
-    p, meta, flags, free_fs, banks, lru, counts, need, line_done = mem
-    now_ps = edge_ps(at_cycle, lp[L_FREQ_KHZ])
+def _serve_inner(kind, sectors, now_ps, mem, lp, log, ops, policy):
+    """One request to the cached memory at `now_ps`, logged; its done ps."""
+    p, meta, flags, free_fs, banks, lru, counts = mem[:7]
+    need, line_done = mem[-2], mem[-1]
     done_ps = serve_scratch(kind, lp[L_SM_ID], sectors, now_ps, p, meta, flags, free_fs,
                             banks, lru, counts, need, line_done, ops, policy)
     if lp[L_MEM_LISTEN]:
@@ -166,7 +183,86 @@ def _request(kind, sectors, at_cycle, mem, lp, log, ops, policy):
         for c in range(counts.size):
             log[row, LOG_COUNTS + c] = counts[c]
         lp[L_LOG_N] = row + 1
-    return done_cycle(done_ps, lp[L_FREQ_KHZ])
+    return done_ps
+
+
+@step
+def _log_send(links, row, now_ps, size_bytes, message, lp, log):
+    """A send over link `row` (`models.link_memory_kernel.send`), logged; when it has
+    landed."""
+    start, left = send(links, row, now_ps, size_bytes, message)
+    if lp[L_MEM_LISTEN]:
+        n = lp[L_LOG_N]
+        log[n, :] = 0
+        log[n, LOG_KIND] = LINK_LOG_KIND - row
+        log[n, LOG_ISSUE] = start
+        log[n, LOG_DONE] = left
+        log[n, LOG_COUNTS] = size_bytes
+        lp[L_LOG_N] = n + 1
+    return left + links[row, L_LATENCY_PS]
+
+
+@step
+def _remote(kind, w, part, now_ps, mem, lp, log, policy):
+    """Window `w`'s part of a request (`LinkMemory._remote`); its done ps. Mirrored stores
+    overwrite `part`."""
+    windows, scales, links = mem[7], mem[8], mem[9]
+    row = windows[w, W_LINK]
+    size = part.size * SECTOR_BYTES
+    load = kind == KIND_LOAD or kind == KIND_BULK_LOAD or kind == KIND_LOAD_CG
+    if windows[w, W_SIGNAL]:
+        if load:
+            return drained(links, row, now_ps)
+        return _log_send(links, row, now_ps, size, True, lp, log)
+    if load:
+        request_left = _log_send(links, row, now_ps, 0, False, lp, log)
+        return reserve(links, row, L_INGRESS_FS, request_left, size) + links[row, L_LATENCY_PS]
+    arrived = _log_send(links, row, now_ps, size, False, lp, log)
+    reserve(links, row, L_INGRESS_FS, now_ps, round_half_even(size * scales[w]))
+    if windows[w, W_MIRROR]:
+        offset = windows[w, W_MIRROR_OFFSET]
+        for i in range(part.size):
+            part[i] += offset
+        _serve_inner(KIND_STORE, part, now_ps, mem, lp, log, 1, policy)
+    return arrived
+
+
+@step
+def _request(kind, sectors, at_cycle, mem, lp, log, ops, policy):
+    """One request to the memory at cycle `at_cycle` (`ops`: an atomic's lane operations on
+    one address; `policy`: its instruction's cache-policy row); its done cycle. Sectors in
+    a link window go over the link as `models.link_memory.LinkMemory.access` sends them."""
+    now_ps = edge_ps(at_cycle, lp[L_FREQ_KHZ])
+    windows, scratch = mem[7], mem[10]
+    inside = 0
+    if windows.shape[0]:
+        for i in range(sectors.size):
+            w = window_of(windows, sectors[i])
+            scratch[1, i] = w
+            if w >= 0:
+                inside += 1
+    if inside == 0:
+        return done_cycle(_serve_inner(kind, sectors, now_ps, mem, lp, log, ops, policy),
+                          lp[L_FREQ_KHZ])
+    n = sectors.size
+    part = scratch[0]
+    m = 0
+    for i in range(n):
+        if scratch[1, i] < 0:
+            part[m] = sectors[i]
+            m += 1
+    done = now_ps
+    if m:
+        done = _serve_inner(kind, part[:m], now_ps, mem, lp, log, ops, policy)
+    for w in range(windows.shape[0]):
+        m = 0
+        for i in range(n):
+            if scratch[1, i] == w:
+                part[m] = sectors[i]
+                m += 1
+        if m:
+            done = max(done, _remote(kind, w, part[:m], now_ps, mem, lp, log, policy))
+    return done_cycle(done, lp[L_FREQ_KHZ])
 
 
 @nb.njit(cache=True)
@@ -176,11 +272,12 @@ def serve_event(trace_kind, tma, cycle, sectors, mem, lp, log, ops, policy):
     issued at `cycle` touching `sectors`, under its instruction's cache-policy row `policy`
     (the kernel image's `P_POLICY` columns); -1 when the log lacks room for its requests."""
     n = sectors.size
-    if min(n, CHUNK_SECTORS if tma else n) > mem[-1].size:
+    if min(n, CHUNK_SECTORS if tma else n) > min(mem[-1].size, mem[10].shape[1]):
         return -1                          # the caller grows the scratch arrays
+    rows = 1 + 2 * mem[7].shape[0]         # log rows of a request: local, per window 2
     if tma:
         chunks = -(-n // CHUNK_SECTORS)
-        if lp[L_MEM_LISTEN] and lp[L_LOG_N] + chunks > log.shape[0]:
+        if lp[L_MEM_LISTEN] and lp[L_LOG_N] + chunks * rows > log.shape[0]:
             return -1
         kind = KIND_STORE if trace_kind == KIND_BULK_STORE else KIND_BULK_LOAD
         per = lp[L_TMA_BYTES]
@@ -191,7 +288,7 @@ def serve_event(trace_kind, tma, cycle, sectors, mem, lp, log, ops, policy):
             done = max(done, _request(kind, sectors[first:first + CHUNK_SECTORS], at, mem, lp,
                                       log, 1, policy))
         return done + TMA_EXTRA_LATENCY_CYCLES
-    if lp[L_MEM_LISTEN] and lp[L_LOG_N] >= log.shape[0]:
+    if lp[L_MEM_LISTEN] and lp[L_LOG_N] + rows > log.shape[0]:
         return -1
     start, lp[L_L1_FREE] = lsu_window(cycle, lp[L_L1_FREE], n, lp[L_L1_SECTORS])
     kind = KIND_LOAD

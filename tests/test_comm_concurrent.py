@@ -325,7 +325,9 @@ def test_the_compiled_driver_steps_a_launch_as_its_simpy_processes(small_pair, m
 
     monkeypatch.setattr(concurrent, "_compiled", spy)
     ours, our_pairs = runs()
-    assert compiled.count(True) == 2 * 8 + 4    # the runs above; the residual add's in pairs
+    # the runs above and the residual add's in pairs (20); the collective's runs (14): its
+    # SMs serve the link windows inside their loop (`models.link_memory_kernel`)
+    assert compiled.count(True) == 2 * 8 + 4 + 14
     assert not chosen(concurrent._Run.__new__(concurrent._Run), [None, None])
     monkeypatch.setattr(concurrent, "_compiled", lambda run, runs: False)
     ref, ref_pairs = runs()
@@ -338,3 +340,34 @@ def test_the_compiled_driver_steps_a_launch_as_its_simpy_processes(small_pair, m
             assert result.cycles == other.cycles
             pd.testing.assert_frame_equal(result.stats, other.stats)
             pd.testing.assert_frame_equal(result.timeline, other.timeline)
+
+
+@pytest.mark.parametrize("kind", ["dispatch", "combine"])
+def test_link_windows_served_in_the_loop_as_in_python(small_pair, monkeypatch, kind):
+    """The collective's SMs serve their link windows inside the compiled loop
+    (`models.link_memory_kernel`): the same cycles, stats (link bytes, transfers and busy
+    time included) and timelines as when every request goes through `LinkMemory.access` in
+    Python, alone and beside a compute launch, over NVLink and the network."""
+    from models.link_memory import LinkMemory
+
+    cfg, _, _ = small_pair
+    add = build_op("residual-add", cfg, rows=1024, cols=1024, inputs=2).launches[0]
+    comm = build_op("alltoall", cfg, kind=kind, ranks=16, tokens=64, hidden=2048).launches[0]
+    assert {w.link for w in comm.options["memory"].windows} == {"nvlink", "network"}
+
+    def runs():
+        return [simulate_concurrent([comm], cfg), simulate_concurrent([add, comm], cfg),
+                simulate_concurrent([add, comm], cfg, stop_at="first")]
+
+    ours = runs()
+    monkeypatch.setattr(LinkMemory, "inline_state", None)     # every request through Python
+    ref = runs()
+    for a, b in zip(ours, ref, strict=True):
+        assert (a.cycles, a.time_us, a.progress) == (b.cycles, b.time_us, b.progress)
+        for name, result in a.kernels.items():
+            other = b.kernels[name]
+            assert result.cycles == other.cycles
+            pd.testing.assert_frame_equal(result.stats, other.stats)
+            pd.testing.assert_frame_equal(result.timeline, other.timeline)
+    links = ours[0].kernels[comm.name].stats
+    assert links[links.component.str.startswith("link.")].value.sum() > 0

@@ -16,8 +16,9 @@ shared_bytes, timing_only, regs_per_thread, options, overrides, name). `options[
 whose `options["memory"]` carries link windows (`models.link_memory.LinkMemory.factory`)
 has them routed to the links; the shared memory is then one `LinkMemory` around the inner
 hierarchy (`memory=`, "cached" by default); the SMs of a launch that touches no window
-send their requests to the inner memory, so in front of the cached one they serve them
-inside their compiled loop (same figures, `_memory_of`). `overrides` (e.g.
+send their requests to the inner memory (`_memory_of`, no window lookups); in front of the
+cached one every launch's SMs serve their requests inside their compiled loop, a
+collective's link windows included (`models.link_memory_kernel`; same figures). `overrides` (e.g.
 `sm.comm_count`) apply to the shared config and must agree between launches.
 
 Separate address spaces: every launch is traced with the same allocator, so the launch at
@@ -29,7 +30,7 @@ when its last SM finished (all start at cycle 0), its stats table (kernel = the 
 `simulate_kernel` names it) holds its SMs' counters and the memory requests its SMs issued
 (split by `sm_id`), plus the link counters for the launch that owns link windows.
 A single launch gives exactly `simulate_kernel`'s figures (tested). The SMs of a launch alone
-that serve their requests inside their loop (the cached memory) and run no clusters are
+that serve their requests inside their loop and run no clusters are
 stepped by the compiled driver (`models.sm_driver.SmDriver.share`) in SimPy's order of
 events, to the end or to a stop: the same figures and progress as their SimPy processes
 (tested, also beside a collective's processes, where `_compiled` does not choose it).
@@ -311,10 +312,10 @@ def _memory_of(prepared: _Prepared, memory):
 
 def _compiled(run: _Run, runs: list[_Run]) -> bool:
     """Whether `run`'s SMs step in the compiled driver (`_Run.start`): it runs alone, its
-    SMs serve their requests inside their loop (the cached memory) and its CTAs run in no
-    clusters. Beside a collective the driver gives the same figures but saves no time (its
-    SMs' work in the loop, and the collective's requests in Python, are what the run
-    costs: docs/performance.md), so their SimPy processes step them there."""
+    SMs serve their requests inside their loop (the cached memory, or link windows around
+    it: a collective alone) and its CTAs run in no clusters. Beside another launch the
+    driver would give the same figures, but one driver steps one launch's SMs, so both
+    launches' SimPy processes step them there (docs/performance.md)."""
     return len(runs) == 1 and run.sms[0].inline is not None and not run.prepared.clustered
 
 
@@ -427,6 +428,8 @@ class _Run:
         cycles = (max(sm.finish_cycle for sm in self.sms) if stop_cycle is None
                   else stop_cycle)
         time_us = kernel_us(config, cycles)
+        for sm in self.sms:               # a stopped SM's requests served in its loop
+            sm.drain_log()
         self.sm_tracer.flush()
         self.cache_tracer.flush()
         used = sum(1 for sm in self.sms if sm.finish_cycle > 0)
