@@ -253,3 +253,6 @@ def test_documented_format_example_and_example_files_are_valid_sweeps():
                       "op_gemm_sm_count.toml": 2, "op_rmsnorm_presets.toml": 4,
                       "saxpy_sm_count.toml": 8, "sgemm_l2_random.toml": 6,
                       "step_bert_dualpipe.toml": 2}
+    large = {path.name: len(expand_points(load_sweep_spec(path)))     # valid, not run by tests
+             for path in sorted((folder / "large").glob("*.toml"))}
+    assert large == {"layer_deepseek_comm_l2.toml": 16}
