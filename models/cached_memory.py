@@ -289,6 +289,9 @@ class CachedMemory:
             k.P_RETURN_FS: (_fs_per_byte(config.noc.read_return_gbps * 1e9 / 1024)
                             if config.noc.read_return_gbps > 0 else 0),
             k.P_RETURN_BIN_FS: clock.cycles_to_ps(k.RETURN_BIN_CYCLES) * 1000,
+            k.P_SLICE_MIN_BYTES: (round(l2.slice_bandwidth_bytes_per_clk
+                                        / l2.slice_requests_per_clk)
+                                  if l2.slice_requests_per_clk > 0 else 0),
             k.P_PIPE_RETURN: 2 * n_sms + l2.slices + l3_slices + hbm.channels
             + 2 * l2.slices * k.ATOMIC_ENTRIES,
         }

@@ -126,6 +126,7 @@ from models.cached_memory_layout import (
     P_RETURN_FS,
     P_SECTOR_BYTES,
     P_SLICE_FS,
+    P_SLICE_MIN_BYTES,
     P_SLICE_PS,
     P_SLICES,
     RETURN_BINS,
@@ -148,6 +149,13 @@ def _book(free_fs, pipe, at_ps, size_bytes, fs_per_byte):
     start = max(at_ps * 1000, free_fs[pipe])
     free_fs[pipe] = start + size_bytes * fs_per_byte
     return ceil_ps(start)
+
+
+@step
+def _slice_bytes(p, mask):
+    """Bytes a line request of sectors `mask` holds its slice for: its sectors, at least
+    `P_SLICE_MIN_BYTES` (one tag lookup, `l2.slice_requests_per_clk`)."""
+    return max(popcount(mask) * p[P_SECTOR_BYTES], p[P_SLICE_MIN_BYTES])
 
 
 @step
@@ -448,8 +456,7 @@ def _home_access(p, meta, flags, free_fs, banks, lru, counts, kind, home, line, 
     l2m, l2f = meta[LEVEL_L2], flags[LEVEL_L2]
     s = l2_set_of_line(line, l2m.shape[1])
     quota = p[P_PERSIST_WAYS]
-    t = _book(free_fs, p[P_PIPE_SLICE] + home, at_ps, popcount(mask) * p[P_SECTOR_BYTES],
-              p[P_SLICE_FS])
+    t = _book(free_fs, p[P_PIPE_SLICE] + home, at_ps, _slice_bytes(p, mask), p[P_SLICE_FS])
     if kind == KIND_STORE:
         evicted, evicted_mask = _install(l2m, l2f, lru, home, s, line, mask, t, True, cls,
                                          quota)
@@ -503,8 +510,7 @@ def _maintain(p, meta, flags, free_fs, home, line, mask, at_ps, op, cls):
     home slice is done."""
     l2m, l2f = meta[LEVEL_L2], flags[LEVEL_L2]
     s = l2_set_of_line(line, l2m.shape[1])
-    t = _book(free_fs, p[P_PIPE_SLICE] + home, at_ps, popcount(mask) * p[P_SECTOR_BYTES],
-              p[P_SLICE_FS])
+    t = _book(free_fs, p[P_PIPE_SLICE] + home, at_ps, _slice_bytes(p, mask), p[P_SLICE_FS])
     per = p[P_SLICES] // p[P_PARTITIONS]
     for q in range(p[P_PARTITIONS]):
         c = home if q == home // per else _copy_slice(p, home, q)
@@ -603,8 +609,7 @@ def _l2_access(p, meta, flags, free_fs, banks, lru, counts, kind, sm, line, mask
     # A load of a far-homed line: the copy slice in the SM's own partition first.
     c = _copy_slice(p, home, near)
     s = l2_set_of_line(line, l2m.shape[1])
-    t = _book(free_fs, p[P_PIPE_SLICE] + c, at_ps, popcount(mask) * p[P_SECTOR_BYTES],
-              p[P_SLICE_FS])
+    t = _book(free_fs, p[P_PIPE_SLICE] + c, at_ps, _slice_bytes(p, mask), p[P_SLICE_FS])
     present, ready, way = _present(l2m, l2f, c, s, line, mask)
     missing = mask & ~present
     counts[C_L2_HIT] += popcount(present)

@@ -76,6 +76,10 @@ class L2Spec(SpecMixin):
         "Load-to-use latency of a hit in the far partition, from the SM.", above=0)
     slice_bandwidth_bytes_per_clk: int = spec_field("Bytes one slice returns per clock.",
                                                     above=0)
+    slice_requests_per_clk: float = spec_field(
+        "Line requests one slice's tag stage takes per clock: a request holds the slice for "
+        "its sectors' bytes at slice_bandwidth_bytes_per_clk, and at least 1 / this many "
+        "clocks (0: no limit, the bytes alone).", default=0.0, minimum=0.0)
     same_address_atomic_ns: float = spec_field(
         "Time the home slice holds one address for one lane's atomic read-modify-write: "
         "lanes and warps updating the same address serialize at this rate (0: atomics are "

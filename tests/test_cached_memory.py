@@ -480,3 +480,27 @@ def test_read_return_does_not_queue_an_earlier_request_behind_a_later_one():
         mem.preload_l2(np.concatenate([first, second]), dirty=False)
     late.access(1, "load_cg", second, round(20 * period_ps))
     assert late.access(0, "load_cg", first, 0) == alone.access(0, "load_cg", first, 0)
+
+
+def test_slice_request_rate_holds_a_slice_a_clock_per_line_request():
+    """`l2.slice_requests_per_clk`: a line request holds its slice at least 1 / rate clocks,
+    so many one-sector requests to L2-resident lines finish later than by their bytes alone;
+    whole-line requests (4 sectors, 128 B: 1.44 clocks of an 89 B/clk slice) and the default
+    (0, no limit) are unchanged."""
+
+    def run(rate: float, sectors_per_line: int) -> int:
+        memory = CachedMemory(_config({"l2.slice_requests_per_clk": rate}), 132)
+        lines = np.arange(8192, dtype=np.int64) * (LINE // SECTOR)
+        for first in range(0, lines.size, 32):             # make them resident in the L2
+            memory.access(0, "load_cg", np.sort(np.concatenate(
+                [lines[first:first + 32] + s for s in range(4)])), 0)
+        done = 0
+        for i, line in enumerate(lines.tolist()):          # one request per line, 132 SMs
+            done = max(done, memory.access(i % 132, "load_cg",
+                                           np.arange(line, line + sectors_per_line,
+                                                     dtype=np.int64), IDLE_PS))
+        return done - IDLE_PS
+
+    assert run(1.0, 1) > 1.2 * run(0.0, 1)
+    assert run(1.0, 4) == run(0.0, 4)
+    assert run(0.5, 4) > run(0.0, 4)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import tomllib
 from pathlib import Path
 
 import pandas as pd
@@ -85,7 +86,13 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="config override of the preset")
     args = ap.parse_args(argv)
-    overrides = dict(s.split("=", 1) for s in args.set)
+    overrides = {}
+    for item in args.set:              # values as TOML scalars (a bare word stays a string)
+        key, _, text = item.partition("=")
+        try:
+            overrides[key.strip()] = tomllib.loads(f"v = {text.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            overrides[key.strip()] = text.strip()
     config = models.load_preset(PRESET, overrides) if overrides else models.load_preset(PRESET)
     df = measured()
     if args.only:

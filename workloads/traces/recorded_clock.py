@@ -12,7 +12,8 @@ read between kernels says nothing of the clock under a GEMM), and the L2 slices 
 bytes per second: `l2.slice_bandwidth_bytes_per_clk` is given per SM clock but is the L2's
 own (h100_sxm: 7680 B per L2 cycle at the L2's 1.70 GHz, which stays there while the SM
 clock moves, `workloads/reference/h100/README.md`), so it is scaled by the old over the new
-SM clock (rounded to whole bytes, as the field is). Latencies stay in SM cycles (the H100's
+SM clock (rounded to whole bytes, as the field is), and so are the slices' requests per SM
+clock (`l2.slice_requests_per_clk`, one per L2 cycle). Latencies stay in SM cycles (the H100's
 were measured in cycles of an SM at 1980 MHz, `pointer_chase.csv`).
 
 Left out: other clock domains than the SM's and the L2's (the crossbar's port is an estimate
@@ -68,4 +69,5 @@ def at_sm_clock(config, clock_ghz: float):
     per_clk = config.l2.slice_bandwidth_bytes_per_clk
     return config.with_overrides({
         "chip.clock_ghz": float(clock_ghz),
-        "l2.slice_bandwidth_bytes_per_clk": max(1, round(per_clk * old / clock_ghz))})
+        "l2.slice_bandwidth_bytes_per_clk": max(1, round(per_clk * old / clock_ghz)),
+        "l2.slice_requests_per_clk": config.l2.slice_requests_per_clk * old / clock_ghz})
