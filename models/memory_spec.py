@@ -79,7 +79,8 @@ class L2Spec(SpecMixin):
     slice_requests_per_clk: float = spec_field(
         "Line requests one slice's tag stage takes per clock: a request holds the slice for "
         "its sectors' bytes at slice_bandwidth_bytes_per_clk, and at least 1 / this many "
-        "clocks (0: no limit, the bytes alone).", default=0.0, minimum=0.0)
+        "clocks (0: no limit, the bytes alone; docs/accuracy.md has what 1 does).",
+        default=0.0, minimum=0.0)
     same_address_atomic_ns: float = spec_field(
         "Time the home slice holds one address for one lane's atomic read-modify-write: "
         "lanes and warps updating the same address serialize at this rate (0: atomics are "
