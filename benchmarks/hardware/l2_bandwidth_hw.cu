@@ -11,7 +11,8 @@
 // CTA reads the same `region` bytes, each starting at a different chunk (a GEMM operand panel
 // read by many CTAs). One CTA per SM (the ring takes >= 128 KiB of shared memory).
 // ld_read: 1024 threads per CTA, 16-byte `ld.global.cg` loads over the CTA's region (four in
-// flight per thread).
+// flight per thread). ld_stride: the same loads `stride` bytes apart (below), the L2's rate
+// in line requests of one sector.
 // Each CTA writes its %clock64 cycles; the host times launches of N and 2N iterations with
 // events: bandwidth = delta bytes / delta seconds, SM clock = delta cycles (max over CTAs) /
 // delta seconds, bytes per SM cycle = delta bytes / delta cycles.
@@ -75,6 +76,44 @@ extern "C" __global__ void ld_read(const uint4* __restrict__ src, long long regi
                 asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
                              : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w)
                              : "l"(base + at));
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) cycles[blockIdx.x] = clock64() - t0;
+    if (acc == 0x12345678u) sink[threadIdx.x] = make_uint4(acc, 0, 0, 0);
+}
+
+// ld_stride: as ld_read, but a warp load's lanes are `stride` bytes apart: lane i loads 16
+// bytes at w * 32 * stride + i * stride + o * 16, for o = 0 .. stride / 16 - 1 (so a pass
+// still reads every byte of the CTA's region once, region / 512 warp loads). Stride 16 is
+// ld_read's pattern (4 whole lines a warp load), 32 one sector per lane (8 lines of 4
+// sectors), 64 (16 lines of 2), 128 one sector of each of 32 lines (32 one-sector line
+// requests). The rows measure the L2's rate in line requests: `gb_per_s` counts the 32-byte
+// sectors moved (twice the bytes used from stride 32 on), not the bytes used.
+extern "C" __global__ void ld_stride(const char* __restrict__ src, long long region,
+                                     int stride, int iters, long long* __restrict__ cycles,
+                                     uint4* __restrict__ sink) {
+    const char* base = src + blockIdx.x * region;
+    long long loads = region / 512;                  // warp loads a pass
+    int phases = stride / 16;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
+    uint32_t acc = 0;
+    long long t0 = clock64();
+    for (int i = 0; i < iters; ++i) {
+        for (long long j = warp; j < loads; j += 4 * nwarps) {
+            uint4 v[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                long long at = j + u * nwarps;
+                if (at >= loads) at = j;
+                const char* p = base + (at / phases) * 32ll * stride
+                                + static_cast<long long>(lane) * stride + (at % phases) * 16;
+                asm volatile("ld.global.cg.v4.u32 {%0,%1,%2,%3}, [%4];"
+                             : "=r"(v[u].x), "=r"(v[u].y), "=r"(v[u].z), "=r"(v[u].w)
+                             : "l"(p));
             }
 #pragma unroll
             for (int u = 0; u < 4; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
@@ -154,5 +193,17 @@ int main() {
         row("ld_cg", "distinct", ctas, 16, 0, region, static_cast<double>(ctas) * region * it,
             t1, t2);
     }
+    for (int stride : {16, 32, 64, 128})               // chunk_bytes column = the stride
+        for (int ctas : {1, 33, 132}) {
+            Timed t1, t2;
+            int it = 200;
+            auto go = [&](int k) { ld_stride<<<ctas, 1024>>>(src, region, stride, k, cyc,
+                                                              sink); };
+            if (timed([&] { go(it); }, cyc, ctas, &t1)) return 1;
+            if (timed([&] { go(2 * it); }, cyc, ctas, &t2)) return 1;
+            long long sectors = (region / 512) * (stride >= 32 ? 32 : 16);   // a pass
+            row("ld_stride", "distinct", ctas, stride, 0, region,
+                static_cast<double>(ctas) * sectors * 32 * it, t1, t2);
+        }
     return 0;
 }

@@ -15,6 +15,8 @@ Bytes per SM cycle come from launches of N and 2N passes, as the hardware run co
 
     python benchmarks/hardware/l2_ld_sim.py [--model h100_sxm] [--rows ld_cg:1 ld_cg:132 ...]
         [--set KEY=VALUE ...]
+    python benchmarks/hardware/l2_ld_sim.py --rows ld_stride128:132 ld_stride16:132
+        [--set l2.slice_requests_per_clk=1]
 
 Declared split of the L2 bandwidth calibration (written before any parameter was fitted
 to these rows; issue 42). The mechanism fitted: each SM's crossbar port
@@ -33,6 +35,13 @@ own clock, not the SM's).
   c17's L2 read rate (6.16 M sectors in 34.0 us, 5.8 TB/s) and the same-program GEMM and
   attention splits of `workloads.calibration.template_*_accuracy`, which stay as declared
   there. The cuBLAS rows of `gemm_ncu_l2.csv` are not used: other programs than ours.
+
+Declared before they were measured: the `ld_stride` rows (`ld_stride<S>:<ctas>`, S = 16, 32,
+64, 128 bytes between a warp's lanes, 1, 33 and 132 CTAs; one sector of each of 32 lines a
+warp load at S = 128) are HELD BACK, all of them: they score the slices' request rate
+(`l2.slice_requests_per_clk`, opt-in, docs/accuracy.md), which no row here was fitted to.
+Until `benchmarks/hardware/l2_gemm_run.sh` has measured them on a GPU they print as not
+measured, with the simulated figure.
 """
 
 from __future__ import annotations
@@ -67,6 +76,21 @@ def _ld_cycles(ctas: int, passes: int, config, ptx: str) -> int:
          np.zeros(4096, np.uint32)], config=config, fidelity="full").cycles
 
 
+def _stride_cycles(ctas: int, stride: int, passes: int, config, ptx: str) -> int:
+    import simulator
+
+    src = np.zeros(ctas * REGION, np.uint8)
+    return simulator.simulate_kernel(
+        ptx, "ld_stride", (ctas, 1, 1), (1024, 1, 1),
+        [src, np.int64(REGION), np.int32(stride), np.int32(passes), np.zeros(ctas, np.int64),
+         np.zeros(4096, np.uint32)], config=config, fidelity="full").cycles
+
+
+def stride_sectors(stride: int) -> int:
+    """32-byte sectors one pass of `ld_stride` reads per CTA (as `l2_bandwidth_hw.cu` counts)."""
+    return (REGION // 512) * (32 if stride >= 32 else 16)
+
+
 def _bulk_cycles(ctas: int, mode: int, copies: int, config, ptx: str) -> int:
     import simulator
 
@@ -87,22 +111,30 @@ def simulated_bytes_per_clk(row: str, config) -> float:
     if kernel == "ld_cg":
         c = [_ld_cycles(ctas, p, config, ptx) for p in PASSES]
         return ctas * REGION * (PASSES[1] - PASSES[0]) / (c[1] - c[0])
+    if kernel.startswith("ld_stride"):
+        stride = int(kernel.removeprefix("ld_stride"))
+        c = [_stride_cycles(ctas, stride, p, config, ptx) for p in PASSES]
+        return ctas * stride_sectors(stride) * 32 * (PASSES[1] - PASSES[0]) / (c[1] - c[0])
     mode = {"bulk_distinct": 0, "bulk_shared": 1}[kernel]
     c = [_bulk_cycles(ctas, mode, n, config, ptx) for n in COPIES]
     return ctas * CHUNK * (COPIES[1] - COPIES[0]) / (c[1] - c[0])
 
 
-def measured(row: str) -> pd.Series:
-    """The `l2_bandwidth.csv` row of `row` (16 KiB chunks for the bulk kernel)."""
+def measured(row: str) -> pd.Series | None:
+    """The `l2_bandwidth.csv` row of `row` (16 KiB chunks for the bulk kernel), None when the
+    file has none (`ld_stride` rows before a GPU run)."""
     kernel, ctas = row.split(":")
     ref = pd.read_csv(HERE.parents[1] / "workloads/reference/h100/l2_bandwidth.csv")
     if kernel == "ld_cg":
         pick = ref[(ref.kernel == "ld_cg") & (ref.ctas == int(ctas))]
+    elif kernel.startswith("ld_stride"):
+        pick = ref[(ref.kernel == "ld_stride") & (ref.ctas == int(ctas))
+                   & (ref.chunk_bytes == int(kernel.removeprefix("ld_stride")))]
     else:
         mode = kernel.split("_")[1]
         pick = ref[(ref.kernel == "bulk") & (ref["mode"] == mode) & (ref.ctas == int(ctas))
                    & (ref.chunk_bytes == CHUNK)]
-    return pick.iloc[0]
+    return pick.iloc[0] if len(pick) else None
 
 
 def main(argv=None) -> int:
@@ -126,6 +158,11 @@ def main(argv=None) -> int:
         tbs = sim * config.chip.clock_ghz / 1e3
         r = measured(row)
         split = "FIT " if row in FIT_ROWS else "HELD"
+        if r is None:
+            print(f"{split} {kernel:13s} {int(ctas):3d} CTAs: simulated {sim / int(ctas):6.1f} "
+                  f"B/clk per SM, {tbs:5.2f} TB/s; not measured (needs a GPU: "
+                  "benchmarks/hardware/l2_gemm_run.sh)", flush=True)
+            continue
         print(f"{split} {kernel:13s} {int(ctas):3d} CTAs: simulated {sim / int(ctas):6.1f} B/clk "
               f"per SM, {tbs:5.2f} TB/s; measured {r.bytes_per_sm_clk_per_cta:6.1f} B/clk per SM, "
               f"{r.gb_per_s / 1e3:5.2f} TB/s at {r.sm_clock_mhz:.0f} MHz; "
