@@ -146,8 +146,11 @@ def _footprint(tpl, ctas: np.ndarray) -> tuple[int, int]:
     """(the part's distinct place coordinates over its grid, over `ctas`: its CTAs counted
     from its first, at least one) for `proportional`."""
     gx, gy, gz = tpl.grid
+    in_y = tpl.strides[1] != 0
+    if tpl.y_offsets is not None:
+        in_y = in_y | (tpl.y_offsets != 0).any(axis=0)
     moves = np.stack([(tpl.strides[0] != 0) | (tpl.sectors0 != tpl.sectors0[0]).any(axis=0),
-                      tpl.strides[1] != 0, tpl.strides[2] != 0])
+                      in_y, tpl.strides[2] != 0])
     coords = np.stack([ctas % gx, ctas // gx % gy, ctas // (gx * gy)])
     total = part = 0
     wrapped = (np.zeros(moves.shape[1], np.bool_) if tpl.wrapped is None

@@ -24,6 +24,14 @@ is made from them when they pass every check (`fidelity.trace_synthesis` on):
   or traced alone): each of its places must equal either the plain formula or, wrapped,
   CTA 0's; the traced CTAs must then follow the formula, each place as flagged.
 
+* a period Q in y (2, 4, ... 32; `CtaTemplate.period_y`): the j-th sector of CTA (x, y) is
+  the formula above with y div Q in place of y, plus an offset o_j(y mod Q), one offset
+  per event (a 4-byte store per row of CTAs, as the transposed FP8 quantization's scales,
+  moves one sector every 8 rows). It is tried when the plain template misses CTA (0, 32)
+  (or the grid's last row), traced alone: the rows 0 .. Q of column 0 (traced, or alone)
+  give the offsets and the stride per Q rows, which must reproduce the traced CTAs and
+  that row.
+
 A synthesized CTA then has CTA 0's events and those sectors. Before any is used,
 two CTAs of the synthesized range (its last and its middle) are traced for real and must
 equal their synthesized events and sectors (`probe`); a grid whose addresses follow the
@@ -89,6 +97,8 @@ class CtaTemplate:
     tail: CtaTemplate | None = None
     wrap_x: int = 0
     wrapped: np.ndarray | None = None     # [sectors per CTA] bool
+    period_y: int = 1
+    y_offsets: np.ndarray | None = None   # [period_y, sectors per CTA], row 0 zero
 
     def sectors(self, ctas: np.ndarray) -> np.ndarray:
         """Sectors of the CTAs with linear indices `ctas` (of the grid, all of this part),
@@ -97,8 +107,11 @@ class CtaTemplate:
         period = self.sectors0.shape[0]
         ctas = ctas - self.first_cta
         x = ctas % gx
-        coords = np.stack([x // period, ctas // gx % gy, ctas // (gx * gy)], axis=1)
+        y = ctas // gx % gy
+        coords = np.stack([x // period, y // self.period_y, ctas // (gx * gy)], axis=1)
         out = self.sectors0[x % period] + coords @ self.strides
+        if self.y_offsets is not None:
+            out += self.y_offsets[y % self.period_y]
         if self.wrapped is not None:
             places = np.flatnonzero(self.wrapped)
             x = x % self.wrap_x
@@ -210,9 +223,70 @@ def template(grouped: dict, sectors: np.ndarray, warps_per_cta: int, n_ctas: int
                 continue
         if (tpl.sectors(np.arange(n_ctas, dtype=np.int64)) == table).all():
             if not tail_from:
+                if tpl.wrapped is None and others[1] is not None and \
+                        not _holds_at_row(tpl, row, n_ctas, real_cta):
+                    return _y_period(tpl, table, row, n_ctas, offset[has], event_of,
+                                     real_cta) or tpl
                 return tpl
             tail = _tail_template(tpl, tail_from, real_cta)
             return None if tail is None else replace(tpl, tail=tail)
+        if not tail_from and tpl.wrapped is None and others[1] is not None:
+            with_y = _y_period(tpl, table, row, n_ctas, offset[has], event_of, real_cta)
+            if with_y is not None:
+                return with_y
+    return None
+
+
+PERIODS_Y = (2, 4, 8, 16, 32)
+"""Periods in y tried, smallest first (`_y_period`)."""
+
+
+def _holds_at_row(tpl: CtaTemplate, row: dict, n_ctas: int, real_cta) -> bool:
+    """Whether CTA (0, y) of the first row past the traced ones that a period of `PERIODS_Y`
+    could hide (y = 32, or the grid's last row) is what `tpl` makes of it (True when it was
+    traced, runs other events or cannot be traced: the probes decide then)."""
+    gx, gy, _ = tpl.grid
+    y = min(PERIODS_Y[-1], gy - 1)
+    if y * gx < n_ctas:
+        return True
+    found = _alike(real_cta(y * gx), row)
+    return found is None or bool((tpl.sectors(np.array([y * gx], np.int64))[0] == found).all())
+
+
+def _y_period(tpl: CtaTemplate, table: np.ndarray, row: dict, n_ctas: int,
+              first_places: np.ndarray, event_of: np.ndarray, real_cta) -> CtaTemplate | None:
+    """`tpl` with a period Q in y (module docstring): the sectors of CTA (0, y) for y = 0 ..
+    Q (from `table` where traced, else traced alone) give each place's offset at y mod Q and
+    its stride per Q rows; every place of an event must move together (one offset and one
+    stride per event), and the template must reproduce `table` and the row `_holds_at_row`
+    checks. None when no Q fits."""
+    gx, gy, _ = tpl.grid
+    rows: dict[int, np.ndarray] = {}
+
+    def row_at(y: int) -> np.ndarray | None:
+        if y not in rows:
+            at = table[y * gx] if y * gx < n_ctas else _alike(real_cta(y * gx), row)
+            if at is None or at.shape != table[0].shape:
+                return None
+            rows[y] = at
+        return rows[y]
+
+    ctas = np.arange(n_ctas, dtype=np.int64)
+    for period in PERIODS_Y:
+        if period >= gy:
+            break
+        found = [row_at(y) for y in range(period + 1)]
+        if any(r is None for r in found):
+            return None
+        offsets = np.stack([r - found[0] for r in found[:period]])
+        strides = tpl.strides.copy()
+        strides[1] = found[period] - found[0]
+        if not _one_stride_per_event(strides, first_places, event_of) or (
+                offsets != offsets[:, first_places][:, event_of]).any():
+            continue
+        out = replace(tpl, strides=strides, period_y=period, y_offsets=offsets)
+        if (out.sectors(ctas) == table).all() and _holds_at_row(out, row, n_ctas, real_cta):
+            return out
     return None
 
 
