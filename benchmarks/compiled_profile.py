@@ -40,7 +40,7 @@ def child(args) -> None:
     process (`--child profile`, a process that loaded it from the cache)."""
     import models
     import models.sm_driver as smd
-    from simulator.app.commands.models import parse_overrides
+    from simulator.framework.config import parse_overrides
     from workloads.ops import build_op, simulate_op
 
     config = models.load_preset(args.model)

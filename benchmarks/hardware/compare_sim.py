@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     patch_fma_exact()
     config = models.load_preset(args.model)
     if args.set:
-        from simulator.app.commands.models import parse_overrides
+        from simulator.framework.config import parse_overrides
         config = config.with_overrides(parse_overrides(args.set))
     table = measured()
     if args.size_index is not None:

@@ -309,6 +309,21 @@ def resolve_bases(name: str, read: Callable[[str], dict[str, Any]],
     return deep_merge(resolve_bases(base, read, (*chain, name)), data)
 
 
+def parse_overrides(items: list[str] | None) -> dict:
+    """`["sm.count=112", ...]` -> `{"sm.count": 112}` (values parsed as TOML scalars; a value
+    that is no TOML scalar stays a string)."""
+    overrides = {}
+    for item in items or ():
+        key, sep, text = item.partition("=")
+        if not sep:
+            raise ConfigError(item, item, "KEY=VALUE", "not a KEY=VALUE pair")
+        try:
+            overrides[key.strip()] = tomllib.loads(f"v = {text.strip()}")["v"]
+        except tomllib.TOMLDecodeError:
+            overrides[key.strip()] = text.strip()
+    return overrides
+
+
 def read_toml(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The tables of a TOML file; a syntax error becomes a ConfigError naming file and line."""
     try:

@@ -34,12 +34,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import tomllib
 from pathlib import Path
 
 import pandas as pd
 
 import models
+from simulator.framework.config import parse_overrides
 from workloads.ops import build_op, simulate_op
 
 DATA = Path(__file__).resolve().parents[1] / "reference" / "h100"
@@ -86,13 +86,7 @@ def main(argv=None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="config override of the preset")
     args = ap.parse_args(argv)
-    overrides = {}
-    for item in args.set:              # values as TOML scalars (a bare word stays a string)
-        key, _, text = item.partition("=")
-        try:
-            overrides[key.strip()] = tomllib.loads(f"v = {text.strip()}")["v"]
-        except tomllib.TOMLDecodeError:
-            overrides[key.strip()] = text.strip()
+    overrides = parse_overrides(args.set)
     config = models.load_preset(PRESET, overrides) if overrides else models.load_preset(PRESET)
     df = measured()
     if args.only:

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import tomllib
 
 import models
 from isa.errors import InputError
-from simulator.framework.config import field_docs
+from simulator.framework.config import field_docs, parse_overrides
 
 NAME = "models"
 HELP = "list hardware presets and their key parameters (or print one resolved preset)"
@@ -91,20 +90,6 @@ def config_from_args(args):
     except InputError as exc:
         flag = "--set" if args.overrides else "--model"
         raise InputError(f"{flag}: {exc}") from None
-
-
-def parse_overrides(items: list[str] | None) -> dict:
-    """`["sm.count=112", ...]` -> `{"sm.count": 112}` (values parsed as TOML scalars)."""
-    overrides = {}
-    for item in items or ():
-        key, sep, text = item.partition("=")
-        if not sep:
-            raise models.ConfigError(item, item, "KEY=VALUE", "not a KEY=VALUE pair")
-        try:
-            overrides[key.strip()] = tomllib.loads(f"v = {text.strip()}")["v"]
-        except tomllib.TOMLDecodeError:
-            overrides[key.strip()] = text.strip()
-    return overrides
 
 
 def _table(rows: list[dict]) -> str:

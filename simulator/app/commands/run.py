@@ -76,10 +76,10 @@ import reports
 import simulator
 from isa.errors import InputError
 from reports.output_dir import check_output_dir
-from simulator.app.commands.models import add_config_arguments, config_from_args, parse_overrides
+from simulator.app.commands.models import add_config_arguments, config_from_args
 from simulator.app.op_cache_options import add_cache_arguments, cache_from_args
 from simulator.app.progress import add_quiet_argument, progress_bar
-from simulator.framework.config import strict_json
+from simulator.framework.config import parse_overrides, strict_json
 from workloads.codesign.codesign_ops import totals
 from workloads.codesign.run_numerics import (
     KERNEL_ERROR_COLUMNS,
