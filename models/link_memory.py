@@ -77,47 +77,39 @@ class LinkWindow:
 
 class LinkPipes:
     """Egress and ingress pipe, latency and per-message cost of one link of rank 0, kept in
-    `row` (a row of the `links` array of `models.link_memory_kernel`, which the compiled
-    loop books too); the pipes behave as `models.flat_memory.BandwidthPipe`s."""
+    row `row` of `links` (the table of `models.link_memory_kernel`, which the compiled loop
+    books too, through the same functions); the pipes behave as
+    `models.flat_memory.BandwidthPipe`s."""
 
     def __init__(self, name: str, gbps: float, latency_ns: float, overhead_ns: float,
-                 row: np.ndarray) -> None:
+                 links: np.ndarray, row: int) -> None:
         self.name = name
-        self.row = row
-        row[lk.L_EGRESS_FS] = row[lk.L_INGRESS_FS] = 0
-        row[lk.L_FS_PER_BYTE] = BandwidthPipe(gbps * 1e9).fs_per_byte
-        row[lk.L_LATENCY_PS] = round(latency_ns * 1000)
-        row[lk.L_OVERHEAD_BYTES] = round(overhead_ns * gbps)   # ns x GB/s = bytes of pipe time
+        self.links, self.row = links, row
+        links[row, lk.L_EGRESS_FS] = links[row, lk.L_INGRESS_FS] = 0
+        links[row, lk.L_FS_PER_BYTE] = BandwidthPipe(gbps * 1e9).fs_per_byte
+        links[row, lk.L_LATENCY_PS] = round(latency_ns * 1000)
+        links[row, lk.L_OVERHEAD_BYTES] = round(overhead_ns * gbps)   # ns x GB/s = bytes
         self.hooks = Hooks(f"link.{name}")
 
     @property
     def latency_ps(self) -> int:
-        return int(self.row[lk.L_LATENCY_PS])
-
-    def _reserve(self, col: int, now_ps: int, size_bytes: int) -> int:
-        row = self.row
-        start = max(now_ps * 1000, int(row[col]))
-        row[col] = start + size_bytes * int(row[lk.L_FS_PER_BYTE])
-        return -(-int(row[col]) // 1000)
+        return int(self.links[self.row, lk.L_LATENCY_PS])
 
     def send(self, now_ps: int, size_bytes: int, message: bool = False) -> int:
         """Queue `size_bytes` (plus the per-message cost for a `message`) on the egress;
         return when the last byte has landed."""
-        start = max(now_ps, -(-int(self.row[lk.L_EGRESS_FS]) // 1000))
-        extra = int(self.row[lk.L_OVERHEAD_BYTES]) if message else 0
-        left = self._reserve(lk.L_EGRESS_FS, now_ps, size_bytes + extra)
+        start, left = lk.send(self.links, self.row, now_ps, size_bytes, message)
         if self.hooks.listening:
             self.hooks.fire(LINK_SEND, size_bytes=size_bytes, start_ps=start, end_ps=left)
         return left + self.latency_ps
 
     def receive(self, now_ps: int, size_bytes: int) -> int:
         """Queue `size_bytes` arriving on the ingress; return when they are in."""
-        return self._reserve(lk.L_INGRESS_FS, now_ps, size_bytes)
+        return lk.reserve(self.links, self.row, lk.L_INGRESS_FS, now_ps, size_bytes)
 
     def drained(self, now_ps: int) -> int:
         """When everything queued so far on both directions has landed."""
-        last = max(int(self.row[lk.L_EGRESS_FS]), int(self.row[lk.L_INGRESS_FS]))
-        return max(now_ps, -(-last // 1000)) + self.latency_ps
+        return lk.drained(self.links, self.row, now_ps)
 
 
 class LinkMemory:
@@ -132,12 +124,13 @@ class LinkMemory:
             if b.start < a.end:
                 raise ValueError(f"link windows overlap at {b.start:#x}")
         self.links = np.zeros((len(lk.LINK_ROWS), lk.L_FIELDS), np.int64)
-        rows = {name: self.links[i] for i, name in enumerate(lk.LINK_ROWS)}
+        row = lk.LINK_ROWS.index
         self.pipes = {
             "nvlink": LinkPipes("nvlink", links.nvlink_achieved_gbps, links.nvlink_latency_ns,
-                                links.nvlink_message_overhead_ns, rows["nvlink"]),
+                                links.nvlink_message_overhead_ns, self.links, row("nvlink")),
             "network": LinkPipes("network", links.network_pipe_gbps, links.network_latency_ns,
-                                 links.network_message_overhead_ns, rows["network"]),
+                                 links.network_message_overhead_ns, self.links,
+                                 row("network")),
         }
         self._starts = np.array([w.start // SECTOR_BYTES for w in self.windows], np.int64)
         self._ends = np.array([-(-w.end // SECTOR_BYTES) for w in self.windows], np.int64)

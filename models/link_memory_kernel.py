@@ -13,8 +13,9 @@ arrays the loop can reach (`models.sm_memory`):
 * `links` (int64, a row per link, `LINK_ROWS` = nvlink, network): the egress and ingress
   pipes' next free time (`L_EGRESS_FS`, `L_INGRESS_FS`, fs, as
   `models.flat_memory.BandwidthPipe.free_fs`), their fs per byte, the latency (ps) and the
-  per-message cost (bytes of pipe time). `LinkPipes` in Python works on the same rows, so a
-  request answered in Python and one answered in the loop see the same pipes;
+  per-message cost (bytes of pipe time). `LinkPipes` in Python books the same rows through
+  the same functions (`reserve`, `send`, `drained`), so a request answered in Python and one
+  answered in the loop see the same pipes;
 * `scratch` (int64, 2 rows of at least a request's sectors): the sectors of one part of a
   request and the window of each sector.
 
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import math
 
+import numba as nb
 import numpy as np
 
 from models.cached_memory_layout import step
@@ -69,7 +71,7 @@ def round_half_even(x):
     return r
 
 
-@step
+@nb.njit(cache=True)
 def reserve(links, row, col, now_ps, size_bytes):
     """`BandwidthPipe.reserve` of pipe `col` of link `row`: book `size_bytes` from `now_ps`
     on; the ps at which the last byte leaves."""
@@ -78,7 +80,7 @@ def reserve(links, row, col, now_ps, size_bytes):
     return -(-links[row, col] // 1000)
 
 
-@step
+@nb.njit(cache=True)
 def send(links, row, now_ps, size_bytes, message):
     """`LinkPipes.send`: queue `size_bytes` (plus the per-message cost for a `message`) on
     link `row`'s egress; (when it starts leaving, when its last byte has left) in ps. It has
@@ -88,7 +90,7 @@ def send(links, row, now_ps, size_bytes, message):
     return start, reserve(links, row, L_EGRESS_FS, now_ps, size_bytes + extra)
 
 
-@step
+@nb.njit(cache=True)
 def drained(links, row, now_ps):
     """`LinkPipes.drained`: when everything queued so far on both directions has landed."""
     last = max(links[row, L_EGRESS_FS], links[row, L_INGRESS_FS])

@@ -398,6 +398,22 @@ class SmDriver:
         return (kernel, kernel_args, state_args, first.quantum_ps, first.clock.freq_khz,
                 first.dispatcher.state)
 
+    def _returned(self, rc: int, sm: int) -> bool:
+        """`drive` returned `rc` for SM index `sm`: fire its CTA log, then end its step (a
+        yield or its end: True) or answer its request and refresh its arrays (False)."""
+        unit = self.sms[sm]
+        unit.replay_cta_log()
+        if rc == st.RC_YIELD or rc == st.RC_END:
+            if rc == st.RC_YIELD:
+                unit.yielding()
+            else:
+                unit.end()
+            return True
+        unit.answer(rc)
+        unit.listen()
+        self._refresh(sm)
+        return False
+
     def run(self, env, stop=None) -> bool:
         """Step until the queue is empty (False) or, with `stop` (a callable), until the
         first event boundary with entries left at which `stop()` holds (True). Only an
@@ -415,13 +431,7 @@ class SmDriver:
             if sm == NO_SM:
                 self.replay_logs()
                 return False
-            unit = sms[sm]
-            unit.replay_cta_log()
-            if rc == st.RC_YIELD or rc == st.RC_END:    # the SM's step ended
-                if rc == st.RC_YIELD:
-                    unit.yielding()
-                else:
-                    unit.end()
+            if self._returned(rc, sm):                 # the SM's step ended
                 sm = NO_SM
                 if ctl[Q_STOP]:
                     ctl[Q_STOP] = 0
@@ -429,9 +439,6 @@ class SmDriver:
                         self.replay_logs()
                         return True
                 continue
-            unit.answer(rc)
-            unit.listen()
-            self._refresh(sm)
             memory = first._memory_state()       # the scratch arrays may have grown
             if stop is not None and stop():
                 ctl[Q_STOP] = 1
@@ -471,20 +478,12 @@ class SmDriver:
             if sm == NO_SM:
                 self.replay_logs()
                 break
-            unit = sms[sm]
-            unit.replay_cta_log()
-            if rc == st.RC_YIELD or rc == st.RC_END:    # the SM's step ended
-                if rc == st.RC_YIELD:
-                    unit.yielding()
-                else:
-                    unit.end()
+            if self._returned(rc, sm):                 # the SM's step ended
+                if rc == st.RC_END:
                     self.ends[sm].succeed()
                 sm = NO_SM
                 continue
-            unit.answer(rc)
-            unit.listen()
-            self._refresh(sm)
-            memory = first._memory_state()
+            memory = first._memory_state()       # the scratch arrays may have grown
         self._stand_in()
 
 

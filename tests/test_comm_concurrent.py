@@ -281,6 +281,18 @@ def test_progress_counts_a_fused_run_as_the_instructions_it_stands_for():
     assert (fused.instructions_before(fused.image.offsets) == plain.image.offsets).all()
 
 
+def _assert_same_runs(ours, ref) -> None:
+    """Concurrent results equal run by run: cycles, time, progress, and per kernel its
+    cycles, stats and timeline."""
+    for a, b in zip(ours, ref, strict=True):
+        assert (a.cycles, a.time_us, a.progress) == (b.cycles, b.time_us, b.progress)
+        for name, result in a.kernels.items():
+            other = b.kernels[name]
+            assert result.cycles == other.cycles
+            pd.testing.assert_frame_equal(result.stats, other.stats)
+            pd.testing.assert_frame_equal(result.timeline, other.timeline)
+
+
 def test_the_compiled_driver_steps_a_launch_as_its_simpy_processes(small_pair, monkeypatch):
     """The SMs of a launch on the cached memory, in no clusters, step in the compiled driver
     (`models.sm_driver.SmDriver.share`), alone or beside a collective's SimPy processes, to
@@ -333,13 +345,7 @@ def test_the_compiled_driver_steps_a_launch_as_its_simpy_processes(small_pair, m
     ref, ref_pairs = runs()
     assert our_pairs == ref_pairs
     assert any(0.0 < p < 1.0 for r in ours for p in r.progress.values())
-    for a, b in zip(ours, ref, strict=True):
-        assert (a.cycles, a.time_us, a.progress) == (b.cycles, b.time_us, b.progress)
-        for name, result in a.kernels.items():
-            other = b.kernels[name]
-            assert result.cycles == other.cycles
-            pd.testing.assert_frame_equal(result.stats, other.stats)
-            pd.testing.assert_frame_equal(result.timeline, other.timeline)
+    _assert_same_runs(ours, ref)
 
 
 @pytest.mark.parametrize("kind", ["dispatch", "combine"])
@@ -362,12 +368,6 @@ def test_link_windows_served_in_the_loop_as_in_python(small_pair, monkeypatch, k
     ours = runs()
     monkeypatch.setattr(LinkMemory, "inline_state", None)     # every request through Python
     ref = runs()
-    for a, b in zip(ours, ref, strict=True):
-        assert (a.cycles, a.time_us, a.progress) == (b.cycles, b.time_us, b.progress)
-        for name, result in a.kernels.items():
-            other = b.kernels[name]
-            assert result.cycles == other.cycles
-            pd.testing.assert_frame_equal(result.stats, other.stats)
-            pd.testing.assert_frame_equal(result.timeline, other.timeline)
+    _assert_same_runs(ours, ref)
     links = ours[0].kernels[comm.name].stats
     assert links[links.component.str.startswith("link.")].value.sum() > 0
