@@ -22,8 +22,10 @@ from models.roofline import chip_peaks, roofline_time_us  # noqa: E402
 from reports.chrome_trace import chrome_trace  # noqa: E402
 from reports.compare import write_compare  # noqa: E402
 from reports.kernel_table import KERNEL_COLUMNS, kernel_table  # noqa: E402
+from reports.output_dir import output_unchanged  # noqa: E402
 from reports.run_loading import RunOutput, load_run  # noqa: E402
-from reports.writer import write_report  # noqa: E402
+from reports.writer import report_digest, write_report  # noqa: E402
 
 __all__ += ["KERNEL_COLUMNS", "RunOutput", "chip_peaks", "chrome_trace", "kernel_table",
-            "load_run", "roofline_time_us", "write_compare", "write_report"]
+            "load_run", "output_unchanged", "report_digest", "roofline_time_us",
+            "write_compare", "write_report"]

@@ -23,12 +23,19 @@ Every folder ptxsim writes (`ptxsim run`, `report`, `compare`, `reports.write_re
    running) beside or inside `path` are removed at the next check. Unmarked folders are
    never touched.
 
+Re-runs: a writer that passes `content` (a digest of everything its files are made from,
+e.g. `reports.writer.report_digest`) has it recorded in the manifest with each file's
+SHA-256. `output_unchanged(path, content)` is true when `path` holds a committed write of
+the same `content` whose listed files are all present with the recorded hashes; the caller
+then keeps the folder as it is instead of writing it again (nothing is staged or replaced).
+
 Left out: fsync of files and folders (a kill loses nothing; a power cut may lose the
 newest write), two writers racing for one folder (the second rename fails with an error).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import secrets
@@ -145,11 +152,43 @@ def _new_staging(where: Path, name: str) -> Path:
     return staging
 
 
-def _write_manifest(folder: Path, names: list[str]) -> None:
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _write_manifest(folder: Path, names: list[str], content: str | None = None,
+                    hashes: dict[str, str] | None = None) -> None:
+    doc = {"format": MANIFEST_FORMAT, "files": names}
+    if content is not None:
+        doc.update(content=content, sha256=hashes)
     tmp = folder / (MANIFEST_NAME + f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"format": MANIFEST_FORMAT, "files": names}, indent=1),
-                   encoding="utf-8")
+    tmp.write_text(json.dumps(doc, indent=1), encoding="utf-8")
     os.replace(tmp, folder / MANIFEST_NAME)
+
+
+def output_unchanged(path: str | Path, content: str) -> bool:
+    """Whether `path` holds a committed ptxsim write of `content` with every file it listed
+    present and unmodified (the module docstring, "Re-runs")."""
+    target = Path(path)
+    try:
+        doc = json.loads((target / MANIFEST_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if (not isinstance(doc, dict) or doc.get("content") != content
+            or _manifest_files(target) is None or not isinstance(doc.get("sha256"), dict)):
+        return False
+    hashes = doc["sha256"]
+    if set(hashes) != set(doc["files"]):
+        return False
+    for name, expected in hashes.items():
+        file = target / name
+        if file.is_symlink() or not file.is_file() or _sha256(file) != expected:
+            return False
+    return True
 
 
 def _written(staging: Path) -> list[str]:
@@ -179,9 +218,10 @@ def _restore(retired: Path, target: Path) -> None:
 
 
 def write_output_dir(path: str | Path, write: Callable[[Path], None], *, force: bool = False,
-                     flag: str = "--out") -> Path:
+                     flag: str = "--out", content: str | None = None) -> Path:
     """Stage `write(folder)` and commit it to `path` (module docstring); returns `path`.
-    `write` must put plain files (no subfolders) into the folder it is given."""
+    `write` must put plain files (no subfolders) into the folder it is given; `content`,
+    when given, is recorded in the manifest with the files' hashes (`output_unchanged`)."""
     target = check_output_dir(path, force=force, flag=flag)
     swap = _swappable(target)
     where = target.resolve().parent if swap else target
@@ -192,8 +232,10 @@ def write_output_dir(path: str | Path, write: Callable[[Path], None], *, force: 
         write(staging)
         names = _written(staging)
         (staging / STAGING_MARK).unlink()
+        hashes = ({name: _sha256(staging / name) for name in names}
+                  if content is not None else None)
         if swap:
-            _write_manifest(staging, names)
+            _write_manifest(staging, names, content, hashes)
             if target.is_dir():
                 retired = _new_staging(where, target.resolve().name + ".old")
                 for name in [*(_manifest_files(target) or ()), MANIFEST_NAME]:
@@ -208,7 +250,7 @@ def write_output_dir(path: str | Path, write: Callable[[Path], None], *, force: 
                 os.replace(staging / name, target / name)
             for name in sorted(old - set(names)):
                 (target / name).unlink(missing_ok=True)
-            _write_manifest(target, names)
+            _write_manifest(target, names, content, hashes)
             staging.rmdir()
         committed = True
     finally:

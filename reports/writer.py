@@ -28,12 +28,19 @@ and on what the error was measured (reduction, seed, FP64 reference, stock preci
 one row per error category (relative and max error, argmax change, against FP64 and the
 stock precision), or why it was not computed; the per-kernel columns come in the kernels
 table itself.
+`report_digest(result, code=...)` is a SHA-256 of everything these files are made from
+(the tables but their `cached` column, which says where an op's result was read from, the
+config, the per-node launch series, title, precision, peaks, numerics, the code version
+and what the caller adds); `write_report(..., content=digest)` records it, and
+`reports.output_dir.output_unchanged(DIR, digest)` tells a re-run that the folder already
+holds these files.
 Left out: TOML for the config (JSON carries the same dict), plots of sweeps (see
 `reports.sweep_plots`). Units: as in the tables (microseconds, B, GB/s, TFLOP/s, fractions).
 """
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 from collections.abc import Mapping
@@ -215,14 +222,51 @@ def _write_files(folder: Path, tables: dict, table: pd.DataFrame, title: str,
     (folder / "trace.json").write_text(json.dumps(trace, allow_nan=False))
 
 
+PROVENANCE_COLUMNS = ("cached",)
+"""Kernel-table columns saying where a result was read from, not what it is."""
+
+
+def _frame_digest(frame: pd.DataFrame | None) -> str:
+    if frame is None:
+        return "none"
+    frame = _storable(frame.drop(columns=[c for c in PROVENANCE_COLUMNS
+                                          if c in frame.columns]))
+    digest = hashlib.sha256(json.dumps([list(map(str, frame.columns)),
+                                        list(map(str, frame.dtypes))]).encode())
+    digest.update(pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes())
+    return digest.hexdigest()
+
+
+def report_digest(result: Any, *, code: str, title: str | None = None,
+                  precision: str = "bf16", peaks: Mapping[str, float] | None = None,
+                  numerics: Mapping[str, Any] | None = None, extra: Any = None) -> str:
+    """A SHA-256 of what `write_report` makes its files from (module docstring); `code`
+    is the code version, `extra` anything JSON-able the caller's extra files hold."""
+    config = _read(result, "config")
+    if config is not None and not isinstance(config, Mapping) and hasattr(config, "to_dict"):
+        config = config.to_dict()
+    frames = {name: _frame_digest(_read(result, name))
+              for name in ("stats", "kernels", "timeline")}
+    launches = {str(k): _frame_digest(v) for k, v in
+                sorted((_read(result, "kernel_timelines") or {}).items(), key=lambda kv:
+                       str(kv[0]))}
+    doc = {"code": code, "config": dict(config or {}), "frames": frames,
+           "kernel_timelines": launches, "title": title, "precision": precision,
+           "peaks": dict(peaks or {}), "numerics": numerics, "extra": extra,
+           "scalars": {k: _read(result, k) for k in ("cycles", "time_us", "fidelity",
+                                                     "extrapolated_fraction")}}
+    return hashlib.sha256(strict_json(doc).encode()).hexdigest()
+
+
 def write_report(result: Any, out_dir: str | Path, *, title: str | None = None,
                  precision: str = "bf16", peaks: Mapping[str, float] | None = None,
                  extra_files: Mapping[str, str] | None = None, force: bool = False,
-                 flag: str = "--out", numerics: Mapping[str, Any] | None = None) -> Path:
+                 flag: str = "--out", numerics: Mapping[str, Any] | None = None,
+                 content: str | None = None) -> Path:
     """Write the report folder (see the module docstring) through
     `reports.output_dir.write_output_dir`; `extra_files` (file name -> text) are written
     with it, before the folder is committed; `numerics` adds report.html's Numerics
-    section. Returns its path."""
+    section; `content` (`report_digest`) is recorded in the manifest. Returns its path."""
     tables = result_tables(result)
     table = kernel_table(tables["stats"], tables["config"], tables["kernels"],
                          precision=precision, peaks=peaks)
@@ -233,4 +277,4 @@ def write_report(result: Any, out_dir: str | Path, *, title: str | None = None,
         _write_files(folder, tables, table, title, chip, numerics)
         for name, text in (extra_files or {}).items():
             (folder / name).write_text(text, encoding="utf-8")
-    return write_output_dir(out_dir, write, force=force, flag=flag)
+    return write_output_dir(out_dir, write, force=force, flag=flag, content=content)

@@ -48,7 +48,7 @@ def _listing(folder: Path) -> dict[str, int]:
 
 def _comparable(report: dict) -> dict:
     """run.json less what names the folder or the cache."""
-    report = {k: v for k, v in report.items() if k not in ("out", "op_cache")}
+    report = {k: v for k, v in report.items() if k not in ("out", "op_cache", "out_unchanged")}
     report["kernels"] = [{k: v for k, v in row.items() if k != "cached"}
                          for row in report["kernels"]]
     return report
@@ -81,6 +81,31 @@ def test_rerun_is_read_from_the_cache_and_equals_the_computed_run(tmp_path, caps
     assert fresh["op_cache"] is None and not any(k["cached"] for k in fresh["kernels"])
     assert _comparable(fresh) == _comparable(first)
     assert _listing(folder) == before
+
+
+def test_rerun_into_its_own_folder_keeps_the_report(tmp_path, capsys):
+    """A re-run into the folder of a finished run (every op read from the cache) finds the
+    same report digest as the run that simulated them and keeps the folder: no file is
+    rewritten and run.json still says the ops were simulated. A file changed by hand, or
+    `--no-cache`, makes the run write the folder again."""
+    out = tmp_path / "run"
+    first = _run(capsys, out)
+    assert first["out_unchanged"] is False
+    written = _listing(out)
+    run_json = (out / "run.json").read_text()
+    second = _run(capsys, out)
+    assert second["out_unchanged"] is True and all(k["cached"] for k in second["kernels"])
+    assert _listing(out) == written and (out / "run.json").read_text() == run_json
+    assert main([*LAYER[:-2], "--out", str(out), "--quiet"]) == 0
+    assert "kept " in capsys.readouterr().out
+
+    (out / "report.html").write_text("edited")
+    third = _run(capsys, out)
+    assert third["out_unchanged"] is False
+    assert (out / "report.html").read_text() != "edited"
+    assert _run(capsys, out)["out_unchanged"] is True
+    assert _run(capsys, out, "--no-cache")["out_unchanged"] is False
+    assert _run(capsys, out, "--set", "l2.size_bytes=26214400")["out_unchanged"] is False
 
 
 def _comm_graph() -> KernelGraph:

@@ -60,7 +60,10 @@ Op results are read from and saved to the on-disk op result cache
 `--cache-dir DIR`, default `~/.cache/ptxsim/op-cache` or under `$XDG_CACHE_HOME`), so a
 re-run of a finished run simulates nothing; `--no-cache` simulates every op afresh. run.json
 says which kernels were read (`kernels[].cached`) and from where (`op_cache`: folder, code
-version, entries read, missed and written; null with `--no-cache`).
+version, entries read, missed and written; null with `--no-cache`). A re-run whose report
+folder already holds this result's files (`reports.report_digest`: the same figures, config
+and code version; every file present as written) keeps the folder as it is and says so
+(`out_unchanged` in `--json`); with `--no-cache` the folder is always written.
 Bad flags (unknown model, preset, deployment or `--set` key, impossible sizes) are an
 `InputError` naming the flag: one line, exit status 2.
 Units: microseconds, TFLOP/s, fractions.
@@ -336,10 +339,10 @@ def run(args: argparse.Namespace) -> int:
     settings = NumericsSettings(args.numerics, args.numerics_seed)
     sparsity = zce_sparsity(config, meta["model"], meta["tokens"], settings)
     config = timed_config(config, sparsity)
+    cache = cache_from_args(args)
     with progress_bar(len(graph.nodes), "simulating kernels", args.quiet) as progress:
         result = simulator.simulate_workload(graph, config=config, fidelity=args.fidelity,
-                                             result_cache=cache_from_args(args),
-                                             progress=progress)
+                                             result_cache=cache, progress=progress)
     numerics = run_numerics(config, meta["model"], meta["tokens"], settings)
     result = dataclasses.replace(result, kernels=kernel_error_columns(result.kernels,
                                                                       numerics))
@@ -348,11 +351,25 @@ def run(args: argparse.Namespace) -> int:
     report.update(_deployment_report(deployment, result), numerics=numerics,
                   zce_activation_sparsity=sparsity)
     text = strict_json(report, indent=1)
-    reports.write_report(result, out, title=f"ptxsim run: {graph.name} on {args.model}",
-                         precision=precision, extra_files={"run.json": text},
-                         force=args.force, numerics=numerics)
-    print(text if args.json else _text(report))
+    title = f"ptxsim run: {graph.name} on {args.model}"
+    content = None if cache is None else reports.report_digest(
+        result, code=cache.code, title=title, precision=precision, numerics=numerics,
+        extra=_without_provenance(report))
+    report["out_unchanged"] = content is not None and reports.output_unchanged(out, content)
+    if not report["out_unchanged"]:
+        reports.write_report(result, out, title=title, precision=precision,
+                             extra_files={"run.json": text}, force=args.force,
+                             numerics=numerics, content=content)
+    print(strict_json(report, indent=1) if args.json else _text(report))
     return 0
+
+
+def _without_provenance(report: dict) -> dict:
+    """run.json less where the op results were read from (`op_cache`, `kernels[].cached`),
+    which differs between a run and its re-run while the figures do not."""
+    return {**{k: v for k, v in report.items() if k != "op_cache"},
+            "kernels": [{k: v for k, v in kernel.items() if k != "cached"}
+                        for kernel in report["kernels"]]}
 
 
 def _deployment_report(deployment, result) -> dict:
@@ -575,6 +592,9 @@ def _text(r: dict) -> str:
               *_clock_lines(r["sm_clock"]),
               *_cache_lines(r.get("op_cache", {})),
               f"note: {r['left_out']}",
+              f"kept {r['out']}/ as it was: it holds this result's report already (the "
+              "same figures, config and code version; its run.json says how they were "
+              "first obtained)" if r.get("out_unchanged") else
               f"wrote {r['out']}/ (report.html, kernels.csv, stats.csv, config.json, "
               "trace.json)"]
     return "\n".join(lines)
