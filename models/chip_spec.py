@@ -118,6 +118,12 @@ class SmSpec(SpecMixin):
         "into a wide multiply-add, a read in an if-converted block, an indexed read: "
         "`models.param_reads`) at "
         "`const_cache_hit_cycles`, the rest at `param_read_cycles`.", default="uniform")
+    cvt_model: Literal["conversion_unit", "ptxas_like"] = spec_field(
+        "Which unit a `cvt` with a float side issues to: 'ptxas_like' times the exact "
+        "widenings ptxas does not emit as conversions as the instruction it emits (sm_80 "
+        "and sm_90a: bf16 -> f32 is a 16-bit left shift, SHF.L.U32 or IMAD.U32, on the "
+        "int32 unit; f16 -> f32 is HADD2.F32, on the fp16 unit) and every other one on the "
+        "conversion unit; 'conversion_unit' times every one there.", default="ptxas_like")
     const_cache_hit_cycles: int = spec_field(
         "SM cycles of a `.const` load (LDC) that hits the SM's constant cache.",
         default=1, above=0)

@@ -11,8 +11,10 @@ does with it besides (`ACTION_*`: plain unit op, memory through the LSU, barrier
 
 Unit choice: the decoded `unit` of the ISA (`fp32`, `fp16`, `fp64`, `int`, `sfu`, `tensor`,
 `lsu`, `ctrl`, `sync`, `misc`) refined by latency class: conversions (`cvt` with a float
-side) use the conversion unit, `shfl` the shuffle unit, divides and square roots use their
-type's unit with the SFU latency added (nvcc's divide is an SFU reciprocal plus FMAs).
+side) use the conversion unit (with `sm.cvt_model` "ptxas_like", the default, bf16 -> f32 and
+f16 -> f32 use the int32 and fp16 units, the shift and HADD2.F32 ptxas emits for them),
+`shfl` the shuffle unit, divides and square roots use their type's unit with the SFU latency
+added (nvcc's divide is an SFU reciprocal plus FMAs).
 `mma`/`wmma.mma` use the tensor unit: interval = FMAs of the shape / (dense FMA rate of the
 input precision per sub-partition). Control and synchronisation ops use a one-cycle branch
 unit. `cp.async` writes a per-warp pseudo register (the open group: the latest completion
@@ -192,6 +194,21 @@ def _tensor_timing(ins, config) -> tuple[int, int]:
     return tensor.mma_latency_cycles, max(1, math.ceil(fmas / per_sub))
 
 
+WIDENING_UNITS = {("f32", "bf16"): "int32", ("f32", "f16"): "fp16"}
+"""(destination, source) type of the `cvt`s ptxas emits as no conversion instruction, and
+the unit of what it emits instead (`sm.cvt_model` "ptxas_like"): SHF.L.U32 / IMAD.U32 for
+bf16 -> f32, HADD2.F32 for f16 -> f32 (nvdisasm of nvcc 13's sm_90a and sm_80 code)."""
+
+
+def _conversion_unit(ins, config) -> str:
+    """The unit of a `cvt` with a float side (`sm.cvt_model`)."""
+    if config.sm.cvt_model == "ptxas_like" and len(ins.types) == 2:
+        unit = WIDENING_UNITS.get((ins.types[0].name, ins.types[1].name))
+        if unit is not None and not ins.has("sat"):
+            return unit
+    return "conversion"
+
+
 def _unit_timing(ins, config) -> tuple[str, int, int]:
     """(unit name, latency cycles, interval cycles) of one instruction."""
     units, subs, warp = config.units, config.sm.subpartitions, config.sm.warp_size_threads
@@ -208,7 +225,7 @@ def _unit_timing(ins, config) -> tuple[str, int, int]:
     if ins.opname == "shfl":
         name = "shuffle"
     elif latency_class == "conv" and any(t.kind == "f" for t in ins.types):
-        name = "conversion"
+        name = _conversion_unit(ins, config)
     if name == "tensor" and ins.opname.startswith("wgmma.") and ins.opname != "wgmma.mma_async":
         return "branch", BRANCH_LATENCY_CYCLES, 1
     if name == "tensor":

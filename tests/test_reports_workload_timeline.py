@@ -101,7 +101,12 @@ def test_a_launch_timed_as_it_is_keeps_its_own_pace_after_the_launch_overheads(r
     assert float((sm["value"] * (sm["end_us"] - sm["start_us"])).sum()) == pytest.approx(
         _busy_us(frame), rel=1e-6)
     lead = h800.launch.kernel_overhead_us + h800.launch.kernel_front_end_us
-    early = sm[sm["end_us"] <= node["start_us"] + lead]
+    # The series' last bucket ends up to one bucket past the kernel's span (buckets are whole
+    # cycle ranges), so the launch fills the node from up to one bucket before start + lead.
+    util = frame[frame["component"].str.fullmatch(r"sm\.\d+") & (frame["stat"] == "utilization")]
+    bucket_us = float((util["end_us"] - util["start_us"]).max())
+    assert 0 < bucket_us < 0.05
+    early = sm[sm["end_us"] <= node["start_us"] + lead - bucket_us]
     assert len(early) and (early["value"] == 0).all()
 
 

@@ -22,7 +22,8 @@ from workloads.ops import build_op, simulate_op
 GROWING = (
     ("residual-add", {"rows": 256, "cols": 2048},
      {"sm.count": 4, "fidelity.wave_sampling_steady_tolerance_fraction": 0.0}),
-    ("rope", {"rows": 512, "cols": 2048, "rot_dim": 64}, {"sm.count": 8}),
+    ("rope", {"rows": 512, "cols": 2048, "rot_dim": 64},
+     {"sm.count": 8, "fidelity.wave_sampling_steady_tolerance_fraction": 0.0}),
 )
 
 
