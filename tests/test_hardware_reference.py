@@ -243,3 +243,30 @@ def test_mbarrier_phases_cover_every_mode_and_cluster_release_costs_more():
     assert (df["arrivals"] == df["warps"] * df["lanes"]).all()
     by_mode = df.groupby("mode")["cycles_per_phase"].median()
     assert by_mode[1] > 2 * by_mode[2] and by_mode[3] > 2 * by_mode[0]
+
+
+def test_layer_ncu_table_reads_ncus_raw_csv(tmp_path):
+    """`layer_ncu.py --table`: ncu's raw CSV (header, units row, `==PROF==` notes between)
+    becomes one row per launch in launch order, values in the table's units (bytes, ns)."""
+    import layer_ncu
+
+    metrics = list(layer_ncu.METRICS)
+    header = ["ID", "Kernel Name", "Grid Size", "Block Size", *metrics]
+    units = ["", "", "", "", "usecond", "Mbyte", "Kbyte", *[""] * (len(metrics) - 3)]
+    rows = [["0", "CatArrayBatchedCopy_x", "(4224, 2, 1)", "(128, 1, 1)", "187.9", "1,34.5",
+             "67.1", *["8"] * (len(metrics) - 3)],
+            ["1", "elementwise_kernel", "(32768, 1, 1)", "(128, 1, 1)", "42.3", "10", "5",
+             *["1"] * (len(metrics) - 3)]]
+    raw = tmp_path / "raw.csv"
+    text = "==PROF== Connected\n" + "\n".join(",".join(f'"{v}"' for v in r)
+                                            for r in (header, units, rows[0]))
+    raw.write_text(text + "\n==PROF== note\n" + ",".join(f'"{v}"' for v in rows[1]) + "\n")
+    assert layer_ncu.table(raw, tmp_path / "out.csv") == 0
+    out = pd.read_csv(tmp_path / "out.csv")
+    assert out["launch"].tolist() == [0, 1]
+    assert out["kernel"].tolist() == ["CatArrayBatchedCopy_x", "elementwise_kernel"]
+    assert out["duration_ns"].tolist() == [187900.0, 42300.0]
+    assert out["dram_read_bytes"].tolist() == [134.5e6, 10e6]
+    assert out["dram_write_bytes"].tolist() == [67.1e3, 5e3]
+    assert out["lts_write_sectors"].tolist() == [8, 1]
+    assert json.loads((tmp_path / "out.meta.json").read_text())["rows"] == 2

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the whole hardware harness, each stage under its own time limit, logs beside results.
 # Usage: benchmarks/hardware/run_all.sh OUTDIR [--quick]
-#   STAGES="env microbench own_kernels operators trace ncu" (default: all, in this order)
+#   STAGES="env microbench own_kernels operators trace ncu layer_ncu" (default: all, in order)
 #   T_<STAGE>=seconds overrides a stage's limit (e.g. T_OWN_KERNELS=300);
 #   DEADLINE=seconds caps the whole run: a stage gets at most what is left (less 10 s).
 # A stage that fails or runs out of time leaves what it wrote (tables are rewritten row by
@@ -14,7 +14,7 @@ repo=$(cd "$here/../.." && pwd)
 cd "$repo"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
-stages=${STAGES:-env microbench own_kernels operators trace ncu}
+stages=${STAGES:-env microbench own_kernels operators trace ncu layer_ncu}
 
 NCU_METRICS=gpu__time_duration.sum,sm__cycles_elapsed.avg,sm__cycles_elapsed.max,\
 sm__cycles_elapsed.avg.per_second,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active,\
@@ -57,6 +57,13 @@ for s in $stages; do
                 --metrics "$NCU_METRICS" -k "regex:^(${regex})$" --log-file "$out/ncu_raw.csv" \
                 python3 "$here/own_kernels.py" --ncu-launches --deadline-s "${NCU_DEADLINE:-200}" \
                 "${quick[@]}" ;;
+        layer_ncu)
+            run_stage layer_ncu "${T_LAYER_NCU:-240}" ncu --profile-from-start off \
+                --clock-control none --csv --page raw \
+                --metrics "$(python3 "$here/layer_ncu.py" --metrics)" \
+                -k "regex:$(python3 "$here/layer_ncu.py" --kernels)" \
+                --log-file "$out/layer_ncu_raw.csv" python3 "$here/layer_ncu.py" --run
+            python3 "$here/layer_ncu.py" --table "$out/layer_ncu_raw.csv" "$out/layer_ncu.csv" ;;
         *) echo "unknown stage $s" ;;
     esac
 done
