@@ -106,6 +106,18 @@ def test_sfu_throughput_iterates_minus_exp2():
     np.testing.assert_allclose(out.reshape(-1, mb.CHAINS), x, rtol=2.0**-21)
 
 
+def test_pack_throughput_keeps_the_bf16_pair_of_each_chain():
+    """Each chain is x <- bits of (bf16(x), bf16(x)) 16 times per iteration from k + 1: after
+    one step the high half is bf16(k + 1) and the low half repeats it, and it stays there."""
+    grid, block, iters = 1, 32, 2
+    out = np.zeros(grid * block * mb.CHAINS, np.float32)
+    _run("pack_throughput", grid, block, [out, iters])
+    half = (np.arange(mb.CHAINS) + 1).astype(ml_dtypes.bfloat16).view(np.uint16)
+    bits = (half.astype(np.uint32) << 16) | half
+    assert np.array_equal(out.reshape(-1, mb.CHAINS).view(np.uint32),
+                          np.broadcast_to(bits, (grid * block, mb.CHAINS)))
+
+
 def test_mma_throughput_accumulates_iters_products_on_each_chain():
     """Accumulator k of every warp ends at k + iters * (A @ B), exactly (small integers)."""
     grid, block, iters = 1, 64, 3

@@ -67,7 +67,7 @@ STREAM_BLOCK = 256
 STREAM_WAVES = 2
 STREAM_L2_SETS_PER_SLICE = 8
 UNIT_GRID, UNIT_BLOCK = 2, 256
-CHAINS, FMA_UNROLL, SFU_UNROLL, SHARED_UNROLL = 8, 32, 8, 16
+CHAINS, FMA_UNROLL, SFU_UNROLL, SHARED_UNROLL, PACK_UNROLL = 8, 32, 8, 16, 16
 MMA_FMAS = 16 * 8 * 16
 
 
@@ -259,6 +259,15 @@ def sfu_throughput(config, memory=None) -> Differential:
         config, "sfu_throughput", UNIT_GRID, UNIT_BLOCK,
         lambda n: [np.zeros(_threads() * CHAINS, np.float32), n], (4, 12),
         lambda n: _threads() * CHAINS * SFU_UNROLL * n, memory)
+
+
+def pack_throughput(config, memory=None) -> Differential:
+    """`cvt.rn.bf16x2.f32` (F2FP.BF16.F32.PACK_AB) per clock per SM (work = conversions);
+    no published rate: the device harness measures it (`benchmarks/hardware/microbench.py`)."""
+    return _differential(
+        config, "pack_throughput", UNIT_GRID, UNIT_BLOCK,
+        lambda n: [np.zeros(_threads() * CHAINS, np.float32), n], (2, 6),
+        lambda n: _threads() * CHAINS * PACK_UNROLL * n, memory)
 
 
 def mma_throughput(config, memory=None) -> Differential:

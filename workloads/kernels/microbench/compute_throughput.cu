@@ -8,12 +8,18 @@
 // sfu_throughput: x_k <- -ex2.approx.ftz.f32(x_k): per step the CHAINS ex2 (SFU) first, then
 // the CHAINS negations (FP32), so in-order issue never waits on an ex2 result inside a step.
 // The map is a contraction on [-1, 0], so values stay bounded; x_k starts at -(k + 1) / 16.
+// pack_throughput: x_k <- bits of cvt.rn.bf16x2.f32(x_k, x_k) (ptxas: one F2FP.BF16.F32.PACK_AB
+// per step, the bit move is free; in the PTX the CHAINS packs come first, then the CHAINS
+// moves, so in-order issue never waits on a pack inside a step), the f32 -> bf16 conversion whose rate the CUDA guide does
+// not give; from x_k = k + 1 the chain is fixed after one step (bf16(x) packed twice is x
+// rounded to bf16 with its low half repeated, which rounds back to the same bf16).
 // out[global thread * CHAINS + k] = x_k.
 // ptx: nvcc -ptx -O3 -arch=sm_80 compute_throughput.cu -o compute_throughput.ptx
 
 #define CHAINS 8
 #define FMA_UNROLL 32
 #define SFU_UNROLL 8
+#define PACK_UNROLL 16
 
 extern "C" __global__ void fma_throughput(float* __restrict__ out, int iters) {
     int tid = blockIdx.x * blockDim.x + threadIdx.x;
@@ -49,6 +55,27 @@ extern "C" __global__ void sfu_throughput(float* __restrict__ out, int iters) {
             }
 #pragma unroll
             for (int k = 0; k < CHAINS; ++k) asm volatile("neg.f32 %0, %0;" : "+f"(x[k]));
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < CHAINS; ++k) out[tid * CHAINS + k] = x[k];
+}
+
+extern "C" __global__ void pack_throughput(float* __restrict__ out, int iters) {
+    int tid = blockIdx.x * blockDim.x + threadIdx.x;
+    float x[CHAINS];
+#pragma unroll
+    for (int k = 0; k < CHAINS; ++k) x[k] = (float)(k + 1);
+#pragma unroll 1
+    for (int i = 0; i < iters; ++i) {
+#pragma unroll
+        for (int u = 0; u < PACK_UNROLL; ++u) {
+            unsigned p[CHAINS];
+#pragma unroll
+            for (int k = 0; k < CHAINS; ++k)
+                asm volatile("cvt.rn.bf16x2.f32 %0, %1, %1;" : "=r"(p[k]) : "f"(x[k]));
+#pragma unroll
+            for (int k = 0; k < CHAINS; ++k) asm volatile("mov.b32 %0, %1;" : "=f"(x[k]) : "r"(p[k]));
         }
     }
 #pragma unroll
