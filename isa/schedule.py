@@ -10,13 +10,18 @@ PTX in order, so without this each load of such a loop would be a full memory ro
 `hoist_loads(program)` moves every plain global load (`ld.global`, `.nc` included; not
 `.volatile` or a memory-order qualifier) up inside its basic block past the instructions
 that only compute registers (units `arith`, `int`, `fp16`, `fp32`, `fp64`, `sfu`) and
-neither write a register the load reads nor read or write a register it writes. A load
-never passes another load, a store, an atomic, a barrier, a fence, an asynchronous copy, a
-tensor-core op, a branch or a call, so memory order and synchronisation are as written and
-the loads keep their order among themselves. Each thread computes exactly what the PTX
-says; only the order in which the timing model sees the instructions changes (and with it
-the register estimate of `models.cta_dispatch`, whose live ranges now span the loads in
-flight, as ptxas's do).
+neither write a register the load reads nor read or write a register it writes. A load of
+read-only data (`ld.global.nc`: no store of the kernel may write what it reads) also passes
+plain stores, with the register-only instructions its address comes from (which pass plain
+loads and stores they have no register in common with), as ptxas issues the
+`LDG.E.CONSTANT`s of an unrolled grid-stride loop ahead of its stores (the SASS of
+`scale_shift_grid_stride` and of `rmsnorm_bf16`'s second pass, nvcc 13, sm_90a). Other loads
+never pass a store; no load passes another load, an atomic, a barrier, a fence, an
+asynchronous copy, a tensor-core op, a branch or a call, so memory order and synchronisation
+are as written and the loads keep their order among themselves. Each thread computes exactly
+what the PTX says; only the order in which the timing model sees the instructions changes
+(and with it the register estimate of `models.cta_dispatch`, whose live ranges now span the
+loads in flight, as ptxas's do).
 
 Left out: ptxas's register-pressure limit on hoisting, shared and local loads, scheduling
 across blocks (software pipelining of loops). Units: pcs.
@@ -43,19 +48,57 @@ def _passable(ins) -> bool:
     return ins.spec.unit in REGISTER_ONLY_UNITS and not ins.control
 
 
+def _plain_memory(ins) -> bool:
+    """A load or store that is neither ordered nor control (what `_feeding` ops and read-only
+    loads may pass)."""
+    return (ins.opname in ("ld", "st") and not ins.control
+            and ins.space in ("global", "shared", "local") and not ins.flags & ORDERED_FLAGS)
+
+
+def _read_only(ins) -> bool:
+    """A hoistable load of read-only data (`ld.global.nc`): no store of the kernel writes what
+    it reads, so it may pass stores as ptxas's `LDG.E.CONSTANT` does."""
+    return hoistable(ins) and "nc" in ins.flags
+
+
+def _feeding(block: list, info: list) -> set[int]:
+    """Register-only instructions of `block` whose results a read-only load of the block uses,
+    directly or through other such instructions (its address arithmetic)."""
+    needed: set = set()
+    feeding: set[int] = set()
+    for k in range(len(block) - 1, -1, -1):
+        defs, uses = info[k]
+        if _read_only(block[k]):
+            needed |= uses
+        elif _passable(block[k]) and defs & needed:
+            feeding.add(k)
+            needed |= uses
+    return feeding
+
+
 def _block_order(block: list) -> list[int]:
     """New order (indices into `block`) with each hoistable load moved up (docstring)."""
     info = [defs_uses(ins) for ins in block]
+    feeding = _feeding(block, info)
     order: list[int] = []
     for k, ins in enumerate(block):
         pos = len(order)
-        if hoistable(ins):
+        if hoistable(ins) or k in feeding:
             defs, uses = info[k]
+            may_pass_memory = k in feeding or _read_only(ins)
             while pos > 0:
                 prev = order[pos - 1]
                 p_defs, p_uses = info[prev]
-                if not _passable(block[prev]) or uses & p_defs or defs & (p_uses | p_defs):
+                other = block[prev]
+                if uses & p_defs or defs & (p_uses | p_defs):
                     break
+                if _passable(other):
+                    pos -= 1
+                    continue
+                if not may_pass_memory or not _plain_memory(other):
+                    break
+                if other.opname == "ld" and k not in feeding:
+                    break       # loads keep their order among themselves
                 pos -= 1
         order.insert(pos, k)
     return order
