@@ -51,20 +51,26 @@ STAGING_PREFIX = ".ptxsim-staging."
 STAGING_MARK = ".ptxsim-staging"
 
 
-def _manifest_files(folder: Path) -> set[str] | None:
-    """The file names `folder`'s manifest lists, or None when it has no valid manifest."""
-    path = folder / MANIFEST_NAME
+def _manifest(folder: Path) -> dict | None:
+    """`folder`'s manifest, or None when it has no valid one (its `files` a list of plain
+    file names)."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads((folder / MANIFEST_NAME).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     files = doc.get("files") if isinstance(doc, dict) else None
-    if doc.get("format") != MANIFEST_FORMAT or not isinstance(files, list):
+    if not isinstance(files, list) or doc.get("format") != MANIFEST_FORMAT:
         return None
     if not all(isinstance(f, str) and f and "/" not in f and f not in (".", "..")
                for f in files):
         return None
-    return set(files)
+    return doc
+
+
+def _manifest_files(folder: Path) -> set[str] | None:
+    """The file names `folder`'s manifest lists, or None when it has no valid manifest."""
+    doc = _manifest(folder)
+    return None if doc is None else set(doc["files"])
 
 
 def _pid_running(pid: int) -> bool:
@@ -174,12 +180,8 @@ def output_unchanged(path: str | Path, content: str) -> bool:
     """Whether `path` holds a committed ptxsim write of `content` with every file it listed
     present and unmodified (the module docstring, "Re-runs")."""
     target = Path(path)
-    try:
-        doc = json.loads((target / MANIFEST_NAME).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    if (not isinstance(doc, dict) or doc.get("content") != content
-            or _manifest_files(target) is None or not isinstance(doc.get("sha256"), dict)):
+    doc = _manifest(target)
+    if doc is None or doc.get("content") != content or not isinstance(doc.get("sha256"), dict):
         return False
     hashes = doc["sha256"]
     if set(hashes) != set(doc["files"]):

@@ -70,11 +70,16 @@ def _read(result: Any, name: str) -> Any:
     return getattr(result, name, None)
 
 
-def result_tables(result: Any) -> dict[str, Any]:
-    """The tables and scalars the report reads, from a result object or a mapping."""
+def _config_dict(result: Any) -> dict:
+    """The result's resolved config as a dict (an object with `to_dict()` or a mapping)."""
     config = _read(result, "config")
     if config is not None and not isinstance(config, Mapping) and hasattr(config, "to_dict"):
         config = config.to_dict()
+    return dict(config or {})
+
+
+def result_tables(result: Any) -> dict[str, Any]:
+    """The tables and scalars the report reads, from a result object or a mapping."""
     stats = _read(result, "stats")
     kernels = _read(result, "kernels")
     timeline = _read(result, "timeline")
@@ -83,7 +88,7 @@ def result_tables(result: Any) -> dict[str, Any]:
     return {"stats": stats if isinstance(stats, pd.DataFrame) else None,
             "kernels": kernels if isinstance(kernels, pd.DataFrame) else None,
             "timeline": timeline if isinstance(timeline, pd.DataFrame) else None,
-            "config": dict(config or {}),
+            "config": _config_dict(result),
             "cycles": _read(result, "cycles"), "time_us": _read(result, "time_us"),
             "fidelity": _read(result, "fidelity"),
             "extrapolated_fraction": _read(result, "extrapolated_fraction")}
@@ -242,15 +247,12 @@ def report_digest(result: Any, *, code: str, title: str | None = None,
                   numerics: Mapping[str, Any] | None = None, extra: Any = None) -> str:
     """A SHA-256 of what `write_report` makes its files from (module docstring); `code`
     is the code version, `extra` anything JSON-able the caller's extra files hold."""
-    config = _read(result, "config")
-    if config is not None and not isinstance(config, Mapping) and hasattr(config, "to_dict"):
-        config = config.to_dict()
     frames = {name: _frame_digest(_read(result, name))
               for name in ("stats", "kernels", "timeline")}
     launches = {str(k): _frame_digest(v) for k, v in
                 sorted((_read(result, "kernel_timelines") or {}).items(), key=lambda kv:
                        str(kv[0]))}
-    doc = {"code": code, "config": dict(config or {}), "frames": frames,
+    doc = {"code": code, "config": _config_dict(result), "frames": frames,
            "kernel_timelines": launches, "title": title, "precision": precision,
            "peaks": dict(peaks or {}), "numerics": numerics, "extra": extra,
            "scalars": {k: _read(result, k) for k in ("cycles", "time_us", "fidelity",

@@ -245,29 +245,30 @@ def _threads() -> int:
     return UNIT_GRID * UNIT_BLOCK
 
 
+def _chain_throughput(config, entry: str, unroll: int, ns: tuple[int, int],
+                      memory=None) -> Differential:
+    """A `compute_throughput.cu` kernel (CHAINS chains a thread, `unroll` steps of each an
+    iteration) at iteration counts `ns`; work = the steps."""
+    return _differential(
+        config, entry, UNIT_GRID, UNIT_BLOCK,
+        lambda n: [np.zeros(_threads() * CHAINS, np.float32), n], ns,
+        lambda n: _threads() * CHAINS * unroll * n, memory)
+
+
 def fma_throughput(config, memory=None) -> Differential:
     """FP32 FMA results per clock per SM (work = FMAs)."""
-    return _differential(
-        config, "fma_throughput", UNIT_GRID, UNIT_BLOCK,
-        lambda n: [np.zeros(_threads() * CHAINS, np.float32), n], (8, 24),
-        lambda n: _threads() * CHAINS * FMA_UNROLL * n, memory)
+    return _chain_throughput(config, "fma_throughput", FMA_UNROLL, (8, 24), memory)
 
 
 def sfu_throughput(config, memory=None) -> Differential:
     """ex2.approx results per clock per SM (work = ex2 results)."""
-    return _differential(
-        config, "sfu_throughput", UNIT_GRID, UNIT_BLOCK,
-        lambda n: [np.zeros(_threads() * CHAINS, np.float32), n], (4, 12),
-        lambda n: _threads() * CHAINS * SFU_UNROLL * n, memory)
+    return _chain_throughput(config, "sfu_throughput", SFU_UNROLL, (4, 12), memory)
 
 
 def pack_throughput(config, memory=None) -> Differential:
     """`cvt.rn.bf16x2.f32` (F2FP.BF16.F32.PACK_AB) per clock per SM (work = conversions);
     no published rate: the device harness measures it (`benchmarks/hardware/microbench.py`)."""
-    return _differential(
-        config, "pack_throughput", UNIT_GRID, UNIT_BLOCK,
-        lambda n: [np.zeros(_threads() * CHAINS, np.float32), n], (2, 6),
-        lambda n: _threads() * CHAINS * PACK_UNROLL * n, memory)
+    return _chain_throughput(config, "pack_throughput", PACK_UNROLL, (2, 6), memory)
 
 
 def mma_throughput(config, memory=None) -> Differential:

@@ -62,10 +62,6 @@ METRICS = {
 }
 """ncu metric -> column of the table."""
 
-SCALE = {"byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "usecond": 1e3,
-         "msecond": 1e6, "nsecond": 1.0, "hz": 1.0, "Khz": 1e3, "Mhz": 1e6, "Ghz": 1e9,
-         "cycle/second": 1.0, "cycle/usecond": 1e6, "cycle/nsecond": 1e9}
-
 
 def run(prefill_tokens: int, decode_batch: int, kv_len: int) -> None:
     """One warm-up and one profiled forward per phase (prefill, then decode)."""
@@ -93,7 +89,7 @@ def run(prefill_tokens: int, decode_batch: int, kv_len: int) -> None:
 
 def table(raw_path: Path, out_path: Path) -> int:
     """The raw ncu CSV as one row per kernel launch, in launch order (prefill's first)."""
-    from ncu_table import read_raw
+    from ncu_table import SCALE, _number, read_raw
 
     rows = []
     for index, r in enumerate(read_raw(raw_path)):
@@ -102,7 +98,7 @@ def table(raw_path: Path, out_path: Path) -> int:
         for metric, column in METRICS.items():
             if metric in r:
                 value, unit = r[metric]
-                row[column] = round(float(value.replace(",", "")) * SCALE.get(unit, 1.0), 3)
+                row[column] = round(_number(value) * SCALE.get(unit, 1), 3)
         rows.append(row)
     columns = ["launch", "kernel", "grid", "block", *METRICS.values()]
     with out_path.open("w", newline="") as fh:

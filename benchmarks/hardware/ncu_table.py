@@ -37,7 +37,9 @@ METRICS = {
 }
 SCALE = {"byte": 1, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "hz": 1, "Khz": 1e3,
          "Mhz": 1e6, "Ghz": 1e9, "cycle/second": 1, "cycle/nsecond": 1e9,
-         "cycle/usecond": 1e6, "cycle/msecond": 1e3}
+         "cycle/usecond": 1e6, "cycle/msecond": 1e3, "nsecond": 1, "usecond": 1e3,
+         "msecond": 1e6}
+"""ncu's units to the tables': bytes, hertz, cycles per second, nanoseconds."""
 
 
 def _number(text: str) -> float:
@@ -86,8 +88,8 @@ def tidy(raw: list[dict], quick: bool) -> list[dict]:
                 v *= SCALE[unit]
             if column == "sm_clock_hz":
                 v *= SCALE.get(unit, 1)
-            if column == "duration_ns" and unit in ("usecond", "msecond"):
-                v *= {"usecond": 1e3, "msecond": 1e6}[unit]
+            if column == "duration_ns":
+                v *= SCALE.get(unit, 1)
             row[column] = round(v, 3)
         out.append(row)
     return out
