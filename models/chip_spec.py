@@ -124,6 +124,13 @@ class SmSpec(SpecMixin):
         "and sm_90a: bf16 -> f32 is a 16-bit left shift, SHF.L.U32 or IMAD.U32, on the "
         "int32 unit; f16 -> f32 is HADD2.F32, on the fp16 unit) and every other one on the "
         "conversion unit; 'conversion_unit' times every one there.", default="ptxas_like")
+    int_pipe_model: Literal["int32_unit", "alu_fma"] = spec_field(
+        "Which unit an integer op issues to: 'int32_unit' times every one on the int32 "
+        "unit; 'alu_fma' as ptxas places them on sm_80 and sm_90a: multiplies (IMAD, "
+        "IMUL) on the FMA pipe (the fp32 unit, at the int32 rate), adds, subtracts and "
+        "moves on whichever pipe their basic block has loaded less, predicate logic folded "
+        "into its compare or branch (one issue slot), the rest on the int32 unit (the ALU) "
+        "(`models.units`).", default="alu_fma")
     const_cache_hit_cycles: int = spec_field(
         "SM cycles of a `.const` load (LDC) that hits the SM's constant cache.",
         default=1, above=0)

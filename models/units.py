@@ -13,7 +13,9 @@ Unit choice: the decoded `unit` of the ISA (`fp32`, `fp16`, `fp64`, `int`, `sfu`
 `lsu`, `ctrl`, `sync`, `misc`) refined by latency class: conversions (`cvt` with a float
 side) use the conversion unit (with `sm.cvt_model` "ptxas_like", the default, bf16 -> f32 and
 f16 -> f32 use the int32 and fp16 units, the shift and HADD2.F32 ptxas emits for them),
-`shfl` the shuffle unit, divides and square roots use their type's unit with the SFU latency
+`shfl` the shuffle unit, integer ops with `sm.int_pipe_model` "alu_fma" (the default) the
+ALU (`int32`) or the FMA pipe (`fp32`, at the int32 rate) as ptxas places them (`_int_pipes`),
+divides and square roots use their type's unit with the SFU latency
 added (nvcc's divide is an SFU reciprocal plus FMAs).
 `mma`/`wmma.mma` use the tensor unit: interval = FMAs of the shape / (dense FMA rate of the
 input precision per sub-partition). Control and synchronisation ops use a one-cycle branch
@@ -80,7 +82,9 @@ the stats are the same bit for bit with fewer events (4096x4096x7168 fp8 on h800
 15.8 -> 12.2 s CPU). Only under greedy-then-oldest (`simulator.runner.simulate.Replay.recorder`).
 
 Left out: dual issue, register-bank conflicts, operand collectors, per-opcode latencies
-inside a unit (all FP32 ops share the FP32 latency); under the default
+inside a unit (all FP32 ops share the FP32 latency); FP32 compares, selects and min/max
+(FSETP, FSEL, FMNMX, on the ALU in the SASS) stay on the FP32 unit; ptxas's if-conversion
+of a `selp` into a predicated op, and a 64-bit add's two SASS instructions; under the default
 `sm.param_read_model = "uniform"` every parameter read is timed alike. Units: SM cycles.
 """
 
@@ -95,7 +99,8 @@ import numpy as np
 
 from isa.dataflow import NO_DESTINATION
 from isa.event_detail import EVENT_DETAILS
-from isa.operands import DAddr, DImm, DReg
+from isa.cfg import basic_blocks
+from isa.operands import DAddr, DImm, DReg, DSpecial
 from isa.operands import registers_of as _registers
 from models import vpcu, zce
 from models.param_reads import ldc_reads
@@ -209,7 +214,57 @@ def _conversion_unit(ins, config) -> str:
     return "conversion"
 
 
-def _unit_timing(ins, config) -> tuple[str, int, int]:
+FMA_PIPE_INT_OPS = frozenset({"mul", "mad", "mul24", "mad24", "dp4a", "dp2a"})
+"""Integer ops ptxas emits as IMAD / IMUL / IDP, which run on the FMA pipe (sm_80, sm_90a)."""
+EITHER_PIPE_INT_OPS = frozenset({"add", "sub", "mov"})
+"""Integer ops ptxas places on either pipe: IADD3 / MOV on the ALU, or IMAD.IADD /
+IMAD.MOV.U32 / VIADD beside the FMAs (nvdisasm of the catalogued kernels, sm_90a: 4183
+IADD3 and 1577 MOV against 399 IMAD.IADD, 872 VIADD and 3006 IMAD.MOV)."""
+PREDICATE_LOGIC_OPS = frozenset({"and", "or", "xor", "not"})
+
+
+def _int_pipes(program, config) -> dict[int, str]:
+    """Per pc, the unit an integer op issues to under `sm.int_pipe_model` "alu_fma" (empty
+    under "int32_unit"): multiplies on the FMA pipe (the `fp32` unit, at the int32 rate),
+    adds, subtracts and register moves on whichever of the two a basic block has loaded
+    less so far (counted in issue cycles, ptxas's static balancing), predicate logic folded
+    into the compare or branch that consumes it (ISETP's and FSETP's predicate operand,
+    `@P BRA P`: an issue slot on the branch unit, no ALU cycles), the rest on the ALU
+    (`int32`)."""
+    if config.sm.int_pipe_model != "alu_fma":
+        return {}
+    units, subs, warp = config.units, config.sm.subpartitions, config.sm.warp_size_threads
+    int_cycles = _interval(units.int32, subs, warp)
+    fp32_cycles = _interval(units.fp32, subs, warp)
+    starts = set(basic_blocks(program)[0])
+    pipes: dict[int, str] = {}
+    alu = fma = 0
+    for ins in program.instrs:
+        if ins.pc in starts:
+            alu = fma = 0
+        if ins.unit == "fp32" and ins.spec.latency in ("alu", "mul", "fma"):
+            fma += fp32_cycles
+        if ins.unit != "int" or ins.spec.latency not in ("alu", "mul", "fma"):
+            continue
+        name = ins.opname
+        if name in PREDICATE_LOGIC_OPS and ins.types and ins.types[0].name == "pred":
+            pipes[ins.pc] = "branch"
+        elif name in FMA_PIPE_INT_OPS:
+            pipes[ins.pc] = "fp32"
+            fma += int_cycles
+        elif name in EITHER_PIPE_INT_OPS and not (
+                name == "mov" and any(isinstance(o, DSpecial) for o in ins.ops)):
+            if fma < alu:
+                pipes[ins.pc] = "fp32"
+                fma += int_cycles
+            else:
+                alu += int_cycles
+        else:
+            alu += int_cycles
+    return pipes
+
+
+def _unit_timing(ins, config, pipe: str | None = None) -> tuple[str, int, int]:
     """(unit name, latency cycles, interval cycles) of one instruction."""
     units, subs, warp = config.units, config.sm.subpartitions, config.sm.warp_size_threads
     if ins.opname == "vpcu.setprec":
@@ -220,6 +275,10 @@ def _unit_timing(ins, config) -> tuple[str, int, int]:
         return "sfu", units.lut_exp.latency_cycles, _interval(units.lut_exp, subs, warp)
     if reads_parameter(ins):
         return "branch", config.sm.param_read_cycles, 1
+    if pipe == "branch":
+        return pipe, BRANCH_LATENCY_CYCLES, 1
+    if pipe == "fp32":          # an integer op on the FMA pipe, at the int32 rate
+        return pipe, units.int32.latency_cycles, _interval(units.int32, subs, warp)
     name = _ISA_UNIT.get(ins.unit, "branch")
     latency_class = ins.spec.latency
     if ins.opname == "shfl":
@@ -246,8 +305,9 @@ def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
     numbering = RegisterNumbering()
     timings = []
     ldc = ldc_reads(program) if config.sm.param_read_model == "ptxas_like" else frozenset()
+    pipes = _int_pipes(program, config)
     for ins in program.instrs:
-        unit, latency, interval = _unit_timing(ins, config)
+        unit, latency, interval = _unit_timing(ins, config, pipes.get(ins.pc))
         if ins.pc in ldc:
             latency = config.sm.const_cache_hit_cycles
         ops = list(ins.ops)

@@ -118,6 +118,30 @@ def test_pack_throughput_keeps_the_bf16_pair_of_each_chain():
                           np.broadcast_to(bits, (grid * block, mb.CHAINS)))
 
 
+def test_int_mix_throughput_runs_imad_and_lop3_chains():
+    """Even chains x <- 3x + 1, odd chains x <- x ^ 0x5bd1e995 ^ 0x2545f491 (lop3 0x96 is a
+    three-way XOR), 16 steps an iteration from thread index + k, in u32."""
+    grid, block, iters = 1, 32, 2
+    out = np.zeros(grid * block * mb.CHAINS, np.uint32)
+    _run("int_mix_throughput", grid, block, [out, iters])
+    x = (np.arange(block)[:, None] + np.arange(mb.CHAINS)[None, :]).astype(np.uint64)
+    for _ in range(iters * mb.INT_UNROLL):
+        x[:, 0::2] = (3 * x[:, 0::2] + 1) & 0xFFFFFFFF
+        x[:, 1::2] ^= 0x5bd1e995 ^ 0x2545f491
+    assert np.array_equal(out.reshape(-1, mb.CHAINS), x.astype(np.uint32))
+
+
+@pytest.mark.parametrize("model, rate", [("alu_fma", 128.0), ("int32_unit", 64.0)])
+def test_int_mix_rate_is_two_pipes_or_one(model, rate):
+    """Half IMADs, half LOP3s: with the ALU and FMA pipes apart both run at the int32 rate
+    (64/clk/SM on h100_sxm), 128 in all; on one int32 unit 64 in all."""
+    import models
+
+    config = models.load_preset("h100_sxm", {"sm.int_pipe_model": model})
+    got = mb.int_mix_throughput(config).work_per_cycle_per_sm
+    assert got == pytest.approx(rate, rel=0.05)
+
+
 def test_mma_throughput_accumulates_iters_products_on_each_chain():
     """Accumulator k of every warp ends at k + iters * (A @ B), exactly (small integers)."""
     grid, block, iters = 1, 64, 3

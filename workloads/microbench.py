@@ -67,7 +67,7 @@ STREAM_BLOCK = 256
 STREAM_WAVES = 2
 STREAM_L2_SETS_PER_SLICE = 8
 UNIT_GRID, UNIT_BLOCK = 2, 256
-CHAINS, FMA_UNROLL, SFU_UNROLL, SHARED_UNROLL, PACK_UNROLL = 8, 32, 8, 16, 16
+CHAINS, FMA_UNROLL, SFU_UNROLL, SHARED_UNROLL, PACK_UNROLL, INT_UNROLL = 8, 32, 8, 16, 16, 16
 MMA_FMAS = 16 * 8 * 16
 
 
@@ -269,6 +269,14 @@ def pack_throughput(config, memory=None) -> Differential:
     """`cvt.rn.bf16x2.f32` (F2FP.BF16.F32.PACK_AB) per clock per SM (work = conversions);
     no published rate: the device harness measures it (`benchmarks/hardware/microbench.py`)."""
     return _chain_throughput(config, "pack_throughput", PACK_UNROLL, (2, 6), memory)
+
+
+def int_mix_throughput(config, memory=None) -> Differential:
+    """Integer results per clock per SM of interleaved `mad.lo.u32` (IMAD, the FMA pipe) and
+    `lop3.b32` (LOP3, the ALU) chains, half each (work = both); twice one pipe's rate when
+    the two pipes are apart (`sm.int_pipe_model` "alu_fma"). No published figure: the
+    device harness measures it (`benchmarks/hardware/microbench.py`)."""
+    return _chain_throughput(config, "int_mix_throughput", INT_UNROLL, (2, 6), memory)
 
 
 def mma_throughput(config, memory=None) -> Differential:

@@ -7,7 +7,8 @@
   mode `cold`: a 256 MiB buffer written before the launch and no warm lap (HBM).
 * microbench.csv: the project's kernels of workloads/kernels/microbench (stream copy /
   read / write, shared_bandwidth at word stride 1 and 32, fma_throughput, sfu_throughput,
-  pack_throughput (f32 -> bf16x2 conversions, not yet measured),
+  pack_throughput (f32 -> bf16x2 conversions, not yet measured), int_mix_throughput
+  (IMAD and LOP3 chains half each: the ALU and FMA pipes apart or not; not yet measured),
   mma_throughput) and microbench_hw.cu's shared_volatile (the same loads as
   ld.volatile.shared, which ptxas keeps), wgmma_bf16 and wgmma_e4m3. Bandwidths are bytes
   over the median event time of a launch; per-SM rates are the difference of two launches
@@ -181,7 +182,9 @@ def throughput(cp, mods, out: Path, env, clocks, sms: int, quick: bool) -> None:
     c_out = cp.zeros(grid * block * 8, dtype=cp.float32)
     for name, per_iter, unit in (("fma_throughput", 8 * 32, "FMA results/clk/SM"),
                                  ("sfu_throughput", 8 * 8, "ex2 results/clk/SM"),
-                                 ("pack_throughput", 8 * 16, "F2FP.BF16 packs/clk/SM")):
+                                 ("pack_throughput", 8 * 16, "F2FP.BF16 packs/clk/SM"),
+                                 ("int_mix_throughput", 8 * 16,
+                                  "IMAD + LOP3 results/clk/SM")):
         try:
             k = ct.get_function(name)
             iters = 100 if quick else 1000

@@ -12,7 +12,8 @@ one figure (see `workloads.microbench`, which runs them):
 * `shared_bandwidth.cu` — `shared_bandwidth`: volatile 32-bit shared loads at a word stride
   (1: conflict free, 32: a 32-way bank conflict);
 * `compute_throughput.cu` — `fma_throughput` (FP32 FMA), `sfu_throughput` (`ex2.approx`),
-  `pack_throughput` (`cvt.rn.bf16x2.f32`, F2FP);
+  `pack_throughput` (`cvt.rn.bf16x2.f32`, F2FP), `int_mix_throughput` (IMAD and LOP3
+  chains, half each);
 * `mma_throughput.cu` — `mma_throughput`: `mma.sync.m16n8k16` bf16 with 8 accumulators;
 * `l2_policy.cu` — `hot_stream_evict_first`, `hot_stream_plain`: laps of a hot-buffer read
   (`ld.global.cg`) and a stream read with or without an L2 evict_first cache policy
@@ -38,6 +39,7 @@ KERNEL_FILES = {
     "fma_throughput": "compute_throughput.cu",
     "sfu_throughput": "compute_throughput.cu",
     "pack_throughput": "compute_throughput.cu",
+    "int_mix_throughput": "compute_throughput.cu",
     "mma_throughput": "mma_throughput.cu",
     "hot_stream_evict_first": "l2_policy.cu",
     "hot_stream_plain": "l2_policy.cu",
