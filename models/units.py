@@ -97,9 +97,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from isa.cfg import basic_blocks
 from isa.dataflow import NO_DESTINATION
 from isa.event_detail import EVENT_DETAILS
-from isa.cfg import basic_blocks
 from isa.operands import DAddr, DImm, DReg, DSpecial
 from isa.operands import registers_of as _registers
 from models import vpcu, zce
