@@ -107,6 +107,10 @@ class SmSpec(SpecMixin):
         "SM cycles a cluster-scope release (`mbarrier.arrive.release.cluster`, to the "
         "CTA's own barrier or a cluster partner's) adds before the arrival counts toward "
         "its phase (0: none, as at CTA scope).", default=0, minimum=0)
+    gpu_fence_cycles: int = spec_field(
+        "SM cycles a fence at GPU or system scope (`membar.gl`, `fence.sc.gpu`, "
+        "`fence.acq_rel.gpu`, ...) holds its warp after the warp's operations in flight "
+        "completed (0: only that wait; `models.units`).", default=0, minimum=0)
     param_read_cycles: int = spec_field(
         "SM cycles from a parameter-space access (`ld.param`, `st.param`) to its value being "
         "usable: ptxas makes a kernel parameter a constant-bank-0 operand or a uniform "

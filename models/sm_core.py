@@ -163,6 +163,7 @@ from models.units import (
     ACTION_BARRIER,
     ACTION_COPY_COMMIT,
     ACTION_COPY_WAIT,
+    ACTION_FENCE,
     ACTION_MBARRIER,
     ACTION_MBARRIER_WAIT,
     ACTION_MEMORY,
@@ -408,7 +409,7 @@ def post(w, e, action, cycle, done, mem, hold, ev_pc, pcs, regs, wi, wr, wm, si,
         if hold > wi[w, W_READY]:
             wi[w, W_READY] = hold
             wi[w, W_MEM] = 1 if action == ACTION_MBARRIER_WAIT or action == ACTION_COPY_WAIT \
-                else 0
+                or action == ACTION_FENCE else 0
 
 
 @nb.njit(cache=True)
@@ -653,6 +654,9 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
     elif action == ACTION_COPY_COMMIT or action == ACTION_COPY_WAIT:
         hold = copy_groups(w, p, action, pcs, regs, wi, wr)
         done = cycle + latency
+    elif action == ACTION_FENCE:          # waits for the warp's operations in flight
+        hold = cluster_release_end(w, max(cycle, wi[w, W_DONE]), pcs[p, P_COUNT], wi, wg)
+        done = hold
     elif action == ACTION_WGMMA_WAIT:                   # wgmma.wait_group N
         n, count = wi[w, W_NGROUPS], pcs[p, P_COUNT]
         if n > count:

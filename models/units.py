@@ -53,6 +53,10 @@ Hopper tile ops get their own actions, timed by the SM (`models.sm`) and the TMA
   and ERRBAR before it, and a membar waits for the warp's outstanding operations);
   `try_wait`/`test_wait` (`ACTION_MBARRIER_WAIT`) hold the warp until the phase
   completes in simulated time.
+* A fence at GPU or system scope (`membar.gl`, `fence.sc.gpu`, ...; `ACTION_FENCE`, `count`
+  = `sm.gpu_fence_cycles`) holds its warp until the warp's operations in flight completed
+  (its stores written to the L2, its wgmma groups), then `count` cycles more: the
+  MEMBAR, ERRBAR and CCTL.IVALL ptxas emits for it. The L1 invalidation is not modelled.
 * `setmaxnreg` is a one-cycle branch-unit op; occupancy keeps using the launch's register
   count (the re-partitioning between warpgroups inside a CTA does not change how many CTAs
   fit).
@@ -111,7 +115,7 @@ UNIT_NAMES = ("fp32", "fp16", "fp64", "int32", "sfu", "conversion", "shuffle", "
 UNIT_INDEX = {name: k for k, name in enumerate(UNIT_NAMES)}
 (ACTION_UNIT, ACTION_MEMORY, ACTION_BARRIER, ACTION_TMA, ACTION_MBARRIER, ACTION_MBARRIER_WAIT,
  ACTION_WGMMA, ACTION_WGMMA_COMMIT, ACTION_WGMMA_WAIT, ACTION_COPY_COMMIT,
- ACTION_COPY_WAIT) = range(11)
+ ACTION_COPY_WAIT, ACTION_FENCE) = range(12)
 ASYNC_ACTIONS = frozenset(range(ACTION_TMA, ACTION_COPY_WAIT + 1))
 COPY_GROUPS = 8
 """Committed `cp.async` groups a warp's scoreboard tracks apart (pseudo registers); a warp
@@ -350,9 +354,21 @@ def instruction_timings(program, config) -> tuple[list[InstrTiming], int]:
             action = ACTION_MEMORY
         elif ins.opname in ("bar", "barrier") and not ins.has("arrive"):
             action, count = ACTION_BARRIER, barrier_count(ins)
+        elif is_gpu_fence(ins):
+            action, count = ACTION_FENCE, int(config.sm.gpu_fence_cycles)
         timings.append(InstrTiming(UNIT_INDEX[unit], latency, interval, sources, destinations,
                                    action, count, unchecked))
     return timings, max(len(numbering.index), 1)
+
+
+def is_gpu_fence(ins) -> bool:
+    """A fence at GPU or system scope: `membar.gl`, `membar.sys`, `fence.sc` and
+    `fence.acq_rel` at `.gpu` or `.sys` (ptxas: MEMBAR.SC.GPU or MEMBAR.ALL.GPU, then ERRBAR
+    and CCTL.IVALL, nvdisasm of sm_90a code). `membar.cta`, `fence.*.cta`, `.cluster` and the
+    proxy and mbarrier-init fences are not."""
+    if ins.opname == "membar":
+        return ins.has("gl") or ins.has("sys")
+    return ins.opname == "fence" and (ins.has("gpu") or ins.has("sys"))
 
 
 def barrier_count(ins) -> int:

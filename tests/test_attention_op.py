@@ -275,6 +275,10 @@ SAMPLING_GAPS = {
     "decode-gqa-tail-block": "sampled 85.76 against full 82.11 us (+4.4 %) with kernel "
                              "parameters read from the constant bank: the three reduced "
                              "launches' extrapolation overstates the one-key tail block",
+    "decode-mha-300-keys": "sampled 175.12 against full 167.81 us (+4.4 %) with integer ops on "
+                           "two pipes (`sm.int_pipe_model` alu_fma; 171.25 / 168.16, +1.8 %, "
+                           "on one int32 unit): the reduced launches' extrapolation overstates "
+                           "the whole grid",
 }
 """Suite cases whose op-level sampling misses the 3 % bound, with the figures: strict
 expected failures, so a fix shows as a pass to claim."""
