@@ -12,7 +12,8 @@ import simulator.runner.simulate as simulate_mod
 from models.units import fusable_run_ends, instruction_timings
 from simulator.runner.trace import TraceRecorder
 
-H800 = models.load_preset("h800_sxm")
+H800 = models.load_preset("h800_sxm", {"sm.int_pipe_model": "int32_unit"})
+"""Integer ops on their own unit, so the FP32 unit's issues are the FFMAs."""
 N_FMA = 40
 
 
