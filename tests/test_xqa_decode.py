@@ -4,6 +4,8 @@ PTX runs through `isa.run_kernel` over a paged bf16 cache and matches float64 nu
 from __future__ import annotations
 
 import math
+import shutil
+import subprocess
 
 import ml_dtypes
 import numpy as np
@@ -114,3 +116,18 @@ def test_decode_attention_xqa_leaves_mha_decode_to_fa3():
     assert mha.launches[0].entry.startswith("attn_fwd")
     mqa = build_op("attention", xqa, heads=32, kv_heads=1, **sizes)
     assert mqa.launches[0].entry.startswith("xqa_decode_bf16_g32")
+
+
+@pytest.mark.skipif(shutil.which("ptxas") is None, reason="ptxas not installed")
+@pytest.mark.parametrize("group, multi_block", [(1, False), (4, True), (8, False), (12, True),
+                                                (16, True)])
+def test_xqa_kernel_assembles_with_ptxas_without_spills(group, multi_block, tmp_path):
+    """The generated PTX (with the multi-block merge, two sub-sequences' partials loaded
+    a step) assembles for sm_90a without spilling registers."""
+    src = tmp_path / "xqa.ptx"
+    src.write_text(xqa_kernel(group, multi_block=multi_block).ptx)
+    r = subprocess.run(["ptxas", "-arch=sm_90a", "-v", str(src), "-o",
+                        str(tmp_path / "xqa.cubin")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "0 bytes spill stores, 0 bytes spill loads" in r.stdout + r.stderr, \
+        (r.stdout + r.stderr)[-2000:]

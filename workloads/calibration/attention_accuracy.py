@@ -22,7 +22,12 @@ HELD-BACK subset. The attention op's launch heuristics are FlashAttention's, fix
   (`kernels.attention_kv_page_keys`: 64, TensorRT-LLM's tokens_per_block);
 * `--fit-whole`: a packed GQA decode CTA over a cache shorter than a page computes a block
   cut to the keys or one whole page-sized block, masked past the cache's end
-  (`kernels.attention_packed_decode_whole_pages`: whole pages).
+  (`kernels.attention_packed_decode_whole_pages`: whole pages);
+* `--fit-l2`: the L2 when a row's kernel starts, empty (`fidelity.l2_start = "cold"`, as
+  after ncu's flush) or holding the launch's inputs where they fit (`"warm-inputs"`: the
+  reference times TensorRT-LLM's kernel over repeated launches, and its file does not say
+  whether the L2 was flushed between them), with the preset's kernels; declared before the
+  run: the value of the lower FIT MAPE becomes `L2_START`, the rows' harness setting.
 The one fitted number that reaches these rows is `launch.kernel_overhead_us`, fitted by
 `workloads.calibration.launch_fit` on FIT rows only (batch <= 2, kv_len <= 16, together
 with small-M GEMM fit rows). MAPE and Pearson r are reported per family on the held-back
@@ -43,6 +48,7 @@ being modelled); the two are compared on `--subset fit` before held-back rows ar
     python -m workloads.calibration.attention_accuracy --fit-combine # ~25 min
     python -m workloads.calibration.attention_accuracy --fit-paged   # ~25 min
     python -m workloads.calibration.attention_accuracy --fit-whole   # ~15 min
+    python -m workloads.calibration.attention_accuracy --fit-l2      # ~30 min
     python -m workloads.calibration.attention_accuracy --kernel xqa --subset fit --limit 3
 
 `BASELINE` (`attention_accuracy_baseline.json`) stores what was measured (date, preset,
@@ -151,9 +157,10 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument(f"--fit-{flag}", action="store_true", help=f"score {about}")
     a = p.parse_args(argv)
     fidelity = a.fidelity or available_fidelities()[0]
-    for flag, (name, values, gqa_only, _) in FIT_SETTINGS.items():
+    for flag, (name, values, gqa_only, program, _) in FIT_SETTINGS.items():
         if getattr(a, f"fit_{flag}"):
-            best, scores = fit_setting(name, values, fidelity, a.limit, gqa_only)
+            best, scores = fit_setting(name, values, fidelity, a.limit, gqa_only,
+                                       program=program)
             print(f"fit rows by {name}: " + ", ".join(
                 f"{k}: {v['rows']} rows MAPE {v['mape_pct']:.1f}% r {v['pearson_r']:.3f}"
                 for k, v in scores.items()) + f" -> {best}")
@@ -177,34 +184,40 @@ def main(argv: list[str] | None = None) -> int:
 
 def fit_setting(key: str, values: tuple, fidelity: str | None = None,
                 limit: int | None = None, gqa_only: bool = False,
-                progress: bool = False) -> tuple:
+                progress: bool = False, program: str | None = "fa3") -> tuple:
     """MAPE and r over the FIT rows (optionally `limit` per family, GQA families only) with
-    the config key `key` (dotted, `kernels.<name>`) at each of `values`; (the value of the
-    lowest MAPE, {value: metrics over all those rows}). The settings are the
-    FlashAttention-3-style template's, so every row runs it (`kernels.decode_attention =
-    "fa3"`)."""
+    the config key `key` (dotted) at each of `values`; (the value of the lowest MAPE,
+    {value: metrics over all those rows}). `program`: the `kernels.decode_attention` every
+    row runs ("fa3" for the FlashAttention-3-style template's own settings; None: the
+    preset's)."""
     rows = pick("fit", limit)
     if gqa_only:
         rows = rows[rows.num_heads != rows.num_key_value_heads]
     scores = {}
     for value in values:
-        df = simulate(rows, fidelity, progress,
-                      overrides={"kernels.decode_attention": "fa3", key: value})
+        overrides = {key: value}
+        if program:
+            overrides["kernels.decode_attention"] = program
+        df = simulate(rows, fidelity, progress, overrides=overrides)
         scores[value] = group_metrics(df, "family", overall=True)["all"]
     return min(scores, key=lambda k: scores[k]["mape_pct"]), scores
 
 
 FIT_SETTINGS = {
-    "gqa": ("kernels.attention_packed_decode_ctas_per_sm", (2, 1), True,
+    "gqa": ("kernels.attention_packed_decode_ctas_per_sm", (2, 1), True, "fa3",
             "packed GQA decode at one and two CTAs per SM on the GQA fit rows"),
-    "combine": ("kernels.attention_split_combine", ("kernel", "inline"), False,
+    "combine": ("kernels.attention_split_combine", ("kernel", "inline"), False, "fa3",
                 "split-KV combine by kernel and inline on the fit rows"),
-    "paged": ("kernels.attention_kv_page_keys", (0, 64), False,
+    "paged": ("kernels.attention_kv_page_keys", (0, 64), False, "fa3",
               "contiguous and paged (64-key pages) KV on the fit rows"),
-    "whole": ("kernels.attention_packed_decode_whole_pages", (False, True), True,
-              "packed GQA decode blocks cut to the keys and whole pages on the GQA fit rows")}
-"""`--fit-gqa` / `--fit-combine` / `--fit-paged` / `--fit-whole`: (config key, values tried,
-GQA rows only, what the flag scores)."""
+    "whole": ("kernels.attention_packed_decode_whole_pages", (False, True), True, "fa3",
+              "packed GQA decode blocks cut to the keys and whole pages on the GQA fit rows"),
+    "l2": ("fidelity.l2_start", ("cold", "warm-inputs"), False, None,
+           "the L2 at the start, empty or holding the inputs that fit, on the fit rows "
+           "(the preset's kernels)")}
+"""`--fit-gqa` / `--fit-combine` / `--fit-paged` / `--fit-whole` / `--fit-l2`: (config key,
+values tried, GQA rows only, the decode program every row runs (None: the preset's), what
+the flag scores)."""
 
 
 KERNELS = ("fa3", "xqa")

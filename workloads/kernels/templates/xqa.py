@@ -33,7 +33,8 @@ What of XQA it reproduces (sources: /work/shared/notes/xqa-sm90.md):
   n = min(tiles, gridDim.y), CTAs past n exit after reading the sequence length; each
   writes a normalised partial O and (max, sum) per head to scratch, counts itself with
   `atom.global.inc` on a per-(request, kv head) semaphore that wraps to zero, and the
-  last one merges all partials (running max and sum) and stores O, in the same kernel.
+  last one merges all partials (running max and sum) and stores O, in the same kernel,
+  loading two sub-sequences' partials (every column of both) before merging either.
 
 Simplified (left out): the tile max is combined through per-warp shared slots and a
 warpgroup barrier (XQA: a float atomicMax into a shared running max); X is stored with
@@ -41,8 +42,8 @@ scalar 16-bit `st.shared` (XQA: `stmatrix`), and X, V and the output staging hav
 own buffers (XQA unions them); the rescale is unconditional (no `__ballot` skip); O is
 stored with scalar 16-bit global stores from the accumulator fragment (XQA: transposed
 through swizzled shared memory, 16-byte stores); partials are f32 (XQA: input precision)
-and the last CTA's gemm1 warpgroup merges them with plain loads (XQA: 8 math warps fed
-by the IO warps' cp.async ring); no fp8 cache, no PDL (`griddepcontrol`), no cache hints,
+and the last CTA's gemm1 warpgroup merges them with plain loads, two sub-sequences in
+flight (XQA: 8 math warps fed by the IO warps' 4-deep cp.async ring); no fp8 cache, no PDL (`griddepcontrol`), no cache hints,
 no attention sinks, beam width 1, head size 128 only, page size 64 only.
 Units: bytes, tokens, elements.
 """

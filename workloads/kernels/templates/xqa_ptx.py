@@ -26,6 +26,8 @@ from workloads.kernels.templates.pipeline_ptx import DESC_SWIZZLE128, param_addr
 from workloads.kernels.templates.xqa import PART_BYTES, TILE
 
 NEG_INF = "0fFF800000"
+MERGE_DEPTH = 2
+"""Sub-sequences whose partials the last CTA loads before merging them (`_merge_body`)."""
 TMA = ("    @%p2 cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx"
        "::bytes [{dst}], [{map}, {{{part}, 0, %hkv, %r18}}], [{bar}];")
 
@@ -85,7 +87,8 @@ def _head(cfg) -> list[str]:
              "    .reg .b32 %r<40>;", "    .reg .b64 %rd<16>;", "    .reg .f32 %f<12>;",
              "    .reg .b16 %h<2>;",
              f"    .reg .f32 %acc<{n2}>;", f"    .reg .f32 %o<{cfg.n}>;",
-             f"    .reg .f32 %px<{cfg.n}>;",
+             *[f"    .reg .f32 %ma{d}_<{2 * _cols(cfg)}>, %pm{d}_<{cfg.n}>;"
+               for d in range(MERGE_DEPTH)],
              f"    .reg .f32 %m<{_cols(cfg)}>, %mp<{_cols(cfg)}>, %l<{_cols(cfg)}>;",
              "    .reg .b32 %tx, %tz, %lane, %warp, %smem, %bar, %b, %hkv, %Hkv, %sub;",
              "    .reg .b32 %nsub, %nsubg, %slen, %ntiles, %mytiles, %it, %tile, %t0, %c0;",
@@ -415,26 +418,60 @@ def _partial_and_merge(cfg) -> list[str]:
     return lines + _merge_body(cfg)
 
 
-def _merge_body(cfg) -> list[str]:
-    """One sub-sequence's partial into the running (max, sum, O) of each column."""
+def _merge_loads(cfg, base: str, ml: str, px: str, guard: str = "") -> list[str]:
+    """Every column's (max, sum) pair and partial O elements of the sub-sequence whose
+    scratch row is `base` x N, into `ml`{2k, 2k + 1} and `px`{j} (`guard`: a predicate the
+    loads wait on; unloaded, the pair reads (-inf, 0) and the elements 0, so merging them
+    changes nothing)."""
     lines = []
+    if guard:
+        lines += [*[f"    mov.f32 %{ml}{2 * k}, {NEG_INF};" for k in range(_cols(cfg))],
+                  *[f"    mov.f32 %{ml}{2 * k + 1}, 0f00000000;" for k in range(_cols(cfg))],
+                  *[f"    mov.f32 %{px}{j}, 0f00000000;" for j, _, _ in _o_elems(cfg)]]
     for k in range(_cols(cfg)):
-        lines += [f"    add.u32 %r29, %c0, {_col_off(k)};", "    add.u32 %r34, %r33, %r29;",
+        lines += [f"    add.u32 %r29, %c0, {_col_off(k)};", f"    add.u32 %r34, {base}, %r29;",
                   "    mul.wide.u32 %rd13, %r34, 8;", "    add.s64 %rd13, %rd11, %rd13;",
-                  "    ld.global.v2.f32 {%f8, %f9}, [%rd13];",
+                  f"    {guard}ld.global.v2.f32 {{%{ml}{2 * k}, %{ml}{2 * k + 1}}}, [%rd13];",
                   "    shl.b32 %r35, %r34, 7;", "    add.u32 %r35, %r35, %t0;",
                   "    mul.wide.u32 %rd12, %r35, 4;", "    add.s64 %rd12, %rd10, %rd12;"]
-        mine = [(j, h, i) for j, h, i in _o_elems(cfg) if i in _elems(cfg, k)]
-        for j, h, i in mine:
-            off = 4 * (64 * h + 8 * (i % 4 >= 2))
-            lines += [f"    ld.global.f32 %px{j}, [%rd12+{off}];"]
-        lines += [f"    max.f32 %f2, %mp{k}, %f8;", f"    sub.f32 %f3, %mp{k}, %f2;",
-                  "    ex2.approx.ftz.f32 %f3, %f3;", "    sub.f32 %f4, %f8, %f2;",
-                  "    ex2.approx.ftz.f32 %f4, %f4;", "    mul.f32 %f4, %f4, %f9;",
+        for j, h, i in _o_elems(cfg):
+            if i in _elems(cfg, k):
+                off = 4 * (64 * h + 8 * (i % 4 >= 2))
+                lines += [f"    {guard}ld.global.f32 %{px}{j}, [%rd12+{off}];"]
+    return lines
+
+
+def _merge_one(cfg, ml: str, px: str) -> list[str]:
+    """One sub-sequence's loaded partial into the running (max, sum, O) of each column."""
+    lines = []
+    for k in range(_cols(cfg)):
+        lines += [f"    max.f32 %f2, %mp{k}, %{ml}{2 * k};", f"    sub.f32 %f3, %mp{k}, %f2;",
+                  "    ex2.approx.ftz.f32 %f3, %f3;", f"    sub.f32 %f4, %{ml}{2 * k}, %f2;",
+                  "    ex2.approx.ftz.f32 %f4, %f4;", f"    mul.f32 %f4, %f4, %{ml}{2 * k + 1};",
                   f"    fma.rn.f32 %l{k}, %l{k}, %f3, %f4;", f"    mov.f32 %mp{k}, %f2;"]
-        for j, _, _ in mine:
-            lines += [f"    mul.f32 %o{j}, %o{j}, %f3;",
-                      f"    fma.rn.f32 %o{j}, %px{j}, %f4, %o{j};"]
-    lines += ["    add.u32 %r36, %r36, 1;", "    setp.lt.u32 %p1, %r36, %nsub;",
+        for j, _, i in _o_elems(cfg):
+            if i in _elems(cfg, k):
+                lines += [f"    mul.f32 %o{j}, %o{j}, %f3;",
+                          f"    fma.rn.f32 %o{j}, %{px}{j}, %f4, %o{j};"]
+    return lines
+
+
+def _merge_body(cfg) -> list[str]:
+    """`MERGE_DEPTH` sub-sequences a step (`%r33` = the first's scratch row x N; the others
+    only where they exist): every one's loads issued, all columns at once, before any
+    merges, so a step waits about one L2 round trip (TensorRT-LLM's XQA streams the partials
+    through a 4-deep buffer filled by its IO warps)."""
+    n = cfg.n
+    lines = []
+    for d in range(MERGE_DEPTH):
+        guard = ""
+        if d:
+            lines += [f"    add.u32 %r37, %r36, {d};", f"    setp.lt.u32 %p{3 + d}, %r37, %nsub;",
+                      f"    add.u32 %r38, %r33, {d * n};"]
+            guard = f"@%p{3 + d} "
+        lines += _merge_loads(cfg, "%r38" if d else "%r33", f"ma{d}_", f"pm{d}_", guard)
+    for d in range(MERGE_DEPTH):
+        lines += _merge_one(cfg, f"ma{d}_", f"pm{d}_")
+    lines += [f"    add.u32 %r36, %r36, {MERGE_DEPTH};", "    setp.lt.u32 %p1, %r36, %nsub;",
               "    @%p1 bra G1_MERGE;"]
     return lines + _store_out(cfg) + ["    bra EXIT;"]
