@@ -43,8 +43,9 @@ own buffers (XQA unions them); the rescale is unconditional (no `__ballot` skip)
 stored with scalar 16-bit global stores from the accumulator fragment (XQA: transposed
 through swizzled shared memory, 16-byte stores); partials are f32 (XQA: input precision)
 and the last CTA's gemm1 warpgroup merges them with plain loads, two sub-sequences in
-flight (XQA: 8 math warps fed by the IO warps' 4-deep cp.async ring); no fp8 cache, no PDL (`griddepcontrol`), no cache hints,
-no attention sinks, beam width 1, head size 128 only, page size 64 only.
+flight (XQA: 8 math warps fed by the IO warps' 4-deep cp.async ring); no fp8 cache, no
+PDL (`griddepcontrol`), no cache hints, no attention sinks, beam width 1, head size 128
+only, page size 64 only.
 Units: bytes, tokens, elements.
 """
 
