@@ -10,7 +10,9 @@
   pack_throughput (f32 -> bf16x2 conversions, not yet measured), int_mix_throughput
   (IMAD and LOP3 chains half each: the ALU and FMA pipes apart or not; not yet measured),
   mma_throughput) and microbench_hw.cu's shared_volatile (the same loads as
-  ld.volatile.shared, which ptxas keeps), wgmma_bf16 and wgmma_e4m3. Bandwidths are bytes
+  ld.volatile.shared, which ptxas keeps), wgmma_bf16 and wgmma_e4m3, and fence_cost
+  (`membar.gl` after 0 and 4 stores, cycles per round with and without it; not yet
+  measured). Bandwidths are bytes
   over the median event time of a launch; per-SM rates are the difference of two launches
   that differ only in `iters` (N and 2N), so launch and ramp costs cancel:
   Δops / (Δseconds × SM clock × SMs). The SM clock is NVML's median during the timing.
@@ -244,6 +246,25 @@ def throughput(cp, mods, out: Path, env, clocks, sms: int, quick: bool) -> None:
                 tflops=round(2 * macs / dt / 1e12, 1), **st, check=check)
         except Exception as exc:
             table.fail(name, exc)
+    # membar.gl after 0 or 4 stores (microbench_hw.cu fence_cost): one thread per SM.
+    try:
+        fk = mods["hw"].get_function("fence_cost")
+        lines = cp.zeros(sms * 32 * 64, dtype=cp.uint32)
+        counter = cp.zeros(sms, dtype=cp.uint32)
+        f_out = cp.zeros(sms, dtype=cp.uint64)
+        iters = 100 if quick else 1000
+        for stores in (0, 4):
+            per = {}
+            for mode in (0, 1):
+                fk((sms,), (32,), (lines, counter, np.int32(iters), np.int32(stores),
+                                   np.int32(mode), f_out))
+                cp.cuda.Device().synchronize()
+                per[mode] = float(np.median(f_out.get()))
+            row("sync", f"membar.gl after {stores} stores", per[1] - per[0], "cycles",
+                grid=sms, block=32, iters=iters, round_cycles_no_fence=per[0],
+                round_cycles_fence=per[1])
+    except Exception as exc:
+        table.fail("fence_cost", exc)
     table.close()
 
 

@@ -14,6 +14,11 @@
 // shared_volatile: as workloads/kernels/microbench/shared_bandwidth.cu, but the loads are
 // ld.volatile.shared.u32, which ptxas must keep: each iteration issues UNROLL loads per thread
 // of word (lane * stride) % 1024.
+// fence_cost: one thread per CTA runs `iters` rounds of `stores` 4-byte stores to distinct
+// 128-byte lines, then `membar.gl` (mode 1) or nothing (mode 0), then an atomic add on a
+// counter (the in-kernel combine's handshake), between two reads of %clock64. out[cta] =
+// cycles per round; mode 1 - mode 0 is what the fence costs (`sm.gpu_fence_cycles` after the
+// stores' completion, tests/test_fence_timing.py for the simulator's).
 #include <cstdint>
 
 #define UNROLL 8
@@ -131,4 +136,19 @@ extern "C" __global__ void __launch_bounds__(128) wgmma_e4m3(float* __restrict__
         asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
     }
     store_range(d, out);
+}
+
+extern "C" __global__ void fence_cost(unsigned* __restrict__ lines, unsigned* __restrict__ counter,
+                                      int iters, int stores, int mode,
+                                      unsigned long long* __restrict__ out) {
+    if (threadIdx.x != 0) return;
+    unsigned* mine = lines + blockIdx.x * 32 * 64;
+    long long c0 = clock64();
+    for (int i = 0; i < iters; ++i) {
+        for (int s = 0; s < stores; ++s) asm volatile("st.global.u32 [%0], %1;" :: "l"(mine + 32 * s), "r"(i));
+        if (mode) asm volatile("membar.gl;" ::: "memory");
+        atomicAdd(counter + blockIdx.x, 1u);
+    }
+    long long c1 = clock64();
+    out[blockIdx.x] = static_cast<unsigned long long>((c1 - c0) / iters);
 }
