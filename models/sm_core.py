@@ -149,6 +149,7 @@ from models.sm_state import (
     W_END,
     W_GID,
     W_MEM,
+    W_MEM_DONE,
     W_NGROUPS,
     W_POS,
     W_READY,
@@ -385,6 +386,8 @@ def post(w, e, action, cycle, done, mem, hold, ev_pc, pcs, regs, wi, wr, wm, si,
                 wm[w, d] = mem
     if done > wi[w, W_DONE]:
         wi[w, W_DONE] = done
+    if action == ACTION_MEMORY and done > wi[w, W_MEM_DONE]:
+        wi[w, W_MEM_DONE] = done          # what a fence waits for (not the async proxy's)
     e += 1
     wi[w, W_POS] = e
     if action == ACTION_BARRIER:
@@ -655,7 +658,7 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
         hold = copy_groups(w, p, action, pcs, regs, wi, wr)
         done = cycle + latency
     elif action == ACTION_FENCE:          # waits for the warp's operations in flight
-        hold = cluster_release_end(w, max(cycle, wi[w, W_DONE]), pcs[p, P_COUNT], wi, wg)
+        hold = cluster_release_end(w, max(cycle, wi[w, W_MEM_DONE]), pcs[p, P_COUNT], wi, wg)
         done = hold
     elif action == ACTION_WGMMA_WAIT:                   # wgmma.wait_group N
         n, count = wi[w, W_NGROUPS], pcs[p, P_COUNT]

@@ -54,8 +54,9 @@ Hopper tile ops get their own actions, timed by the SM (`models.sm`) and the TMA
   `try_wait`/`test_wait` (`ACTION_MBARRIER_WAIT`) hold the warp until the phase
   completes in simulated time.
 * A fence at GPU or system scope (`membar.gl`, `fence.sc.gpu`, ...; `ACTION_FENCE`, `count`
-  = `sm.gpu_fence_cycles`) holds its warp until the warp's operations in flight completed
-  (its stores written to the L2, its wgmma groups), then `count` cycles more: the
+  = `sm.gpu_fence_cycles`) holds its warp until the warp's memory operations in flight
+  completed (its stores written to the L2; not its TMA copies, which the async proxy
+  orders) and its wgmma groups, then `count` cycles more: the
   MEMBAR, ERRBAR and CCTL.IVALL ptxas emits for it. The L1 invalidation is not modelled.
 * `setmaxnreg` is a one-cycle branch-unit op; occupancy keeps using the launch's register
   count (the re-partitioning between warpgroups inside a CTA does not change how many CTAs
