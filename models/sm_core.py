@@ -458,10 +458,11 @@ def launch(cta, cycle, offsets, ev_pc, pcs, regs, wi, wr, wm, si, sw, ci, ca, lp
 
 
 @inline_step
-def cluster_release_end(w, cycle, cycles, wi, wg):
-    """The cycle a cluster-scope release of warp `w` issued at `cycle` lets the warp go
-    (`units`: ptxas puts MEMBAR.ALL.GPU before the arrival; it waits for the warp's
-    operations in flight, its wgmma groups, then fences for `cycles`)."""
+def fence_end(w, cycle, cycles, wi, wg):
+    """The cycle a MEMBAR of warp `w`, free to start at `cycle`, lets the warp go: after
+    its wgmma groups in flight, then `cycles` more (`units`: the MEMBAR.ALL.GPU ptxas puts
+    before a cluster-scope release, from its issue; a GPU-scope fence's, from the warp's
+    memory operations' completion)."""
     start = max(cycle, wi[w, W_WG_OPEN])
     for i in range(wi[w, W_NGROUPS]):
         start = max(start, wg[w, i])
@@ -637,7 +638,7 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
     elif action == ACTION_MBARRIER:
         done, lp[L_SHARED_FREE] = shared_access(cycle, lp[L_SHARED_FREE], 1, lp[L_SHARED_LAT])
         if pcs[p, P_COUNT] > 0:       # a cluster-scope release (`units`): the warp
-            hold = cluster_release_end(w, cycle, pcs[p, P_COUNT], wi, wg)   # fences, then
+            hold = fence_end(w, cycle, pcs[p, P_COUNT], wi, wg)   # fences, then
             done = max(done, hold + lp[L_SHARED_LAT])                       # arrives
         contribute(ev_slot[e], done, cycle, slot_events, ph, ev_pc, pcs, regs, wi, wr, wm, si,
                     lp)
@@ -658,7 +659,7 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
         hold = copy_groups(w, p, action, pcs, regs, wi, wr)
         done = cycle + latency
     elif action == ACTION_FENCE:          # waits for the warp's operations in flight
-        hold = cluster_release_end(w, max(cycle, wi[w, W_MEM_DONE]), pcs[p, P_COUNT], wi, wg)
+        hold = fence_end(w, max(cycle, wi[w, W_MEM_DONE]), pcs[p, P_COUNT], wi, wg)
         done = hold
     elif action == ACTION_WGMMA_WAIT:                   # wgmma.wait_group N
         n, count = wi[w, W_NGROUPS], pcs[p, P_COUNT]

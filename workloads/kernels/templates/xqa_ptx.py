@@ -295,6 +295,29 @@ def _o_elems(cfg):
     return [(h * n2 + i, h, i) for h in range(2) for i in range(n2)]
 
 
+def _col_o_elems(cfg, k: int):
+    """(register index, half h, element i, element offset within the thread's 128-element
+    head row) of the thread's O^T fragments in column k."""
+    return [(j, h, i, 64 * h + 8 * (i % 4 >= 2)) for j, h, i in _o_elems(cfg)
+            if i in _elems(cfg, k)]
+
+
+def _scratch_row(k: int, base: str) -> list[str]:
+    """%r34 = the scratch row of column k in the sub-sequence whose first row is `base`."""
+    return [f"    add.u32 %r29, %c0, {_col_off(k)};", f"    add.u32 %r34, {base}, %r29;"]
+
+
+def _part_o_address() -> list[str]:
+    """%rd12 = the thread's f32 partial O in scratch row %r34 (part_o at %rd10)."""
+    return ["    shl.b32 %r35, %r34, 7;", "    add.u32 %r35, %r35, %t0;",
+            "    mul.wide.u32 %rd12, %r35, 4;", "    add.s64 %rd12, %rd10, %rd12;"]
+
+
+def _part_ml_address() -> list[str]:
+    """%rd13 = the (max, sum) pair of scratch row %r34 (part_ml at %rd11)."""
+    return ["    mul.wide.u32 %rd13, %r34, 8;", "    add.s64 %rd13, %rd11, %rd13;"]
+
+
 def _gemm1(cfg) -> list[str]:
     """tid.z 1: per tile rescale, O^T += V^T X^T; then the epilogue (or the partials and
     the last sub-sequence's merge)."""
@@ -324,8 +347,7 @@ def _gemm1(cfg) -> list[str]:
                   "    add.f32 %f4, %f4, %f6;",
                   f"    sub.f32 %f3, %mp{k}, %f2;", "    ex2.approx.ftz.f32 %f3, %f3;",
                   f"    fma.rn.f32 %l{k}, %l{k}, %f3, %f4;", f"    mov.f32 %mp{k}, %f2;"]
-        lines += [f"    mul.f32 %o{j}, %o{j}, %f3;" for j, _, i in _o_elems(cfg)
-                  if i in _elems(cfg, k)]
+        lines += [f"    mul.f32 %o{j}, %o{j}, %f3;" for j, _, _, _ in _col_o_elems(cfg, k)]
     lines += [f"    add.u32 %r20, %bar, {_bar(cfg, 'vprod')};", "    add.u32 %r20, %r20, %r24;",
               "    mbarrier.arrive.expect_tx.shared::cta.b64 %rd7, [%r20], "
               f"{cfg.v_buf_bytes // 128};",
@@ -370,12 +392,9 @@ def _store_out(cfg) -> list[str]:
         lines += [f"    add.u32 %r29, %c0, {_col_off(k)};",
                   f"    setp.lt.u32 %p2, %r29, {cfg.group};", "    mul.wide.u32 %rd12, %r29, 256;",
                   "    add.s64 %rd13, %rd10, %rd12;"]
-        for j, h, i in _o_elems(cfg):
-            if i not in _elems(cfg, k):
-                continue
-            off = 2 * (64 * h + 8 * (i % 4 >= 2))
+        for j, _, _, e in _col_o_elems(cfg, k):
             lines += [f"    mul.f32 %f0, %o{j}, %l{k};", f"    cvt.rn.{cfg.ptx_type}.f32 %h0, %f0;",
-                      f"    @%p2 st.global.b16 [%rd13+{off}], %h0;"]
+                      f"    @%p2 st.global.b16 [%rd13+{2 * e}], %h0;"]
     return lines
 
 
@@ -389,16 +408,11 @@ def _partial_and_merge(cfg) -> list[str]:
              "    ld.param.u64 %rd11, [part_ml];", "    cvta.to.global.u64 %rd11, %rd11;",
              f"    mul.lo.u32 %r33, %r31, {n};"]
     for k in range(_cols(cfg)):
-        lines += [f"    add.u32 %r29, %c0, {_col_off(k)};", "    add.u32 %r34, %r33, %r29;",
-                  "    shl.b32 %r35, %r34, 7;", "    add.u32 %r35, %r35, %t0;",
-                  "    mul.wide.u32 %rd12, %r35, 4;", "    add.s64 %rd12, %rd10, %rd12;",
+        lines += [*_scratch_row(k, "%r33"), *_part_o_address(),
                   f"    rcp.approx.ftz.f32 %f1, %l{k};"]
-        for j, h, i in _o_elems(cfg):
-            if i in _elems(cfg, k):
-                off = 4 * (64 * h + 8 * (i % 4 >= 2))
-                lines += [f"    mul.f32 %f0, %o{j}, %f1;", f"    st.global.f32 [%rd12+{off}], %f0;"]
-        lines += ["    setp.eq.u32 %p3, %t0, 0;", "    mul.wide.u32 %rd13, %r34, 8;",
-                  "    add.s64 %rd13, %rd11, %rd13;",
+        for j, _, _, e in _col_o_elems(cfg, k):
+            lines += [f"    mul.f32 %f0, %o{j}, %f1;", f"    st.global.f32 [%rd12+{4 * e}], %f0;"]
+        lines += ["    setp.eq.u32 %p3, %t0, 0;", *_part_ml_address(),
                   f"    @%p3 st.global.v2.f32 [%rd13], {{%mp{k}, %l{k}}};"]
     lines += ["    membar.gl;", "    bar.sync 2, 128;", "    setp.ne.u32 %p1, %tx, 0;",
               "    @%p1 bra G1_SEM_DONE;", "    ld.param.u64 %rd14, [semaphores];",
@@ -429,15 +443,11 @@ def _merge_loads(cfg, base: str, ml: str, px: str, guard: str = "") -> list[str]
                   *[f"    mov.f32 %{ml}{2 * k + 1}, 0f00000000;" for k in range(_cols(cfg))],
                   *[f"    mov.f32 %{px}{j}, 0f00000000;" for j, _, _ in _o_elems(cfg)]]
     for k in range(_cols(cfg)):
-        lines += [f"    add.u32 %r29, %c0, {_col_off(k)};", f"    add.u32 %r34, {base}, %r29;",
-                  "    mul.wide.u32 %rd13, %r34, 8;", "    add.s64 %rd13, %rd11, %rd13;",
+        lines += [*_scratch_row(k, base), *_part_ml_address(),
                   f"    {guard}ld.global.v2.f32 {{%{ml}{2 * k}, %{ml}{2 * k + 1}}}, [%rd13];",
-                  "    shl.b32 %r35, %r34, 7;", "    add.u32 %r35, %r35, %t0;",
-                  "    mul.wide.u32 %rd12, %r35, 4;", "    add.s64 %rd12, %rd10, %rd12;"]
-        for j, h, i in _o_elems(cfg):
-            if i in _elems(cfg, k):
-                off = 4 * (64 * h + 8 * (i % 4 >= 2))
-                lines += [f"    {guard}ld.global.f32 %{px}{j}, [%rd12+{off}];"]
+                  *_part_o_address()]
+        lines += [f"    {guard}ld.global.f32 %{px}{j}, [%rd12+{4 * e}];"
+                  for j, _, _, e in _col_o_elems(cfg, k)]
     return lines
 
 
@@ -449,10 +459,9 @@ def _merge_one(cfg, ml: str, px: str) -> list[str]:
                   "    ex2.approx.ftz.f32 %f3, %f3;", f"    sub.f32 %f4, %{ml}{2 * k}, %f2;",
                   "    ex2.approx.ftz.f32 %f4, %f4;", f"    mul.f32 %f4, %f4, %{ml}{2 * k + 1};",
                   f"    fma.rn.f32 %l{k}, %l{k}, %f3, %f4;", f"    mov.f32 %mp{k}, %f2;"]
-        for j, _, i in _o_elems(cfg):
-            if i in _elems(cfg, k):
-                lines += [f"    mul.f32 %o{j}, %o{j}, %f3;",
-                          f"    fma.rn.f32 %o{j}, %{px}{j}, %f4, %o{j};"]
+        for j, _, _, _ in _col_o_elems(cfg, k):
+            lines += [f"    mul.f32 %o{j}, %o{j}, %f3;",
+                      f"    fma.rn.f32 %o{j}, %{px}{j}, %f4, %o{j};"]
     return lines
 
 
