@@ -371,3 +371,40 @@ def test_link_windows_served_in_the_loop_as_in_python(small_pair, monkeypatch, k
     _assert_same_runs(ours, ref)
     links = ours[0].kernels[comm.name].stats
     assert links[links.component.str.startswith("link.")].value.sum() > 0
+
+
+def test_a_window_traces_part_of_the_grid_with_the_same_figures():
+    """Under a window, `measure_pair` traces the CTAs the launch reaches alone in a little
+    more than the window (its time alone given) and runs again, with twice as many, a run
+    that handed them all out: the figures are those of the whole grid traced, whether the
+    time given was right or far too long (a grid traced 1 % and grown)."""
+    from simulator.runner.concurrent import prepare_launch
+    from simulator.runner.contention import WINDOW_TRACE_WAVES, measure_pair, window_share
+
+    cfg = models.load_preset("h800_sxm", SMALL_L2)
+    add = build_op("residual-add", cfg, rows=8192, cols=1024, inputs=2).launches[0]
+    dispatch = build_op("alltoall", cfg, ranks=8, tokens=128, hidden=7168).launches[0]
+    alone = simulate_concurrent([add], cfg)
+    alone_us = alone.time_us
+    window = alone_us / 4
+    whole = measure_pair(add, dispatch, cfg, window_us=window)
+    assert whole.compute_beside_us == pytest.approx(window, abs=0.01)
+    grown_from = {}
+    for hint in (alone_us, 100 * alone_us):
+        memo: dict = {}
+        part = measure_pair(add, dispatch, cfg, window_us=window, memo=memo,
+                            alone_us=(hint, None))
+        assert part.compute_alone_us == pytest.approx(whole.compute_alone_us, rel=1e-12)
+        assert part.comm_alone_us == pytest.approx(whole.comm_alone_us, rel=1e-12)
+        assert (part.compute_beside_us, part.comm_beside_us) == (whole.compute_beside_us,
+                                                                 whole.comm_beside_us)
+        assert part.compute_l2_miss_beside == whole.compute_l2_miss_beside
+        (image,) = [p for key, (_, p) in memo.items() if key[0] == "prepared"
+                    and p.name == add.name]
+        assert image.partial
+        grown_from[hint] = image.ctas
+    first = prepare_launch(add, 0, cfg, share=window_share(window, 100 * alone_us),
+                           waves=WINDOW_TRACE_WAVES)
+    assert first.ctas < grown_from[100 * alone_us] < first.grid_ctas
+    ran = simulate_concurrent([first], cfg, until_us=window)
+    assert ran.ran_out == (add.name,)

@@ -420,11 +420,14 @@ def _contention(graph, ops, plans, config, span, lanes, measured: dict,
             key = disk.key(PAIR, compute_op=_op_data(c), comm_op=_op_data(m))
             found = disk.load(key, _pair_entry)
             if found is None:
-                found = measure_pair(representative_launch(_plan(plans, c, config)),
-                                     representative_launch(_plan(plans, m, config)), config,
+                c_plan, m_plan = _plan(plans, c, config), _plan(plans, m, config)
+                found = measure_pair(representative_launch(c_plan),
+                                     representative_launch(m_plan), config,
                                      c.kind, m.kind,
                                      window_us=config.fidelity.contention_window_us,
-                                     memo=launches)
+                                     memo=launches,
+                                     alone_us=(_launch_us(c_plan, span[compute_node.name]),
+                                               _launch_us(m_plan, span[comm_node.name])))
                 disk.save(key, asdict(found))
             else:
                 found = PairEffect(**found)
@@ -433,6 +436,14 @@ def _contention(graph, ops, plans, config, span, lanes, measured: dict,
 
     timed_nodes = [n for n in graph.nodes if op_of[n.name].kind != LINK_KIND]
     return stretch_schedule(timed_nodes, span, lanes, comm, measure)
+
+
+def _launch_us(plan, span: tuple[float, float]) -> float | None:
+    """The time alone of an op's representative launch where the op is that one launch
+    (its node's span in the alone schedule), else None (unknown)."""
+    if plan.samples or len(plan.launches) != 1:
+        return None
+    return span[1] - span[0]
 
 
 def simulate_workload(graph, config=None, fidelity: str = "sampled",

@@ -50,6 +50,7 @@ comm kernels use no shared memory). Units: SM cycles, microseconds, bytes.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field, replace
 from itertools import count
 from typing import Any
@@ -103,6 +104,12 @@ class ConcurrentResult:
     progress: dict[str, float] = field(default_factory=dict)
     """Per launch, the share of its trace's warp instructions issued when the run ended
     (1.0: it finished; below 1 only in a run stopped early, `stop_at` / `until_us`)."""
+    issued: dict[str, int] = field(default_factory=dict)
+    """Per launch, the warp instructions it issued by the run's end (of its traced CTAs)."""
+    ran_out: tuple[str, ...] = ()
+    """The launches prepared with part of their grid (`prepare_launch(ctas=...)`) whose
+    dispatcher handed out every traced CTA: their figures need more of the grid traced
+    (`grow`); those of the other launches are the whole grid's."""
 
 
 @dataclass
@@ -126,6 +133,19 @@ class _Prepared:
     ascending, and the instructions they add beyond one each, summed (0 first): what
     `instructions_before` counts."""
     clustered: bool = False   # its CTAs run in clusters of several (phases across SMs)
+    ctas: int = 0             # the CTAs traced, and handed out: the first of the grid
+    grid_ctas: int = 0        # the launch's grid
+    source: Any = field(default=None, repr=False, compare=False)
+    """What traced it (`_Source`), kept so `grow` can trace more of the grid."""
+
+    @property
+    def partial(self) -> bool:
+        """Whether only the first CTAs of its grid are traced (`prepare_launch(ctas=...)`)."""
+        return self.ctas < self.grid_ctas
+
+    def issued_total(self) -> int:
+        """Warp instructions of its traced CTAs."""
+        return int(self.instructions_before(self.image.offsets[-1]))
 
     def instructions_before(self, events):
         """Warp instructions of the trace's events before event index (or indices)
@@ -155,7 +175,8 @@ def shared_config(launches, config):
     return config.with_overrides(merged) if merged else config
 
 
-def prepare_launch(launch, index: int, config, policy: str | None = None) -> _Prepared:
+def prepare_launch(launch, index: int, config, policy: str | None = None,
+                   share: float | None = None, waves: int = 0) -> _Prepared:
     """Trace, timings, occupancy; sectors and windows moved to the launch's own address
     space (that of position `index`). Reusable: `simulate_concurrent` takes it in place of
     the launch and does not change it, under the same resolved config and `policy`.
@@ -165,7 +186,13 @@ def prepare_launch(launch, index: int, config, policy: str | None = None) -> _Pr
     (`Replay.recorder`, the same stats bit for bit), and, with `fidelity.trace_synthesis`,
     the CTAs after the first `fidelity.trace_synthesis_first_ctas` synthesized from their
     template where its checks pass (`SampledRun.trace_to`; the same trace as tracing them,
-    `tests/test_comm_concurrent.py`), else traced."""
+    `tests/test_comm_concurrent.py`), else traced.
+
+    `share` (None: the whole grid) traces that share of the grid's CTAs and `waves` waves
+    (CTAs resident at once on the launch's SMs) more, for a run stopped before the launch
+    ends: the dispatcher hands out those, and a run in which it never ran out of them
+    (`ConcurrentResult.ran_out`) is the same simulation as with the whole grid traced, up to
+    its stop; `grow` traces more. A launch in clusters is traced whole."""
     program = (launch.ptx if isinstance(launch.ptx, isa.launch.Program)
                else isa.compile_kernel(launch.ptx, launch.entry))
     check_isa_target(program, config)
@@ -182,23 +209,59 @@ def prepare_launch(launch, index: int, config, policy: str | None = None) -> _Pr
                           wrap_x=int(getattr(launch, "options", {}).get("cta_wrap_x", 0)))
     replay = Replay(config, None, policy, DEFAULT_QUANTUM_CYCLES, occ, "run", launch.entry,
                     role)
-    run = SampledRun(traced, replay, None)
-    run.trace_to(traced.n_ctas)
-    timings, n_regs = replay.timings(program)
-    trace, timings = event_timings(run.recorder.finish(), timings, program, config)
-    offset = index * ADDRESS_SPACING_BYTES
-    if offset:
-        trace = replace(trace, sectors=trace.sectors + (offset >> SECTOR_SHIFT))
-    memory = getattr(launch, "options", {}).get("memory")
-    windows = tuple(_moved(w, offset) for w in getattr(memory, "windows", ()))
-    image = KernelImage(trace, timings, n_regs)
-    counts = np.array([fused_count(t) for t in timings] or [1], np.int64)[image.ev_pc]
-    fused = np.flatnonzero(counts > 1)
-    return _Prepared(launch.name, launch.entry, role, image, occ, run.warp_instr,
-                     run.thread_instr, windows, dict(getattr(launch, "overrides", {})),
-                     config_key(config), policy, fused,
-                     np.concatenate([[0], np.cumsum(counts[fused] - 1)]).astype(np.int64),
-                     cluster_shape(program, grid)[0] != (1, 1, 1))
+    clustered = cluster_shape(program, grid)[0] != (1, 1, 1)
+    source = _Source(launch, index, config, policy, program, occ, role, replay,
+                     SampledRun(traced, replay, None), clustered)
+    whole = traced.n_ctas
+    ctas = whole if share is None or clustered else min(
+        whole, math.ceil(whole * share) + waves * occ.ctas_per_sm * sms)
+    return source.prepared(max(1, ctas))
+
+
+@dataclass
+class _Source:
+    """How a launch was traced (`prepare_launch`): its recorder goes on to later CTAs."""
+
+    launch: Any
+    index: int
+    config: Any
+    policy: str | None
+    program: Any
+    occ: Any
+    role: str
+    replay: Any
+    run: SampledRun
+    clustered: bool
+
+    def prepared(self, ctas: int) -> _Prepared:
+        """The first `ctas` CTAs traced (those before traced already) and imaged."""
+        launch, run, config = self.launch, self.run, self.config
+        if ctas > run.traced:
+            run.trace_to(ctas)
+        timings, n_regs = self.replay.timings(self.program)
+        trace, timings = event_timings(run.recorder.finish(), timings, self.program, config)
+        offset = self.index * ADDRESS_SPACING_BYTES
+        if offset:
+            trace = replace(trace, sectors=trace.sectors + (offset >> SECTOR_SHIFT))
+        memory = getattr(launch, "options", {}).get("memory")
+        windows = tuple(_moved(w, offset) for w in getattr(memory, "windows", ()))
+        image = KernelImage(trace, timings, n_regs)
+        counts = np.array([fused_count(t) for t in timings] or [1], np.int64)[image.ev_pc]
+        fused = np.flatnonzero(counts > 1)
+        return _Prepared(launch.name, launch.entry, self.role, image, self.occ,
+                         run.warp_instr, run.thread_instr, windows,
+                         dict(getattr(launch, "overrides", {})), config_key(config),
+                         self.policy, fused,
+                         np.concatenate([[0], np.cumsum(counts[fused] - 1)]).astype(np.int64),
+                         self.clustered, run.traced, run.n_ctas, self)
+
+
+def grow(prepared: _Prepared, ctas: int | None = None) -> _Prepared:
+    """`prepared` with its first `ctas` CTAs traced (None: the whole grid; never fewer
+    than it has), the CTAs it had kept as they were traced."""
+    whole = prepared.grid_ctas
+    ctas = whole if ctas is None else max(prepared.ctas, min(int(ctas), whole))
+    return prepared if ctas == prepared.ctas else prepared.source.prepared(ctas)
 
 
 def config_key(config) -> str:
@@ -285,7 +348,10 @@ def simulate_concurrent(launches, config=None, *, memory=None, policy: str | Non
         run.start(_compiled(run, runs))
     _run_until(system, runs, stop_at, until_us)
     stop_cycle = system.clock.ps_to_cycles(system.env.now)
+    issued = {run.prepared.name: run.issued() for run in runs}
     progress = {run.prepared.name: run.progress() for run in runs}
+    ran_out = tuple(run.prepared.name for run in runs
+                    if run.prepared.partial and run.dispatcher.next_cta >= run.prepared.ctas)
     for run in runs:
         if progress[run.prepared.name] >= 1.0:
             for sm in run.sms:
@@ -296,7 +362,7 @@ def simulate_concurrent(launches, config=None, *, memory=None, policy: str | Non
                for run in runs}
     cycles = max(r.cycles for r in results.values())
     return ConcurrentResult(results, cycles, system.clock.cycles_to_ps(cycles) / 1e6,
-                            config.to_dict(), progress)
+                            config.to_dict(), progress, issued, ran_out)
 
 
 def _memory_of(prepared: _Prepared, memory):
@@ -366,7 +432,7 @@ class _Run:
         self.sm_tracer, self.cache_tracer = SmTracer(self.sheet), CachedMemoryTracer(self.sheet)
         MemoryTracer(self.sheet).attach(memory_hooks)
         self.cache_tracer.attach(memory_hooks)
-        self.dispatcher = CtaDispatcher(prepared.image.trace.n_ctas)
+        self.dispatcher = CtaDispatcher(prepared.ctas)
         phases = PhaseTable(prepared.image.slot_events.size)
         self.sms = [StreamingMultiprocessor(k, system.env, config, prepared.image,
                                             memory, self.dispatcher, policy,
@@ -403,22 +469,25 @@ class _Run:
         self.procs = [end for end in ends if end is not None]
         SmDriver(self.sms, queue).share(env, ends)
 
-    def progress(self) -> float:
-        """Share of the trace's warp instructions issued: those of CTAs not yet handed out
-        and those left to the resident warps are outstanding."""
+    def issued(self) -> int:
+        """Warp instructions issued: those of the traced CTAs less those of CTAs not yet
+        handed out and those left to the resident warps."""
         prepared = self.prepared
         offsets = prepared.image.offsets
         count = prepared.instructions_before
-        total = int(count(offsets[-1]))
-        if total == 0:
-            return 1.0
+        total = prepared.issued_total()
         undispatched = self.dispatcher.next_cta * prepared.image.trace.warps_per_cta
         left = total - int(count(offsets[min(undispatched, offsets.size - 1)]))
         for sm in self.sms:
             wi = sm.state.wi
             used = wi[:, W_USED] != 0
             left += int((count(wi[used, W_END]) - count(wi[used, W_POS])).sum())
-        return 1.0 - left / total
+        return total - left
+
+    def progress(self) -> float:
+        """Share of the trace's warp instructions issued (`issued`)."""
+        total = self.prepared.issued_total()
+        return 1.0 if total == 0 else self.issued() / total
 
     def result(self, system, config, run_id: str, stop_cycle: int | None = None) \
             -> KernelResult:

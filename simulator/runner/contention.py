@@ -50,6 +50,9 @@ from simulator.runner.concurrent import (
     shared_config,
     simulate_concurrent,
 )
+from simulator.runner.concurrent import (
+    grow as grow_prepared,
+)
 from simulator.runner.launch_time import front_end_us
 from simulator.runner.simulate import resolve_config
 
@@ -101,47 +104,96 @@ def _l2_misses(result) -> float:
 
 def measure_pair(compute_launch, comm_launch, config, compute_op: str = "",
                  comm_op: str = "", *, window_us: float | None = None,
-                 memo: dict | None = None) -> PairEffect:
+                 memo: dict | None = None,
+                 alone_us: tuple[float | None, float | None] = (None, None)) -> PairEffect:
     """Both launches together on `config`, until the first ends or `window_us` passes, and
     each alone for the same progress (see the module docstring). `memo` (a dict the caller
     keeps across pairs) holds each launch's traced image and its whole run alone, so a
-    launch measured beside several partners is traced and timed alone once."""
+    launch measured beside several partners is traced and timed alone once.
+
+    `alone_us` (per launch, its time alone when known, e.g. from its op's result) bounds
+    what is traced under a window: the first CTAs the launch alone would reach in
+    `WINDOW_TRACE_MARGIN` x `window_us`, and `WINDOW_TRACE_WAVES` waves more
+    (`window_share`); a run whose launch hands out all of them is run again with twice as
+    many (`simulator.runner.concurrent.grow`), so the figures are those of the whole grid
+    traced."""
     memo = {} if memo is None else memo
     config = shared_config([compute_launch, comm_launch], resolve_config(config))
-    c = _prepared(memo, compute_launch, 0, config)
-    m = _prepared(memo, comm_launch, 1, config)
-    both = simulate_concurrent([c, m], config, stop_at="first", until_us=window_us or None)
+    launches = (compute_launch, comm_launch)
+    for i, launch in enumerate(launches):
+        _prepared(memo, launch, i, config, window_share(window_us, alone_us[i]))
+    both, preps = _run_traced(memo, config, launches, (0, 1), stop_at="first",
+                              until_us=window_us or None)
     stop_us = both.time_us
     front = front_end_us(config)
     spans = []
-    for prep, launch in ((c, compute_launch), (m, comm_launch)):
+    for i, (prep, launch) in enumerate(zip(preps, launches, strict=True)):
         beside = both.kernels[prep.name]
-        done = both.progress[prep.name]
-        if done >= 1.0:
-            alone = _alone(memo, launch, prep, config)
+        if both.progress[prep.name] >= 1.0:
+            alone = _alone(memo, launch, i, config)
             spans.append((alone.kernel_time_us - front, beside.kernel_time_us - front,
                           _l2_misses(alone), _l2_misses(beside)))
             continue
-        part = simulate_concurrent([prep], config, until_us=stop_us)
-        alone_done = part.progress[prep.name]
-        share = done / alone_done if alone_done > 0 else 1.0
+        part, (solo,) = _run_traced(memo, config, (launch,), (i,), until_us=stop_us)
+        alone_done = part.issued[solo.name]
+        share = both.issued[prep.name] / alone_done if alone_done > 0 else 1.0
         spans.append((part.time_us * share, stop_us,
-                      _l2_misses(part.kernels[prep.name]) * share, _l2_misses(beside)))
+                      _l2_misses(part.kernels[solo.name]) * share, _l2_misses(beside)))
     (c_alone, c_beside, c_miss_alone, c_miss_beside), (m_alone, m_beside, _, _) = spans
     return PairEffect(compute_op or compute_launch.name, comm_op or comm_launch.name,
                       c_alone, c_beside, m_alone, m_beside, c_miss_alone, c_miss_beside)
 
 
-def _prepared(memo: dict, launch, index: int, config):
+WINDOW_TRACE_MARGIN = 1.25
+"""How much further than the window, at its alone rate, a launch's traced CTAs reach."""
+WINDOW_TRACE_WAVES = 2
+"""Waves of CTAs traced beyond that."""
+
+
+def window_share(window_us: float | None, alone_us: float | None) -> float | None:
+    """The share of a launch's grid to trace for a run of at most `window_us` (None: all):
+    what it reaches alone in `WINDOW_TRACE_MARGIN` x the window at its mean rate alone
+    (`alone_us` for the whole grid); `WINDOW_TRACE_WAVES` waves are traced beyond it."""
+    if not window_us or not alone_us or alone_us <= WINDOW_TRACE_MARGIN * window_us:
+        return None
+    return WINDOW_TRACE_MARGIN * window_us / alone_us
+
+
+def _run_traced(memo: dict, config, launches, indices, **stop):
+    """`simulate_concurrent` of the launches' prepared images (`memo`), a launch that ran
+    out of traced CTAs grown to twice as many and the run repeated; (the result, the
+    images it ran)."""
+    while True:
+        preps = [_prepared(memo, launch, i, config) for launch, i in zip(launches, indices,
+                                                                          strict=True)]
+        result = simulate_concurrent(preps, config, **stop)
+        if not result.ran_out:
+            return result, preps
+        for launch, i, prep in zip(launches, indices, preps, strict=True):
+            if prep.name in result.ran_out:
+                _prepared(memo, launch, i, config, grow=2 * prep.ctas)
+
+
+def _prepared(memo: dict, launch, index: int, config, share: float | None = None,
+              grow: int | None = None):
+    """The launch's traced image in `memo`: traced first with `share` of its grid and
+    `WINDOW_TRACE_WAVES` waves (None: all), then grown to `grow` CTAs when asked."""
     key = ("prepared", id(launch), index, config_key(config))
     if key not in memo:
-        memo[key] = (launch, prepare_launch(launch, index, config))
+        memo[key] = (launch, prepare_launch(launch, index, config, share=share,
+                                            waves=WINDOW_TRACE_WAVES))
+    elif grow is not None:
+        memo[key] = (launch, grow_prepared(memo[key][1], grow))
     return memo[key][1]
 
 
-def _alone(memo: dict, launch, prepared, config):
+def _alone(memo: dict, launch, index: int, config):
+    """The launch alone to its end, its whole grid traced."""
     key = ("alone", id(launch), config_key(config))
     if key not in memo:
+        prepared = _prepared(memo, launch, index, config)
+        if prepared.partial:
+            prepared = _prepared(memo, launch, index, config, grow=prepared.grid_ctas)
         memo[key] = (launch, simulate_concurrent([prepared], config).kernels[prepared.name])
     return memo[key][1]
 
