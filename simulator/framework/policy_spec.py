@@ -84,10 +84,13 @@ class FidelitySpec(SpecMixin):
     chip_slice_max_slice_waves: float = spec_field(
         "Waves of the slice (whole-chip waves / f) up to which a grid is sliced and every "
         "CTA of the slice timed; larger grids are wave-sampled on the whole chip.",
-        default=7.5, above=0, maximum=MAX_WAVES,
-        source="about the cost of a 4- and a 7-wave replay; wave-sampling the slice "
-               "instead read -5.7 % (residual add 4096x7168) and +3.6 % (quantize "
-               "4096x16384)")
+        default=16.0, above=0, maximum=MAX_WAVES,
+        source="16 slice waves at f = 4 are the SM work of 4 whole-chip waves, the first "
+               "replay of wave sampling; against full on h800_sxm (20 communication SMs) "
+               "quantize 8192x7168 (28 waves) sliced +0.18 % where wave-sampled read "
+               "-2.94 %, residual add 2 x 8192x7168 +0.38 % (-2.16 %), 9 x 8192x7168 "
+               "+0.36 % (+3.38 %) (docs/fidelity.md); wave-sampling the slice instead "
+               "read -5.7 % (residual add 4096x7168) and +3.6 % (quantize 4096x16384)")
     chip_slice_footprint_tolerance_fraction: float = spec_field(
         "A grid is sliced when the slice's CTAs touch at least (1 - this) / f of the "
         "grid's distinct sectors (no data shared along a grid dimension).",

@@ -25,7 +25,7 @@ and vLLM's SwiGLU read 3-4 % long).
 
 Which grids are sliced (`config.fidelity`, `simulator.framework.policy_spec.FidelitySpec`):
 `chip_slicing` on, from `chip_slice_min_waves` (2) whole-chip waves to f x
-`chip_slice_max_slice_waves` (7.5); larger grids are wave-sampled on the whole chip, smaller
+`chip_slice_max_slice_waves` (16); larger grids are wave-sampled on the whole chip, smaller
 ones timed in full on it.
 
 Measured against timing every CTA on the whole chip (h800_sxm unless stated, f = 4; kernel
@@ -38,6 +38,13 @@ time; CPU seconds of the op sliced / wave-sampled or full):
     quantize 4096x2048 (3.9)                 -0.31 %  0.5 / 1.8 s
     SwiGLU 4096x2048 (3.9)                   +0.67 %  0.6 / 2.5 s
     vLLM RoPE 1024x8192 (1.9), h100_sxm      -3.5 %   (why grids under two waves are not sliced)
+
+Past 30 whole-chip waves (up to f x 16 since `chip_slice_max_slice_waves` is 16; wave-sampled
+before), h800_sxm with 20 communication SMs:
+
+    quantize 8192x7168 (57344 CTAs)          +0.18 %  2.0 / 3.6 s (wave-sampled -2.94 %)
+    residual add 2 x 8192x7168 (32768)       +0.38 %  2.4 / 2.4 s (wave-sampled -2.16 %)
+    residual add 9 x 8192x7168 (32768)       +0.36 %  6.4 / 6.4 s (wave-sampled +3.38 %)
 
 Wave-sampling the slice instead of timing all of it read -5.7 % and +3.6 %: the slice's
 waves of 33 SMs vary more than the chip's (why `chip_slice_max_slice_waves` bounds it).

@@ -52,7 +52,7 @@ same traces the functional run gives, so the same result bit for bit (RMSNorm 40
 on h800_sxm: 6.5 s CPU against 10.8 s tracing every CTA); a kernel that fails a check is
 traced in full.
 With `chip_slicing` on, a grid of `chip_slice_min_waves` (2) to f x
-`chip_slice_max_slice_waves` (7.5) waves whose CTAs are alike (the synthesis template
+`chip_slice_max_slice_waves` (16) waves whose CTAs are alike (the synthesis template
 holds, the grid's last and middle CTAs match it, and the CTAs share no data along a grid
 dimension) is not wave-sampled: its first ceil(n / f) CTAs are all timed, from a cold
 system, on a slice of the chip with 1/f of its SMs, L2 slices and HBM channels (f = 4 on
