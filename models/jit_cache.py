@@ -21,7 +21,15 @@ is that line; `ensure_fresh()` hands it, when the state is "stale" or "empty", t
 `logging` logger `ptxsim.compile` at INFO level just before compiled code first loads, so a
 command that fails on its input earlier says nothing about compiling. This module prints
 nothing itself: the command line attaches a handler writing the record on stderr.
-Units: seconds.
+
+`reserved_call(fn, *args)` calls `fn` from a frame that holds `RESERVED_STACK_SLOTS` slots of
+the interpreter's data stack. CPython 3.11 keeps its frames in chunks of 16 KiB and maps a new
+chunk when a call does not fit in the current one, unmapping it when that call returns: numba's
+compiler, a deep recursion, crosses a chunk boundary back and forth millions of times (3.9 M
+mmap/munmap pairs of 16 KiB when the compiled SM loop is built, 35 s of system time on this
+project's machine). Called through the reserve, the compiler's frames fit in the reserve's
+chunk, so none is mapped; the compiled SM loop's first call (`models.sm_driver`,
+`models.sm`) goes through it. Units: seconds, data stack slots (8 bytes each).
 """
 
 from __future__ import annotations
@@ -36,11 +44,31 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("models/*.py", "isa/fpround.py", "isa/semantics/memory.py", "isa/trace_format.py")
 STAMP = "numba_sources.sha1"
 PROBE = "sm_core._run-*.nbi"   # the compiled SM loop's cache index: absent until it is built
-# CPU time of the first simulation on an empty cache (`ptxsim op softmax --rows 256
-# --cols 256`: 82 s user against 2.5 s warm, one core); every cached function compiles then.
-COMPILE_ESTIMATE_S = 90
+# Wall time of the first simulation on an empty cache (`ptxsim op softmax --rows 256
+# --cols 256 --no-cache` with an empty `NUMBA_CACHE_DIR`: 69.4 s wall, 67.3 s user, against
+# 2.5 s warm, one core); every cached function compiles then.
+COMPILE_ESTIMATE_S = 70
 COMPILE_LOG = logging.getLogger("ptxsim.compile")
 """Where `ensure_fresh()` reports that compiling is ahead (INFO; no handler of its own)."""
+
+
+RESERVED_STACK_SLOTS = 300_000
+"""Slots (8 bytes) of the data stack `reserved_call` holds: 2.4 MB, so the chunk it takes has
+1.6 MB of room for the frames above it (numba's compiler needs far less)."""
+
+
+def _reserve(fn, args):
+    return fn(*args)
+
+
+_NAMES = ("fn", "args") + tuple(f"_slot{i}" for i in range(RESERVED_STACK_SLOTS))
+_reserve.__code__ = _reserve.__code__.replace(co_varnames=_NAMES, co_nlocals=len(_NAMES))
+
+
+def reserved_call(fn, *args):
+    """`fn(*args)` from a frame holding `RESERVED_STACK_SLOTS` data stack slots (module
+    docstring): the same result, without the chunk churn of a deep recursion inside."""
+    return _reserve(fn, args)
 
 
 def sources_hash() -> str:

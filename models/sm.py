@@ -368,7 +368,7 @@ class StreamingMultiprocessor:
         args = self._loop_args()
         while True:
             self.listen()
-            rc = run(*args)
+            rc = run(*args) if run.overloads else jit_cache.reserved_call(run, *args)
             if lp[st.L_REMOTE_N] or lp[st.L_REMOTE_LOST]:
                 self._wake_remote()
             if rc == st.RC_YIELD:

@@ -50,6 +50,7 @@ Left out: what `models.sm` leaves out. Units: SM cycles.
 from __future__ import annotations
 
 import numba as nb
+import numpy as np
 
 from isa.trace_format import (
     KIND_ATOMIC,
@@ -613,7 +614,7 @@ def _issue(w, k, cycle, ev_pc, ev_kind, ev_detail, ev_slot, pcs, regs, slot_even
         if lp[L_INLINE]:
             first = ev_sstart[e]
             done = serve_event(ev_kind[e], True, cycle, sectors[first:first + ev_detail[e]],
-                               memory, lp, log, 1, pcs[p, P_POLICY:P_FIELDS])
+                               memory, lp, log, np.int64(1), pcs[p, P_POLICY:P_FIELDS])
         if done < 0:
             lp[L_PEND_W], lp[L_PEND_E] = w, e
             return RC_TMA

@@ -63,6 +63,7 @@ from numba.typed import List
 from simpy.core import NORMAL
 from simpy.events import Event
 
+from models import jit_cache
 from models import sm_core as core
 from models import sm_state as st
 from models.cached_memory_layout import step
@@ -302,6 +303,12 @@ def drive(q, ctl, sm, quantum_ps, freq_khz, ev_pc, ev_kind, ev_detail, ev_slot, 
         sm = NO_SM
 
 
+def _drive(*args):
+    """`drive(*args)`; its first call in the process through `jit_cache.reserved_call`, where
+    numba compiles it (or loads it from the cache)."""
+    return drive(*args) if drive.overloads else jit_cache.reserved_call(drive, *args)
+
+
 class SmQueue:
     """The event queue of a replay whose only processes are its SMs (module docstring)."""
 
@@ -425,8 +432,8 @@ class SmDriver:
         memory = first._memory_state()
         sm = NO_SM
         while True:
-            rc, sm = drive(q, ctl, sm, quantum_ps, freq_khz, *kernel_args, memory, disp,
-                           kernel.offsets, *state_args)
+            rc, sm = _drive(q, ctl, sm, quantum_ps, freq_khz, *kernel_args, memory, disp,
+                            kernel.offsets, *state_args)
             env._now = int(ctl[Q_NOW])
             if sm == NO_SM:
                 self.replay_logs()
@@ -471,8 +478,8 @@ class SmDriver:
         while True:
             ctl[Q_UNTIL:] = env._queue[0][:3] if env._queue else (NO_LIMIT,) * 3
             ctl[Q_ORDER] = next_order(env)
-            rc, sm = drive(q, ctl, sm, quantum_ps, freq_khz, *kernel_args, memory, disp,
-                           kernel.offsets, *state_args)
+            rc, sm = _drive(q, ctl, sm, quantum_ps, freq_khz, *kernel_args, memory, disp,
+                            kernel.offsets, *state_args)
             env._eid = count(int(ctl[Q_ORDER]))
             env._now = int(ctl[Q_NOW])
             if sm == NO_SM:

@@ -223,7 +223,7 @@ def _remote(kind, w, part, now_ps, mem, lp, log, policy):
         offset = windows[w, W_MIRROR_OFFSET]
         for i in range(part.size):
             part[i] += offset
-        _serve_inner(KIND_STORE, part, now_ps, mem, lp, log, 1, policy)
+        _serve_inner(np.int64(KIND_STORE), part, now_ps, mem, lp, log, np.int64(1), policy)
     return arrived
 
 
@@ -286,7 +286,7 @@ def serve_event(trace_kind, tma, cycle, sectors, mem, lp, log, ops, policy):
         for first in range(0, n, CHUNK_SECTORS):
             at = start + first * SECTOR_BYTES // per
             done = max(done, _request(kind, sectors[first:first + CHUNK_SECTORS], at, mem, lp,
-                                      log, 1, policy))
+                                      log, np.int64(1), policy))
         return done + TMA_EXTRA_LATENCY_CYCLES
     if lp[L_MEM_LISTEN] and lp[L_LOG_N] + rows > log.shape[0]:
         return -1
