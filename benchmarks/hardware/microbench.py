@@ -12,7 +12,8 @@
   mma_throughput) and microbench_hw.cu's shared_volatile (the same loads as
   ld.volatile.shared, which ptxas keeps), wgmma_bf16 and wgmma_e4m3, and fence_cost
   (`membar.gl` after 0 and 4 stores, cycles per round with and without it; not yet
-  measured). Bandwidths are bytes
+  measured), and store_halves (8-byte pairs written whole, as two 4-byte halves, or half:
+  partial-sector stores against whole ones; not yet measured). Bandwidths are bytes
   over the median event time of a launch; per-SM rates are the difference of two launches
   that differ only in `iters` (N and 2N), so launch and ramp costs cancel:
   Δops / (Δseconds × SM clock × SMs). The SM clock is NVML's median during the timing.
@@ -265,6 +266,26 @@ def throughput(cp, mods, out: Path, env, clocks, sms: int, quick: bool) -> None:
                 round_cycles_fence=per[1])
     except Exception as exc:
         table.fail("fence_cost", exc)
+    # 8-byte pairs written whole, in two 4-byte halves, or half (microbench_hw.cu store_halves):
+    # what partial-sector stores cost the L2 and HBM, beside the whole ones.
+    try:
+        hk = mods["hw"].get_function("store_halves")
+        size = 64 * MIB if quick else 512 * MIB
+        buf = cp.zeros(size // 4, dtype=cp.uint32)
+        pairs, grid = size // 8, 8 * sms
+        for mode, label in ((0, "whole 8-byte"), (1, "two 4-byte halves"), (2, "low half only")):
+            with clocks.window() as w:
+                times = time_cupy(lambda m=mode, b=buf: hk((grid,), (256,),
+                                                           (b, np.int64(pairs), np.int32(m),
+                                                            np.uint32(7))), 3, reps)
+            t = statistics.median(times)
+            written = size if mode < 2 else size // 2
+            row("hbm", f"store_halves {label} bandwidth", written / (t * 1e-3) / 1e9, "GB/s",
+                size_bytes=size, bytes_written=written, grid=grid, block=256, mode=mode,
+                median_ms=round(t, 4), min_ms=round(min(times), 4), **w.stats)
+        del buf
+    except Exception as exc:
+        table.fail("store_halves", exc)
     table.close()
 
 

@@ -19,6 +19,14 @@
 // counter (the in-kernel combine's handshake), between two reads of %clock64. out[cta] =
 // cycles per round; mode 1 - mode 0 is what the fence costs (`sm.gpu_fence_cycles` after the
 // stores' completion, tests/test_fence_timing.py for the simulator's).
+// store_halves: thread t owns the 8-byte pair t of `out` (a grid-stride loop over `pairs`) and
+// writes it as one 8-byte store (mode 0: every 32-byte sector written whole by one warp
+// instruction), as two 4-byte stores, low word then high word (mode 1: each warp instruction
+// writes half of 8 sectors and the next completes them, as the GEMM epilogue's 4-byte stores
+// of a wgmma fragment do), or its low word only (mode 2: every sector left half written).
+// Bytes over time for each mode; with ncu, `lts__t_sectors_srcunit_tex_op_write` and
+// `dram__bytes_read` tell whether the L2 pays per partial write and whether a half-written
+// sector is filled from DRAM when it is evicted (the kv_b GEMM's gap, docs/accuracy.md).
 #include <cstdint>
 
 #define UNROLL 8
@@ -151,4 +159,21 @@ extern "C" __global__ void fence_cost(unsigned* __restrict__ lines, unsigned* __
     }
     long long c1 = clock64();
     out[blockIdx.x] = static_cast<unsigned long long>((c1 - c0) / iters);
+}
+
+extern "C" __global__ void store_halves(unsigned* __restrict__ out, long long pairs, int mode,
+                                        unsigned value) {
+    long long stride = static_cast<long long>(gridDim.x) * blockDim.x;
+    for (long long t = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; t < pairs;
+         t += stride) {
+        unsigned* p = out + 2 * t;
+        if (mode == 0) {
+            asm volatile("st.global.v2.u32 [%0], {%1, %2};" :: "l"(p), "r"(value), "r"(value + 1)
+                         : "memory");
+        } else {
+            asm volatile("st.global.u32 [%0], %1;" :: "l"(p), "r"(value) : "memory");
+            if (mode == 1) asm volatile("st.global.u32 [%0], %1;" :: "l"(p + 1), "r"(value + 1)
+                                        : "memory");
+        }
+    }
 }
