@@ -57,18 +57,22 @@ RESERVED_STACK_SLOTS = 300_000
 1.6 MB of room for the frames above it (numba's compiler needs far less)."""
 
 
-def _reserve(fn, args):
-    return fn(*args)
+@functools.cache
+def _reserve():
+    """The caller whose frame holds the reserve: `fn(*args)` with `RESERVED_STACK_SLOTS` more
+    local slots, built at its first use (80 ms), not at import."""
+    def call(fn, args):
+        return fn(*args)
 
-
-_NAMES = ("fn", "args") + tuple(f"_slot{i}" for i in range(RESERVED_STACK_SLOTS))
-_reserve.__code__ = _reserve.__code__.replace(co_varnames=_NAMES, co_nlocals=len(_NAMES))
+    names = ("fn", "args") + tuple(f"_slot{i}" for i in range(RESERVED_STACK_SLOTS))
+    call.__code__ = call.__code__.replace(co_varnames=names, co_nlocals=len(names))
+    return call
 
 
 def reserved_call(fn, *args):
     """`fn(*args)` from a frame holding `RESERVED_STACK_SLOTS` data stack slots (module
     docstring): the same result, without the chunk churn of a deep recursion inside."""
-    return _reserve(fn, args)
+    return _reserve()(fn, args)
 
 
 def sources_hash() -> str:

@@ -38,7 +38,7 @@ def _minor_faults(fn):
 def test_reserved_call_returns_the_calls_result_and_holds_the_reserve():
     assert reserved_call(divmod, 17, 5) == (3, 2)
     assert reserved_call(lambda *a, **k: (a, k), 1, 2) == ((1, 2), {})
-    assert _reserve.__code__.co_nlocals == RESERVED_STACK_SLOTS + 2
+    assert _reserve().__code__.co_nlocals == RESERVED_STACK_SLOTS + 2
     with pytest.raises(ZeroDivisionError):
         reserved_call(divmod, 1, 0)
 

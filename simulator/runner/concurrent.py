@@ -107,7 +107,7 @@ class ConcurrentResult:
     issued: dict[str, int] = field(default_factory=dict)
     """Per launch, the warp instructions it issued by the run's end (of its traced CTAs)."""
     ran_out: tuple[str, ...] = ()
-    """The launches prepared with part of their grid (`prepare_launch(ctas=...)`) whose
+    """The launches prepared with part of their grid (`prepare_launch(share=...)`) whose
     dispatcher handed out every traced CTA: their figures need more of the grid traced
     (`grow`); those of the other launches are the whole grid's."""
 
@@ -140,7 +140,7 @@ class _Prepared:
 
     @property
     def partial(self) -> bool:
-        """Whether only the first CTAs of its grid are traced (`prepare_launch(ctas=...)`)."""
+        """Whether only the first CTAs of its grid are traced (`prepare_launch(share=...)`)."""
         return self.ctas < self.grid_ctas
 
     def issued_total(self) -> int:
@@ -192,7 +192,7 @@ def prepare_launch(launch, index: int, config, policy: str | None = None,
     (CTAs resident at once on the launch's SMs) more, for a run stopped before the launch
     ends: the dispatcher hands out those, and a run in which it never ran out of them
     (`ConcurrentResult.ran_out`) is the same simulation as with the whole grid traced, up to
-    its stop; `grow` traces more. A launch in clusters is traced whole."""
+    the run's end; `grow` traces more. A launch in clusters is traced whole."""
     program = (launch.ptx if isinstance(launch.ptx, isa.launch.Program)
                else isa.compile_kernel(launch.ptx, launch.entry))
     check_isa_target(program, config)
@@ -349,7 +349,8 @@ def simulate_concurrent(launches, config=None, *, memory=None, policy: str | Non
     _run_until(system, runs, stop_at, until_us)
     stop_cycle = system.clock.ps_to_cycles(system.env.now)
     issued = {run.prepared.name: run.issued() for run in runs}
-    progress = {run.prepared.name: run.progress() for run in runs}
+    progress = {run.prepared.name: _share(issued[run.prepared.name],
+                                          run.prepared.issued_total()) for run in runs}
     ran_out = tuple(run.prepared.name for run in runs
                     if run.prepared.partial and run.dispatcher.next_cta >= run.prepared.ctas)
     for run in runs:
@@ -363,6 +364,11 @@ def simulate_concurrent(launches, config=None, *, memory=None, policy: str | Non
     cycles = max(r.cycles for r in results.values())
     return ConcurrentResult(results, cycles, system.clock.cycles_to_ps(cycles) / 1e6,
                             config.to_dict(), progress, issued, ran_out)
+
+
+def _share(issued: int, total: int) -> float:
+    """A launch's progress: the share of its traced warp instructions issued (1.0 for none)."""
+    return 1.0 if total == 0 else issued / total
 
 
 def _memory_of(prepared: _Prepared, memory):
@@ -483,11 +489,6 @@ class _Run:
             used = wi[:, W_USED] != 0
             left += int((count(wi[used, W_END]) - count(wi[used, W_POS])).sum())
         return total - left
-
-    def progress(self) -> float:
-        """Share of the trace's warp instructions issued (`issued`)."""
-        total = self.prepared.issued_total()
-        return 1.0 if total == 0 else self.issued() / total
 
     def result(self, system, config, run_id: str, stop_cycle: int | None = None) \
             -> KernelResult:

@@ -159,14 +159,14 @@ def window_share(window_us: float | None, alone_us: float | None) -> float | Non
     return WINDOW_TRACE_MARGIN * window_us / alone_us
 
 
-def _run_traced(memo: dict, config, launches, indices, **stop):
+def _run_traced(memo: dict, config, launches, indices, **until):
     """`simulate_concurrent` of the launches' prepared images (`memo`), a launch that ran
     out of traced CTAs grown to twice as many and the run repeated; (the result, the
     images it ran)."""
     while True:
         preps = [_prepared(memo, launch, i, config) for launch, i in zip(launches, indices,
                                                                           strict=True)]
-        result = simulate_concurrent(preps, config, **stop)
+        result = simulate_concurrent(preps, config, **until)
         if not result.ran_out:
             return result, preps
         for launch, i, prep in zip(launches, indices, preps, strict=True):
