@@ -294,9 +294,9 @@ def _assert_same_runs(ours, ref) -> None:
 
 
 def test_the_compiled_driver_steps_a_launch_as_its_simpy_processes(small_pair, monkeypatch):
-    """The SMs of a launch on the cached memory, in no clusters, step in the compiled driver
-    (`models.sm_driver.SmDriver.share`), alone or beside a collective's SimPy processes, to
-    the end or to a stop: the same cycles, progress, stats and timeline as their SimPy
+    """The SMs of a launch on the cached memory, in no clusters, step in a compiled driver
+    of their own (`models.sm_driver.SmDriver.share`), alone or beside a collective's driver,
+    to the end or to a stop: the same cycles, progress, stats and timeline as their SimPy
     processes, bit for bit, and so the same pair measurements."""
     import simulator.runner.concurrent as concurrent
     from simulator.framework.engine import Clock
@@ -314,8 +314,8 @@ def test_the_compiled_driver_steps_a_launch_as_its_simpy_processes(small_pair, m
     compiled = []
     chosen = concurrent._compiled
 
-    def spy(run, runs):               # beside the collective too (`_compiled` does not)
-        compiled.append(chosen(run, [run]))
+    def spy(run):
+        compiled.append(chosen(run))
         return compiled[-1]
 
     def runs():
@@ -340,8 +340,7 @@ def test_the_compiled_driver_steps_a_launch_as_its_simpy_processes(small_pair, m
     # the runs above and the residual add's in pairs (20); the collective's runs (14): its
     # SMs serve the link windows inside their loop (`models.link_memory_kernel`)
     assert compiled.count(True) == 2 * 8 + 4 + 14
-    assert not chosen(concurrent._Run.__new__(concurrent._Run), [None, None])
-    monkeypatch.setattr(concurrent, "_compiled", lambda run, runs: False)
+    monkeypatch.setattr(concurrent, "_compiled", lambda run: False)
     ref, ref_pairs = runs()
     assert our_pairs == ref_pairs
     assert any(0.0 < p < 1.0 for r in ours for p in r.progress.values())

@@ -32,8 +32,8 @@ when its last SM finished (all start at cycle 0), its stats table (kernel = the 
 A single launch gives exactly `simulate_kernel`'s figures (tested). The SMs of a launch alone
 that serve their requests inside their loop and run no clusters are
 stepped by the compiled driver (`models.sm_driver.SmDriver.share`) in SimPy's order of
-events, to the end or to a stop: the same figures and progress as their SimPy processes
-(tested, also beside a collective's processes, where `_compiled` does not choose it).
+events, to the end or to a stop, one driver per launch, beside a collective's driver too:
+the same figures and progress as their SimPy processes (tested).
 
 Ending early: `stop_at="first"` ends the run when the first launch ends, `until_us` at a
 time; `ConcurrentResult.progress` gives each launch's share of its trace's warp
@@ -345,7 +345,7 @@ def simulate_concurrent(launches, config=None, *, memory=None, policy: str | Non
         if run.prepared.windows:
             system.memory.attach_tracers(run.sheet)
     for run in runs:
-        run.start(_compiled(run, runs))
+        run.start(_compiled(run))
     _run_until(system, runs, stop_at, until_us)
     stop_cycle = system.clock.ps_to_cycles(system.env.now)
     issued = {run.prepared.name: run.issued() for run in runs}
@@ -382,13 +382,14 @@ def _memory_of(prepared: _Prepared, memory):
     return memory.inner
 
 
-def _compiled(run: _Run, runs: list[_Run]) -> bool:
-    """Whether `run`'s SMs step in the compiled driver (`_Run.start`): it runs alone, its
-    SMs serve their requests inside their loop (the cached memory, or link windows around
-    it: a collective alone) and its CTAs run in no clusters. Beside another launch the
-    driver would give the same figures, but one driver steps one launch's SMs, so both
-    launches' SimPy processes step them there (docs/performance.md)."""
-    return len(runs) == 1 and run.sms[0].inline is not None and not run.prepared.clustered
+def _compiled(run: _Run) -> bool:
+    """Whether `run`'s SMs step in a compiled driver of their own (`_Run.start`): its SMs
+    serve their requests inside their loop (the cached memory, or link windows around it: a
+    collective) and its CTAs run in no clusters. Each launch's driver stands in SimPy's
+    queue with its first entry and steps its SMs up to SimPy's next event, which may be the
+    other launch's driver (`models.sm_driver.SmDriver.share`), so two launches together step
+    in event order as their SimPy processes would: the same figures, bit for bit."""
+    return run.sms[0].inline is not None and not run.prepared.clustered
 
 
 STOP_AT = ("last", "first")
