@@ -29,11 +29,11 @@ Stats: `ConcurrentResult.kernels[name]` is a `KernelResult` per launch: its cycl
 when its last SM finished (all start at cycle 0), its stats table (kernel = the entry, as
 `simulate_kernel` names it) holds its SMs' counters and the memory requests its SMs issued
 (split by `sm_id`), plus the link counters for the launch that owns link windows.
-A single launch gives exactly `simulate_kernel`'s figures (tested). The SMs of a launch alone
-that serve their requests inside their loop and run no clusters are
-stepped by the compiled driver (`models.sm_driver.SmDriver.share`) in SimPy's order of
-events, to the end or to a stop, one driver per launch, beside a collective's driver too:
-the same figures and progress as their SimPy processes (tested).
+A single launch gives exactly `simulate_kernel`'s figures (tested). The SMs of a launch that
+serve their requests inside their loop and run no clusters are stepped by a compiled driver
+of their own (`models.sm_driver.SmDriver.share`) in SimPy's order of events, alone or beside
+the other launch's driver, to the end or to a stop: the same figures and progress as their
+SimPy processes (tested).
 
 Ending early: `stop_at="first"` ends the run when the first launch ends, `until_us` at a
 time; `ConcurrentResult.progress` gives each launch's share of its trace's warp
