@@ -9,15 +9,15 @@ MoE prefill of 4096 tokens on h800_sxm, sampled, as `ptxsim run --deployment sin
 
 Prints the CPU seconds of the process (`time.process_time`: the goal's measure, as the
 wall clock of a shared machine includes waiting for a core) and the wall seconds of the
-whole simulation beside the goal (sampled <= 25 s on one core, the default `ptxsim run`'s
-once compiled) and the simulated layer
-time (with `--stages` also the CPU seconds of each stage of the run, `STAGES`, timed without a
-profiler, and the CPU seconds of every op timed and every contention pair measured in that
-run, largest first); with `--per-op` instead the CPU seconds and simulated time of every distinct op
-(each simulated once, as `simulate_workload` does, whose cost is their sum), largest
-first, so the nodes that dominate the run time are named, with how each was timed (in full,
-wave-sampled with the waves simulated, or by op-level samples). The numba JIT of the memory
-model is warmed up first (a tiny op) so it is not counted.
+whole simulation beside the goal (sampled <= 25 s on one core once compiled, the default
+`ptxsim run`'s) and the simulated layer time (with `--stages` also the CPU seconds of each
+stage of the run, `STAGES`, timed without a profiler, and the CPU seconds of every op timed
+and every contention pair measured in that run, largest first); with `--per-op` instead the
+CPU seconds and simulated time of every distinct op (each simulated once, as
+`simulate_workload` does, whose cost is their sum), largest first, so the nodes that
+dominate the run time are named, with how each was timed (in full, wave-sampled with the
+waves simulated, or by op-level samples). The numba JIT of the memory model is warmed up
+first (a tiny op) so it is not counted.
 Units: CPU and wall seconds, simulated microseconds.
 """
 
